@@ -1,0 +1,85 @@
+// Agent: anything that picks per-block strategies from observations (DESIGN.md §1).
+//
+//   auto agent = make_agent("ppo(lr=3e-4)", env->spec(), seed);
+//   Action a = agent->act(obs, env->action_mask());
+//   agent->observe({obs, a, r.reward, r.obs, r.terminated, r.truncated});
+//   agent->update();   // learners learn here; others do nothing
+//
+// Contract (checked for every registered agent by the agent conformance suite): actions
+// respect the mask; the same seed gives the same actions; save/load round-trips.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/env.h"
+#include "env/registry.h"
+
+namespace shardgym {
+
+struct Transition {
+  Observation obs;
+  Action action;
+  double reward = 0;
+  Observation next_obs;
+  bool terminated = false;
+  bool truncated = false;
+};
+
+class Agent {
+ public:
+  virtual ~Agent() = default;
+  virtual std::string name() const = 0;
+  // mask: flattened block-major, mask[b*K + k] (Env::action_mask()).
+  virtual Action act(const Observation& obs, const std::vector<uint8_t>& mask) = 0;
+  virtual void observe(const Transition& t) {}
+  // Learn from what was observed; returns true when parameters changed.
+  virtual bool update() { return false; }
+  // Called at the start of each episode, after env.reset() (static agents read the run there).
+  virtual void begin_episode(Env& env) {}
+  virtual bool learns() const { return false; }
+  // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.
+  virtual void set_training(bool training) {}
+  // Full state to a file (params, optimizer, rng); load restores it exactly. The default
+  // writes a header naming the agent, then write_state(); load checks the name.
+  virtual void save(const std::string& path) const;
+  virtual void load(const std::string& path);
+
+ protected:
+  // Text state of the default save/load (e.g. the rng); stateless agents write nothing.
+  virtual void write_state(std::ostream& out) const {}
+  virtual void read_state(std::istream& in) {}
+};
+
+// "name(key=value,...)" → name + params (also used for scenario and strategy strings).
+struct ParsedId {
+  std::string name;
+  std::map<std::string, std::string> params;
+  static ParsedId parse(const std::string& text);  // throws std::invalid_argument
+  double get(const std::string& key, double fallback) const;
+  std::string get(const std::string& key, const std::string& fallback) const;
+  // Throws std::invalid_argument naming the first key not in `allowed`.
+  void check_keys(const std::vector<std::string>& allowed) const;
+  std::string to_string() const;  // "name(k=v,...)", keys sorted
+};
+
+using AgentFactory =
+    std::function<std::unique_ptr<Agent>(const ParsedId& id, const EnvSpec& spec, uint64_t seed)>;
+
+struct AgentRegistration {
+  AgentRegistration(const std::string& name, const std::string& description, AgentFactory f);
+};
+#define REGISTER_SHARDGYM_AGENT(name, description, factory) \
+  static ::shardgym::AgentRegistration SHARDGYM_CONCAT(shardgym_agent_reg_, __LINE__)(name, description, factory)
+
+std::vector<std::string> registered_agent_names();
+std::string agent_description(const std::string& name);
+// Throws std::invalid_argument naming the known agents.
+std::unique_ptr<Agent> make_agent(const std::string& id, const EnvSpec& spec, uint64_t seed);
+
+}  // namespace shardgym

@@ -1,0 +1,81 @@
+// Env: the Gymnasium contract in C++ (DESIGN.md §5).
+//
+//   auto env = make_env("shardgym/TPSim-v0", spec);
+//   auto [obs, info] = env->reset(42);
+//   while (true) {
+//     auto r = env->step(agent.act(obs, env->action_mask()));
+//     if (r.terminated || r.truncated) break;
+//   }
+//
+// Action: one catalog index per block (MultiDiscrete, nvec = catalog size for every block).
+// The mask is flattened block-major: mask[b * K + k]. Observation: a flat float32 vector,
+// per-block features then global features (layout in partition_env.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "env/space.h"
+#include "runtime/core/measurement.h"
+#include "runtime/core/plan.h"
+
+namespace shardgym {
+
+using Observation = std::vector<float>;
+using Action = std::vector<int32_t>;
+
+struct Info {
+  Measurement measurement;                // raw figures of this step
+  Plan plan;                              // the plan in force after the step
+  std::map<std::string, double> scalars;  // "baseline_latency_s", "raw_reward", ...
+  std::string error;                      // non-empty when the step failed (truncated)
+};
+
+struct ResetResult {
+  Observation obs;
+  Info info;
+};
+
+struct StepResult {
+  Observation obs;
+  double reward = 0;
+  bool terminated = false;
+  bool truncated = false;
+  Info info;
+};
+
+// Immutable description of an env: id, spaces, limits (EnvPool's EnvSpec).
+struct EnvSpec {
+  std::string id;
+  std::string description;
+  Space observation_space;
+  Space action_space;
+  int num_blocks = 0;
+  int catalog_size = 0;
+  int max_episode_steps = 0;  // 0 = none
+  bool deterministic = true;
+  std::string backend;        // "sim" | "live" | "replay"
+};
+
+class TrainingRun;
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  virtual const EnvSpec& spec() const = 0;
+  // nullopt: continue the seed sequence of the previous episode.
+  virtual ResetResult reset(std::optional<uint64_t> seed = std::nullopt) = 0;
+  // Throws std::invalid_argument for an action outside the space or the mask.
+  virtual StepResult step(const Action& action) = 0;
+  virtual std::vector<uint8_t> action_mask() const = 0;
+  // The job underneath (for baselines, oracles, trace metadata).
+  virtual TrainingRun& run() = 0;
+  virtual const TrainingRun& run() const = 0;
+  virtual int elapsed_steps() const = 0;
+};
+
+}  // namespace shardgym

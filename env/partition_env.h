@@ -1,0 +1,91 @@
+// PartitionEnv: the env over any TrainingRun. Owns the episode: applies an action as a new
+// plan, asks the run for a Measurement, turns it into observation and raw reward.
+//
+// Observation layout (float32, D = B·kBlockFeatures + kGlobalFixed + L):
+//   per block b (kBlockFeatures): [catalog index / K (1.0 when the strategy is outside the
+//     catalog), degree / P, is_tp1d, is_tp2d, sp, chunks > 1, recompute,
+//     fwd_s / ref, bwd_s / ref, comm_s / ref]  (ref: the block's time under the initial plan
+//     at reset, so 1.0 = unchanged; where that reference is 0, the block's total reference
+//     time is used instead)
+//   global (kGlobalFixed): [step / steps_per_episode, phase / num_phases, seq_factor,
+//     max_compute_slowdown, peak memory / capacity, latency / initial latency]
+//   then L link classes: measured bandwidth / nominal.
+// Every entry is ≥ 0 (observation space Box(0, inf)). After a failed step the measured
+// entries keep their previous values.
+// Raw reward: −(w_lat·(latency + repartition)/tokens·1e6 + w_mem·peak/capacity
+//               + w_energy·energy/tokens); NormalizeReward turns it into "1.0 = Megatron".
+// A failed step (Measurement::ok == false) has reward 0, truncated = true and info.error set;
+// step() then throws std::logic_error until reset(). reset() measures one iteration of the
+// initial plan (the reference; returned as info.measurement).
+//
+// The action mask (B·K bytes) is cached and recomputed only when the plan in force or the
+// run's conditions (phase, sequence factor, memory capacity) change: it sits on the hot path.
+#pragma once
+
+#include <memory>
+
+#include "env/env.h"
+#include "runtime/core/experiment_spec.h"
+#include "runtime/core/training_run.h"
+
+namespace shardgym {
+
+class PartitionEnv : public Env {
+ public:
+  static constexpr int kBlockFeatures = 10;
+  static constexpr int kGlobalFixed = 6;
+
+  PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run, const ExperimentSpec& spec);
+
+  const EnvSpec& spec() const override { return spec_; }
+  ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
+  StepResult step(const Action& action) override;
+  std::vector<uint8_t> action_mask() const override;
+  TrainingRun& run() override { return *run_; }
+  const TrainingRun& run() const override { return *run_; }
+  int elapsed_steps() const override { return steps_; }
+
+  const ExperimentSpec& experiment() const { return experiment_; }
+  // Size and range are checked (std::invalid_argument naming the block); the mask is not.
+  Plan plan_from_action(const Action& action) const;
+  // Throws std::invalid_argument if a block's strategy is not in the catalog.
+  Action action_from_plan(const Plan& plan) const;
+  const Plan& initial_plan() const { return initial_plan_; }
+  const Measurement& reference() const { return reference_; }
+
+ private:
+  static constexpr int kStrategyFeatures = 7;  // the static part of a block's features
+
+  void check_action(const Action& action) const;  // size, range, mask
+  void ensure_mask() const;
+  void sync_indices_from_plan();
+  void strategy_features(const Strategy& s, int index, float* out) const;
+  Observation observe(const Measurement& m, const RunContext& ctx);
+  double raw_reward(const Measurement& m, const RunContext& ctx) const;
+  double capacity(const RunContext& ctx) const;
+
+  EnvSpec spec_;
+  std::unique_ptr<TrainingRun> run_;
+  ExperimentSpec experiment_;
+  Plan initial_plan_;
+  Measurement reference_;  // measurement of the initial plan at reset
+  uint64_t next_seed_ = 0;
+  int steps_ = 0;
+  bool started_ = false;
+  std::string failure_;  // set when the episode ended with a failed step
+
+  int blocks_ = 0, choices_ = 0, links_ = 0, world_ = 1;
+  std::vector<float> catalog_features_;  // K × kStrategyFeatures
+  std::vector<double> ref_time_;         // B × 3 denominators (fwd, bwd, comm)
+  Plan pending_;                         // reused buffer for the requested plan
+  std::vector<int32_t> current_;         // catalog index per block of the plan in force, -1
+  Observation last_obs_;
+
+  mutable std::vector<uint8_t> mask_;
+  mutable Plan mask_plan_;
+  mutable bool mask_valid_ = false;
+  mutable int mask_phase_ = -1;
+  mutable double mask_seq_factor_ = 0, mask_capacity_ = 0;
+};
+
+}  // namespace shardgym

@@ -1,0 +1,53 @@
+// StrategyCatalog: the finite menu of strategies a block may take, for one model and world.
+//
+// Every block indexes the same list (so the action space is MultiDiscrete with one nvec);
+// what differs per block is the validity mask: divisibility by the block's shapes
+// (heads, hidden, ffn, seq) and, when a memory budget is given, whether it fits.
+// Invalid entries are masked, never coerced.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/model_spec.h"
+#include "runtime/core/strategy.h"
+
+namespace shardgym {
+
+struct CatalogOptions {
+  bool with_sp = true;
+  bool with_2d = true;
+  std::vector<int> chunks = {1, 2};
+  bool with_recompute = true;
+  int max_degree = 0;  // 0 = world
+};
+
+class StrategyCatalog {
+ public:
+  StrategyCatalog() = default;
+  StrategyCatalog(const ModelSpec& model, int world, CatalogOptions options = {});
+
+  int size() const { return static_cast<int>(entries_.size()); }
+  const Strategy& at(int index) const { return entries_.at(index); }
+  const std::vector<Strategy>& entries() const { return entries_; }
+  int index_of(const Strategy& s) const;  // -1 if absent
+  int world() const { return world_; }
+
+  // Shape validity of entry `index` for a block kind; empty when valid, else the reason.
+  std::string why_invalid(BlockKind kind, int index) const;
+  // 1 = shape-valid for that block kind (memory is checked by the run, which knows the plan).
+  const std::vector<uint8_t>& shape_mask(BlockKind kind) const;
+
+ private:
+  ModelSpec model_;
+  int world_ = 1;
+  std::vector<Strategy> entries_;
+  std::vector<uint8_t> mask_attention_, mask_mlp_;
+};
+
+// Shape-validity of any strategy (also outside a catalog): empty when valid.
+std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& model, BlockKind kind,
+                                    int world);
+
+}  // namespace shardgym

@@ -1,0 +1,67 @@
+// ClusterSpec: devices, nodes and link classes, and the hierarchical communication matrix
+// derived from them (DESIGN.md §3, "Hierarchical communication matrix").
+//
+// Ranks are numbered node by node: node 0 holds ranks [0, n0), node 1 the next n1, ...
+// Inside a node ranks talk over the node's `intra_link`; across nodes over `inter_link`.
+// The α–β cost of a collective over a rank group is set by the group's bottleneck link.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardgym {
+
+struct DeviceType {
+  std::string name;         // "H100-SXM5-80GB"
+  double peak_flops = 0;    // dense FLOP/s in the model's dtype
+  double memory_bytes = 0;  // HBM capacity
+  double memory_bw = 0;     // HBM bandwidth, B/s (roofline)
+  double idle_w = 0;        // board power when idle
+  double busy_w = 0;        // board power under sustained GEMM load
+};
+
+struct LinkClass {
+  std::string name;          // "nvswitch", "pcie4", "ib-hdr100", ...
+  double bandwidth = 0;      // B/s per direction per rank
+  double latency_s = 0;      // α of the α–β model
+  double energy_per_byte = 0;  // J/B moved
+};
+
+struct NodeSpec {
+  std::string device;  // DeviceType::name
+  int gpus = 0;
+  std::string intra_link;  // LinkClass::name
+};
+
+// The P×P matrix: bandwidth, latency and link-class index between every pair of ranks.
+struct CommMatrix {
+  int world = 0;
+  std::vector<double> bandwidth;  // world*world, B/s (0 on the diagonal)
+  std::vector<double> latency;    // world*world, s
+  std::vector<int> link;          // world*world, index into ClusterSpec::links, -1 on diagonal
+  double bw(int i, int j) const { return bandwidth[i * world + j]; }
+  double lat(int i, int j) const { return latency[i * world + j]; }
+  int link_of(int i, int j) const { return link[i * world + j]; }
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::vector<DeviceType> devices;
+  std::vector<LinkClass> links;
+  std::vector<NodeSpec> nodes;
+  std::string inter_link;  // LinkClass::name between nodes ("" for one node)
+
+  int world_size() const;
+  int num_nodes() const { return static_cast<int>(nodes.size()); }
+  int node_of(int rank) const;
+  const DeviceType& device_of(int rank) const;
+  int device_index_of(int rank) const;
+  int link_index(const std::string& name) const;  // -1 if unknown
+  int device_index(const std::string& name) const;
+
+  CommMatrix comm_matrix() const;
+  // Empty when consistent, else what is wrong (unknown device / link names, zero gpus, ...).
+  std::string validate() const;
+};
+
+}  // namespace shardgym

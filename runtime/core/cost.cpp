@@ -1,0 +1,230 @@
+#include "runtime/core/cost.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+// Collectives over a group of one rank move nothing: they are left out.
+void add(std::vector<Collective>& out, CollOp op, CommAxis axis, int group, double x, bool fwd,
+         const char* what, int chunks) {
+  if (group <= 1 || x <= 0) return;
+  for (int c = 0; c < chunks; ++c) out.push_back({op, axis, group, x / chunks, fwd, what});
+}
+
+// Megatron 1D (Shoeybi et al.; SP: Korthikanti et al.). Per block: f before the
+// column-parallel GEMM (identity fwd / all-reduce bwd) and g after the row-parallel GEMM
+// (all-reduce fwd / identity bwd); with SP, g = all-gather fwd / reduce-scatter bwd before,
+// ḡ = reduce-scatter fwd / all-gather bwd after. Both move 4·N·h·(t−1)/t per rank per block.
+void megatron_1d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, double n,
+                 double h, int k) {
+  const bool attn = kind == BlockKind::kAttention;
+  const int t = s.t;
+  auto fwd = [&](bool recompute_pass) {
+    const bool f = !recompute_pass;  // a recompute replays the forward inside backward
+    if (s.sp) {
+      add(out, CollOp::kAllGather, CommAxis::kTensor, t, n * h, f, attn ? "attn.in g(ag)" : "mlp.in g(ag)", k);
+      add(out, CollOp::kReduceScatter, CommAxis::kTensor, t, n * h, f, attn ? "attn.out g~(rs)" : "mlp.out g~(rs)", k);
+    } else {
+      add(out, CollOp::kAllReduce, CommAxis::kTensor, t, n * h, f, attn ? "attn.out g" : "mlp.fc2 g", k);
+    }
+  };
+  fwd(false);
+  if (s.recompute) fwd(true);
+  if (s.sp) {
+    add(out, CollOp::kReduceScatter, CommAxis::kTensor, t, n * h, false, attn ? "attn.in g(rs) bwd" : "mlp.in g(rs) bwd", k);
+    add(out, CollOp::kAllGather, CommAxis::kTensor, t, n * h, false, attn ? "attn.out g~(ag) bwd" : "mlp.out g~(ag) bwd", k);
+  } else {
+    add(out, CollOp::kAllReduce, CommAxis::kTensor, t, n * h, false, attn ? "attn.qkv f bwd" : "mlp.fc1 f bwd", k);
+  }
+}
+
+// ATP 2D (Cheng et al. 2023, reconstructed from the authors' public code). Weights
+// A[in,out] placed [Shard(0) on one axis, Shard(1) on the other]; the residual stream is
+// [N, h/d2], sharded over the d2 axis, replicated over d1.
+void atp_2d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, double n, double h,
+            double f, int k) {
+  const int d1 = s.d1, d2 = s.d2;
+  const auto D1 = CommAxis::kMeshD1, D2 = CommAxis::kMeshD2;
+  auto fwd = [&](bool fw) {
+    // LayerNorm over a hidden dim sharded on d2: mean and mean-square all-reduced.
+    add(out, CollOp::kAllReduce, D2, d2, 2 * n, fw, "ln stats", k);
+    if (kind == BlockKind::kAttention) {
+      add(out, CollOp::kReduceScatter, D2, d2, n * 3 * h / d1, fw, "attn.qkv rs(d2)", k);
+      add(out, CollOp::kAllGather, D2, d2, n * h / d1, fw, "attn.out ag(d2)", k);
+      add(out, CollOp::kAllReduce, D1, d1, n * h / d2, fw, "attn.out ar(d1)", k);
+    } else {
+      add(out, CollOp::kAllReduce, D2, d2, n * f / d1, fw, "mlp.fc1 ar(d2)", k);
+      add(out, CollOp::kAllReduce, D1, d1, n * h / d2, fw, "mlp.fc2 ar(d1)", k);
+    }
+  };
+  fwd(true);
+  if (s.recompute) fwd(false);
+  add(out, CollOp::kAllReduce, D2, d2, 2 * n, false, "ln stats bwd", k);
+  if (kind == BlockKind::kAttention) {
+    add(out, CollOp::kReduceScatter, D2, d2, n * h / d1, false, "attn.out rs(d2) bwd", k);
+    add(out, CollOp::kAllGather, D2, d2, n * 3 * h / d1, false, "attn.qkv ag(d2) bwd", k);
+    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "attn.qkv ar(d1) bwd", k);
+  } else {
+    add(out, CollOp::kAllReduce, D2, d2, n * f / d1, false, "mlp.fc2 ar(d2) bwd", k);
+    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "mlp.fc1 ar(d1) bwd", k);
+  }
+}
+
+}  // namespace
+
+const char* coll_op_name(CollOp op) {
+  switch (op) {
+    case CollOp::kAllReduce: return "all_reduce";
+    case CollOp::kAllGather: return "all_gather";
+    case CollOp::kReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+const char* comm_axis_name(CommAxis axis) {
+  switch (axis) {
+    case CommAxis::kTensor: return "tp";
+    case CommAxis::kMeshD1: return "d1";
+    case CommAxis::kMeshD2: return "d2";
+    case CommAxis::kData: return "dp";
+  }
+  return "?";
+}
+
+double Collective::elements_sent_per_rank() const {
+  const double p = group_size;
+  const double frac = (p - 1) / p;
+  return op == CollOp::kAllReduce ? 2 * frac * elements : frac * elements;
+}
+
+int effective_global_batch(const ModelSpec& m, int world) {
+  return m.global_batch > 0 ? m.global_batch : m.micro_batch * world;
+}
+
+int local_batch(const ModelSpec& m, const Strategy& s, int world) {
+  const int replicas = world / s.degree();
+  return effective_global_batch(m, world) / (replicas > 0 ? replicas : 1);
+}
+
+std::vector<Collective> block_collectives(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                          int world) {
+  std::vector<Collective> out;
+  const double n = double(local_batch(m, s, world)) * m.seq;
+  const double h = m.hidden, f = m.ffn_size();
+  if (s.kind == StrategyKind::kTP1D) megatron_1d(out, kind, s, n, h, s.chunks);
+  if (s.kind == StrategyKind::kTP2D) atp_2d(out, kind, s, n, h, f, s.chunks);
+  return out;
+}
+
+std::vector<Collective> block_grad_sync(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                        int world) {
+  std::vector<Collective> out;
+  add(out, CollOp::kAllReduce, CommAxis::kData, s.replicas(world), block_rank_params(m, kind, s),
+      false, "grad sync", 1);
+  return out;
+}
+
+double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                    int world) {
+  double sum = 0;
+  for (const auto& c : block_collectives(m, kind, s, world)) sum += c.elements_sent_per_rank();
+  return sum;
+}
+
+double block_forward_flops(const ModelSpec& m, BlockKind kind, double sequences) {
+  const double n = sequences * m.seq, h = m.hidden, f = m.ffn_size();
+  if (kind == BlockKind::kAttention) return 8 * n * h * h + 4 * n * m.seq * h;  // QKV+out, QK, AV
+  return 4 * n * h * f;                                                        // fc1 + fc2
+}
+
+double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
+  const double fwd = block_forward_flops(m, kind, local_batch(m, s, world)) / s.degree();
+  return fwd * (3.0 + (s.recompute ? 1.0 : 0.0));
+}
+
+double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s) {
+  const double h = m.hidden, f = m.ffn_size();
+  const bool attn = kind == BlockKind::kAttention;
+  const double in_w = attn ? 3 * h * h : h * f, in_b = attn ? 3 * h : f;  // QKV / fc1
+  const double out_w = attn ? h * h : f * h, out_b = h;                   // out / fc2
+  switch (s.kind) {
+    case StrategyKind::kDP: return 2 * h + in_w + in_b + out_w + out_b;
+    case StrategyKind::kTP1D: return 2 * h + (in_w + in_b + out_w) / s.t + out_b;
+    case StrategyKind::kTP2D: {
+      const double t = s.d1 * s.d2;
+      const double in_bias = attn ? in_b / t : in_b / s.d1;  // QKV bias follows the RS over d2
+      return 2 * h / s.d2 + (in_w + out_w) / t + in_bias + out_b / s.d2;
+    }
+  }
+  return 0;
+}
+
+double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
+                              bool prev_recomputes) {
+  const double sbh = double(m.seq) * local_batch(m, s, world) * m.hidden;
+  const double as2b = double(m.heads) * m.seq * m.seq * local_batch(m, s, world);
+  const double scale = dtype_bytes(m.dtype) / 2.0;  // the paper counts 16-bit activations
+  const bool attn = kind == BlockKind::kAttention;
+  const double t = s.degree();
+  const bool sharded_seq = s.kind == StrategyKind::kTP1D && s.sp;
+  if (s.recompute) {
+    // The block keeps only its input; an MLP after a recomputed attention of the same layer
+    // recomputes from the layer input, as in full-layer recomputation (2·s·b·h per layer).
+    if (!attn && prev_recomputes) return 0;
+    return scale * 2 * sbh / (sharded_seq ? t : 1);
+  }
+  double bytes = 0;
+  switch (s.kind) {
+    case StrategyKind::kDP:  // 13·sbh + 5·as²b (attention incl. LN1), 21·sbh (MLP incl. LN2)
+      bytes = attn ? 13 * sbh + 5 * as2b : 21 * sbh;
+      break;
+    case StrategyKind::kTP1D:
+      if (sharded_seq) bytes = (attn ? 13 * sbh + 5 * as2b : 21 * sbh) / t;
+      else bytes = attn ? 5 * sbh + 8 * sbh / t + 5 * as2b / t : 5 * sbh + 16 * sbh / t;
+      break;
+    case StrategyKind::kTP2D:  // replicated parts sharded over d2; GEMM inputs as placed
+      bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 + 5 * as2b / t
+                   : 5 * sbh / s.d2 + 16 * sbh / s.d1;
+      break;
+  }
+  return scale * bytes;
+}
+
+double layer_activation_bytes(const ModelSpec& m, const Strategy& attn, const Strategy& mlp,
+                              int world) {
+  return block_activation_bytes(m, BlockKind::kAttention, attn, world, false) +
+         block_activation_bytes(m, BlockKind::kMlp, mlp, world, attn.recompute);
+}
+
+std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int world) {
+  const int t = s.degree();
+  if (t <= 0 || world % t != 0) throw std::invalid_argument("degree does not divide the world");
+  const int base = rank / t * t, local = rank % t;
+  std::vector<int> g;
+  if (axis == CommAxis::kData) {
+    for (int r = local; r < world; r += t) g.push_back(r);
+    return g;
+  }
+  if (axis == CommAxis::kTensor || s.kind != StrategyKind::kTP2D) {
+    if (axis == CommAxis::kMeshD2) return {rank};  // a 1D group has d2 = 1
+    for (int r = base; r < base + t; ++r) g.push_back(r);
+    return g;
+  }
+  // Mesh: first=row puts d2 on consecutive ranks (local = i·d2 + j), first=col puts d1 there
+  // (local = j·d1 + i).
+  const int d1 = s.d1, d2 = s.d2;
+  const int i = s.row_first ? local / d2 : local % d1;
+  const int j = s.row_first ? local % d2 : local / d1;
+  auto at = [&](int ii, int jj) { return base + (s.row_first ? ii * d2 + jj : jj * d1 + ii); };
+  if (axis == CommAxis::kMeshD2) {
+    for (int jj = 0; jj < d2; ++jj) g.push_back(at(i, jj));
+  } else {
+    for (int ii = 0; ii < d1; ++ii) g.push_back(at(ii, j));
+  }
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+}  // namespace shardgym

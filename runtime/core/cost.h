@@ -1,0 +1,72 @@
+// Closed-form quantities shared by the simulator and the live run (DESIGN.md §3–§4):
+// who talks to whom, how many elements each collective carries, FLOPs, parameter and
+// activation memory. Everything is per rank, per micro-batch, for one block.
+//
+// Batch convention: an iteration processes `global_batch` sequences over the world. A block of
+// degree t has P/t replicas, so each of its tensor-parallel groups sees b = G·t/P sequences
+// (`local_batch`), split into `chunks` pieces when chunked overlap is on.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/model_spec.h"
+#include "runtime/core/strategy.h"
+
+namespace shardgym {
+
+enum class CollOp { kAllReduce, kAllGather, kReduceScatter };
+// Which rank group a collective runs over.
+//   kTensor: the t ranks of a tp1d group; kMeshD1 / kMeshD2: the tp2d axes carrying the d1 / d2
+//   collectives (physical placement depends on first=row|col); kData: the P/t replicas.
+enum class CommAxis { kTensor, kMeshD1, kMeshD2, kData };
+
+const char* coll_op_name(CollOp op);
+const char* comm_axis_name(CommAxis axis);
+
+struct Collective {
+  CollOp op;
+  CommAxis axis;
+  int group_size;   // ranks in the group
+  double elements;  // X: the full tensor (all-reduce in/out, all-gather out, reduce-scatter in)
+  bool forward;     // forward pass (false: backward)
+  const char* what; // "attn.out fwd g", for breakdowns
+  // Elements each rank sends with a ring algorithm: 2(p−1)/p·X or (p−1)/p·X.
+  double elements_sent_per_rank() const;
+};
+
+int effective_global_batch(const ModelSpec& m, int world);
+// Sequences processed by one tensor-parallel group of this strategy per iteration.
+int local_batch(const ModelSpec& m, const Strategy& s, int world);
+
+// Tensor-parallel collectives of one block for one iteration (fwd + bwd, all chunks).
+std::vector<Collective> block_collectives(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                          int world);
+// Data-parallel gradient all-reduce of one block per iteration (empty with one replica).
+std::vector<Collective> block_grad_sync(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                        int world);
+// Sum over block_collectives of elements_sent_per_rank.
+double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                    int world);
+
+// Forward FLOPs of one block on `sequences` sequences (whole block, not per rank).
+double block_forward_flops(const ModelSpec& m, BlockKind kind, double sequences);
+// Per-rank FLOPs of one iteration: fwd + bwd (2× fwd) + recompute (1× fwd) divided by degree.
+double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world);
+
+// Parameters held by one rank for this block.
+double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s);
+// Korthikanti et al. 2022, Table 2, in bytes, scaled from 16-bit activations to m.dtype.
+// `prev_recomputes`: for an MLP block, whether the same layer's attention block recomputes
+// too (then the layer stores only its input, as in full-layer recomputation).
+double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
+                              bool prev_recomputes);
+// Per layer, both blocks with the given strategies (the four cases of the paper).
+double layer_activation_bytes(const ModelSpec& m, const Strategy& attn, const Strategy& mlp,
+                              int world);
+
+// Rank groups. Ranks of the same tp group are consecutive: group g = [g·t, (g+1)·t).
+// Returns the sorted ranks that share `axis` with `rank`.
+std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int world);
+
+}  // namespace shardgym

@@ -1,0 +1,70 @@
+// ExperimentSpec: everything one experiment config (experiments/*.yaml) says, as plain data.
+// Parsing and validation with file/key/line errors live in experiments/config.h; this header
+// only holds the result so that env, agents and runs can take it without YAML.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/core/catalog.h"
+#include "runtime/core/cluster_spec.h"
+#include "runtime/core/model_spec.h"
+#include "runtime/core/plan.h"
+#include "runtime/core/scenario.h"
+
+namespace shardgym {
+
+// Weights of the reward terms. With NormalizeReward each term is baseline/value, so 1.0
+// means "as good as the static Megatron plan" on that term.
+struct RewardSpec {
+  double latency = 1.0;  // (iteration + repartition) time per token
+  double memory = 0.0;   // peak memory of the fullest rank
+  double energy = 0.0;   // energy per token
+  bool normalize = true;
+};
+
+struct AgentSpec {
+  std::string id = "random";  // registry string, e.g. "ppo(lr=3e-4)", "static"
+  std::string plan;           // for "static": a plan text or "megatron" / "megatron-sp"
+  std::string checkpoint;     // where `train` saves / `eval` loads
+  int train_steps = 0;        // env steps of training (0 = agent's default)
+};
+
+// Settings of the live backend (runtime/live); ignored by the simulator.
+struct LiveSpec {
+  int ranks = 4;
+  std::string launch = "threads";  // "threads" | "processes"
+  std::string corpus;              // path of a text file; "" = the packaged default
+  std::string precision = "float32";
+  double timeout_s = 60;
+  int threads_per_rank = 1;
+  std::map<std::string, std::string> extra;
+};
+
+struct ExperimentSpec {
+  std::string name;
+  std::string env_id = "shardgym/TPSim-v0";
+  ModelSpec model;
+  ClusterSpec cluster;
+  Scenario scenario;
+  RewardSpec reward;
+  AgentSpec agent;
+  CatalogOptions catalog;
+  LiveSpec live;
+  std::string initial_plan = "megatron";  // plan text, "megatron" or "megatron-sp"
+  int episodes = 3;
+  int steps_per_episode = 100;
+  std::vector<uint64_t> seeds = {0};
+  std::string source_path;  // the YAML file it came from
+  std::string source_text;  // its full text (stored in traces)
+};
+
+// Megatron-LM's usual static plan: tp1d with t = GPUs per node (reduced until it divides the
+// heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism.
+Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp = false);
+// Resolves "megatron", "megatron-sp" or a plan text.
+Plan resolve_plan(const std::string& text, const ModelSpec& model, const ClusterSpec& cluster);
+
+}  // namespace shardgym

@@ -1,0 +1,37 @@
+// Measurement: what one env step observed of the training run, simulated or live.
+//
+// The simulator fills it from the cost model (sources "model"); the live run from clocks,
+// allocator counters and RAPL/NVML. Each figure says where it came from.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardgym {
+
+struct Measurement {
+  double step_latency_s = 0;        // one training iteration, after the repartition
+  double repartition_s = 0;         // moving params + optimizer state to the new plan
+  double repartition_bytes = 0;     // bytes received, summed over ranks
+  double energy_j = 0;              // whole world, iteration + repartition
+  double tokens = 0;                // tokens trained in the iteration
+  double loss = 0;                  // live runs: training loss; sim: 0
+  std::vector<double> block_fwd_s;  // B: per-block forward compute (slowest rank)
+  std::vector<double> block_bwd_s;  // B: per-block backward compute (slowest rank)
+  std::vector<double> block_comm_s; // B: per-block exposed communication
+  std::vector<double> peak_memory_bytes;  // P: peak per rank
+  bool oom = false;
+  bool ok = true;
+  std::string error;                // set when !ok (rank, operation, reason)
+  std::string latency_source = "model";  // "model" | "wallclock" | "cuda_events"
+  std::string memory_source = "model";   // "model" | "allocator" | "cuda_caching_allocator"
+  std::string energy_source = "model";   // "model" | "rapl" | "nvml"
+
+  // Tokens per second including the repartition time charged to this step.
+  double throughput() const {
+    double t = step_latency_s + repartition_s;
+    return t > 0 ? tokens / t : 0;
+  }
+};
+
+}  // namespace shardgym

@@ -1,0 +1,83 @@
+#include "runtime/core/model_spec.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace shardgym {
+
+int dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 4;
+    case DType::kFloat16: return 2;
+    case DType::kBFloat16: return 2;
+    case DType::kFloat64: return 8;
+  }
+  return 4;
+}
+
+std::string dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat64: return "float64";
+  }
+  return "float32";
+}
+
+DType parse_dtype(const std::string& name) {
+  if (name == "float32" || name == "fp32") return DType::kFloat32;
+  if (name == "float16" || name == "fp16") return DType::kFloat16;
+  if (name == "bfloat16" || name == "bf16") return DType::kBFloat16;
+  if (name == "float64" || name == "fp64") return DType::kFloat64;
+  throw std::invalid_argument("unknown dtype '" + name +
+                              "' (expected float32, float16, bfloat16 or float64)");
+}
+
+const char* block_kind_name(BlockKind kind) {
+  return kind == BlockKind::kAttention ? "attention" : "mlp";
+}
+
+int64_t ModelSpec::attention_params() const {
+  const int64_t h = hidden;
+  // LN (2h) + QKV (h·3h + 3h) + out (h·h + h)
+  return 2 * h + 3 * h * h + 3 * h + h * h + h;
+}
+
+int64_t ModelSpec::mlp_params() const {
+  const int64_t h = hidden, f = ffn_size();
+  // LN (2h) + fc1 (h·f + f) + fc2 (f·h + h)
+  return 2 * h + h * f + f + f * h + h;
+}
+
+int64_t ModelSpec::block_params(int block) const {
+  return block_kind(block) == BlockKind::kAttention ? attention_params() : mlp_params();
+}
+
+int64_t ModelSpec::embedding_params() const {
+  const int64_t h = hidden;
+  // token embedding + position embedding + final LN + untied LM head
+  return int64_t(vocab) * h + int64_t(seq) * h + 2 * h + int64_t(vocab) * h;
+}
+
+double ModelSpec::state_bytes_per_param() const {
+  if (mixed_precision) return 16.0;  // 2 (param) + 2 (grad) + 4 (master) + 4 + 4 (moments)
+  return 4.0 * dtype_bytes(dtype);   // param + grad + exp_avg + exp_avg_sq
+}
+
+std::string ModelSpec::validate() const {
+  std::ostringstream err;
+  if (layers <= 0) err << "layers must be positive (got " << layers << ")";
+  else if (hidden <= 0) err << "hidden must be positive (got " << hidden << ")";
+  else if (heads <= 0) err << "heads must be positive (got " << heads << ")";
+  else if (hidden % heads != 0)
+    err << "hidden (" << hidden << ") must be divisible by heads (" << heads << ")";
+  else if (ffn < 0) err << "ffn must be positive or 0 for 4·hidden (got " << ffn << ")";
+  else if (seq <= 0) err << "seq must be positive (got " << seq << ")";
+  else if (micro_batch <= 0) err << "micro_batch must be positive (got " << micro_batch << ")";
+  else if (global_batch < 0) err << "global_batch must be ≥ 0 (got " << global_batch << ")";
+  else if (vocab <= 0) err << "vocab must be positive (got " << vocab << ")";
+  return err.str();
+}
+
+}  // namespace shardgym

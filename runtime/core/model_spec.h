@@ -1,0 +1,55 @@
+// ModelSpec: the shapes of the GPT being trained, the one thing every layer agrees on.
+//
+// A model of `layers` Transformer layers has 2·layers *blocks*: block 2i is layer i's
+// attention, block 2i+1 its MLP. Strategies are chosen per block (DESIGN.md §3).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardgym {
+
+enum class DType { kFloat32, kFloat16, kBFloat16, kFloat64 };
+
+int dtype_bytes(DType dtype);
+std::string dtype_name(DType dtype);
+// Throws std::invalid_argument naming the accepted values.
+DType parse_dtype(const std::string& name);
+
+enum class BlockKind { kAttention, kMlp };
+const char* block_kind_name(BlockKind kind);
+
+struct ModelSpec {
+  std::string name = "gpt";
+  int layers = 24;
+  int hidden = 2048;
+  int heads = 16;
+  int ffn = 0;  // 0 means 4·hidden
+  int seq = 2048;
+  int micro_batch = 4;
+  int global_batch = 0;  // sequences per optimizer step over all ranks; 0 = micro_batch per replica
+  int vocab = 50304;
+  DType dtype = DType::kBFloat16;
+  // Mixed-precision AdamW keeps fp32 master weights + two moments: 16 B/param in total
+  // (Korthikanti et al.). Off: params, grads and both moments in `dtype` (4·bytes/param).
+  bool mixed_precision = true;
+
+  int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
+  int num_blocks() const { return 2 * layers; }
+  static BlockKind block_kind(int block) { return block % 2 == 0 ? BlockKind::kAttention : BlockKind::kMlp; }
+  static int block_layer(int block) { return block / 2; }
+
+  // Parameter counts of one block (weights + biases + its LayerNorm).
+  int64_t attention_params() const;
+  int64_t mlp_params() const;
+  int64_t block_params(int block) const;
+  // Embedding (token + position) and LM head; kept data-parallel, outside the action space.
+  int64_t embedding_params() const;
+  // Bytes per parameter of params + grads + optimizer state (see mixed_precision).
+  double state_bytes_per_param() const;
+
+  // Empty string when the shapes are consistent, else what is wrong (hidden % heads, ...).
+  std::string validate() const;
+};
+
+}  // namespace shardgym

@@ -1,0 +1,157 @@
+#include "runtime/core/strategy.h"
+
+#include <cctype>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+[[noreturn]] void fail(const std::string& text, const std::string& why) {
+  throw std::invalid_argument("bad strategy '" + text + "': " + why +
+                              " (expected e.g. dp, tp1d(t=4), tp1d(t=4,sp=1), "
+                              "tp2d(d1=2,d2=4,first=row), with optional chunks=k, recompute=1)");
+}
+
+int parse_int(const std::string& text, const std::string& key, const std::string& value) {
+  if (value.empty()) fail(text, key + " has no value");
+  for (char c : value)
+    if (!std::isdigit(static_cast<unsigned char>(c))) fail(text, key + "=" + value + " is not a positive integer");
+  if (value.size() > 6) fail(text, key + "=" + value + " is too large");
+  return std::stoi(value);
+}
+
+bool parse_flag(const std::string& text, const std::string& key, const std::string& value) {
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  fail(text, key + "=" + value + " must be 0 or 1");
+}
+
+}  // namespace
+
+int Strategy::degree() const {
+  switch (kind) {
+    case StrategyKind::kDP: return 1;
+    case StrategyKind::kTP1D: return t;
+    case StrategyKind::kTP2D: return d1 * d2;
+  }
+  return 1;
+}
+
+Strategy Strategy::tp1d(int t, bool sp) {
+  Strategy s;
+  s.kind = StrategyKind::kTP1D;
+  s.t = t;
+  s.sp = sp;
+  return s;
+}
+
+Strategy Strategy::tp2d(int d1, int d2, bool row_first) {
+  Strategy s;
+  s.kind = StrategyKind::kTP2D;
+  s.d1 = d1;
+  s.d2 = d2;
+  s.row_first = row_first;
+  return s;
+}
+
+bool Strategy::operator==(const Strategy& o) const {
+  if (kind != o.kind || chunks != o.chunks || recompute != o.recompute) return false;
+  switch (kind) {
+    case StrategyKind::kDP: return true;
+    case StrategyKind::kTP1D: return t == o.t && sp == o.sp;
+    case StrategyKind::kTP2D: return d1 == o.d1 && d2 == o.d2 && row_first == o.row_first;
+  }
+  return false;
+}
+
+std::string Strategy::to_string() const {
+  std::ostringstream out;
+  std::string opts;
+  auto add = [&](const std::string& kv) { opts += (opts.empty() ? "" : ",") + kv; };
+  switch (kind) {
+    case StrategyKind::kDP: out << "dp"; break;
+    case StrategyKind::kTP1D:
+      out << "tp1d";
+      add("t=" + std::to_string(t));
+      if (sp) add("sp=1");
+      break;
+    case StrategyKind::kTP2D:
+      out << "tp2d";
+      add("d1=" + std::to_string(d1));
+      add("d2=" + std::to_string(d2));
+      add(std::string("first=") + (row_first ? "row" : "col"));
+      break;
+  }
+  if (chunks != 1) add("chunks=" + std::to_string(chunks));
+  if (recompute) add("recompute=1");
+  if (!opts.empty()) out << "(" << opts << ")";
+  return out.str();
+}
+
+Strategy Strategy::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  const size_t open = text.find('(');
+  const std::string name = trim(text.substr(0, open));
+  std::map<std::string, std::string> kv;
+  if (open != std::string::npos) {
+    if (text.back() != ')') fail(text, "missing ')'");
+    const std::string body = text.substr(open + 1, text.size() - open - 2);
+    std::stringstream ss(body);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      item = trim(item);
+      if (item.empty()) fail(text, "empty option");
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) fail(text, "option '" + item + "' is not key=value");
+      const std::string key = trim(item.substr(0, eq));
+      if (!kv.emplace(key, trim(item.substr(eq + 1))).second) fail(text, "option '" + key + "' given twice");
+    }
+  }
+  Strategy s;
+  if (name == "dp") {
+    s.kind = StrategyKind::kDP;
+  } else if (name == "tp1d") {
+    s.kind = StrategyKind::kTP1D;
+    if (!kv.count("t")) fail(text, "tp1d needs t=<degree>");
+  } else if (name == "tp2d") {
+    s.kind = StrategyKind::kTP2D;
+    if (!kv.count("d1") || !kv.count("d2")) fail(text, "tp2d needs d1= and d2=");
+  } else {
+    fail(text, "unknown kind '" + name + "'");
+  }
+  for (const auto& [key, value] : kv) {
+    if (key == "t" && s.kind == StrategyKind::kTP1D) {
+      s.t = parse_int(text, key, value);
+    } else if (key == "sp" && s.kind == StrategyKind::kTP1D) {
+      s.sp = parse_flag(text, key, value);
+    } else if (key == "d1" && s.kind == StrategyKind::kTP2D) {
+      s.d1 = parse_int(text, key, value);
+    } else if (key == "d2" && s.kind == StrategyKind::kTP2D) {
+      s.d2 = parse_int(text, key, value);
+    } else if (key == "first" && s.kind == StrategyKind::kTP2D) {
+      if (value != "row" && value != "col") fail(text, "first must be row or col");
+      s.row_first = value == "row";
+    } else if (key == "chunks") {
+      s.chunks = parse_int(text, key, value);
+    } else if (key == "recompute") {
+      s.recompute = parse_flag(text, key, value);
+    } else {
+      fail(text, "option '" + key + "' does not apply to " + name);
+    }
+  }
+  if (s.kind == StrategyKind::kTP1D && s.t < 1) fail(text, "t must be ≥ 1");
+  if (s.kind == StrategyKind::kTP2D && (s.d1 < 1 || s.d2 < 1)) fail(text, "d1 and d2 must be ≥ 1");
+  if (s.chunks < 1) fail(text, "chunks must be ≥ 1");
+  return s;
+}
+
+}  // namespace shardgym

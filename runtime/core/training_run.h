@@ -1,0 +1,73 @@
+// TrainingRun: the job being tuned, seen from the env (DESIGN.md §1).
+//
+// One per env. `SimRun` (runtime/sim) computes a Measurement from the cost model, `LiveRun`
+// (runtime/live) trains for real on c10d ranks, `ReplayRun` (datasets) plays a trace back.
+// The env owns the episode bookkeeping (rewards, termination); the run owns the job state.
+//
+//   class MyRun : public TrainingRun {
+//     Measurement step(const Plan& plan) override { /* repartition, train, measure */ }
+//     ...
+//   };
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/core/catalog.h"
+#include "runtime/core/cluster_spec.h"
+#include "runtime/core/measurement.h"
+#include "runtime/core/model_spec.h"
+#include "runtime/core/plan.h"
+#include "runtime/core/scenario.h"
+
+namespace shardgym {
+
+// What the run knows of its surroundings at the current step (global observation features).
+struct RunContext {
+  int step = 0;                        // env steps taken this episode
+  int phase = 0;                       // scenario phase (0 before the first event)
+  int num_phases = 1;
+  std::vector<double> link_bw_factor;  // per ClusterSpec::links entry, as measured / nominal
+  double seq_factor = 1.0;             // current seq length / configured one
+  double max_compute_slowdown = 1.0;   // slowest rank's slowdown (stragglers)
+  double memory_capacity = 0;          // smallest device memory, bytes
+};
+
+class TrainingRun {
+ public:
+  virtual ~TrainingRun() = default;
+
+  virtual std::string backend() const = 0;  // "sim" | "live" | "replay"
+  virtual const ModelSpec& model() const = 0;
+  virtual const ClusterSpec& cluster() const = 0;
+  virtual const StrategyCatalog& catalog() const = 0;
+
+  // Begins an episode: seeds noise and data, installs `initial` without charging a
+  // repartition. Throws std::invalid_argument if `initial` is not valid.
+  virtual void reset(uint64_t seed, const Plan& initial) = 0;
+  // Moves the job to `plan` (blocks whose strategy is unchanged stay put; the bytes that move
+  // are charged to this step) and trains one iteration. A failure comes back as
+  // `ok = false` with the error set; it does not throw.
+  virtual Measurement step(const Plan& plan) = 0;
+  virtual const Plan& plan() const = 0;
+  virtual RunContext context() const = 0;
+
+  // mask[k] = 1 if catalog entry k may be chosen for `block` now: shape-valid, and the plan
+  // with that block changed (the others as they are) fits every rank's memory.
+  virtual std::vector<uint8_t> action_mask(int block) const = 0;
+
+  // Noise-free cost of `plan` under the current conditions without running it, where the
+  // backend can tell (sim: yes; live: no). Used for baselines and oracles.
+  virtual std::optional<Measurement> estimate(const Plan& plan) const = 0;
+
+  // Same seed and actions give bit-identical measurements.
+  virtual bool deterministic() const = 0;
+  // A live job cannot be copied; callers check before calling clone().
+  virtual bool cloneable() const { return false; }
+  virtual std::unique_ptr<TrainingRun> clone() const;  // throws std::logic_error if !cloneable
+};
+
+}  // namespace shardgym

@@ -1,0 +1,144 @@
+// Closed-form checks of runtime/core/cost.h against the papers' formulas (DESIGN.md §3–§4).
+// Tolerances: the quantities are sums of a few doubles of moderate size, so 1e-9 relative
+// leaves room only for rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "runtime/core/cost.h"
+
+namespace shardgym {
+namespace {
+
+constexpr double kRel = 1e-9;
+
+ModelSpec gpt() {
+  ModelSpec m;
+  m.layers = 2;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.seq = 512;
+  m.micro_batch = 2;
+  return m;
+}
+
+double layer_volume(const ModelSpec& m, const Strategy& s, int world) {
+  return block_comm_elements_per_rank(m, BlockKind::kAttention, s, world) +
+         block_comm_elements_per_rank(m, BlockKind::kMlp, s, world);
+}
+
+TEST(Cost, Megatron1dMovesEightBshPerLayer) {
+  const ModelSpec m = gpt();
+  for (int world : {8, 16}) {
+    for (int t : {2, 4, 8}) {
+      for (bool sp : {false, true}) {
+        const Strategy s = Strategy::tp1d(t, sp);
+        const double b = local_batch(m, s, world);
+        const double expected = 8 * b * m.seq * m.hidden * (t - 1.0) / t;
+        EXPECT_NEAR(layer_volume(m, s, world), expected, kRel * expected) << s.to_string();
+      }
+    }
+  }
+}
+
+TEST(Cost, ChunkingKeepsTheVolume) {
+  const ModelSpec m = gpt();
+  Strategy s = Strategy::tp1d(4);
+  const double v = layer_volume(m, s, 8);
+  s.chunks = 2;
+  EXPECT_NEAR(layer_volume(m, s, 8), v, kRel * v);
+  EXPECT_EQ(block_collectives(m, BlockKind::kMlp, s, 8).size(), 4u);  // 2 ops × 2 chunks
+}
+
+TEST(Cost, Atp2dWithD2OneIsMegatron1d) {
+  const ModelSpec m = gpt();
+  for (int t : {2, 4, 8}) {
+    for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+      const auto mega = block_collectives(m, kind, Strategy::tp1d(t), 8);
+      const auto atp = block_collectives(m, kind, Strategy::tp2d(t, 1, true), 8);
+      ASSERT_EQ(mega.size(), atp.size());
+      double vm = 0, va = 0;
+      for (size_t i = 0; i < mega.size(); ++i) {
+        vm += mega[i].elements_sent_per_rank();
+        va += atp[i].elements_sent_per_rank();
+        EXPECT_EQ(atp[i].op, CollOp::kAllReduce);
+        EXPECT_EQ(atp[i].group_size, t);
+      }
+      EXPECT_NEAR(va, vm, kRel * vm);
+      // Same ranks too: the d1 axis of a d2 = 1 mesh is the tp group.
+      for (int r = 0; r < 8; ++r)
+        EXPECT_EQ(comm_group(Strategy::tp2d(t, 1, true), CommAxis::kMeshD1, r, 8),
+                  comm_group(Strategy::tp1d(t), CommAxis::kTensor, r, 8));
+    }
+  }
+}
+
+TEST(Cost, Atp2dPerAxisVolumesFollowTheDesign) {
+  const ModelSpec m = gpt();
+  const int d1 = 2, d2 = 4, world = 8;
+  const Strategy s = Strategy::tp2d(d1, d2, true);
+  const double n = double(local_batch(m, s, world)) * m.seq, h = m.hidden, f = m.ffn_size();
+  // X per (axis, op, direction), GEMM collectives only (LN statistics are 2N and listed apart).
+  std::map<std::string, double> x;
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp})
+    for (const auto& c : block_collectives(m, kind, s, world))
+      if (std::string(c.what).rfind("ln", 0) != 0) x[c.what] = c.elements;
+  EXPECT_DOUBLE_EQ(x["mlp.fc1 ar(d2)"], n * f / d1);        // fwd all-reduce over d2 [N,4h/d1]
+  EXPECT_DOUBLE_EQ(x["mlp.fc1 ar(d1) bwd"], n * h / d2);    // bwd all-reduce over d1 [N,h/d2]
+  EXPECT_DOUBLE_EQ(x["mlp.fc2 ar(d1)"], n * h / d2);        // fwd all-reduce over d1 [N,h/d2]
+  EXPECT_DOUBLE_EQ(x["mlp.fc2 ar(d2) bwd"], n * f / d1);    // bwd all-reduce over d2 [N,4h/d1]
+  EXPECT_DOUBLE_EQ(x["attn.qkv rs(d2)"], n * 3 * h / d1);   // fwd reduce-scatter over d2
+  EXPECT_DOUBLE_EQ(x["attn.out ag(d2)"], n * h / d1);       // all-gather of [N,h/(d1·d2)]
+  EXPECT_DOUBLE_EQ(x["attn.out ar(d1)"], n * h / d2);
+  EXPECT_EQ(x.size(), 10u);
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp})
+    for (const auto& c : block_collectives(m, kind, s, world))
+      EXPECT_EQ(c.group_size, c.axis == CommAxis::kMeshD1 ? d1 : d2) << c.what;
+}
+
+TEST(Cost, MeshAxesSwapPlacementWithFirst) {
+  const Strategy row = Strategy::tp2d(2, 4, true), col = Strategy::tp2d(2, 4, false);
+  EXPECT_EQ(comm_group(row, CommAxis::kMeshD2, 5, 16), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(comm_group(row, CommAxis::kMeshD1, 5, 16), (std::vector<int>{1, 5}));
+  EXPECT_EQ(comm_group(col, CommAxis::kMeshD1, 5, 16), (std::vector<int>{4, 5}));
+  EXPECT_EQ(comm_group(col, CommAxis::kMeshD2, 5, 16), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(comm_group(row, CommAxis::kData, 5, 16), (std::vector<int>{5, 13}));
+  EXPECT_EQ(comm_group(Strategy::tp1d(4), CommAxis::kTensor, 9, 16), (std::vector<int>{8, 9, 10, 11}));
+}
+
+// Korthikanti et al. 2022, Table 2 (bytes with 16-bit activations), per layer.
+TEST(Cost, ActivationMemoryMatchesKorthikantiTable2) {
+  ModelSpec m = gpt();
+  m.dtype = DType::kBFloat16;
+  const int world = 8, t = 4;
+  const double s = m.seq, h = m.hidden, a = m.heads;
+  auto sbh = [&](const Strategy& st) { return s * local_batch(m, st, world) * h; };
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, kRel * want); };
+
+  const Strategy dp = Strategy::dp();
+  near(layer_activation_bytes(m, dp, dp, world), sbh(dp) * (34 + 5 * a * s / h));
+  const Strategy tp = Strategy::tp1d(t);
+  near(layer_activation_bytes(m, tp, tp, world), sbh(tp) * (10 + 24.0 / t + 5 * a * s / (h * t)));
+  const Strategy sp = Strategy::tp1d(t, true);
+  near(layer_activation_bytes(m, sp, sp, world), sbh(sp) / t * (34 + 5 * a * s / h));
+  Strategy rc = Strategy::tp1d(t);
+  rc.recompute = true;
+  near(layer_activation_bytes(m, rc, rc, world), 2 * sbh(rc));
+  // fp32 activations are twice the 16-bit figures.
+  m.dtype = DType::kFloat32;
+  near(layer_activation_bytes(m, tp, tp, world), 2 * sbh(tp) * (10 + 24.0 / t + 5 * a * s / (h * t)));
+}
+
+TEST(Cost, FlopsAndParamsSplitByDegree) {
+  const ModelSpec m = gpt();
+  const double full = block_forward_flops(m, BlockKind::kMlp, local_batch(m, Strategy::tp1d(4), 8));
+  EXPECT_DOUBLE_EQ(block_rank_flops(m, BlockKind::kMlp, Strategy::tp1d(4), 8), 3 * full / 4);
+  EXPECT_DOUBLE_EQ(block_rank_params(m, BlockKind::kMlp, Strategy::dp()), double(m.mlp_params()));
+  EXPECT_DOUBLE_EQ(block_rank_params(m, BlockKind::kAttention, Strategy::dp()),
+                   double(m.attention_params()));
+  EXPECT_LT(block_rank_params(m, BlockKind::kMlp, Strategy::tp2d(2, 2, true)), m.mlp_params() / 3.9);
+}
+
+}  // namespace
+}  // namespace shardgym

@@ -1,0 +1,110 @@
+#include <gtest/gtest.h>
+
+#include "runtime/core/catalog.h"
+#include "runtime/core/experiment_spec.h"
+#include "runtime/core/plan.h"
+#include "runtime/core/strategy.h"
+
+namespace shardgym {
+namespace {
+
+TEST(Strategy, ParsePrintRoundTripsEveryCatalogEntry) {
+  ModelSpec m;
+  m.layers = 4;
+  const StrategyCatalog catalog(m, 64);
+  ASSERT_GT(catalog.size(), 50);
+  for (const auto& s : catalog.entries()) {
+    const std::string text = s.to_string();
+    EXPECT_EQ(Strategy::parse(text), s) << text;
+    EXPECT_EQ(Strategy::parse(text).to_string(), text);
+  }
+}
+
+TEST(Strategy, ParsesTheDesignNotation) {
+  EXPECT_EQ(Strategy::parse("dp"), Strategy::dp());
+  EXPECT_EQ(Strategy::parse("tp1d(t=4)"), Strategy::tp1d(4));
+  EXPECT_EQ(Strategy::parse(" tp1d( t=4 , sp=1 ) "), Strategy::tp1d(4, true));
+  EXPECT_EQ(Strategy::parse("tp2d(d1=2,d2=4,first=col)"), Strategy::tp2d(2, 4, false));
+  Strategy s = Strategy::tp2d(2, 4, true);
+  s.chunks = 2;
+  s.recompute = true;
+  EXPECT_EQ(Strategy::parse("tp2d(d1=2,d2=4,first=row,chunks=2,recompute=1)"), s);
+  EXPECT_EQ(s.degree(), 8);
+  EXPECT_EQ(s.replicas(64), 8);
+}
+
+TEST(Strategy, RejectsMalformedTextWithTheReason) {
+  for (const char* bad : {"", "tp3d(t=2)", "tp1d", "tp1d(t=x)", "tp1d(t=2", "tp1d(t=2,sp=2)",
+                          "tp2d(d1=2)", "tp2d(d1=2,d2=2,first=up)", "dp(t=2)", "tp1d(t=2,t=4)",
+                          "tp1d(t=0)", "tp1d(t=2,chunks=0)"}) {
+    EXPECT_THROW(Strategy::parse(bad), std::invalid_argument) << bad;
+  }
+  try {
+    Strategy::parse("tp1d(t=2,d1=2)");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'d1' does not apply to tp1d"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plan, TextFormsRoundTrip) {
+  const int blocks = 8;
+  const Plan u = Plan::parse("uniform:tp1d(t=8)", blocks);
+  EXPECT_EQ(u, Plan::uniform(Strategy::tp1d(8), blocks));
+  EXPECT_EQ(Plan::parse(u.to_string(), blocks), u);
+  const Plan alt = Plan::parse("attn=tp1d(t=4)|mlp=tp2d(d1=2,d2=2,first=col)", blocks);
+  EXPECT_EQ(alt.blocks[3], Strategy::tp2d(2, 2, false));
+  EXPECT_EQ(Plan::parse(alt.to_string(), blocks), alt);
+  const Plan rep = Plan::parse("3*dp;tp1d(t=2,sp=1);4*tp2d(d1=2,d2=2,first=row)", blocks);
+  EXPECT_EQ(rep.blocks[3], Strategy::tp1d(2, true));
+  EXPECT_EQ(Plan::parse(rep.to_string(), blocks), rep);
+}
+
+TEST(Plan, RejectsWrongBlockCountAndShapes) {
+  EXPECT_THROW(Plan::parse("dp;dp;dp", 4), std::invalid_argument);
+  EXPECT_THROW(Plan::parse("2*dp;x", 4), std::invalid_argument);
+  ModelSpec m;
+  m.layers = 2;
+  m.heads = 12;
+  m.hidden = 768;
+  const Plan p = Plan::parse("uniform:tp1d(t=8)", m.num_blocks());
+  const std::string why = p.validate(m, 8);
+  EXPECT_NE(why.find("does not divide heads=12"), std::string::npos) << why;
+  EXPECT_THROW(resolve_plan("uniform:tp1d(t=8)", m, ClusterSpec{}), std::invalid_argument);
+}
+
+TEST(Catalog, MasksFollowDivisibility) {
+  ModelSpec m;
+  m.layers = 1;
+  m.heads = 12;
+  m.hidden = 768;
+  m.seq = 1024;
+  const StrategyCatalog c(m, 8);
+  const int t8 = c.index_of(Strategy::tp1d(8));
+  const int t4 = c.index_of(Strategy::tp1d(4));
+  ASSERT_GE(t8, 0);
+  ASSERT_GE(t4, 0);
+  EXPECT_FALSE(c.shape_mask(BlockKind::kAttention)[t8]);  // 12 heads
+  EXPECT_TRUE(c.shape_mask(BlockKind::kMlp)[t8]);         // ffn 3072
+  EXPECT_TRUE(c.shape_mask(BlockKind::kAttention)[t4]);
+  EXPECT_NE(c.why_invalid(BlockKind::kAttention, t8), "");
+}
+
+TEST(Megatron, PlanUsesGpusPerNodeReducedToDivideHeads) {
+  ModelSpec m;
+  m.layers = 2;
+  m.heads = 12;
+  m.hidden = 768;
+  ClusterSpec c;
+  c.devices = {{"gpu", 1e14, 8e10, 2e12, 50, 300}};
+  c.links = {{"nvl", 3e11, 1e-6, 0}, {"ib", 1.25e10, 5e-6, 0}};
+  c.nodes = {{"gpu", 8, "nvl"}, {"gpu", 8, "nvl"}};
+  c.inter_link = "ib";
+  EXPECT_EQ(megatron_plan(m, c).blocks[0], Strategy::tp1d(4));  // 8 ∤ 12 → 4
+  m.heads = 16;
+  m.hidden = 1024;
+  EXPECT_EQ(megatron_plan(m, c, true).blocks[1], Strategy::tp1d(8, true));
+}
+
+}  // namespace
+}  // namespace shardgym
