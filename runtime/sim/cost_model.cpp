@@ -1,0 +1,186 @@
+#include "runtime/sim/cost_model.h"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+// Exposed communication of one pass with k chunks (formula in the header).
+double exposed(double comm, double compute, int k) {
+  if (k <= 1) return comm;
+  return comm / k + (k - 1.0) / k * std::max(0.0, comm - compute);
+}
+
+}  // namespace
+
+CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration)
+    : cluster_(cluster), calib_(std::move(calibration)) {
+  const std::string bad = cluster_.validate();
+  if (!bad.empty()) throw std::invalid_argument("cluster '" + cluster_.name + "': " + bad);
+  world_ = cluster_.world_size();
+  rank_device_.resize(world_);
+  for (int r = 0; r < world_; ++r) rank_device_[r] = cluster_.device_index_of(r);
+  cond_.link_factor.assign(cluster_.links.size(), 1.0);
+  cond_.slowdown.assign(world_, 1.0);
+  links_ = make_link_state(cluster_, cond_.link_factor);
+}
+
+void CostModel::set_conditions(const Conditions& c) {
+  if (c.link_factor.size() != cluster_.links.size())
+    throw std::invalid_argument("conditions: " + std::to_string(c.link_factor.size()) +
+                                " link factors for " + std::to_string(cluster_.links.size()) +
+                                " link classes");
+  if (static_cast<int>(c.slowdown.size()) != world_)
+    throw std::invalid_argument("conditions: " + std::to_string(c.slowdown.size()) +
+                                " slowdowns for " + std::to_string(world_) + " ranks");
+  cond_ = c;
+  links_.factor = c.link_factor;
+}
+
+double CostModel::moved_bytes_per_param() const {
+  return cond_.model.state_bytes_per_param() - dtype_bytes(cond_.model.dtype);
+}
+
+std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                         int world) {
+  const double b = local_batch(m, s, world), k = s.chunks;
+  const double n = b * m.seq / k;  // tokens per chunk
+  const double h = m.hidden, f = m.ffn_size();
+  double a = 1, c = 1;  // input-dim and output-dim shards of the in-GEMM (tp1d: 1 and t)
+  if (s.kind == StrategyKind::kTP1D) c = s.t;
+  if (s.kind == StrategyKind::kTP2D) a = s.d2, c = s.d1;
+  if (kind == BlockKind::kAttention) {
+    const double heads = double(m.heads) / s.degree(), dh = h / m.heads;
+    return {{n, h / a, 3 * h / c, k},              // QKV
+            {n, h / c, h / a, k},                  // attention out
+            {double(m.seq), dh, double(m.seq), b * heads},   // Q·Kᵀ per head
+            {double(m.seq), double(m.seq), dh, b * heads}};  // softmax·V per head
+  }
+  return {{n, h / a, f / c, k}, {n, f / c, h / a, k}};  // fc1, fc2
+}
+
+void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
+                              const std::string& kind, double& slowest_s,
+                              double& busy_j) const {
+  double gemm_flops = 0;
+  for (const auto& g : gemms) gemm_flops += g.flops();
+  const int elem = dtype_bytes(cond_.model.dtype);
+  std::vector<double> per_device(cluster_.devices.size(), -1);
+  slowest_s = 0, busy_j = 0;
+  if (flops <= 0 || gemm_flops <= 0) return;
+  for (int r = 0; r < world_; ++r) {
+    const int d = rank_device_[r];
+    const DeviceType& dev = cluster_.devices[d];
+    if (per_device[d] < 0) {
+      // The GEMMs' roofline sets the device's efficiency; it applies to all the FLOPs.
+      const double t = gemm_time(gemms, dev.peak_flops, dev.memory_bw, elem, calib_, dev.name,
+                                 kind);
+      per_device[d] = t * flops / gemm_flops;
+    }
+    const double t = per_device[d] * cond_.slowdown[r];
+    slowest_s = std::max(slowest_s, t);
+    busy_j += (dev.busy_w - dev.idle_w) * t;
+  }
+}
+
+double CostModel::collectives_time(const std::vector<Collective>& cs, const Strategy& s,
+                                   bool forward, double& bytes_per_rank, double& energy_j,
+                                   std::vector<CollectiveCost>* detail) const {
+  std::array<std::vector<GroupShape>, 4> shapes;
+  std::array<bool, 4> have{};
+  const double elem = dtype_bytes(cond_.model.dtype);
+  double total = 0;
+  for (const auto& c : cs) {
+    if (c.forward != forward) continue;
+    const int ax = static_cast<int>(c.axis);
+    if (!have[ax]) shapes[ax] = group_shapes(s, c.axis, links_), have[ax] = true;
+    const double bytes = c.elements * elem;
+    double t = 0;
+    for (const auto& g : shapes[ax]) {
+      t = std::max(t, collective_time(c.op, bytes, g.links));
+      const LinkBytes lb = collective_link_bytes(c.op, bytes, g.links);
+      const double e_a = g.links.intra_link >= 0 ? cluster_.links[g.links.intra_link].energy_per_byte : 0;
+      const double e_e = g.links.inter_link >= 0 ? cluster_.links[g.links.inter_link].energy_per_byte : 0;
+      energy_j += double(g.count) * g.links.size * (lb.intra * e_a + lb.inter * e_e);
+    }
+    total += t;
+    bytes_per_rank += c.elements_sent_per_rank() * elem;
+    if (detail) detail->push_back({c, c.elements_sent_per_rank() * elem, t});
+  }
+  return total;
+}
+
+BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) const {
+  const ModelSpec& m = cond_.model;
+  BlockCost out;
+  out.flops_per_rank = block_rank_flops(m, kind, s, world_);
+  double total_s = 0;
+  compute_times(block_gemms(m, kind, s, world_), out.flops_per_rank, block_kind_name(kind),
+                total_s, out.busy_energy_j);
+  const double passes = 3.0 + (s.recompute ? 1.0 : 0.0);  // fwd = 1, bwd = 2 (+1 recompute)
+  out.fwd_s = total_s / passes;
+  out.bwd_s = total_s - out.fwd_s;
+
+  auto* list = detail ? &out.collectives : nullptr;
+  const auto tp = block_collectives(m, kind, s, world_);
+  out.tp_comm_fwd_s = collectives_time(tp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
+  out.tp_comm_bwd_s = collectives_time(tp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+  const auto sync = block_grad_sync(m, kind, s, world_);
+  out.grad_sync_s = collectives_time(sync, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+  out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, s.chunks) +
+               exposed(out.tp_comm_bwd_s, out.bwd_s, s.chunks) + out.grad_sync_s;
+
+  out.state_bytes = m.state_bytes_per_param() * block_rank_params(m, kind, s);
+  out.activation_bytes = block_activation_bytes(m, kind, s, world_, false);
+  out.activation_bytes_prev_recompute = block_activation_bytes(m, kind, s, world_, true);
+  return out;
+}
+
+HeadCost CostModel::head_cost() const {
+  const ModelSpec& m = cond_.model;
+  HeadCost out;
+  const double seqs = double(effective_global_batch(m, world_)) / world_;
+  const double n = seqs * m.seq;
+  const std::vector<Gemm> gemms = {{n, double(m.hidden), double(m.vocab), 1}};
+  compute_times(gemms, 3 * gemms[0].flops(), "head", out.compute_s, out.busy_energy_j);
+  std::vector<int> all(world_);
+  for (int r = 0; r < world_; ++r) all[r] = r;
+  const GroupLinks g = describe_group(all, links_);
+  const double bytes = double(m.embedding_params()) * dtype_bytes(m.dtype);
+  out.grad_sync_s = collective_time(CollOp::kAllReduce, bytes, g);
+  const LinkBytes lb = collective_link_bytes(CollOp::kAllReduce, bytes, g);
+  const double e_a = g.intra_link >= 0 ? cluster_.links[g.intra_link].energy_per_byte : 0;
+  const double e_e = g.inter_link >= 0 ? cluster_.links[g.inter_link].energy_per_byte : 0;
+  out.link_energy_j = world_ * (lb.intra * e_a + lb.inter * e_e);
+  // Embedding output in the model dtype, logits kept in fp32 for the loss.
+  out.memory_bytes = double(m.embedding_params()) * m.state_bytes_per_param() +
+                     n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
+  out.memory_capacity = cluster_.devices.empty() ? 0 : cluster_.device_of(0).memory_bytes;
+  for (int r = 0; r < world_; ++r) {
+    const DeviceType& dev = cluster_.devices[rank_device_[r]];
+    out.idle_power_w += dev.idle_w;
+    out.memory_capacity = std::min(out.memory_capacity, dev.memory_bytes);
+  }
+  return out;
+}
+
+TransferCost CostModel::redistribution(const Strategy& from, const Strategy& to) const {
+  if (activation_layout_key(from) == activation_layout_key(to)) return {};
+  TransferCost f = redistribution_cost(cond_.model, from, to, cluster_, links_);
+  const TransferCost b = redistribution_cost(cond_.model, to, from, cluster_, links_);
+  f.time_s += b.time_s;
+  f.bytes += b.bytes;
+  f.max_rank_bytes += b.max_rank_bytes;
+  f.energy_j += b.energy_j;
+  return f;
+}
+
+TransferCost CostModel::repartition(BlockKind kind, const Strategy& from,
+                                    const Strategy& to) const {
+  return repartition_cost(cond_.model, kind, from, to, moved_bytes_per_param(), cluster_,
+                          links_);
+}
+
+}  // namespace shardgym

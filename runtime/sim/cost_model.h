@@ -1,0 +1,116 @@
+// CostModel: the simulator's noise-free cost of one block under one strategy, given the
+// cluster as it is now (link bandwidth factors, stragglers, current seq length and batch).
+// SimRun caches what this computes; CostReport prints it. DESIGN.md §4.
+//
+// Compute: FLOPs (cost.h block_rank_flops) over each rank's device at the efficiency its
+//   GEMM shapes reach (calibration.h roofline), times the rank's straggler factor; a block
+//   takes as long as its slowest rank (heterogeneous groups run at their slowest member).
+// Communication: every collective of cost.h (tensor-parallel and data-parallel gradient
+//   sync) over every group of the world (collective_model.h); the slowest group counts.
+//   Chunked overlap with k chunks: per pass, compute T and communication C split in k
+//   pieces; communication of chunk i overlaps compute of chunk i+1, so the pass takes
+//   T/k + (k−1)·max(T, C)/k + C/k and the exposed communication is
+//       exposed = C/k + (k−1)/k · max(0, C − T)        (k = 1: exposed = C).
+//   Each chunk's collective pays its own α (cost.h lists one collective per chunk).
+//   Gradient sync is not overlapped.
+// Memory per rank: state_bytes_per_param × block_rank_params + block_activation_bytes.
+// Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/core/cluster_spec.h"
+#include "runtime/core/cost.h"
+#include "runtime/core/model_spec.h"
+#include "runtime/core/strategy.h"
+#include "runtime/sim/calibration.h"
+#include "runtime/sim/collective_model.h"
+#include "runtime/sim/layout.h"
+
+namespace shardgym {
+
+// The cluster's state at one env step.
+struct Conditions {
+  ModelSpec model;                  // seq and global_batch as the scenario has them now
+  std::vector<double> link_factor;  // per ClusterSpec::links entry (nominal, noise-free)
+  std::vector<double> slowdown;     // per rank, 1 = nominal speed
+};
+
+struct CollectiveCost {
+  Collective collective;
+  double bytes_per_rank = 0;  // sent by each rank (ring)
+  double time_s = 0;          // slowest group
+};
+
+struct BlockCost {
+  double flops_per_rank = 0;
+  double fwd_s = 0, bwd_s = 0;            // compute of the slowest rank
+  double tp_comm_fwd_s = 0, tp_comm_bwd_s = 0;  // Σ collective times per pass, all chunks
+  double grad_sync_s = 0;
+  double comm_s = 0;                      // exposed: after chunk overlap, + grad sync
+  double comm_bytes_per_rank = 0;         // tensor-parallel + grad sync, sent per rank
+  double busy_energy_j = 0;               // Σ_ranks (busy_w − idle_w)·compute time
+  double link_energy_j = 0;               // all ranks' bytes × energy_per_byte
+  double state_bytes = 0;                 // params + grads + optimizer state, per rank
+  double activation_bytes = 0;            // per rank (MLP: its attention does not recompute)
+  double activation_bytes_prev_recompute = 0;  // MLP whose attention recomputes
+  std::vector<CollectiveCost> collectives;     // filled only with `detail`
+};
+
+// Plan-independent part of an iteration: embedding + LM head (data-parallel over the world).
+struct HeadCost {
+  double compute_s = 0;      // LM head GEMM fwd + bwd, slowest rank
+  double grad_sync_s = 0;    // all-reduce of the embedding + head gradients over the world
+  double busy_energy_j = 0;
+  double link_energy_j = 0;
+  double memory_bytes = 0;   // per rank: state + embedding output + fp32 logits
+  double idle_power_w = 0;   // Σ_ranks idle_w
+  double memory_capacity = 0;  // smallest device memory
+};
+
+class CostModel {
+ public:
+  CostModel(const ClusterSpec& cluster, Calibration calibration);
+
+  // Installs new conditions (recomputes the link state). Throws std::invalid_argument if
+  // the vectors do not match the cluster.
+  void set_conditions(const Conditions& c);
+  const Conditions& conditions() const { return cond_; }
+  const ModelSpec& model() const { return cond_.model; }
+  const ClusterSpec& cluster() const { return cluster_; }
+  const LinkState& links() const { return links_; }
+  const Calibration& calibration() const { return calib_; }
+  int world() const { return world_; }
+
+  BlockCost block_cost(BlockKind kind, const Strategy& s, bool detail = false) const;
+  HeadCost head_cost() const;
+  // Activations from one block's layout to the next's: forward + backward (gradients back).
+  TransferCost redistribution(const Strategy& from, const Strategy& to) const;
+  // Params + optimizer state (not gradients) of one block moving between strategies.
+  TransferCost repartition(BlockKind kind, const Strategy& from, const Strategy& to) const;
+  // Bytes per parameter that a repartition moves: state_bytes_per_param − gradient bytes.
+  double moved_bytes_per_param() const;
+
+  // Per-rank GEMMs of one block's forward pass (all chunks), for the roofline.
+  static std::vector<Gemm> block_gemms(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                       int world);
+
+ private:
+  // Compute time of `flops` whose GEMMs are `gemms`, per rank (slowdown applied), and the
+  // energy above idle that it burns.
+  void compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
+                     double& slowest_s, double& busy_j) const;
+  double collectives_time(const std::vector<Collective>& cs, const Strategy& s, bool forward,
+                          double& bytes_per_rank, double& energy_j,
+                          std::vector<CollectiveCost>* detail) const;
+
+  ClusterSpec cluster_;
+  Calibration calib_;
+  int world_ = 0;
+  Conditions cond_;
+  LinkState links_;
+  std::vector<int> rank_device_;  // device index of each rank
+};
+
+}  // namespace shardgym

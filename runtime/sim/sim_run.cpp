@@ -1,0 +1,174 @@
+#include "runtime/sim/sim_run.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+// Checks a scenario against the cluster; throws naming the event.
+void validate_scenario(const Scenario& sc, const ClusterSpec& cluster) {
+  const int world = cluster.world_size();
+  for (size_t i = 0; i < sc.events.size(); ++i) {
+    const ScenarioEvent& e = sc.events[i];
+    const std::string where = "scenario '" + sc.name + "' event " + std::to_string(i) +
+                              " (step " + std::to_string(e.step) + "): ";
+    if (e.step < 0) throw std::invalid_argument(where + "step must be >= 0");
+    switch (e.kind) {
+      case EventKind::kLinkBandwidth:
+        if (cluster.link_index(e.target) < 0)
+          throw std::invalid_argument(where + "unknown link class '" + e.target + "'");
+        if (!(e.factor > 0)) throw std::invalid_argument(where + "bandwidth factor must be > 0");
+        break;
+      case EventKind::kStraggler:
+        if (e.rank < 0 || e.rank >= world)
+          throw std::invalid_argument(where + "straggler rank " + std::to_string(e.rank) +
+                                      " outside a world of " + std::to_string(world));
+        if (!(e.factor > 0)) throw std::invalid_argument(where + "straggler factor must be > 0");
+        break;
+      case EventKind::kSeqLength:
+      case EventKind::kBatch:
+        if (e.value <= 0) throw std::invalid_argument(where + "value must be positive");
+        break;
+    }
+  }
+  if (!(sc.noise >= 0)) throw std::invalid_argument("scenario '" + sc.name + "': noise < 0");
+}
+
+ModelSpec checked_model(const ModelSpec& m) {
+  const std::string bad = m.validate();
+  if (!bad.empty()) throw std::invalid_argument("model '" + m.name + "': " + bad);
+  return m;
+}
+
+int checked_world(const ClusterSpec& c) {
+  const std::string bad = c.validate();
+  if (!bad.empty()) throw std::invalid_argument("cluster '" + c.name + "': " + bad);
+  return c.world_size();
+}
+
+}  // namespace
+
+SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
+    : model_(checked_model(spec.model)),
+      scenario_(spec.scenario),
+      catalog_(model_, checked_world(spec.cluster), spec.catalog),
+      cost_(spec.cluster, std::move(options.calibration)),
+      blocks_(model_.num_blocks()),
+      world_(spec.cluster.world_size()),
+      noise_(spec.scenario.noise) {
+  validate_scenario(scenario_, spec.cluster);
+  std::stable_sort(scenario_.events.begin(), scenario_.events.end(),
+                   [](const auto& a, const auto& b) { return a.step < b.step; });
+  for (const auto& e : scenario_.events) event_steps_.push_back(e.step);
+  event_steps_.erase(std::unique(event_steps_.begin(), event_steps_.end()), event_steps_.end());
+  for (const auto& s : catalog_.entries()) entry_of(s);
+  dp_entry_ = entry_of(Strategy::dp());
+  install(conditions_at(0));
+  plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
+  reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);
+}
+
+Conditions SimRun::conditions_at(int step) const {
+  Conditions c;
+  c.model = model_;
+  c.link_factor.assign(cost_.cluster().links.size(), 1.0);
+  c.slowdown.assign(world_, 1.0);
+  // Sorted by step: a later event of the same kind and target replaces an earlier one.
+  for (const auto& e : scenario_.events) {
+    if (e.step > step) break;
+    switch (e.kind) {
+      case EventKind::kLinkBandwidth:
+        c.link_factor[cost_.cluster().link_index(e.target)] = e.factor;
+        break;
+      case EventKind::kStraggler: c.slowdown[e.rank] = e.factor; break;
+      case EventKind::kSeqLength: c.model.seq = e.value; break;
+      case EventKind::kBatch: c.model.global_batch = e.value; break;
+    }
+  }
+  return c;
+}
+
+void SimRun::install(const Conditions& c) {
+  const Conditions& now = cost_.conditions();
+  const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
+                    now.model.global_batch == c.model.global_batch &&
+                    now.link_factor == c.link_factor && now.slowdown == c.slowdown;
+  if (same) return;
+  cost_.set_conditions(c);
+  ++gen_;
+  current_mem_ = -1;
+  max_slowdown_ = *std::max_element(c.slowdown.begin(), c.slowdown.end());
+}
+
+void SimRun::draw_link_measurement() {
+  const auto& f = cost_.conditions().link_factor;
+  measured_link_.resize(f.size());
+  for (size_t l = 0; l < f.size(); ++l) measured_link_[l] = f[l] * noise_.next();
+}
+
+void SimRun::reset(uint64_t seed, const Plan& initial) {
+  install(conditions_at(0));  // shape validity depends on the conditions (seq length)
+  std::vector<int> idx;
+  const std::string err = resolve(initial, idx);
+  if (!err.empty()) {
+    install(conditions_at(step_));  // leave the episode as it was
+    throw std::invalid_argument("initial plan: " + err);
+  }
+  noise_.seed(seed);
+  step_ = 0;
+  idx_ = idx;
+  current_mem_ = -1;
+  plan_ = initial;
+  draw_link_measurement();
+}
+
+Measurement SimRun::step(const Plan& plan) {
+  Measurement m;
+  const std::string err = resolve(plan, scratch_);
+  if (!err.empty()) {
+    m.ok = false;
+    m.error = "sim step " + std::to_string(step_) + ": " + err;
+    return m;
+  }
+  evaluate(scratch_, &idx_, &noise_, m);
+  for (int b = 0; b < blocks_; ++b)
+    if (scratch_[b] != idx_[b]) plan_.blocks[b] = entries_[scratch_[b]];
+  idx_.swap(scratch_);
+  current_mem_ = m.peak_memory_bytes[0];  // evaluate() sums it as memory_of() does
+  ++step_;
+  if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))
+    install(conditions_at(step_));
+  draw_link_measurement();
+  return m;
+}
+
+RunContext SimRun::context() const {
+  RunContext c;
+  c.step = step_;
+  c.phase = static_cast<int>(
+      std::upper_bound(event_steps_.begin(), event_steps_.end(), step_) - event_steps_.begin());
+  c.num_phases = 1 + static_cast<int>(event_steps_.size());
+  c.link_bw_factor = measured_link_;
+  c.seq_factor = double(cost_.model().seq) / model_.seq;
+  c.max_compute_slowdown = max_slowdown_;
+  c.memory_capacity = head().memory_capacity;
+  return c;
+}
+
+std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
+  Measurement m;
+  std::vector<int> idx;
+  const std::string err = resolve(plan, idx);
+  if (!err.empty()) {
+    m.ok = false;
+    m.error = "sim estimate: " + err;
+    return m;
+  }
+  evaluate(idx, &idx_, nullptr, m);
+  return m;
+}
+
+std::unique_ptr<TrainingRun> SimRun::clone() const { return std::make_unique<SimRun>(*this); }
+
+}  // namespace shardgym

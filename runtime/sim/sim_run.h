@@ -1,0 +1,146 @@
+// SimRun: a simulated tensor-parallel training run (env id "shardgym/TPSim-v0").
+//
+// The cost of a plan is the sum of its blocks' costs (cost_model.h) plus what joins them:
+// activation redistribution between neighbouring blocks whose layouts differ, the embedding
+// and LM head, and the repartition of every block whose strategy changed (layout.h). One
+// iteration is SPMD over all ranks, so each block is charged at its slowest rank / group.
+// The embedding output takes block 0's layout for free (token ids are on every rank); the LM
+// head is data-parallel, so the last block's output is redistributed to it. Strategies are
+// shape-checked under the current sequence length and batch (events may change them).
+//
+// Time. Events of the scenario fire by env step: the measurement of step k (0-based, the
+// (k+1)-th call of step()) runs under every event with `step ≤ k`. context(), estimate() and
+// action_mask() describe the conditions of the step about to be taken.
+//
+// Speed. Costs are cached per (block kind, strategy) and per pair of layouts, computed on
+// first use and invalidated only when the conditions change (an event, or reset to different
+// conditions), so step() is O(blocks) lookups plus the noise draws.
+//
+// Threads. const methods fill the caches: use one run per thread (clone() for more).
+//
+// Noise. Per block one compute factor (fwd and bwd) and one communication factor, one factor
+// each for redistribution, LM head and repartition, and one per link class for the measured
+// bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/core/experiment_spec.h"
+#include "runtime/core/training_run.h"
+#include "runtime/sim/calibration.h"
+#include "runtime/sim/cost_model.h"
+#include "runtime/sim/noise.h"
+
+namespace shardgym {
+
+struct SimOptions {
+  Calibration calibration = default_calibration();
+};
+
+class SimRun : public TrainingRun {
+ public:
+  // Throws std::invalid_argument if the model, cluster or scenario is inconsistent (unknown
+  // link class or rank in an event, a degree that does not divide the world, ...).
+  explicit SimRun(const ExperimentSpec& spec, SimOptions options = {});
+
+  std::string backend() const override { return "sim"; }
+  const ModelSpec& model() const override { return model_; }
+  const ClusterSpec& cluster() const override { return cost_.cluster(); }
+  const StrategyCatalog& catalog() const override { return catalog_; }
+
+  void reset(uint64_t seed, const Plan& initial) override;
+  Measurement step(const Plan& plan) override;
+  const Plan& plan() const override { return plan_; }
+  RunContext context() const override;
+  std::vector<uint8_t> action_mask(int block) const override;
+  std::optional<Measurement> estimate(const Plan& plan) const override;
+  bool deterministic() const override { return true; }
+  bool cloneable() const override { return true; }
+  std::unique_ptr<TrainingRun> clone() const override;
+
+  // The cost model under the conditions of the next step (for reports and tests).
+  const CostModel& cost_model() const { return cost_; }
+  const Scenario& scenario() const { return scenario_; }
+
+ private:
+  struct BlockSlot {  // cached BlockCost summary of one (kind, entry)
+    uint32_t gen = 0;
+    double fwd = 0, bwd = 0, comm = 0, busy_j = 0, link_j = 0;
+    double state = 0, act = 0, act_prev = 0;
+  };
+  struct TransferSlot {  // cached TransferCost of one pair of layouts
+    uint32_t gen = 0;
+    double time = 0, bytes = 0, energy = 0;
+  };
+
+  int entry_of(const Strategy& s) const;  // adds strategies outside the catalog
+  int entry_of(const Strategy& s, uint64_t key) const;
+  std::string resolve(const Plan& plan, std::vector<int>& idx) const;  // "" or the error
+  void ensure_shapes() const;  // shape_ok_ for the current model
+  const HeadCost& head() const;
+  const BlockSlot& block(int kind, int entry) const;
+  const TransferSlot& redistribution(int from_entry, int to_entry) const;
+  const TransferSlot& repartition(int kind, int from_entry, int to_entry) const;
+  double memory_of(const std::vector<int>& idx) const;
+  // Memory-fit tables of action_mask (sim_run_mask.cpp): for each group of catalog entries,
+  // their own memory term sorted, and the mask rows admitting the first n of them.
+  struct MaskTable {
+    std::vector<double> values;
+    std::vector<uint8_t> prefix;  // (values.size() + 1) rows of catalog-size bytes
+  };
+  void ensure_mask_tables() const;
+  // Fills `out` for running `idx` after `from` (nullptr: no repartition). noise: nullptr = none.
+  void evaluate(const std::vector<int>& idx, const std::vector<int>* from,
+                LogNormalNoise* noise, Measurement& out) const;
+  Conditions conditions_at(int step) const;
+  void install(const Conditions& c);  // invalidates the caches if `c` differs
+  void draw_link_measurement();
+
+  ModelSpec model_;
+  Scenario scenario_;
+  StrategyCatalog catalog_;
+  CostModel cost_;
+  int blocks_ = 0;
+  int world_ = 0;
+  std::vector<int> event_steps_;  // distinct event steps, sorted
+  double max_slowdown_ = 1;
+
+  // Strategies known to the caches: the catalog's, then any other a plan used.
+  mutable std::vector<Strategy> entries_;
+  mutable std::vector<int> act_id_, param_id_;  // dense layout ids of each entry
+  mutable std::vector<uint32_t> act_keys_, param_keys_;
+  mutable std::vector<uint64_t> entry_keys_;  // exact packed key of each entry
+  mutable std::vector<uint64_t> hash_keys_;
+  mutable std::vector<int> hash_slots_;  // open addressing: strategy key → entry
+  int dp_entry_ = 0;
+
+  // Caches, valid while their stamp equals gen_.
+  uint32_t gen_ = 1;
+  mutable std::vector<BlockSlot> block_cache_[2];
+  mutable std::vector<TransferSlot> redist_cache_;     // act ids, stride act_stride_
+  mutable std::vector<TransferSlot> repart_cache_[2];  // param ids, stride param_stride_
+  mutable int act_stride_ = 0, param_stride_ = 0;
+  mutable std::vector<uint8_t> shape_ok_[2];
+  mutable uint32_t shape_gen_ = 0;
+  // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
+  // entries after an attention without / with recompute.
+  mutable MaskTable mask_tables_[4];
+  mutable uint32_t mask_gen_ = 0;
+  mutable double current_mem_ = -1;  // memory of the plan in force; < 0: not computed
+  mutable HeadCost head_;
+  mutable uint32_t head_gen_ = 0;
+
+  // Episode state.
+  LogNormalNoise noise_;
+  int step_ = 0;
+  Plan plan_;
+  std::vector<int> idx_;
+  std::vector<double> measured_link_;
+  mutable std::vector<int> scratch_;
+};
+
+}  // namespace shardgym

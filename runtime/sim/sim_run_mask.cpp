@@ -1,0 +1,92 @@
+// SimRun::action_mask: shape validity and memory fit with one block changed, in O(catalog)
+// byte operations per block (the env asks for a row per changed block on every step).
+//
+// With the other blocks fixed, entry e fits block b iff  base + part(e) ≤ capacity, where
+// base is the plan's memory without block b's share. part(e) is the entry's own state and
+// activations, plus for an attention block its MLP's activations, which depend only on
+// whether e recomputes. So within each group of entries the admitted ones are a prefix of
+// the group sorted by its own term: the row is one precomputed prefix (MLP) or the union of
+// two (attention: recomputing and non-recomputing entries).
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/sim/sim_run.h"
+
+namespace shardgym {
+
+void SimRun::ensure_mask_tables() const {
+  if (mask_gen_ == gen_) return;
+  ensure_shapes();
+  const int K = catalog_.size();
+  for (int t = 0; t < 4; ++t) {
+    const int kind = t < 2 ? 0 : 1;
+    std::vector<std::pair<double, int>> members;
+    for (int e = 0; e < K; ++e) {
+      if (!shape_ok_[kind][e]) continue;
+      if (kind == 0 && entries_[e].recompute != (t == 1)) continue;
+      const BlockSlot& c = block(kind, e);
+      members.emplace_back(c.state + (t == 3 ? c.act_prev : c.act), e);
+    }
+    std::sort(members.begin(), members.end());
+    MaskTable& table = mask_tables_[t];
+    table.values.resize(members.size());
+    table.prefix.assign((members.size() + 1) * size_t(K), 0);
+    for (size_t n = 0; n < members.size(); ++n) {
+      table.values[n] = members[n].first;
+      uint8_t* row = &table.prefix[(n + 1) * K];
+      std::copy_n(row - K, K, row);
+      row[members[n].second] = 1;
+    }
+  }
+  mask_gen_ = gen_;
+}
+
+std::vector<uint8_t> SimRun::action_mask(int b) const {
+  if (b < 0 || b >= blocks_)
+    throw std::out_of_range("action_mask: block " + std::to_string(b) + " outside [0, " +
+                            std::to_string(blocks_) + ")");
+  ensure_mask_tables();
+  if (current_mem_ < 0) current_mem_ = memory_of(idx_);
+  const int K = catalog_.size();
+  const double cap = head().memory_capacity;
+  // Number of entries of table t whose own term is ≤ limit.
+  auto admitted = [&](int t, double limit) -> const uint8_t* {
+    const auto& v = mask_tables_[t].values;
+    const size_t n = std::upper_bound(v.begin(), v.end(), limit) - v.begin();
+    return &mask_tables_[t].prefix[n * K];
+  };
+  std::vector<uint8_t> mask(K);
+  const BlockSlot& cur = block(b & 1, idx_[b]);
+  if (b & 1) {
+    const bool after_recompute = entries_[idx_[b - 1]].recompute;
+    const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
+    const double limit = cap - (current_mem_ - own);
+    const uint8_t* row = admitted(after_recompute ? 3 : 2, limit);
+    std::copy_n(row, K, mask.begin());
+    return mask;
+  }
+  double mlp_act = 0, mlp_act_prev = 0;
+  if (b + 1 < blocks_) {
+    const BlockSlot& mlp = block(1, idx_[b + 1]);
+    mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
+  }
+  const bool recomputes = entries_[idx_[b]].recompute;
+  const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
+  const double base = current_mem_ - own;
+  const uint8_t* plain = admitted(0, cap - base - mlp_act);
+  const uint8_t* recompute = admitted(1, cap - base - mlp_act_prev);
+  uint8_t* out = mask.data();
+  int e = 0;
+  for (; e + 8 <= K; e += 8) {  // eight entries at a time
+    uint64_t a, r;
+    std::memcpy(&a, plain + e, 8);
+    std::memcpy(&r, recompute + e, 8);
+    a |= r;
+    std::memcpy(out + e, &a, 8);
+  }
+  for (; e < K; ++e) out[e] = plain[e] | recompute[e];
+  return mask;
+}
+
+}  // namespace shardgym

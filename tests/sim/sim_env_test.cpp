@@ -1,0 +1,120 @@
+// The registered simulated env ("shardgym/TPSim-v0") and a speed sanity check of SimRun.
+// The speed figures are printed, not asserted: timing depends on the machine.
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include <cstdio>
+#include <random>
+
+#include "env/registry.h"
+#include "runtime/sim/sim_run.h"
+#include "tests/sim/sim_fixtures.h"
+
+namespace shardgym {
+namespace {
+
+ExperimentSpec big_spec() {
+  // 32 layers on 64 simulated GPUs (8 nodes of 8), the size `shardgym bench sim` uses. The
+  // memory is made ample so that every shape-valid plan is allowed.
+  ExperimentSpec s =
+      testing::experiment(testing::gpt(32, 4096, 32, 2048, 1),
+                          testing::cluster(8, 8, testing::h100_sxm(), testing::nvswitch()));
+  s.cluster.devices[0].memory_bytes = 1e15;
+  return s;
+}
+
+// Random plans over the catalog (shape-valid entries only).
+std::vector<Plan> random_plans(const TrainingRun& run, int count, int changed_blocks) {
+  const int blocks = run.model().num_blocks();
+  const auto& cat = run.catalog();
+  std::mt19937_64 rng(0);
+  std::vector<Plan> plans;
+  Plan p = run.plan();
+  for (int i = 0; i < count; ++i) {
+    for (int c = 0; c < changed_blocks; ++c) {
+      const int b = changed_blocks == blocks ? c : int(rng() % blocks);
+      const auto& shape = cat.shape_mask(ModelSpec::block_kind(b));
+      int k;
+      do k = int(rng() % cat.size());
+      while (!shape[k]);
+      p.blocks[b] = cat.at(k);
+    }
+    plans.push_back(p);
+  }
+  return plans;
+}
+
+double thread_cpu_s() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// Steps per second of this thread's CPU time (the machine may be shared).
+template <typename F>
+double rate(int n, F&& step) {
+  const double t0 = thread_cpu_s();
+  for (int i = 0; i < n; ++i) step(i);
+  return n / (thread_cpu_s() - t0);
+}
+
+TEST(SimEnv, IsRegisteredAndSteps) {
+  ASSERT_TRUE(env_registered("shardgym/TPSim-v0"));
+  ExperimentSpec spec = testing::experiment(testing::gpt(2, 1024, 16, 512, 2),
+                                            testing::cluster(1, 4, testing::h100_sxm(),
+                                                             testing::nvswitch()));
+  auto env = make_bare_env("shardgym/TPSim-v0", spec);
+  EXPECT_EQ(env->spec().backend, "sim");
+  EXPECT_EQ(env->spec().num_blocks, 4);
+  env->reset(3);
+  const auto mask = env->action_mask();
+  Action a(4, 0);
+  for (int b = 0; b < 4; ++b) {
+    while (!mask[b * env->spec().catalog_size + a[b]]) ++a[b];
+  }
+  const StepResult r = env->step(a);
+  EXPECT_FALSE(r.truncated) << r.info.error;
+  EXPECT_TRUE(r.info.measurement.ok);
+  EXPECT_GT(r.info.measurement.step_latency_s, 0);
+}
+
+TEST(SimEnv, StepSpeedSanity) {
+  const ExperimentSpec spec = big_spec();
+  SimRun run(spec);
+  const int n = 20000;
+  const auto all = random_plans(run, 64, run.model().num_blocks());
+  const auto one = random_plans(run, 64, 1);
+  run.reset(0, run.plan());
+  for (const auto& p : all) ASSERT_TRUE(run.step(p).ok);  // warm the caches
+  const Plan fixed = run.plan();
+  const double same = rate(n, [&](int) { run.step(fixed); });
+  const double single = rate(n, [&](int i) { run.step(one[i % one.size()]); });
+  const double every = rate(n, [&](int i) { run.step(all[i % all.size()]); });
+  std::printf("SimRun 32 layers / 64 GPUs: %.0f steps/s (same plan), %.0f (one block changed), "
+              "%.0f (every block re-drawn)\n", same, single, every);
+
+  auto env = make_bare_env("shardgym/TPSim-v0", spec);
+  env->reset(0);
+  auto to_action = [&](const Plan& p) {
+    Action a(p.size());
+    for (int b = 0; b < p.size(); ++b) a[b] = env->run().catalog().index_of(p.blocks[b]);
+    return a;
+  };
+  std::vector<Action> acts_one, acts_all;
+  for (const auto& p : one) acts_one.push_back(to_action(p));
+  for (const auto& p : all) acts_all.push_back(to_action(p));
+  for (const auto& a : acts_all) env->step(a);
+  const Action fixed_action = acts_all.back();
+  const double env_same = rate(n, [&](int) { env->step(fixed_action); });
+  const double env_single = rate(n, [&](int i) { env->step(acts_one[i % acts_one.size()]); });
+  const double env_every = rate(n, [&](int i) { env->step(acts_all[i % acts_all.size()]); });
+  std::printf("PartitionEnv over it:       %.0f steps/s (same plan), %.0f (one block changed), "
+              "%.0f (every block re-drawn)\n", env_same, env_single, env_every);
+  RecordProperty("sim_steps_per_s_same_plan", std::to_string(same));
+  RecordProperty("env_steps_per_s_same_plan", std::to_string(env_same));
+  RecordProperty("env_steps_per_s_random_plans", std::to_string(env_every));
+}
+
+}  // namespace
+}  // namespace shardgym

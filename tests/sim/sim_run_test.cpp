@@ -1,0 +1,218 @@
+// SimRun as a TrainingRun: determinism, scenario timing, repartition charges, memory masks,
+// cloning (sim_run.h).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "runtime/sim/sim_run.h"
+#include "tests/sim/sim_fixtures.h"
+
+namespace shardgym {
+namespace {
+
+ExperimentSpec small_spec(double noise = 0.0) {
+  ExperimentSpec s = testing::experiment(testing::gpt(4, 1024, 16, 512, 2),
+                                         testing::cluster(2, 4, testing::h100_sxm(),
+                                                          testing::nvswitch()));
+  s.scenario.noise = noise;
+  return s;
+}
+
+// Random shape-valid plans drawn from the catalog.
+std::vector<Plan> random_plans(const SimRun& run, int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto& cat = run.catalog();
+  std::vector<Plan> plans;
+  for (int i = 0; i < count; ++i) {
+    Plan p;
+    for (int b = 0; b < run.model().num_blocks(); ++b) {
+      const auto& mask = cat.shape_mask(ModelSpec::block_kind(b));
+      int k;
+      do k = int(rng() % cat.size());
+      while (!mask[k]);
+      p.blocks.push_back(cat.at(k));
+    }
+    plans.push_back(p);
+  }
+  return plans;
+}
+
+void expect_identical(const Measurement& a, const Measurement& b) {
+  EXPECT_EQ(a.step_latency_s, b.step_latency_s);
+  EXPECT_EQ(a.repartition_s, b.repartition_s);
+  EXPECT_EQ(a.repartition_bytes, b.repartition_bytes);
+  EXPECT_EQ(a.energy_j, b.energy_j);
+  EXPECT_EQ(a.block_fwd_s, b.block_fwd_s);
+  EXPECT_EQ(a.block_bwd_s, b.block_bwd_s);
+  EXPECT_EQ(a.block_comm_s, b.block_comm_s);
+  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+  EXPECT_EQ(a.oom, b.oom);
+}
+
+TEST(SimRun, SameSeedSameMeasurementsDifferentSeedDiffers) {
+  const ExperimentSpec spec = small_spec(0.05);
+  SimRun a(spec), b(spec), c(spec);
+  const auto plans = random_plans(a, 20, 1);
+  a.reset(7, a.plan());
+  b.reset(7, b.plan());
+  c.reset(8, c.plan());
+  bool any_differs = false;
+  for (const auto& p : plans) {
+    const Measurement ma = a.step(p), mb = b.step(p), mc = c.step(p);
+    ASSERT_TRUE(ma.ok) << ma.error;
+    expect_identical(ma, mb);
+    any_differs = any_differs || ma.step_latency_s != mc.step_latency_s;
+  }
+  EXPECT_TRUE(any_differs);
+  EXPECT_EQ(a.context().link_bw_factor, b.context().link_bw_factor);
+  EXPECT_NE(a.context().link_bw_factor, c.context().link_bw_factor);
+}
+
+TEST(SimRun, NoiseFreeStepEqualsEstimateAndEstimateKeepsState) {
+  SimRun run(small_spec(0.0));
+  run.reset(0, run.plan());
+  const Plan p = random_plans(run, 1, 3)[0];
+  const Plan before = run.plan();
+  const Measurement e = *run.estimate(p);
+  EXPECT_EQ(run.plan(), before);
+  EXPECT_GT(e.repartition_s, 0);
+  expect_identical(run.step(p), e);
+  EXPECT_EQ(run.plan(), p);
+  EXPECT_EQ(run.context().step, 1);
+}
+
+TEST(SimRun, EventsChangeCostsAtTheirStep) {
+  ExperimentSpec spec = small_spec(0.0);
+  spec.scenario.events = {
+      {3, EventKind::kLinkBandwidth, "nvswitch", -1, 0.1, 0},
+      {5, EventKind::kStraggler, "", 2, 3.0, 0},
+      {7, EventKind::kSeqLength, "", -1, 1.0, 1024},
+  };
+  SimRun run(spec);
+  run.reset(0, run.plan());
+  const Plan p = run.plan();
+  std::vector<Measurement> ms;
+  std::vector<RunContext> ctx = {run.context()};
+  for (int i = 0; i < 8; ++i) {
+    ms.push_back(run.step(p));
+    ctx.push_back(run.context());
+  }
+  EXPECT_EQ(ms[0].step_latency_s, ms[2].step_latency_s);
+  EXPECT_GT(ms[3].block_comm_s[0], 3 * ms[2].block_comm_s[0]);  // 10× slower NVSwitch
+  EXPECT_EQ(ms[3].block_fwd_s, ms[2].block_fwd_s);
+  EXPECT_DOUBLE_EQ(ms[5].block_fwd_s[1], 3 * ms[4].block_fwd_s[1]);  // straggler: 3× compute
+  EXPECT_EQ(ms[5].block_comm_s, ms[4].block_comm_s);
+  EXPECT_EQ(ms[7].tokens, 2 * ms[6].tokens);
+  EXPECT_EQ(ctx[2].phase, 0);
+  EXPECT_EQ(ctx[3].phase, 1);  // the context describes the step about to be taken
+  EXPECT_DOUBLE_EQ(ctx[3].link_bw_factor[0], 0.1);
+  EXPECT_DOUBLE_EQ(ctx[2].link_bw_factor[0], 1.0);
+  EXPECT_DOUBLE_EQ(ctx[5].max_compute_slowdown, 3.0);
+  EXPECT_DOUBLE_EQ(ctx[7].seq_factor, 2.0);
+  EXPECT_EQ(ctx[8].num_phases, 4);
+  // A new episode starts from the nominal conditions again.
+  run.reset(0, p);
+  expect_identical(run.step(p), ms[0]);
+}
+
+TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
+  SimRun run(small_spec(0.0));
+  const Plan start = Plan::uniform(Strategy::tp1d(4), run.model().num_blocks());
+  run.reset(0, start);
+  Measurement same = run.step(start);
+  EXPECT_EQ(same.repartition_s, 0);
+  EXPECT_EQ(same.repartition_bytes, 0);
+  Plan sp = start;  // sequence parallelism keeps every parameter where it is
+  sp.blocks[2] = Strategy::tp1d(4, true);
+  EXPECT_EQ(run.step(sp).repartition_bytes, 0);
+  Plan moved = sp;
+  moved.blocks[3] = Strategy::tp1d(8);
+  const TransferCost expect = run.cost_model().repartition(BlockKind::kMlp, start.blocks[3],
+                                                           moved.blocks[3]);
+  const Measurement m = run.step(moved);
+  // By hand: under t=4 rank r holds fc1 columns / fc2 rows slice r%4 of 4, under t=8 it
+  // needs slice r of 8, which only ranks 0 and 7 already hold. The six others receive a
+  // whole new shard: fc1 h·f/8 + bias f/8, fc2 f/8·h, at 16 − 2 (no gradients) bytes each.
+  const double h = 1024, f = 4096;
+  const double by_hand = 6 * (h * f / 8 + f / 8 + f / 8 * h) * 14;
+  EXPECT_NEAR(m.repartition_bytes, by_hand, 1e-12 * by_hand);  // rounding only
+  EXPECT_GT(expect.bytes, 0);
+  EXPECT_EQ(m.repartition_bytes, expect.bytes);
+  EXPECT_EQ(m.repartition_s, expect.time_s);
+  EXPECT_EQ(run.step(moved).repartition_bytes, 0);
+}
+
+TEST(SimRun, MaskExcludesEntriesThatWouldNotFit) {
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(1, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
+  const int blocks = spec.model.num_blocks();
+  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);
+  spec.initial_plan = start.to_string();
+  const double peak = SimRun(spec).estimate(start)->peak_memory_bytes[0];
+  spec.cluster.devices[0].memory_bytes = peak + 0.5e9;  // half a GB of headroom
+  SimRun run(spec);
+  int masked = 0, allowed = 0;
+  for (int b : {0, 1, blocks - 1}) {
+    const auto mask = run.action_mask(b);
+    const auto& shape = run.catalog().shape_mask(ModelSpec::block_kind(b));
+    for (int k = 0; k < run.catalog().size(); ++k) {
+      if (!shape[k]) {
+        EXPECT_EQ(mask[k], 0);
+        continue;
+      }
+      Plan p = start;
+      p.blocks[b] = run.catalog().at(k);
+      const Measurement e = *run.estimate(p);
+      EXPECT_EQ(mask[k] == 1, !e.oom) << "block " << b << " " << p.blocks[b].to_string();
+      (mask[k] ? allowed : masked) += 1;
+    }
+  }
+  EXPECT_GT(masked, 0);
+  EXPECT_GT(allowed, 0);
+  const Measurement oom = run.step(Plan::uniform(Strategy::dp(), blocks));
+  EXPECT_TRUE(oom.ok);
+  EXPECT_TRUE(oom.oom);
+  EXPECT_GT(oom.step_latency_s, 0);
+  EXPECT_EQ(oom.peak_memory_bytes.size(), 8u);
+}
+
+TEST(SimRun, InvalidPlanFailsWithoutThrowing) {
+  SimRun run(small_spec());
+  const Plan before = run.plan();
+  Plan bad = before;
+  bad.blocks[0] = Strategy::tp1d(3);
+  const Measurement m = run.step(bad);
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("block 0"), std::string::npos) << m.error;
+  EXPECT_EQ(run.plan(), before);
+  EXPECT_FALSE(run.step(Plan::uniform(Strategy::dp(), 3)).ok);
+  EXPECT_THROW(run.reset(0, bad), std::invalid_argument);
+}
+
+TEST(SimRun, CloneContinuesIdentically) {
+  SimRun run(small_spec(0.1));
+  run.reset(11, run.plan());
+  const auto plans = random_plans(run, 10, 5);
+  for (int i = 0; i < 5; ++i) run.step(plans[i]);
+  ASSERT_TRUE(run.cloneable());
+  auto copy = run.clone();
+  for (int i = 5; i < 10; ++i) expect_identical(run.step(plans[i]), copy->step(plans[i]));
+}
+
+TEST(SimRun, ScenarioErrorsNameTheEvent) {
+  ExperimentSpec spec = small_spec();
+  spec.scenario.events = {{2, EventKind::kLinkBandwidth, "token-ring", -1, 0.5, 0}};
+  try {
+    SimRun run(spec);
+    FAIL() << "accepted an unknown link class";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("event 0 (step 2): unknown link class 'token-ring'"),
+              std::string::npos) << e.what();
+  }
+  spec.scenario.events = {{2, EventKind::kStraggler, "", 99, 2.0, 0}};
+  EXPECT_THROW(SimRun{spec}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace shardgym
