@@ -59,6 +59,7 @@ struct ExperimentSpec {
   std::vector<uint64_t> seeds = {0};
   std::string source_path;  // the YAML file it came from
   std::string source_text;  // its full text (stored in traces)
+  std::string replay_trace;  // shardgym/TPReplay-v0: the trace file to play back
 };
 
 // Megatron-LM's usual static plan: tp1d with t = GPUs per node (reduced until it divides the

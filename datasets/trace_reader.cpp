@@ -1,0 +1,288 @@
+#include "datasets/trace_reader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "datasets/h5_util.h"
+
+namespace shardgym {
+
+struct TraceReader::Impl {
+  explicit Impl(std::string p) : path(std::move(p)), err(path) {}
+  std::string path;
+  h5::H5Error err;
+  h5::H5Id file;
+  TraceAttributes attributes;
+  std::vector<std::string> strategies;
+  std::vector<TraceEpisodeInfo> episodes;
+
+  void open();
+  void read_root();
+  void read_strategies();
+  void list_episodes();
+  TraceEpisode read(const TraceEpisodeInfo& info) const;
+};
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// "episode_12" -> 12, anything else -> -1.
+int episode_index(const std::string& name) {
+  const std::string prefix = "episode_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  std::string digits = name.substr(prefix.size());
+  if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoi(digits);
+}
+
+std::string shape_text(const std::vector<hsize_t>& dims) {
+  std::string out = "(";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + ")";
+}
+
+}  // namespace
+
+void TraceReader::Impl::open() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) err.fail("no such file");
+  if (fs::is_directory(path, ec)) err.fail("is a directory, not a trace file");
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 < 0) err.fail_hdf5("cannot read the file");
+  if (is_hdf5 == 0) {
+    err.fail(
+        "not an HDF5 file (no HDF5 signature in its first bytes; it may be empty, cut "
+        "short or of another format)");
+  }
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    std::string why = h5::H5Error::stack_text();
+    if (contains(why, "truncated file")) {
+      err.fail("the file is truncated (shorter than its HDF5 superblock says): " + why);
+    }
+    if (contains(why, "lock")) {
+      err.fail("the file is locked, probably by a process still writing it (" + why +
+               "); wait for it, or set HDF5_USE_FILE_LOCKING=FALSE to read it anyway");
+    }
+    err.fail("HDF5 cannot open it: " + why);
+  }
+  file = h5::H5Id(id);
+}
+
+void TraceReader::Impl::read_root() {
+  hid_t root = file.get();
+  if (!h5::has_attr(root, "format")) {
+    err.fail("not a shardgym trace (the root group has no 'format' attribute)");
+  }
+  attributes.format = h5::read_attr_string(err, root, "format");
+  if (attributes.format != kTraceFormat) {
+    err.fail("not a shardgym trace (format = '" + attributes.format + "', expected '" +
+             kTraceFormat + "')");
+  }
+  int64_t version = h5::read_attr_int64(err, root, "version");
+  if (version < 1 || version > kTraceVersion) {
+    err.fail("unsupported trace schema version " + std::to_string(version) +
+             " (this build reads version " + std::to_string(kTraceVersion) + ")");
+  }
+  attributes.version = static_cast<int>(version);
+  attributes.env_id = h5::read_attr_string(err, root, "env_id");
+  attributes.config = h5::read_attr_string(err, root, "config");
+  attributes.git_sha = h5::read_attr_string(err, root, "git_sha");
+  attributes.created = h5::read_attr_string(err, root, "created");
+  attributes.host = h5::read_attr_string(err, root, "host");
+}
+
+void TraceReader::Impl::read_strategies() {
+  if (H5Lexists(file.get(), "strategies", H5P_DEFAULT) <= 0) err.fail("missing /strategies");
+  h5::H5Id dset(err.check_id(H5Dopen2(file.get(), "strategies", H5P_DEFAULT), "open /strategies"));
+  auto dims = h5::dataset_shape(err, dset.get(), "/strategies");
+  if (dims.size() != 1) err.fail("/strategies has shape " + shape_text(dims) + ", want (S)");
+  h5::H5Id type = h5::strategy_string_type(err);
+  std::vector<char> buf(dims[0] * h5::kStrategyStringBytes);
+  if (dims[0] > 0) {
+    err.check(H5Dread(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()),
+              "read /strategies");
+  }
+  for (hsize_t i = 0; i < dims[0]; ++i) {
+    const char* s = buf.data() + i * h5::kStrategyStringBytes;
+    strategies.emplace_back(s, strnlen(s, h5::kStrategyStringBytes));
+  }
+}
+
+void TraceReader::Impl::list_episodes() {
+  if (H5Lexists(file.get(), "episodes", H5P_DEFAULT) <= 0) err.fail("missing /episodes group");
+  h5::H5Id group(err.check_id(H5Gopen2(file.get(), "episodes", H5P_DEFAULT), "open /episodes"));
+  for (const std::string& name : h5::link_names(err, group.get(), "/episodes")) {
+    int index = episode_index(name);
+    if (index < 0) continue;  // not ours: ignore rather than refuse the whole file
+    TraceEpisodeInfo info;
+    info.name = name;
+    info.index = index;
+    try {
+      h5::H5Id g(err.check_id(H5Gopen2(group.get(), name.c_str(), H5P_DEFAULT), "open " + name));
+      info.complete =
+          h5::has_attr(g.get(), "complete") && h5::read_attr_int64(err, g.get(), "complete") == 1;
+      info.seed = h5::read_attr_uint64(err, g.get(), "seed");
+      info.agent = h5::read_attr_string(err, g.get(), "agent");
+      info.backend = h5::read_attr_string(err, g.get(), "backend");
+      info.initial_plan = h5::read_attr_string(err, g.get(), "initial_plan");
+      if (info.complete) {
+        info.steps = static_cast<int>(h5::read_attr_int64(err, g.get(), "steps"));
+        info.error = h5::read_attr_string(err, g.get(), "error");
+        info.error_step = static_cast<int>(h5::read_attr_int64(err, g.get(), "error_step"));
+      }
+    } catch (const std::runtime_error& e) {
+      info.complete = false;
+      info.error = e.what();
+    }
+    episodes.push_back(std::move(info));
+  }
+  std::sort(episodes.begin(), episodes.end(),
+            [](const TraceEpisodeInfo& a, const TraceEpisodeInfo& b) { return a.index < b.index; });
+}
+
+TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>(path)) {
+  h5::silence_hdf5();
+  impl_->open();
+  impl_->read_root();
+  impl_->read_strategies();
+  impl_->list_episodes();
+}
+
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+const std::string& TraceReader::path() const { return impl_->path; }
+const TraceAttributes& TraceReader::attributes() const { return impl_->attributes; }
+const std::vector<std::string>& TraceReader::strategies() const { return impl_->strategies; }
+const std::vector<TraceEpisodeInfo>& TraceReader::episodes() const { return impl_->episodes; }
+
+int TraceReader::complete_episodes() const {
+  return static_cast<int>(std::count_if(impl_->episodes.begin(), impl_->episodes.end(),
+                                        [](const TraceEpisodeInfo& e) { return e.complete; }));
+}
+
+TraceEpisode TraceReader::read_episode(int index) const {
+  h5::silence_hdf5();
+  for (const auto& info : impl_->episodes) {
+    if (info.index != index) continue;
+    if (!info.complete) {
+      impl_->err.fail(info.name + " is incomplete (the writer stopped before its end" +
+                      (info.error.empty() ? std::string(")") : "; " + info.error + ")"));
+    }
+    return impl_->read(info);
+  }
+  impl_->err.fail("no episode_" + std::to_string(index) + " (the trace has " +
+                  std::to_string(impl_->episodes.size()) + " episodes)");
+}
+
+TraceEpisode TraceReader::Impl::read(const TraceEpisodeInfo& info) const {
+  TraceEpisode ep;
+  ep.info = info;
+  const std::string where = "/episodes/" + info.name;
+  h5::H5Id g(err.check_id(H5Gopen2(file.get(), where.c_str(), H5P_DEFAULT), "open " + where));
+  hid_t gid = g.get();
+  auto shape_of = [&](const std::string& name) {
+    if (H5Lexists(gid, name.c_str(), H5P_DEFAULT) <= 0) {
+      err.fail(info.name + ": missing dataset '" + name + "'");
+    }
+    h5::H5Id d(err.check_id(H5Dopen2(gid, name.c_str(), H5P_DEFAULT), "open " + name));
+    return h5::dataset_shape(err, d.get(), info.name + "/" + name);
+  };
+  const auto rewards_shape = shape_of("rewards");
+  const hsize_t n = rewards_shape[0];
+  if (rewards_shape.size() != 1 || static_cast<int>(n) != info.steps) {
+    err.fail(info.name + ": rewards has shape " + shape_text(rewards_shape) + " but the episode " +
+             "says " + std::to_string(info.steps) + " steps");
+  }
+  // Widths come from the 2-D datasets; each is checked against the others below.
+  auto width = [&](const std::string& name, hsize_t rows) -> int {
+    auto dims = shape_of(name);
+    if (dims.size() != 2 || dims[0] != rows) {
+      err.fail(info.name + ": '" + name + "' has shape " + shape_text(dims) + ", want (" +
+               std::to_string(rows) + ", W)");
+    }
+    return static_cast<int>(dims[1]);
+  };
+  ep.obs_dim = width("observations", n + 1);
+  ep.action_dim = width("actions", n);
+  ep.num_blocks = width("plans", n);
+  ep.world = width("metrics/peak_memory_bytes", n);
+  const size_t N = n, B = ep.num_blocks;
+  auto doubles = [&](const std::string& name, size_t count) {
+    std::vector<double> v(count);
+    h5::read_all(err, gid, name, H5T_NATIVE_DOUBLE, v.data(), count);
+    return v;
+  };
+  auto bytes = [&](const std::string& name) {
+    std::vector<uint8_t> v(N);
+    h5::read_all(err, gid, name, H5T_NATIVE_UINT8, v.data(), N);
+    return v;
+  };
+  ep.observations.resize((N + 1) * ep.obs_dim);
+  h5::read_all(err, gid, "observations", H5T_NATIVE_FLOAT, ep.observations.data(),
+               ep.observations.size());
+  ep.actions.resize(N * ep.action_dim);
+  h5::read_all(err, gid, "actions", H5T_NATIVE_INT32, ep.actions.data(), ep.actions.size());
+  ep.plans.resize(N * B);
+  h5::read_all(err, gid, "plans", H5T_NATIVE_INT32, ep.plans.data(), ep.plans.size());
+  ep.rewards = doubles("rewards", N);
+  ep.terminations = bytes("terminations");
+  ep.truncations = bytes("truncations");
+  ep.step_latency_s = doubles("metrics/step_latency_s", N);
+  ep.repartition_s = doubles("metrics/repartition_s", N);
+  ep.repartition_bytes = doubles("metrics/repartition_bytes", N);
+  ep.energy_j = doubles("metrics/energy_j", N);
+  ep.tokens = doubles("metrics/tokens", N);
+  ep.loss = doubles("metrics/loss", N);
+  ep.ok = bytes("metrics/ok");
+  ep.oom = bytes("metrics/oom");
+  ep.peak_memory_bytes = doubles("metrics/peak_memory_bytes", N * ep.world);
+  ep.block_fwd_s = doubles("metrics/block_fwd_s", N * B);
+  ep.block_bwd_s = doubles("metrics/block_bwd_s", N * B);
+  ep.block_comm_s = doubles("metrics/block_comm_s", N * B);
+  auto source = [&](const std::string& name) {
+    h5::H5Id d(err.check_id(H5Dopen2(gid, name.c_str(), H5P_DEFAULT), "open " + name));
+    return h5::read_attr_string(err, d.get(), "source");
+  };
+  ep.latency_source = source("metrics/step_latency_s");
+  ep.memory_source = source("metrics/peak_memory_bytes");
+  ep.energy_source = source("metrics/energy_j");
+
+  if (H5Lexists(gid, "scalars", H5P_DEFAULT) > 0) {
+    h5::H5Id sg(err.check_id(H5Gopen2(gid, "scalars", H5P_DEFAULT), "open scalars"));
+    for (const std::string& name : h5::link_names(err, sg.get(), info.name + "/scalars")) {
+      ep.scalars[name] = doubles("scalars/" + name, N);
+    }
+  }
+
+  h5::H5Id rg(err.check_id(H5Gopen2(gid, "reset", H5P_DEFAULT), "open " + info.name + "/reset"));
+  Measurement& m = ep.initial;
+  m.step_latency_s = h5::read_attr_double(err, rg.get(), "step_latency_s");
+  m.repartition_s = h5::read_attr_double(err, rg.get(), "repartition_s");
+  m.repartition_bytes = h5::read_attr_double(err, rg.get(), "repartition_bytes");
+  m.energy_j = h5::read_attr_double(err, rg.get(), "energy_j");
+  m.tokens = h5::read_attr_double(err, rg.get(), "tokens");
+  m.loss = h5::read_attr_double(err, rg.get(), "loss");
+  m.block_fwd_s = h5::read_attr_doubles(err, rg.get(), "block_fwd_s");
+  m.block_bwd_s = h5::read_attr_doubles(err, rg.get(), "block_bwd_s");
+  m.block_comm_s = h5::read_attr_doubles(err, rg.get(), "block_comm_s");
+  m.peak_memory_bytes = h5::read_attr_doubles(err, rg.get(), "peak_memory_bytes");
+  m.ok = h5::read_attr_int64(err, rg.get(), "ok") != 0;
+  m.oom = h5::read_attr_int64(err, rg.get(), "oom") != 0;
+  m.error = h5::read_attr_string(err, rg.get(), "error");
+  m.latency_source = h5::read_attr_string(err, rg.get(), "latency_source");
+  m.memory_source = h5::read_attr_string(err, rg.get(), "memory_source");
+  m.energy_source = h5::read_attr_string(err, rg.get(), "energy_source");
+  return ep;
+}
+
+}  // namespace shardgym

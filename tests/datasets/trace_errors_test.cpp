@@ -1,0 +1,133 @@
+// Damaged and foreign files: every case is a std::runtime_error that names the path and says
+// what is wrong; none crashes or prints HDF5's error stack.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include "datasets/trace_reader.h"
+#include "datasets/trace_summary.h"
+#include "datasets/trace_writer.h"
+#include "tests/datasets/trace_fixtures.h"
+
+namespace shardgym {
+namespace {
+
+using namespace tracetest;
+namespace fs = std::filesystem;
+
+// The message of the runtime_error that opening `path` throws ("" if none was thrown).
+std::string open_error(const std::string& path) {
+  try {
+    TraceReader r(path);
+    for (const auto& info : r.episodes()) {
+      if (info.complete) r.read_episode(info.index);
+    }
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const std::string& path, const std::string& part) {
+  const std::string what = open_error(path);
+  ASSERT_FALSE(what.empty()) << path << " opened without error";
+  std::cout << "[   INFO   ] " << what << "\n";
+  EXPECT_EQ(what.rfind("trace '" + path + "': ", 0), 0u) << what;
+  EXPECT_NE(what.find(part), std::string::npos) << "expected '" << part << "' in: " << what;
+  // describe_trace (the CLI's `inspect`) reports the same error.
+  EXPECT_THROW(describe_trace(path), std::runtime_error);
+}
+
+class TraceErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write_good() const {
+    const std::string p = path("good.h5");
+    TraceWriter w(p, metadata());
+    write_episodes(w, 0, 3, 16);
+    return p;
+  }
+  fs::path dir_;
+};
+
+TEST_F(TraceErrors, TruncatedFiles) {
+  const std::string good = write_good();
+  const auto size = fs::file_size(good);
+  ASSERT_GT(size, 4096u);
+  ASSERT_TRUE(open_error(good).empty()) << open_error(good);
+  struct Cut {
+    uintmax_t keep;
+    const char* expect;
+  };
+  const Cut cuts[] = {{0, "not an HDF5 file"}, {7, "not an HDF5 file"}, {100, "truncated"},
+                      {size / 3, "truncated"}, {size / 2, "truncated"}, {size - 1, "truncated"}};
+  for (const Cut& c : cuts) {
+    SCOPED_TRACE("kept " + std::to_string(c.keep) + " of " + std::to_string(size) + " bytes");
+    const std::string p = path("cut_" + std::to_string(c.keep) + ".h5");
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    fs::resize_file(p, c.keep);
+    expect_error(p, c.expect);
+  }
+}
+
+TEST_F(TraceErrors, RandomBytes) {
+  std::mt19937 rng(12345);
+  std::string bytes(8192, '\0');
+  for (char& b : bytes) b = static_cast<char>(rng() & 0xff);
+  const std::string p = path("random.bin");
+  std::ofstream(p, std::ios::binary).write(bytes.data(), bytes.size());
+  expect_error(p, "not an HDF5 file");
+
+  // The HDF5 signature followed by garbage: HDF5 itself must refuse it, quietly.
+  const std::string sig = "\x89HDF\r\n\x1a\n";
+  std::copy(sig.begin(), sig.end(), bytes.begin());
+  const std::string q = path("signature_then_garbage.h5");
+  std::ofstream(q, std::ios::binary).write(bytes.data(), bytes.size());
+  const std::string what = open_error(q);
+  EXPECT_FALSE(what.empty()) << "garbage after an HDF5 signature opened";
+  EXPECT_EQ(what.rfind("trace '" + q + "': ", 0), 0u) << what;
+}
+
+TEST_F(TraceErrors, MissingFileAndDirectory) {
+  expect_error(path("absent.h5"), "no such file");
+  expect_error(dir_.string(), "is a directory");
+}
+
+TEST_F(TraceErrors, HdfFileThatIsNotATrace) {
+  const std::string plain = path("plain.h5");
+  hid_t f = H5Fcreate(plain.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  H5Fclose(f);
+  expect_error(plain, "not a shardgym trace");
+
+  // Right attribute name, wrong value; then a schema version from the future.
+  auto with_attrs = [&](const std::string& name, const char* format, int64_t version) {
+    hid_t file = H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(file, "format", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, str, &format);
+    H5Aclose(a);
+    hid_t v = H5Acreate2(file, "version", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(v, H5T_NATIVE_INT64, &version);
+    H5Aclose(v);
+    H5Sclose(scalar);
+    H5Tclose(str);
+    H5Fclose(file);
+  };
+  with_attrs(path("other.h5"), "minari", 1);
+  expect_error(path("other.h5"), "format = 'minari'");
+  with_attrs(path("future.h5"), "shardgym-trace", 2);
+  expect_error(path("future.h5"), "unsupported trace schema version 2");
+}
+
+}  // namespace
+}  // namespace shardgym
