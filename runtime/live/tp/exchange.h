@@ -1,0 +1,74 @@
+// ExchangePlan: move pieces of full tensors from one placement of boxes to another.
+//
+// Used twice: to redistribute residual-stream activations between blocks whose layouts differ
+// (forward, and the reversed plan in backward), and to repartition parameters and AdamW state
+// when a block changes strategy. Every rank builds the same global picture from the boxes of
+// all ranks (layout.h), so no metadata travels; only the elements a rank lacks do.
+//
+// For each item, the full tensor is cut into grid cells along every box boundary of every rank.
+// A cell that rank d wants is copied locally when d already holds it; otherwise it comes from
+// one holder (the nearest rank by |q − d|, ties to the lower rank). Cells travelling between
+// the same pair of ranks are packed into one message; pairs talk in the rounds of a
+// round-robin tournament, lower rank sending first, which cannot deadlock.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+#include "runtime/live/comm.h"
+#include "runtime/live/tp/layout.h"
+
+namespace shardgym::live {
+
+// One tensor: the box each rank holds now and the box each rank must hold afterwards.
+struct ExchangeItem {
+  std::vector<int64_t> full_shape;
+  std::vector<Box> have;  // indexed by global rank
+  std::vector<Box> want;  // indexed by global rank
+};
+
+class ExchangePlan {
+ public:
+  ExchangePlan() = default;
+  // Throws std::invalid_argument when a wanted element is held by no rank.
+  ExchangePlan(std::vector<ExchangeItem> items, int rank, int world);
+
+  // inputs[k]: this rank's have-box of item k (shape = its extents, any dtype common to all
+  // items). Returns the want-boxes. Collective over `world` (the all-ranks group); ranks with
+  // nothing to send or receive return without waiting.
+  std::vector<at::Tensor> run(Comm& world, const std::vector<at::Tensor>& inputs) const;
+
+  // The plan that moves the want-layout back to the have-layout.
+  ExchangePlan reversed() const;
+
+  int64_t elements_received() const { return elements_received_; }
+  int64_t elements_sent() const { return elements_sent_; }
+  int rank() const { return rank_; }
+  // True when every rank finds all it wants locally (no message at all).
+  bool local_only() const { return local_only_; }
+
+ private:
+  struct Cell {
+    int item;
+    Box box;
+  };
+  std::vector<ExchangeItem> items_;
+  int rank_ = 0, world_ = 1;
+  std::vector<Cell> local_;                // cells this rank copies from itself
+  std::vector<std::vector<Cell>> send_;    // [peer] cells this rank sends
+  std::vector<std::vector<Cell>> recv_;    // [peer] cells this rank receives
+  int64_t elements_received_ = 0, elements_sent_ = 0;
+  bool local_only_ = true;
+};
+
+// The part of `full` (a tensor holding `full_box`, by default the whole tensor) inside `box`.
+at::Tensor box_view(const at::Tensor& t, const Box& t_box, const Box& box);
+at::Tensor box_view(const at::Tensor& full, const Box& box);
+
+// Rounds of a round-robin tournament over `world` ranks: rounds[r][q] = q's partner in round
+// r, or -1 when q sits out. Every unordered pair meets exactly once.
+std::vector<std::vector<int>> tournament_rounds(int world);
+
+}  // namespace shardgym::live

@@ -1,0 +1,106 @@
+// Internal to runtime/live/tp: what a RankTrainer holds, shared by rank_trainer.cpp (steps,
+// gradients, optimizer), tp_model.cpp (the forward pass) and repartition.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+#include "runtime/core/model_spec.h"
+#include "runtime/core/plan.h"
+#include "runtime/live/comm.h"
+#include "runtime/live/tp/adamw.h"
+#include "runtime/live/tp/exchange.h"
+#include "runtime/live/tp/layout.h"
+#include "runtime/live/tp/rank_trainer.h"
+#include "runtime/live/tp/tp_common.h"
+
+namespace shardgym::live {
+
+struct LocalParam {
+  ParamShard shard;      // name, full shape, this rank's box
+  at::Tensor value;      // leaf that requires grad, shaped like shard.box
+  AdamWState adam;
+  std::vector<int> grad_sum;  // ranks whose gradients of this box are summed
+  int holders = 1;            // ranks holding the same box: weight 1/holders in the norm
+  bool primary = true;        // the lowest rank holding this box (writes it when gathering)
+};
+
+struct BlockState {
+  BlockContext ctx;
+  std::vector<LocalParam> params;  // block_param_shards order
+  std::vector<at::Tensor> values() const;
+};
+
+// Comm lookup for the trainer: singletons get a local identity Comm, the full set the world's
+// group; other sets are created collectively, in one canonical order, by create().
+class Groups {
+ public:
+  explicit Groups(CommWorld& world);
+  ~Groups();
+  // Collective: every rank passes the same sets (any order, duplicates allowed).
+  void create(std::vector<std::vector<int>> sets);
+  Comm& get(const std::vector<int>& ranks);
+  CommWorld& world() { return world_; }
+  // Seconds this rank spent in collectives of every group handed out so far.
+  double wait_s() const;
+
+ private:
+  CommWorld& world_;
+  std::unique_ptr<Comm> self_;
+  std::set<Comm*> used_;
+};
+
+// Exchange plans of the residual stream for one global batch size.
+struct ActivationPlans {
+  // into[b]: from the previous layout (embedding's for b = 0) into block b's; out: from the last
+  // block's into the LM head's. Null where the layouts agree on every rank.
+  std::vector<std::unique_ptr<ExchangePlan>> into_fwd, into_bwd;
+  std::unique_ptr<ExchangePlan> out_fwd, out_bwd;
+};
+
+struct RankTrainer::State {
+  ModelSpec model;
+  Plan plan;
+  TrainerOptions options;
+  int rank = 0, world = 1;
+  std::unique_ptr<Groups> groups;
+  std::vector<BlockState> blocks;  // sized once: BlockContext addresses stay valid
+  std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight
+  std::map<int64_t, ActivationPlans> act_plans;  // by global batch
+  // Backward timing probes: per block, hooks called when the gradient reaches the block's
+  // output (start) and its input (end).
+  std::vector<std::function<void()>> probe_out, probe_in;
+  std::vector<double> bwd_t0, bwd_w0, bwd_t1, bwd_w1;
+
+  const LocalParam& outer_param(const std::string& name) const;
+  at::Tensor outer_value(const std::string& name) const { return outer_param(name).value; }
+  // Every LocalParam of the rank, blocks first (in order), then the outer ones.
+  std::vector<LocalParam*> all_params();
+};
+
+// Every rank set the plan's blocks use on any rank (g1, g2, data, gradient sums) and the world.
+std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& plan, int world);
+
+// Block b on this rank under `s`: placement, comms (created beforehand), and its parameters
+// taken from `full` (a map of full tensors) with fresh AdamW state. `full` may be null: then
+// the parameters are left undefined for the caller to fill.
+BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
+                      Groups& groups, const std::map<std::string, at::Tensor>* full);
+
+// Residual-stream exchange plans for global batch G (built on first use, then cached).
+const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t global_batch);
+
+// Forward (and backward when `train`) over the rank's shards; returns the global mean loss.
+double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
+                 bool train, BlockTimes* times);
+
+double now_s();
+
+}  // namespace shardgym::live

@@ -1,0 +1,234 @@
+#include "runtime/live/tp/rank_trainer.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+
+#include "runtime/live/tp/gpt_params.h"
+#include "runtime/live/tp/rank_state.h"
+
+namespace shardgym::live {
+namespace {
+
+// Sums the gradients of `params` over their grad_sum groups: one all-reduce per distinct
+// group, groups in order of first appearance (the same on every rank of a group).
+void sync_grads(Groups& groups, const std::vector<LocalParam*>& params) {
+  std::vector<std::vector<int>> order;
+  for (const LocalParam* p : params)
+    if (std::find(order.begin(), order.end(), p->grad_sum) == order.end())
+      order.push_back(p->grad_sum);
+  for (const auto& set : order) {
+    if (set.size() <= 1) continue;
+    std::vector<at::Tensor> grads;
+    for (LocalParam* p : params) {
+      if (p->grad_sum != set) continue;
+      if (!p->value.grad().defined()) p->value.mutable_grad() = at::zeros_like(p->value);
+      grads.push_back(p->value.grad());
+    }
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts);
+    groups.get(set).all_reduce(flat);
+    int64_t off = 0;
+    for (auto& g : grads) {
+      g.copy_(flat.narrow(0, off, g.numel()).view(g.sizes()));
+      off += g.numel();
+    }
+  }
+}
+
+}  // namespace
+
+RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& world,
+                         TrainerOptions options)
+    : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.model = model;
+  st.plan = plan;
+  st.options = options;
+  st.rank = world.rank();
+  st.world = world.world_size();
+  if (plan.size() != model.num_blocks())
+    throw std::invalid_argument("plan has " + std::to_string(plan.size()) + " blocks, model " +
+                                std::to_string(model.num_blocks()));
+  const std::string why = plan.validate(model, st.world);
+  if (!why.empty()) throw std::invalid_argument("plan " + plan.to_string() + ": " + why);
+  if (options.dtype != at::kFloat && options.dtype != at::kDouble)
+    throw std::invalid_argument("RankTrainer: dtype must be float32 or float64");
+  if (options.threads > 0) at::set_num_threads(options.threads);
+  st.groups = std::make_unique<Groups>(world);
+  st.groups->create(plan_group_sets(model, plan, st.world));
+  const auto full = init_gpt_params(model, options.dtype, options.seed);
+  st.blocks.reserve(model.num_blocks());
+  for (int b = 0; b < model.num_blocks(); ++b)
+    st.blocks.push_back(make_block(model, b, plan.blocks[b], st.rank, st.world, *st.groups, &full));
+  std::vector<int> all(st.world);
+  for (int q = 0; q < st.world; ++q) all[q] = q;
+  for (const ParamShard& s : outer_param_shards(model)) {
+    LocalParam lp;
+    lp.shard = s;
+    lp.grad_sum = all;
+    lp.holders = st.world;
+    lp.primary = st.rank == 0;
+    lp.value = full.at(s.name).clone().set_requires_grad(true);
+    lp.adam = adamw_init(lp.value);
+    st.outer.push_back(std::move(lp));
+  }
+  const int B = model.num_blocks();
+  st.bwd_t0.assign(B, 0);
+  st.bwd_w0.assign(B, 0);
+  st.bwd_t1.assign(B, 0);
+  st.bwd_w1.assign(B, 0);
+  for (int b = 0; b < B; ++b) {
+    State* s = &st;
+    st.probe_out.push_back([s, b] {
+      s->bwd_t0[b] = now_s();
+      s->bwd_w0[b] = s->groups->wait_s();
+    });
+    st.probe_in.push_back([s, b] {
+      s->bwd_t1[b] = now_s();
+      s->bwd_w1[b] = s->groups->wait_s();
+    });
+  }
+}
+
+RankTrainer::~RankTrainer() = default;
+
+double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor& targets,
+                                     BlockTimes* times) {
+  State& st = *state_;
+  for (LocalParam* p : st.all_params()) p->value.mutable_grad() = at::Tensor();
+  const double loss = run_model(st, tokens, targets, /*train=*/true, times);
+  for (size_t b = 0; b < st.blocks.size(); ++b) {
+    const double t0 = now_s(), w0 = st.groups->wait_s();
+    std::vector<LocalParam*> ps;
+    for (auto& p : st.blocks[b].params) ps.push_back(&p);
+    sync_grads(*st.groups, ps);
+    if (times) {
+      const double wait = st.groups->wait_s() - w0;
+      times->bwd_s[b] += now_s() - t0 - wait;
+      times->comm_s[b] += wait;
+    }
+  }
+  std::vector<LocalParam*> outer;
+  for (auto& p : st.outer) outer.push_back(&p);
+  sync_grads(*st.groups, outer);
+  return loss;
+}
+
+void RankTrainer::optimizer_step() {
+  State& st = *state_;
+  const auto params = st.all_params();
+  // Global norm: each element once, so a box held by k ranks counts 1/k on each.
+  double local_sq = 0;
+  for (LocalParam* p : params) {
+    if (!p->value.grad().defined()) p->value.mutable_grad() = at::zeros_like(p->value);
+    const double n = p->value.grad().norm().item<double>();
+    local_sq += n * n / static_cast<double>(p->holders);
+  }
+  at::Tensor sq = at::full({1}, local_sq, at::kDouble);
+  st.groups->world().world().all_reduce(sq);
+  const double scale = clip_coefficient(std::sqrt(sq.item<double>()), st.options.clip);
+  AdamWOptions o;
+  o.lr = st.options.lr;
+  o.beta1 = st.options.beta1;
+  o.beta2 = st.options.beta2;
+  o.eps = st.options.eps;
+  o.weight_decay = st.options.weight_decay;
+  for (LocalParam* p : params)
+    adamw_update(p->value, p->value.grad(), p->adam, o, p->shard.decay, scale);
+}
+
+double RankTrainer::train_step(const at::Tensor& tokens, const at::Tensor& targets,
+                               BlockTimes* times) {
+  const double loss = forward_backward(tokens, targets, times);
+  optimizer_step();
+  return loss;
+}
+
+double RankTrainer::eval_loss(const at::Tensor& tokens, const at::Tensor& targets) {
+  c10::NoGradGuard no_grad;
+  return run_model(*state_, tokens, targets, /*train=*/false, nullptr);
+}
+
+namespace {
+
+std::map<std::string, at::Tensor> gather_full(RankTrainer::State& st,
+                                              at::Tensor (*pick)(const LocalParam&)) {
+  std::map<std::string, const LocalParam*> by_name;
+  for (LocalParam* p : st.all_params()) by_name[p->shard.name] = p;
+  const auto specs = full_param_specs(st.model);
+  int64_t total = 0;
+  for (const auto& s : specs) total += Box::whole(s.full_shape).numel();
+  at::Tensor flat = at::zeros({total}, at::TensorOptions().dtype(st.options.dtype));
+  std::map<std::string, at::Tensor> out;
+  int64_t off = 0;
+  for (const auto& s : specs) {
+    const int64_t n = Box::whole(s.full_shape).numel();
+    at::Tensor full = flat.narrow(0, off, n).view(s.full_shape);
+    off += n;
+    const LocalParam& p = *by_name.at(s.name);
+    // The lowest holder writes, the others add zeros: the all-reduce is exact.
+    if (p.primary) box_view(full, p.shard.box).copy_(pick(p));
+    out[s.name] = full;
+  }
+  st.groups->world().world().all_reduce(flat);
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, at::Tensor> RankTrainer::gather_full_params() {
+  c10::NoGradGuard no_grad;
+  return gather_full(*state_, [](const LocalParam& p) { return p.value.detach(); });
+}
+
+std::map<std::string, at::Tensor> RankTrainer::gather_full_grads() {
+  c10::NoGradGuard no_grad;
+  return gather_full(*state_, [](const LocalParam& p) {
+    return p.value.grad().defined() ? p.value.grad() : at::zeros_like(p.value);
+  });
+}
+
+std::map<std::string, at::Tensor> RankTrainer::gather_full_optimizer_state(const std::string& which) {
+  c10::NoGradGuard no_grad;
+  if (which == "exp_avg")
+    return gather_full(*state_, [](const LocalParam& p) { return p.adam.exp_avg; });
+  if (which == "exp_avg_sq")
+    return gather_full(*state_, [](const LocalParam& p) { return p.adam.exp_avg_sq; });
+  throw std::invalid_argument("optimizer state '" + which + "': expected exp_avg or exp_avg_sq");
+}
+
+void RankTrainer::load_full_params(const std::map<std::string, at::Tensor>& full) {
+  check_full_params(state_->model, full);
+  for (LocalParam* p : state_->all_params()) {
+    p->value = box_view(full.at(p->shard.name), p->shard.box)
+                   .to(state_->options.dtype)
+                   .clone()
+                   .set_requires_grad(true);
+    p->adam = adamw_init(p->value);
+  }
+}
+
+std::map<std::string, at::Tensor> RankTrainer::local_params() const {
+  std::map<std::string, at::Tensor> out;
+  for (LocalParam* p : state_->all_params()) out[p->shard.name] = p->value.detach();
+  return out;
+}
+
+int64_t RankTrainer::local_param_elements() const {
+  int64_t n = 0;
+  for (LocalParam* p : state_->all_params()) n += p->value.numel();
+  return n;
+}
+
+int64_t RankTrainer::optimizer_step_count() const { return state_->outer.front().adam.step; }
+const Plan& RankTrainer::plan() const { return state_->plan; }
+int RankTrainer::rank() const { return state_->rank; }
+int RankTrainer::world_size() const { return state_->world; }
+
+}  // namespace shardgym::live

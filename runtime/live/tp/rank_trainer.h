@@ -1,0 +1,109 @@
+// RankTrainer: one rank's share of a tensor-parallel GPT training run, and the way to move it
+// to another partitioning between two iterations.
+//
+// Every rank of a CommWorld constructs a RankTrainer with the same model, plan and options and
+// then calls the same methods in the same order (SPMD); each call that communicates says so.
+//
+// What a rank holds (layout.h has the exact boxes):
+//   - each block as its strategy places it: dp (replicated), tp1d(t) with P/t replicas,
+//     tp1d(sp=1), tp2d(d1,d2,first); chunks and recompute change execution, not placement;
+//   - embedding (wte, wpe), final LayerNorm and LM head: data parallel, replicated on every rank,
+//     batch split P ways (rank q takes rows [q·G/P, (q+1)·G/P) of the global batch). They stay
+//     outside the action space: their cost does not depend on the plan.
+// Batch convention (runtime/core/cost.h): the GLOBAL batch [G, S] is handed to every rank; each
+// block takes its replica's rows; between blocks whose layouts differ the residual stream is
+// redistributed (forward, and the inverse in backward). The loss is the mean token
+// cross-entropy over the global batch, so gradients equal those of the single-rank reference
+// (reference_gpt.h): gradients of replicated shards are summed over the ranks that computed
+// different rows (the replicas; with sp=1 also the tensor group) — no extra scaling.
+// AdamW (adamw.h) runs on the local shards with global-norm clipping, each replicated element
+// counted once in the norm.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include "runtime/core/model_spec.h"
+#include "runtime/core/plan.h"
+#include "runtime/live/comm.h"
+
+namespace shardgym::live {
+
+struct TrainerOptions {
+  uint64_t seed = 0;                       // initial weights (gpt_params.h)
+  at::ScalarType dtype = at::kFloat;       // kFloat or kDouble
+  double lr = 1e-3, weight_decay = 0.1, clip = 1.0;  // clip ≤ 0: no clipping
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int threads = 0;                         // intra-op threads; 0 leaves LibTorch's setting
+};
+
+// Per block, the same split as Measurement (runtime/core/measurement.h): fwd_s and bwd_s are
+// compute — wall clock of the block's forward (its input redistribution included) and of its
+// share of the backward (recomputation and gradient all-reduce included) minus the time spent
+// waiting in collectives and point-to-point transfers; comm_s is that waiting time, forward
+// and backward. fwd_s + bwd_s + comm_s is the block's whole wall clock on this rank.
+struct BlockTimes {
+  std::vector<double> fwd_s, bwd_s, comm_s;
+};
+
+struct RepartitionStats {
+  double bytes_received = 0;  // this rank: parameter + exp_avg + exp_avg_sq elements received
+  double seconds = 0;         // wall clock of the repartition on this rank
+  int blocks_changed = 0;
+};
+
+class RankTrainer {
+ public:
+  // Collective (creates the plan's groups). Throws std::invalid_argument for a plan that does
+  // not fit the model or world (Plan::validate) or an unsupported dtype.
+  RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& world, TrainerOptions options);
+  ~RankTrainer();
+  RankTrainer(const RankTrainer&) = delete;
+  RankTrainer& operator=(const RankTrainer&) = delete;
+
+  // Collective. tokens, targets: int64 [G, model.seq] global batch, the same on every rank; G must be
+  // a multiple of P and of every block's replicas × chunks. Returns the global mean loss
+  // before the update. `times` (optional) gets one entry per block.
+  double train_step(const at::Tensor& tokens, const at::Tensor& targets, BlockTimes* times = nullptr);
+  // The first half of train_step: forward, backward and gradient synchronisation, no update;
+  // gather_full_grads() then returns these gradients (train_step leaves them too, unclipped).
+  double forward_backward(const at::Tensor& tokens, const at::Tensor& targets,
+                          BlockTimes* times = nullptr);
+  // The second half: global-norm clipping and AdamW on every local shard (collective).
+  void optimizer_step();
+  // Collective. Global mean loss without gradients.
+  double eval_loss(const at::Tensor& tokens, const at::Tensor& targets);
+
+  // Collective. Moves every block whose strategy changes, with its AdamW state; see
+  // repartition.cpp. Training then continues with the same mathematics.
+  RepartitionStats repartition(const Plan& next);
+
+  // Collective. Full (unpartitioned) tensors by reference-GPT name, on every rank.
+  std::map<std::string, at::Tensor> gather_full_params();
+  std::map<std::string, at::Tensor> gather_full_grads();
+  // which: "exp_avg" or "exp_avg_sq".
+  std::map<std::string, at::Tensor> gather_full_optimizer_state(const std::string& which);
+  // Local: takes this rank's boxes of full tensors (the same map on every rank); resets AdamW.
+  void load_full_params(const std::map<std::string, at::Tensor>& full);
+
+  // This rank's shards by name (views of the live parameters; for tests and meters).
+  std::map<std::string, at::Tensor> local_params() const;
+  int64_t local_param_elements() const;
+  int64_t optimizer_step_count() const;
+  const Plan& plan() const;
+  int rank() const;
+  int world_size() const;
+
+  struct State;  // rank_state.h
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace shardgym::live

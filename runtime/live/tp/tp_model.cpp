@@ -1,0 +1,238 @@
+// The rank's model: groups, block construction, residual-stream layouts and the forward pass.
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/core/Reduction.h>
+
+#include "runtime/live/tp/mappings.h"
+#include "runtime/live/tp/rank_state.h"
+#include "runtime/live/tp/tp_block.h"
+
+namespace shardgym::live {
+namespace {
+
+// The group of one rank: every collective is the identity, there is no peer.
+class SelfComm : public Comm {
+ public:
+  explicit SelfComm(int global_rank) : ranks_{global_rank} {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  std::string name() const override { return "self[" + std::to_string(ranks_[0]) + "]"; }
+  void all_reduce(at::Tensor&) override {}
+  at::Tensor all_gather(const at::Tensor& t, int64_t) override { return t.clone(); }
+  at::Tensor reduce_scatter(const at::Tensor& t, int64_t) override { return t.clone(); }
+  void broadcast(at::Tensor&, int) override {}
+  void send(const at::Tensor&, int) override { throw std::logic_error(name() + ": no peer"); }
+  void recv(at::Tensor&, int) override { throw std::logic_error(name() + ": no peer"); }
+  void barrier() override {}
+
+ private:
+  std::vector<int> ranks_;
+};
+
+std::vector<Box> boxes_of_all_ranks(const ModelSpec& m, const Strategy& s, int world, int64_t G) {
+  std::vector<Box> out;
+  for (int q = 0; q < world; ++q) out.push_back(block_activation_box(m, place_block(s, q, world), G));
+  return out;
+}
+
+void make_exchange(const std::vector<Box>& from, const std::vector<Box>& to, const ModelSpec& m,
+                   int64_t G, int rank, std::unique_ptr<ExchangePlan>& fwd,
+                   std::unique_ptr<ExchangePlan>& bwd) {
+  if (from == to) return;  // same layout on every rank: nothing moves
+  ExchangeItem item{{G, m.seq, m.hidden}, from, to};
+  fwd = std::make_unique<ExchangePlan>(std::vector<ExchangeItem>{item}, rank,
+                                       static_cast<int>(from.size()));
+  bwd = std::make_unique<ExchangePlan>(fwd->reversed());
+}
+
+}  // namespace
+
+double now_s() {
+  using Clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+std::vector<at::Tensor> BlockState::values() const {
+  std::vector<at::Tensor> v;
+  for (const auto& p : params) v.push_back(p.value);
+  return v;
+}
+
+Groups::Groups(CommWorld& world) : world_(world), self_(std::make_unique<SelfComm>(world.rank())) {
+  used_.insert(&world_.world());
+}
+
+Groups::~Groups() = default;
+
+void Groups::create(std::vector<std::vector<int>> sets) {
+  for (auto& s : sets) std::sort(s.begin(), s.end());
+  std::sort(sets.begin(), sets.end(), [](const auto& a, const auto& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+  for (const auto& s : sets)
+    if (std::binary_search(s.begin(), s.end(), world_.rank())) get(s);
+}
+
+Comm& Groups::get(const std::vector<int>& ranks) {
+  Comm* c = nullptr;
+  if (ranks.size() == 1 && ranks[0] == world_.rank()) c = self_.get();
+  else if (static_cast<int>(ranks.size()) == world_.world_size()) c = &world_.world();
+  else c = &world_.group(ranks);
+  used_.insert(c);
+  return *c;
+}
+
+double Groups::wait_s() const {
+  double s = 0;
+  for (Comm* c : used_) s += c->stats().wait_s;
+  return s;
+}
+
+const LocalParam& RankTrainer::State::outer_param(const std::string& name) const {
+  for (const auto& p : outer)
+    if (p.shard.name == name) return p;
+  throw std::logic_error("no outer parameter " + name);
+}
+
+std::vector<LocalParam*> RankTrainer::State::all_params() {
+  std::vector<LocalParam*> out;
+  for (auto& b : blocks)
+    for (auto& p : b.params) out.push_back(&p);
+  for (auto& p : outer) out.push_back(&p);
+  return out;
+}
+
+std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& plan, int world) {
+  std::vector<std::vector<int>> sets;
+  for (int b = 0; b < plan.size(); ++b) {
+    for (int q = 0; q < world; ++q) {
+      const BlockPlacement p = place_block(plan.blocks[b], q, world);
+      sets.push_back(p.g1);
+      sets.push_back(p.g2);
+      sets.push_back(p.data);
+      for (const auto& s : block_param_shards(m, b, p)) sets.push_back(grad_sum_ranks(p, s));
+    }
+  }
+  std::vector<int> all(world);
+  for (int q = 0; q < world; ++q) all[q] = q;
+  sets.push_back(all);
+  return sets;
+}
+
+BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
+                      Groups& groups, const std::map<std::string, at::Tensor>* full) {
+  BlockState st;
+  st.ctx.model = m;
+  st.ctx.block = b;
+  st.ctx.place = place_block(s, rank, world);
+  st.ctx.g1 = &groups.get(st.ctx.place.g1);
+  st.ctx.g2 = &groups.get(st.ctx.place.g2);
+  std::vector<std::vector<ParamShard>> shards_of(world);
+  for (int q = 0; q < world; ++q) shards_of[q] = block_param_shards(m, b, place_block(s, q, world));
+  const auto& mine = shards_of[rank];
+  for (size_t i = 0; i < mine.size(); ++i) {
+    LocalParam lp;
+    lp.shard = mine[i];
+    lp.grad_sum = grad_sum_ranks(st.ctx.place, mine[i]);
+    lp.holders = 0;
+    lp.primary = true;
+    for (int q = 0; q < world; ++q) {
+      if (shards_of[q][i].box != mine[i].box) continue;
+      lp.holders += 1;
+      if (q < rank) lp.primary = false;
+    }
+    if (full) {
+      lp.value = box_view(full->at(lp.shard.name), lp.shard.box).clone().set_requires_grad(true);
+      lp.adam = adamw_init(lp.value);
+    }
+    st.params.push_back(std::move(lp));
+  }
+  return st;
+}
+
+const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t G) {
+  auto it = st.act_plans.find(G);
+  if (it != st.act_plans.end()) return it->second;
+  ActivationPlans ap;
+  std::vector<Box> dp;
+  for (int q = 0; q < st.world; ++q) dp.push_back(data_parallel_activation_box(st.model, q, st.world, G));
+  std::vector<Box> prev = dp;
+  ap.into_fwd.resize(st.blocks.size());
+  ap.into_bwd.resize(st.blocks.size());
+  for (size_t b = 0; b < st.blocks.size(); ++b) {
+    std::vector<Box> cur = boxes_of_all_ranks(st.model, st.plan.blocks[b], st.world, G);
+    make_exchange(prev, cur, st.model, G, st.rank, ap.into_fwd[b], ap.into_bwd[b]);
+    prev = std::move(cur);
+  }
+  make_exchange(prev, dp, st.model, G, st.rank, ap.out_fwd, ap.out_bwd);
+  return st.act_plans.emplace(G, std::move(ap)).first->second;
+}
+
+double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
+                 bool train, BlockTimes* times) {
+  const ModelSpec& m = st.model;
+  if (tokens.dim() != 2 || tokens.sizes() != targets.sizes() || tokens.size(1) != m.seq ||
+      tokens.scalar_type() != at::kLong || targets.scalar_type() != at::kLong) {
+    std::ostringstream msg;
+    msg << "rank " << st.rank << ": tokens and targets must be int64 [G, " << m.seq
+        << "], got " << tokens.sizes() << " and " << targets.sizes();
+    throw std::invalid_argument(msg.str());
+  }
+  const int64_t G = tokens.size(0), B = static_cast<int64_t>(st.blocks.size());
+  if (G % st.world != 0)
+    throw std::invalid_argument("global batch " + std::to_string(G) + " is not a multiple of " +
+                                std::to_string(st.world) + " ranks");
+  const ActivationPlans& ap = activation_plans(st, G);
+  Comm& world = st.groups->world().world();
+  const bool probes = train && times;
+  if (times) {
+    times->fwd_s.assign(B, 0.0);
+    times->bwd_s.assign(B, 0.0);
+    times->comm_s.assign(B, 0.0);
+  }
+  const int64_t rows = G / st.world;
+  at::Tensor tok = tokens.narrow(0, st.rank * rows, rows);
+  at::Tensor tgt = targets.narrow(0, st.rank * rows, rows);
+  at::Tensor x = at::embedding(st.outer_value("wte"), tok) + st.outer_value("wpe").unsqueeze(0);
+  for (int64_t b = 0; b < B; ++b) {
+    const double t0 = now_s(), w0 = st.groups->wait_s();
+    if (probes) x = backward_probe(x, &st.probe_in[b]);
+    if (ap.into_fwd[b]) x = redistribute(x, *ap.into_fwd[b], *ap.into_bwd[b], world);
+    x = block_forward(st.blocks[b].ctx, x, st.blocks[b].values());
+    if (probes) x = backward_probe(x, &st.probe_out[b]);
+    if (times) {
+      times->comm_s[b] = st.groups->wait_s() - w0;
+      times->fwd_s[b] = now_s() - t0 - times->comm_s[b];
+    }
+  }
+  if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, world);
+  x = at::layer_norm(x, {m.hidden}, st.outer_value("ln_f.weight"), st.outer_value("ln_f.bias"),
+                     1e-5);
+  at::Tensor logits = at::matmul(x, st.outer_value("lm_head.weight"));
+  at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, m.vocab}), tgt.reshape({-1}), {},
+                                           at::Reduction::Sum) /
+                    static_cast<double>(G * m.seq);
+  if (train) {
+    std::fill(st.bwd_t0.begin(), st.bwd_t0.end(), 0.0);
+    std::fill(st.bwd_t1.begin(), st.bwd_t1.end(), 0.0);
+    loss.backward();
+    if (times) {
+      for (int64_t b = 0; b < B; ++b) {
+        const double wait = st.bwd_w1[b] - st.bwd_w0[b];
+        times->bwd_s[b] = st.bwd_t1[b] - st.bwd_t0[b] - wait;
+        times->comm_s[b] += wait;
+      }
+    }
+  }
+  at::Tensor total = loss.detach().to(at::kDouble).reshape({1}).clone();
+  world.all_reduce(total);
+  return total.item<double>();
+}
+
+}  // namespace shardgym::live

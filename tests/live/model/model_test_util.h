@@ -1,0 +1,84 @@
+// Shared by the live-model tests: a tiny GPT, perturbed initial weights, a random batch and
+// relative errors between maps of tensors.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "runtime/core/model_spec.h"
+#include "runtime/live/tp/gpt_params.h"
+
+namespace shardgym::live::testing {
+
+// Small enough for milliseconds per step, big enough for every strategy of P ≤ 4:
+// heads, hidden, ffn and seq divisible by 4; batch 8 = 4 replicas × 2 chunks.
+inline ModelSpec tiny_model() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 2;
+  m.hidden = 16;
+  m.heads = 4;
+  m.ffn = 32;
+  m.seq = 8;
+  m.vocab = 32;
+  m.micro_batch = 2;
+  m.global_batch = 8;
+  m.dtype = DType::kFloat64;
+  m.mixed_precision = false;
+  return m;
+}
+
+// Initial weights with every LayerNorm and bias away from 1 / 0, so that each parameter has a
+// gradient path that a wrong partition would change.
+inline ParamMap perturbed_params(const ModelSpec& m, at::ScalarType dtype, uint64_t seed) {
+  ParamMap p = init_gpt_params(m, at::kDouble, seed);
+  at::Generator gen = at::detail::createCPUGenerator(seed + 1000);
+  for (auto& [name, t] : p) {
+    at::Tensor noise = at::empty(t.sizes(), at::kDouble);
+    noise.normal_(0.0, 0.1, gen);
+    if (t.dim() == 1) t = t + noise;
+    t = t.to(dtype);
+  }
+  return p;
+}
+
+struct Batch {
+  at::Tensor tokens, targets;
+};
+
+inline Batch random_batch(const ModelSpec& m, int64_t global_batch, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  Batch b;
+  b.tokens = at::randint(m.vocab, {global_batch, m.seq}, gen, at::kLong);
+  b.targets = at::randint(m.vocab, {global_batch, m.seq}, gen, at::kLong);
+  return b;
+}
+
+inline double rel_err(const at::Tensor& got, const at::Tensor& want) {
+  const double denom = want.to(at::kDouble).norm().item<double>();
+  const double diff = (got.to(at::kDouble) - want.to(at::kDouble)).norm().item<double>();
+  return denom > 0 ? diff / denom : diff;
+}
+
+// Largest relative error over the names of `want`; `worst` gets the name (or "missing").
+inline double max_rel_err(const ParamMap& got, const ParamMap& want, std::string* worst) {
+  double e = 0;
+  for (const auto& [name, w] : want) {
+    auto it = got.find(name);
+    const double ei = it == got.end() || it->second.sizes() != w.sizes()
+                          ? INFINITY
+                          : rel_err(it->second, w);
+    if (ei > e || std::isnan(ei)) {
+      e = std::isnan(ei) ? INFINITY : ei;
+      if (worst) *worst = name;
+    }
+  }
+  return e;
+}
+
+}  // namespace shardgym::live::testing
