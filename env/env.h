@@ -31,7 +31,9 @@ using Action = std::vector<int32_t>;
 struct Info {
   Measurement measurement;                // raw figures of this step
   Plan plan;                              // the plan in force after the step
-  std::map<std::string, double> scalars;  // "baseline_latency_s", "raw_reward", ...
+  // Cheap extras: "raw_reward" (PartitionEnv's reward; kept when NormalizeReward rescales),
+  // "baseline_latency_per_token_s" (NormalizeReward).
+  std::map<std::string, double> scalars;
   std::string error;                      // non-empty when the step failed (truncated)
 };
 

@@ -10,6 +10,7 @@
 //   global (kGlobalFixed): [step / steps_per_episode, phase / num_phases, seq_factor,
 //     max_compute_slowdown, peak memory / capacity, latency / initial latency]
 //   then L link classes: measured bandwidth / nominal.
+//   Phase, factors and bandwidths are run.context(): the conditions of the step to come.
 // Every entry is ≥ 0 (observation space Box(0, inf)). After a failed step the measured
 // entries keep their previous values.
 // Raw reward: −(w_lat·(latency + repartition)/tokens·1e6 + w_mem·peak/capacity
@@ -18,8 +19,14 @@
 // step() then throws std::logic_error until reset(). reset() measures one iteration of the
 // initial plan (the reference; returned as info.measurement).
 //
-// The action mask (B·K bytes) is cached and recomputed only when the plan in force or the
-// run's conditions (phase, sequence factor, memory capacity) change: it sits on the hot path.
+// The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are
+// recomputed only after the plan in force or the run's conditions (phase, sequence factor,
+// memory capacity) change. step() computes just the rows of the blocks whose strategy the
+// action changes; a block kept as it is is checked against the catalog's shape mask and
+// whether the plan in force still fits (its entry in one computed row: by the TrainingRun
+// contract, mask[b][current_b] is the same "the current plan fits" for every block).
+// PartitionEnv tracks the plan through its own reset/step: after driving the run directly
+// (env.run().step(...)), call reset().
 #pragma once
 
 #include <memory>
@@ -57,7 +64,9 @@ class PartitionEnv : public Env {
   static constexpr int kStrategyFeatures = 7;  // the static part of a block's features
 
   void check_action(const Action& action) const;  // size, range, mask
-  void ensure_mask() const;
+  void require_started() const;
+  void ensure_row(int b) const;
+  void invalidate_mask(const RunContext& ctx);
   void sync_indices_from_plan();
   void strategy_features(const Strategy& s, int index, float* out) const;
   Observation observe(const Measurement& m, const RunContext& ctx);
@@ -76,16 +85,17 @@ class PartitionEnv : public Env {
 
   int blocks_ = 0, choices_ = 0, links_ = 0, world_ = 1;
   std::vector<float> catalog_features_;  // K × kStrategyFeatures
-  std::vector<double> ref_time_;         // B × 3 denominators (fwd, bwd, comm)
+  std::vector<double> ref_inv_;          // B × 3: 1 / reference (fwd, bwd, comm)
+  std::vector<uint8_t> shape_ok_;        // 2 × K: the catalog's attention and MLP shape masks
   Plan pending_;                         // reused buffer for the requested plan
   std::vector<int32_t> current_;         // catalog index per block of the plan in force, -1
   Observation last_obs_;
 
-  mutable std::vector<uint8_t> mask_;
-  mutable Plan mask_plan_;
-  mutable bool mask_valid_ = false;
-  mutable int mask_phase_ = -1;
-  mutable double mask_seq_factor_ = 0, mask_capacity_ = 0;
+  mutable std::vector<uint8_t> mask_;       // B × K, row b valid if row_epoch_[b] == epoch_
+  mutable std::vector<uint64_t> row_epoch_;
+  uint64_t epoch_ = 1;
+  int mask_phase_ = -1;  // conditions the cached rows were computed under
+  double mask_seq_factor_ = 0, mask_capacity_ = 0;
 };
 
 }  // namespace shardgym

@@ -25,7 +25,8 @@ struct EnvRegistration {
 #define SHARDGYM_CONCAT_INNER(a, b) a##b
 #define SHARDGYM_CONCAT(a, b) SHARDGYM_CONCAT_INNER(a, b)
 #define REGISTER_SHARDGYM_ENV(id, description, factory) \
-  static ::shardgym::EnvRegistration SHARDGYM_CONCAT(shardgym_env_reg_, __LINE__)(id, description, factory)
+  static ::shardgym::EnvRegistration SHARDGYM_CONCAT(shardgym_env_reg_, __LINE__)( \
+      id, description, factory)
 
 std::vector<std::string> registered_env_ids();  // sorted
 std::string env_description(const std::string& id);

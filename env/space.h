@@ -34,7 +34,8 @@ struct Space {
   bool contains(const std::vector<int32_t>& x) const;
   // A uniform sample; for MultiDiscrete with a mask (flattened dims × max(nvec)), only
   // entries with mask 1 are drawn.
-  std::vector<int32_t> sample(std::mt19937_64& rng, const std::vector<uint8_t>* mask = nullptr) const;
+  std::vector<int32_t> sample(std::mt19937_64& rng,
+                              const std::vector<uint8_t>* mask = nullptr) const;
   std::string to_string() const;
 };
 

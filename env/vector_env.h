@@ -1,6 +1,8 @@
 // VectorEnv: N envs stepped together on a thread pool (EnvPool / Gymnasium SyncVectorEnv
 // semantics with autoreset: an env that ends is reset at once and its next observation is
-// the reset one; the final observation is kept in `final_obs`).
+// the reset one, continuing that env's seed sequence; the final observation is kept in
+// `final_obs`). Results equal stepping the envs one after another. If an env throws (e.g. a
+// masked action), the others still step and the exception of the lowest index is rethrown.
 #pragma once
 
 #include <functional>

@@ -5,9 +5,11 @@
 //                          ((iteration + repartition) / tokens), peak memory of the fullest
 //                          rank and energy per token; baseline = the static plan (Megatron)
 //                          under the same conditions (1.0 = as good as Megatron). The baseline
-//                          is run.estimate(plan) when the backend can estimate (recomputed
-//                          only when the run's conditions change), else one measured iteration
-//                          of the baseline plan at reset. A figure that is 0 counts as 1.0.
+//                          is run.estimate(plan) taken just before each step (the run's
+//                          conditions for that step; recomputed only when they change), else
+//                          one measured iteration of the baseline plan at reset. Its latency
+//                          excludes repartition (a static plan never moves). A figure that is
+//                          0 counts as 1.0; a failed step scores 0.
 //   IncrementalAction      action space Discrete(1 + B·K): 0 = no-op, else change one block
 //                          (env/incremental_action.h)
 //   RecordTrace            hands every reset/step to a TraceSink (datasets/ writes HDF5);
@@ -31,7 +33,9 @@ class Wrapper : public Env {
  public:
   explicit Wrapper(std::unique_ptr<Env> inner) : inner_(std::move(inner)) {}
   const EnvSpec& spec() const override { return inner_->spec(); }
-  ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override { return inner_->reset(seed); }
+  ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override {
+    return inner_->reset(seed);
+  }
   StepResult step(const Action& action) override { return inner_->step(action); }
   std::vector<uint8_t> action_mask() const override { return inner_->action_mask(); }
   TrainingRun& run() override { return inner_->run(); }

@@ -1,0 +1,93 @@
+#include "env/incremental_action.h"
+
+#include <stdexcept>
+
+#include "runtime/core/training_run.h"
+
+namespace shardgym {
+
+IncrementalAction::IncrementalAction(std::unique_ptr<Env> inner) : Wrapper(std::move(inner)) {
+  spec_ = inner_->spec();
+  blocks_ = spec_.num_blocks;
+  choices_ = spec_.catalog_size;
+  if (blocks_ <= 0 || choices_ <= 0) {
+    throw std::invalid_argument("IncrementalAction(" + spec_.id +
+                                "): the inner env has no blocks or an empty catalog");
+  }
+  spec_.action_space =
+      Space::discrete("incremental_action", 1 + static_cast<int64_t>(blocks_) * choices_);
+  current_.assign(blocks_, 0);
+}
+
+void IncrementalAction::sync_current() {
+  const Plan& plan = run().plan();
+  const StrategyCatalog& catalog = run().catalog();
+  if (plan.size() != blocks_) {
+    throw std::logic_error("IncrementalAction(" + spec_.id + "): the run's plan has " +
+                           std::to_string(plan.size()) + " blocks, expected " +
+                           std::to_string(blocks_));
+  }
+  for (int b = 0; b < blocks_; ++b) {
+    const int k = current_[b];
+    if (k >= 0 && k < choices_ && catalog.at(k) == plan.blocks[b]) continue;  // unchanged
+    const int idx = catalog.index_of(plan.blocks[b]);
+    if (idx < 0) {
+      throw std::invalid_argument("IncrementalAction(" + spec_.id + "): block " +
+                                  std::to_string(b) + " runs " + plan.blocks[b].to_string() +
+                                  ", which is not in the catalog");
+    }
+    current_[b] = idx;
+  }
+}
+
+ResetResult IncrementalAction::reset(std::optional<uint64_t> seed) {
+  ResetResult r = inner_->reset(seed);
+  sync_current();
+  return r;
+}
+
+Action IncrementalAction::expand(const Action& action) const {
+  const int64_t n = 1 + static_cast<int64_t>(blocks_) * choices_;
+  if (action.size() != 1 || action[0] < 0 || action[0] >= n) {
+    throw std::invalid_argument("IncrementalAction::step(" + spec_.id +
+                                "): expected one index in [0, " + std::to_string(n) + ")" +
+                                (action.size() == 1 ? ", got " + std::to_string(action[0])
+                                                    : ", got " + std::to_string(action.size()) +
+                                                          " entries"));
+  }
+  Action full = current_;
+  if (action[0] > 0) {
+    const int flat = action[0] - 1;
+    full[flat / choices_] = flat % choices_;
+  }
+  return full;
+}
+
+StepResult IncrementalAction::step(const Action& action) {
+  StepResult r = inner_->step(expand(action));
+  sync_current();
+  return r;
+}
+
+std::vector<uint8_t> IncrementalAction::action_mask() const {
+  const std::vector<uint8_t> inner = inner_->action_mask();
+  const size_t k = static_cast<size_t>(choices_);
+  // A change of one block keeps the others; that is only valid while their current entries
+  // are still allowed (conditions may have changed since they were chosen).
+  int disallowed = 0, bad_block = -1;
+  for (int b = 0; b < blocks_; ++b) {
+    if (!inner[b * k + current_[b]]) {
+      ++disallowed;
+      bad_block = b;
+    }
+  }
+  std::vector<uint8_t> mask(1 + blocks_ * k, 0);
+  mask[0] = disallowed == 0 ? 1 : 0;
+  for (int b = 0; b < blocks_; ++b) {
+    if (disallowed > 1 || (disallowed == 1 && b != bad_block)) continue;
+    for (size_t c = 0; c < k; ++c) mask[1 + b * k + c] = inner[b * k + c];
+  }
+  return mask;
+}
+
+}  // namespace shardgym

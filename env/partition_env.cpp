@@ -1,0 +1,370 @@
+#include "env/partition_env.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+std::string block_name(int b) {
+  return "block " + std::to_string(b) + " (layer " + std::to_string(ModelSpec::block_layer(b)) +
+         " " + block_kind_name(ModelSpec::block_kind(b)) + ")";
+}
+
+// Two accumulators and kept out of line: inlined, GCC kept the running maximum in memory.
+[[gnu::noinline]] double max_of(const std::vector<double>& v) {
+  double a = 0, b = 0;
+  const size_t n = v.size();
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    a = v[i] > a ? v[i] : a;
+    b = v[i + 1] > b ? v[i + 1] : b;
+  }
+  if (i < n) a = v[i] > a ? v[i] : a;
+  return a > b ? a : b;
+}
+
+// Denominator for an observation ratio: the reference when positive, else `fallback`, else 1.
+double denominator(double ref, double fallback) {
+  if (ref > 0) return ref;
+  if (fallback > 0) return fallback;
+  return 1.0;
+}
+
+float nonneg(double x) { return x > 0 ? static_cast<float>(x) : 0.0f; }
+
+}  // namespace
+
+PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
+                           const ExperimentSpec& spec)
+    : run_(std::move(run)), experiment_(spec) {
+  if (!run_) throw std::invalid_argument("PartitionEnv '" + id + "': null TrainingRun");
+  const ModelSpec& model = run_->model();
+  const StrategyCatalog& catalog = run_->catalog();
+  blocks_ = model.num_blocks();
+  choices_ = catalog.size();
+  links_ = static_cast<int>(run_->cluster().links.size());
+  world_ = std::max(1, run_->cluster().world_size());
+  if (blocks_ <= 0) throw std::invalid_argument("PartitionEnv '" + id + "': model has no blocks");
+  if (choices_ <= 0) throw std::invalid_argument("PartitionEnv '" + id + "': empty catalog");
+  initial_plan_ = resolve_plan(spec.initial_plan, model, run_->cluster());
+  if (initial_plan_.size() != blocks_) {
+    throw std::invalid_argument("PartitionEnv '" + id + "': initial plan has " +
+                                std::to_string(initial_plan_.size()) + " blocks, model has " +
+                                std::to_string(blocks_));
+  }
+
+  catalog_features_.resize(static_cast<size_t>(choices_) * kStrategyFeatures);
+  for (int k = 0; k < choices_; ++k) {
+    strategy_features(catalog.at(k), k, &catalog_features_[k * kStrategyFeatures]);
+  }
+  pending_ = initial_plan_;
+  current_.assign(blocks_, -1);
+  mask_.assign(static_cast<size_t>(blocks_) * choices_, 0);
+  row_epoch_.assign(blocks_, 0);
+  ref_inv_.assign(static_cast<size_t>(blocks_) * 3, 1.0);
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+    const std::vector<uint8_t>& shape = catalog.shape_mask(kind);
+    if (static_cast<int>(shape.size()) != choices_) {
+      throw std::logic_error("PartitionEnv '" + id + "': catalog shape mask of the wrong size");
+    }
+    shape_ok_.insert(shape_ok_.end(), shape.begin(), shape.end());
+  }
+  const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_;
+  last_obs_.assign(dim, 0.0f);
+
+  const bool deterministic = run_->deterministic();
+  spec_.id = std::move(id);
+  spec_.backend = run_->backend();
+  spec_.description = spec_.backend + " run of " + model.name + " (" +
+                      std::to_string(model.layers) + " layers) on " + run_->cluster().name +
+                      " (" + std::to_string(world_) + " ranks)";
+  spec_.observation_space =
+      Space::box("observation", {dim}, 0.0, std::numeric_limits<double>::infinity());
+  spec_.observation_space.deterministic = deterministic;
+  spec_.observation_space.platform_dependent = spec_.backend == "live";
+  spec_.action_space = Space::multi_discrete("action", std::vector<int64_t>(blocks_, choices_));
+  spec_.num_blocks = blocks_;
+  spec_.catalog_size = choices_;
+  spec_.max_episode_steps = 0;
+  spec_.deterministic = deterministic;
+}
+
+void PartitionEnv::strategy_features(const Strategy& s, int index, float* out) const {
+  out[0] = index >= 0 ? static_cast<float>(index) / static_cast<float>(choices_) : 1.0f;
+  out[1] = static_cast<float>(s.degree()) / static_cast<float>(world_);
+  out[2] = s.kind == StrategyKind::kTP1D ? 1.0f : 0.0f;
+  out[3] = s.kind == StrategyKind::kTP2D ? 1.0f : 0.0f;
+  out[4] = s.sp ? 1.0f : 0.0f;
+  out[5] = s.chunks > 1 ? 1.0f : 0.0f;
+  out[6] = s.recompute ? 1.0f : 0.0f;
+}
+
+ResetResult PartitionEnv::reset(std::optional<uint64_t> seed) {
+  const uint64_t s = seed.value_or(next_seed_);
+  next_seed_ = s + 1;
+  started_ = false;
+  run_->reset(s, initial_plan_);
+  reference_ = run_->step(initial_plan_);
+  if (!reference_.ok) {
+    throw std::runtime_error("PartitionEnv::reset(" + spec_.id + "): measuring the initial plan " +
+                             initial_plan_.to_string() + " failed: " + reference_.error);
+  }
+  const size_t b = static_cast<size_t>(blocks_);
+  if (reference_.block_fwd_s.size() != b || reference_.block_bwd_s.size() != b ||
+      reference_.block_comm_s.size() != b) {
+    throw std::logic_error("PartitionEnv::reset(" + spec_.id + "): the " + spec_.backend +
+                           " run returned per-block times of the wrong size (expected " +
+                           std::to_string(b) + ")");
+  }
+  for (size_t i = 0; i < b; ++i) {
+    const double total =
+        reference_.block_fwd_s[i] + reference_.block_bwd_s[i] + reference_.block_comm_s[i];
+    ref_inv_[3 * i + 0] = 1.0 / denominator(reference_.block_fwd_s[i], total);
+    ref_inv_[3 * i + 1] = 1.0 / denominator(reference_.block_bwd_s[i], total);
+    ref_inv_[3 * i + 2] = 1.0 / denominator(reference_.block_comm_s[i], total);
+  }
+  steps_ = 0;
+  failure_.clear();
+  started_ = true;
+  sync_indices_from_plan();
+  std::fill(last_obs_.begin(), last_obs_.end(), 0.0f);
+  const RunContext ctx = run_->context();
+  invalidate_mask(ctx);
+  ResetResult r;
+  r.obs = observe(reference_, ctx);
+  r.info.measurement = reference_;
+  r.info.plan = run_->plan();
+  return r;
+}
+
+void PartitionEnv::sync_indices_from_plan() {
+  const Plan& plan = run_->plan();
+  const StrategyCatalog& catalog = run_->catalog();
+  for (int b = 0; b < blocks_; ++b) {
+    current_[b] = b < plan.size() ? catalog.index_of(plan.blocks[b]) : -1;
+  }
+}
+
+void PartitionEnv::require_started() const {
+  if (!started_) throw std::logic_error("PartitionEnv(" + spec_.id + "): call reset() first");
+}
+
+void PartitionEnv::invalidate_mask(const RunContext& ctx) {
+  ++epoch_;
+  mask_phase_ = ctx.phase;
+  mask_seq_factor_ = ctx.seq_factor;
+  mask_capacity_ = ctx.memory_capacity;
+}
+
+void PartitionEnv::ensure_row(int b) const {
+  if (row_epoch_[b] == epoch_) return;
+  const std::vector<uint8_t> row = run_->action_mask(b);
+  const size_t k = static_cast<size_t>(choices_);
+  if (row.size() != k) {
+    throw std::logic_error("PartitionEnv(" + spec_.id + "): the run's action_mask(" +
+                           std::to_string(b) + ") has " + std::to_string(row.size()) +
+                           " entries, the catalog " + std::to_string(k));
+  }
+  std::copy(row.begin(), row.end(), mask_.begin() + b * k);
+  row_epoch_[b] = epoch_;
+}
+
+std::vector<uint8_t> PartitionEnv::action_mask() const {
+  require_started();
+  for (int b = 0; b < blocks_; ++b) ensure_row(b);
+  return mask_;
+}
+
+void PartitionEnv::check_action(const Action& action) const {
+  if (static_cast<int>(action.size()) != blocks_) {
+    throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): action has " +
+                                std::to_string(action.size()) + " entries, expected one per " +
+                                "block (" + std::to_string(blocks_) + ")");
+  }
+  const StrategyCatalog& catalog = run_->catalog();
+  auto reject = [&](int b, int32_t a, const std::string& why) {
+    throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): " + block_name(b) +
+                                ": index " + std::to_string(a) + " (" +
+                                catalog.at(a).to_string() + ") " + why);
+  };
+  int probe = -1;  // a block whose row holds "the plan in force still fits"
+  bool kept = false;
+  for (int b = 0; b < blocks_; ++b) {
+    const int32_t a = action[b];
+    if (a < 0 || a >= choices_) {
+      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): " + block_name(b) +
+                                  ": index " + std::to_string(a) + " outside [0, " +
+                                  std::to_string(choices_) + ")");
+    }
+    if (a == current_[b]) {
+      kept = true;
+      if (probe < 0) probe = b;
+      // shape_ok_: attention row then MLP row (block 2i is attention, 2i+1 MLP).
+      if (!shape_ok_[static_cast<size_t>(b % 2) * choices_ + a]) reject(b, a, "is shape-invalid");
+      continue;
+    }
+    ensure_row(b);
+    if (!mask_[static_cast<size_t>(b) * choices_ + a]) {
+      reject(b, a, "is masked out (invalid shape or does not fit memory)");
+    }
+    if (current_[b] >= 0 && (probe < 0 || action[probe] == current_[probe])) probe = b;
+  }
+  if (!kept) return;
+  ensure_row(probe);
+  if (!mask_[static_cast<size_t>(probe) * choices_ + current_[probe]]) {
+    for (int b = 0; b < blocks_; ++b) {
+      if (action[b] == current_[b]) {
+        reject(b, action[b], "is masked out: the plan in force no longer fits; change it");
+      }
+    }
+  }
+}
+
+StepResult PartitionEnv::step(const Action& action) {
+  if (!failure_.empty()) {
+    throw std::logic_error("PartitionEnv::step(" + spec_.id +
+                           "): the episode ended with an error (" + failure_ +
+                           "); call reset() first");
+  }
+  require_started();
+  check_action(action);
+  const StrategyCatalog& catalog = run_->catalog();
+  for (int b = 0; b < blocks_; ++b) pending_.blocks[b] = catalog.at(action[b]);
+
+  Measurement m = run_->step(pending_);
+  ++steps_;
+  const RunContext ctx = run_->context();
+  bool changed = false;
+  if (m.ok) {  // an accepted step installs the requested plan
+    changed = !std::equal(action.begin(), action.end(), current_.begin());
+    if (changed) std::copy(action.begin(), action.end(), current_.begin());
+  } else {
+    sync_indices_from_plan();
+    changed = true;
+  }
+  if (changed || ctx.phase != mask_phase_ || ctx.seq_factor != mask_seq_factor_ ||
+      ctx.memory_capacity != mask_capacity_) {
+    invalidate_mask(ctx);
+  }
+
+  StepResult r;
+  if (m.ok) {
+    const size_t b = static_cast<size_t>(blocks_);
+    if (m.block_fwd_s.size() != b || m.block_bwd_s.size() != b || m.block_comm_s.size() != b) {
+      throw std::logic_error("PartitionEnv::step(" + spec_.id + "): the " + spec_.backend +
+                             " run returned per-block times of the wrong size (expected " +
+                             std::to_string(b) + ")");
+    }
+    r.reward = raw_reward(m, ctx);
+  } else {
+    failure_ = m.error.empty() ? std::string("the run reported a failed step") : m.error;
+    r.truncated = true;
+    r.info.error = failure_;
+  }
+  r.obs = observe(m, ctx);
+  r.info.scalars.emplace("raw_reward", r.reward);
+  r.info.plan = run_->plan();
+  r.info.measurement = std::move(m);
+  return r;
+}
+
+double PartitionEnv::capacity(const RunContext& ctx) const {
+  if (ctx.memory_capacity > 0) return ctx.memory_capacity;
+  double cap = 0;
+  const ClusterSpec& cluster = run_->cluster();
+  for (int r = 0; r < world_; ++r) {
+    const double c = cluster.device_of(r).memory_bytes;
+    cap = cap == 0 ? c : std::min(cap, c);
+  }
+  return cap > 0 ? cap : 1.0;
+}
+
+double PartitionEnv::raw_reward(const Measurement& m, const RunContext& ctx) const {
+  const RewardSpec& w = experiment_.reward;
+  const double tokens = m.tokens > 0 ? m.tokens : 1.0;
+  double cost = 0;
+  if (w.latency != 0) cost += w.latency * (m.step_latency_s + m.repartition_s) / tokens * 1e6;
+  if (w.memory != 0) cost += w.memory * max_of(m.peak_memory_bytes) / capacity(ctx);
+  if (w.energy != 0) cost += w.energy * m.energy_j / tokens;
+  return -cost;
+}
+
+Observation PartitionEnv::observe(const Measurement& m, const RunContext& ctx) {
+  const bool measured = m.ok && static_cast<int>(m.block_fwd_s.size()) == blocks_;
+  // After a failed step the measured entries keep their previous values.
+  Observation obs = measured ? Observation(last_obs_.size()) : last_obs_;
+  const Plan& plan = run_->plan();
+  for (int b = 0; b < blocks_; ++b) {
+    float* out = obs.data() + static_cast<size_t>(b) * kBlockFeatures;
+    const int idx = current_[b];
+    if (idx >= 0) {
+      std::copy_n(&catalog_features_[static_cast<size_t>(idx) * kStrategyFeatures],
+                  kStrategyFeatures, out);
+    } else {
+      strategy_features(plan.blocks.at(b), -1, out);
+    }
+    if (measured) {
+      const double* inv = &ref_inv_[3 * static_cast<size_t>(b)];
+      out[7] = nonneg(m.block_fwd_s[b] * inv[0]);
+      out[8] = nonneg(m.block_bwd_s[b] * inv[1]);
+      out[9] = nonneg(m.block_comm_s[b] * inv[2]);
+    }
+  }
+  float* g = obs.data() + static_cast<size_t>(blocks_) * kBlockFeatures;
+  g[0] = nonneg(static_cast<double>(steps_) / std::max(1, experiment_.steps_per_episode));
+  g[1] = nonneg(static_cast<double>(ctx.phase) / std::max(1, ctx.num_phases));
+  g[2] = nonneg(ctx.seq_factor);
+  g[3] = nonneg(ctx.max_compute_slowdown);
+  if (measured) {
+    g[4] = nonneg(max_of(m.peak_memory_bytes) / capacity(ctx));
+    g[5] = nonneg(m.step_latency_s / denominator(reference_.step_latency_s, 1.0));
+  }
+  for (int l = 0; l < links_; ++l) {
+    g[kGlobalFixed + l] = l < static_cast<int>(ctx.link_bw_factor.size())
+                              ? nonneg(ctx.link_bw_factor[l])
+                              : 1.0f;
+  }
+  last_obs_ = obs;
+  return obs;
+}
+
+Plan PartitionEnv::plan_from_action(const Action& action) const {
+  if (static_cast<int>(action.size()) != blocks_) {
+    throw std::invalid_argument("plan_from_action(" + spec_.id + "): action has " +
+                                std::to_string(action.size()) + " entries, expected " +
+                                std::to_string(blocks_));
+  }
+  Plan plan;
+  plan.blocks.reserve(blocks_);
+  for (int b = 0; b < blocks_; ++b) {
+    if (action[b] < 0 || action[b] >= choices_) {
+      throw std::invalid_argument("plan_from_action(" + spec_.id + "): " + block_name(b) +
+                                  ": index " + std::to_string(action[b]) + " outside [0, " +
+                                  std::to_string(choices_) + ")");
+    }
+    plan.blocks.push_back(run_->catalog().at(action[b]));
+  }
+  return plan;
+}
+
+Action PartitionEnv::action_from_plan(const Plan& plan) const {
+  if (plan.size() != blocks_) {
+    throw std::invalid_argument("action_from_plan(" + spec_.id + "): plan has " +
+                                std::to_string(plan.size()) + " blocks, expected " +
+                                std::to_string(blocks_));
+  }
+  Action action(blocks_);
+  for (int b = 0; b < blocks_; ++b) {
+    const int idx = run_->catalog().index_of(plan.blocks[b]);
+    if (idx < 0) {
+      throw std::invalid_argument("action_from_plan(" + spec_.id + "): " + block_name(b) + ": " +
+                                  plan.blocks[b].to_string() + " is not in the catalog");
+    }
+    action[b] = idx;
+  }
+  return action;
+}
+
+}  // namespace shardgym

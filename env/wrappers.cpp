@@ -1,0 +1,180 @@
+#include "env/wrappers.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+double max_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, x);
+  return m;
+}
+
+// A figure the backend leaves at 0 (e.g. no energy meter) compares as "same as baseline".
+double ratio(double baseline, double value) {
+  return baseline > 0 && value > 0 ? baseline / value : 1.0;
+}
+
+// Conditions that change a noise-free estimate (RunContext without the step counter).
+bool same_conditions(const RunContext& a, const RunContext& b) {
+  return a.phase == b.phase && a.num_phases == b.num_phases && a.seq_factor == b.seq_factor &&
+         a.max_compute_slowdown == b.max_compute_slowdown &&
+         a.memory_capacity == b.memory_capacity && a.link_bw_factor == b.link_bw_factor;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- TimeLimit
+
+TimeLimit::TimeLimit(std::unique_ptr<Env> inner, int max_steps)
+    : Wrapper(std::move(inner)), spec_(inner_->spec()), max_steps_(max_steps) {
+  if (max_steps <= 0) {
+    throw std::invalid_argument("TimeLimit(" + spec_.id + "): max_steps must be > 0, got " +
+                                std::to_string(max_steps));
+  }
+  spec_.max_episode_steps = max_steps;
+}
+
+StepResult TimeLimit::step(const Action& action) {
+  if (inner_->elapsed_steps() >= max_steps_) {
+    throw std::logic_error("TimeLimit(" + spec_.id + "): the episode was truncated after " +
+                           std::to_string(max_steps_) + " steps; call reset() first");
+  }
+  StepResult r = inner_->step(action);
+  if (inner_->elapsed_steps() >= max_steps_ && !r.terminated) r.truncated = true;
+  return r;
+}
+
+// ---------------------------------------------------------------------- NormalizeReward
+
+NormalizeReward::NormalizeReward(std::unique_ptr<Env> inner, RewardSpec weights, Plan baseline)
+    : Wrapper(std::move(inner)), weights_(weights), baseline_(std::move(baseline)) {
+  const std::string& id = inner_->spec().id;
+  if (weights_.latency < 0 || weights_.memory < 0 || weights_.energy < 0 ||
+      weights_.latency + weights_.memory + weights_.energy <= 0) {
+    throw std::invalid_argument("NormalizeReward(" + id +
+                                "): reward weights must be >= 0 with a positive sum");
+  }
+  if (baseline_.size() != inner_->spec().num_blocks) {
+    throw std::invalid_argument("NormalizeReward(" + id + "): baseline plan has " +
+                                std::to_string(baseline_.size()) + " blocks, the env " +
+                                std::to_string(inner_->spec().num_blocks));
+  }
+}
+
+ResetResult NormalizeReward::reset(std::optional<uint64_t> seed) {
+  const uint64_t s = seed.value_or(next_seed_);
+  next_seed_ = s + 1;
+  ResetResult r = inner_->reset(s);
+  have_key_ = false;
+  estimates_ = run().estimate(baseline_).has_value();
+  if (!estimates_) {
+    if (r.info.plan == baseline_) {
+      baseline_measured_ = r.info.measurement;  // the reference iteration is the baseline
+    } else {
+      run().reset(s, baseline_);
+      baseline_measured_ = run().step(baseline_);
+      if (!baseline_measured_.ok) {
+        throw std::runtime_error("NormalizeReward(" + spec().id + "): measuring the baseline " +
+                                 baseline_.to_string() + " failed: " + baseline_measured_.error);
+      }
+      r = inner_->reset(s);  // the episode starts from the initial plan again
+    }
+    const Measurement& b = baseline_measured_;
+    base_.latency = b.step_latency_s / std::max(b.tokens, 1.0);
+    base_.memory = max_of(b.peak_memory_bytes);
+    base_.energy = b.energy_j / std::max(b.tokens, 1.0);
+  }
+  const Figures& base = baseline_figures();
+  r.info.scalars["baseline_latency_per_token_s"] = base.latency;
+  return r;
+}
+
+const NormalizeReward::Figures& NormalizeReward::baseline_figures() {
+  if (!estimates_) return base_;
+  RunContext ctx = run().context();
+  if (have_key_ && same_conditions(ctx, key_)) return base_;
+  std::optional<Measurement> est = run().estimate(baseline_);
+  // A baseline that cannot run now (e.g. out of memory after a phase change) keeps its
+  // last figures; there is no "Megatron under these conditions" to compare with.
+  if (est && est->ok) {
+    base_.latency = est->step_latency_s / std::max(est->tokens, 1.0);
+    base_.memory = max_of(est->peak_memory_bytes);
+    base_.energy = est->energy_j / std::max(est->tokens, 1.0);
+  }
+  key_ = std::move(ctx);
+  have_key_ = true;
+  return base_;
+}
+
+double NormalizeReward::normalize(const Measurement& m, const Figures& base) const {
+  const double tokens = std::max(m.tokens, 1.0);
+  double sum = 0;
+  if (weights_.latency > 0) {
+    sum += weights_.latency * ratio(base.latency, (m.step_latency_s + m.repartition_s) / tokens);
+  }
+  if (weights_.memory > 0) sum += weights_.memory * ratio(base.memory, max_of(m.peak_memory_bytes));
+  if (weights_.energy > 0) sum += weights_.energy * ratio(base.energy, m.energy_j / tokens);
+  return sum / (weights_.latency + weights_.memory + weights_.energy);
+}
+
+StepResult NormalizeReward::step(const Action& action) {
+  // The run's context and estimate describe the step about to be taken: the baseline is
+  // taken before stepping, under the conditions the step will run in.
+  const Figures base = baseline_figures();
+  StepResult r = inner_->step(action);
+  if (!r.info.error.empty()) {
+    r.reward = 0;  // a failed step has no figures to compare
+    return r;
+  }
+  r.info.scalars["raw_reward"] = r.reward;
+  r.info.scalars["baseline_latency_per_token_s"] = base.latency;
+  r.reward = normalize(r.info.measurement, base);
+  return r;
+}
+
+// -------------------------------------------------------------------------- RecordTrace
+
+RecordTrace::RecordTrace(std::unique_ptr<Env> inner, std::shared_ptr<TraceSink> sink)
+    : Wrapper(std::move(inner)), sink_(std::move(sink)) {
+  if (!sink_) throw std::invalid_argument("RecordTrace(" + spec().id + "): null TraceSink");
+}
+
+RecordTrace::~RecordTrace() {
+  if (!open_) return;
+  try {
+    sink_->end_episode();
+  } catch (...) {
+    // A destructor must not throw; episodes that ended earlier are already complete.
+  }
+}
+
+ResetResult RecordTrace::reset(std::optional<uint64_t> seed) {
+  if (open_) {
+    open_ = false;
+    sink_->end_episode();
+  }
+  const uint64_t s = seed.value_or(seed_counter_);
+  seed_counter_ = s + 1;
+  ResetResult r = inner_->reset(s);
+  sink_->begin_episode(spec(), s, r);
+  open_ = true;
+  return r;
+}
+
+StepResult RecordTrace::step(const Action& action) {
+  if (!open_) {
+    throw std::logic_error("RecordTrace(" + spec().id + "): no open episode; call reset() first");
+  }
+  StepResult r = inner_->step(action);
+  sink_->record_step(action, r);
+  if (r.terminated || r.truncated) {
+    open_ = false;
+    sink_->end_episode();
+  }
+  return r;
+}
+
+}  // namespace shardgym

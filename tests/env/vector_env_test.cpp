@@ -1,0 +1,96 @@
+#include "env/vector_env.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <stdexcept>
+
+#include "env/partition_env.h"
+#include "env/wrappers.h"
+#include "tests/env/fake_run.h"
+#include "tests/env/test_specs.h"
+
+namespace shardgym {
+namespace {
+
+using envtest::FakeRun;
+using envtest::FakeRunOptions;
+
+// Env i: noisy FakeRun, truncated after 3 + i steps, so envs end at different times.
+std::unique_ptr<Env> make_env_i(int i) {
+  const ExperimentSpec spec = test_specs::tiny();
+  FakeRunOptions options;
+  options.noise = 0.1;
+  auto env = std::make_unique<PartitionEnv>("test/Fake-v0",
+                                            std::make_unique<FakeRun>(spec, options), spec);
+  return std::make_unique<TimeLimit>(std::move(env), 3 + i);
+}
+
+std::vector<Action> random_actions(const std::vector<std::vector<uint8_t>>& masks,
+                                   const Space& space, std::mt19937_64& rng) {
+  std::vector<Action> actions;
+  for (const auto& m : masks) actions.push_back(space.sample(rng, &m));
+  return actions;
+}
+
+TEST(VectorEnv, MatchesSteppingTheEnvsOneAfterAnother) {
+  constexpr int kN = 4, kSteps = 12;
+  VectorEnv vec(kN, make_env_i, /*threads=*/3);
+  std::vector<std::unique_ptr<Env>> serial;
+  for (int i = 0; i < kN; ++i) serial.push_back(make_env_i(i));
+
+  const std::vector<Observation> obs = vec.reset(100);
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(obs[i], serial[i]->reset(100 + i).obs);
+
+  std::mt19937_64 rng(5);
+  int ended = 0;
+  for (int t = 0; t < kSteps; ++t) {
+    const auto masks = vec.action_masks();
+    const std::vector<Action> actions = random_actions(masks, vec.spec().action_space, rng);
+    const VectorStep v = vec.step(actions);
+    for (int i = 0; i < kN; ++i) {
+      EXPECT_EQ(masks[i], serial[i]->action_mask());
+      StepResult s = serial[i]->step(actions[i]);
+      EXPECT_EQ(v.rewards[i], s.reward) << "env " << i << " step " << t;
+      EXPECT_EQ(v.truncated[i], s.truncated ? 1 : 0);
+      EXPECT_EQ(v.terminated[i], 0);
+      EXPECT_EQ(v.infos[i].plan, s.info.plan);
+      if (s.truncated) {
+        ++ended;
+        EXPECT_EQ(v.final_obs[i], s.obs);
+        EXPECT_EQ(v.obs[i], serial[i]->reset().obs) << "autoreset continues the seed sequence";
+      } else {
+        EXPECT_TRUE(v.final_obs[i].empty());
+        EXPECT_EQ(v.obs[i], s.obs);
+      }
+    }
+  }
+  EXPECT_GE(ended, kN) << "every env should have ended at least once in 12 steps";
+}
+
+TEST(VectorEnv, RethrowsAnEnvsErrorAfterTheOthersStepped) {
+  VectorEnv vec(3, make_env_i, 2);
+  vec.reset(0);
+  std::vector<Action> actions(3, Action(4, 3));
+  actions[1] = Action(4, 999);
+  EXPECT_THROW(vec.step(actions), std::invalid_argument);
+  EXPECT_EQ(vec.env(0).elapsed_steps(), 1);
+  EXPECT_EQ(vec.env(1).elapsed_steps(), 0);
+  EXPECT_EQ(vec.env(2).elapsed_steps(), 1);
+  EXPECT_THROW(vec.step({Action(4, 3)}), std::invalid_argument) << "one action per env";
+}
+
+TEST(VectorEnv, RejectsBadConstruction) {
+  EXPECT_THROW(VectorEnv(0, make_env_i), std::invalid_argument);
+  EXPECT_THROW(VectorEnv(2, [](int) { return std::unique_ptr<Env>(); }), std::invalid_argument);
+  EXPECT_THROW(VectorEnv(2,
+                         [](int i) {
+                           ExperimentSpec spec = test_specs::tiny(/*layers=*/1 + i);
+                           return std::unique_ptr<Env>(std::make_unique<PartitionEnv>(
+                               "x", std::make_unique<FakeRun>(spec), spec));
+                         }),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace shardgym
