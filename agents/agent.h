@@ -29,6 +29,7 @@ struct Transition {
   Observation next_obs;
   bool terminated = false;
   bool truncated = false;
+  bool failed = false;  // the step failed (Info::error) or ran out of memory: reward is moot
 };
 
 class Agent {
@@ -40,7 +41,8 @@ class Agent {
   virtual void observe(const Transition& t) {}
   // Learn from what was observed; returns true when parameters changed.
   virtual bool update() { return false; }
-  // Called at the start of each episode, after env.reset() (static agents read the run there).
+  // Called at the start of each episode, before or after env.reset(): agents that read the
+  // run (static plans, oracles) keep the env and do so at their first act() of the episode.
   virtual void begin_episode(Env& env) {}
   virtual bool learns() const { return false; }
   // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.

@@ -10,8 +10,9 @@
 namespace shardgym {
 
 int TraceSummary::complete_episodes() const {
-  return static_cast<int>(std::count_if(episodes.begin(), episodes.end(),
-                                        [](const EpisodeSummary& e) { return e.info.complete; }));
+  return static_cast<int>(std::count_if(
+      episodes.begin(), episodes.end(),
+      [](const TraceEpisodeSummary& e) { return e.info.complete; }));
 }
 
 int64_t TraceSummary::total_steps() const {
@@ -40,7 +41,7 @@ TraceSummary summarize_trace(const std::string& path) {
   s.schema_version = s.attributes.version;
   s.num_strategies = static_cast<int>(reader.strategies().size());
   for (const auto& info : reader.episodes()) {
-    EpisodeSummary es;
+    TraceEpisodeSummary es;
     es.info = info;
     if (info.complete) {
       TraceEpisode ep = reader.read_episode(info.index);
@@ -186,7 +187,7 @@ std::string to_json(const TraceSummary& s) {
       << ", \"total_steps\": " << s.total_steps()
       << ", \"mean_return\": " << json_number(s.mean_return()) << ", \"episodes\": [";
   for (size_t i = 0; i < s.episodes.size(); ++i) {
-    const EpisodeSummary& e = s.episodes[i];
+    const TraceEpisodeSummary& e = s.episodes[i];
     out << (i ? ", " : "") << "{\"name\": " << json_string(e.info.name)
         << ", \"index\": " << e.info.index
         << ", \"complete\": " << (e.info.complete ? "true" : "false")

@@ -15,7 +15,7 @@
 
 namespace shardgym {
 
-struct EpisodeSummary {
+struct TraceEpisodeSummary {
   TraceEpisodeInfo info;      // name, complete, seed, agent, backend, steps, error
   double episode_return = 0;  // Σ rewards
   double mean_step_latency_s = 0;
@@ -33,7 +33,7 @@ struct TraceSummary {
   int num_strategies = 0;
   // Shapes of the first complete episode (0 when there is none).
   int num_blocks = 0, world = 0, obs_dim = 0, action_dim = 0;
-  std::vector<EpisodeSummary> episodes;  // complete and incomplete, by index
+  std::vector<TraceEpisodeSummary> episodes;  // complete and incomplete, by index
 
   int complete_episodes() const;
   int64_t total_steps() const;  // over complete episodes

@@ -1,0 +1,180 @@
+#include "agents/agent.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace shardgym {
+namespace {
+
+struct Entry {
+  std::string description;
+  AgentFactory factory;
+};
+
+std::map<std::string, Entry>& agent_registry() {
+  static std::map<std::string, Entry> registry;
+  return registry;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string known_agents() {
+  std::string out;
+  for (const auto& [name, entry] : agent_registry()) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "none registered" : out;
+}
+
+constexpr const char* kSaveMagic = "shardgym-agent";
+constexpr int kSaveVersion = 1;
+
+}  // namespace
+
+ParsedId ParsedId::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  ParsedId id;
+  const size_t open = text.find('(');
+  id.name = trim(text.substr(0, open));
+  if (id.name.empty()) throw std::invalid_argument("id '" + raw + "': empty name");
+  if (id.name.find_first_of("),=") != std::string::npos)
+    throw std::invalid_argument("id '" + raw + "': name '" + id.name + "' has ')', ',' or '='");
+  if (open == std::string::npos) return id;
+  if (text.back() != ')') throw std::invalid_argument("id '" + raw + "': expected ')' at the end");
+  const std::string body = text.substr(open + 1, text.size() - open - 2);
+  // Split on commas at nesting depth 0, so values may hold "tp2d(d1=2,d2=4,first=row)".
+  std::vector<std::string> items;
+  int depth = 0;
+  std::string cur;
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (c == '(') ++depth;
+    if (c == ')' && --depth < 0)
+      throw std::invalid_argument("id '" + raw + "': unbalanced ')' at position " +
+                                  std::to_string(open + 1 + i));
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (depth != 0) throw std::invalid_argument("id '" + raw + "': unbalanced '('");
+  if (!trim(cur).empty() || !items.empty()) items.push_back(cur);
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw std::invalid_argument("id '" + raw + "': parameter '" + trim(item) +
+                                  "' is not key=value");
+    std::string key = trim(item.substr(0, eq));
+    std::string value = trim(item.substr(eq + 1));
+    if (key.empty()) throw std::invalid_argument("id '" + raw + "': empty parameter name");
+    if (key.find_first_of("()") != std::string::npos)
+      throw std::invalid_argument("id '" + raw + "': bad parameter name '" + key + "'");
+    if (!id.params.emplace(key, value).second)
+      throw std::invalid_argument("id '" + raw + "': parameter '" + key + "' given twice");
+  }
+  return id;
+}
+
+double ParsedId::get(const std::string& key, double fallback) const {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  try {
+    size_t used = 0;
+    double v = std::stod(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
+    return v;
+  } catch (const std::exception&) {
+    throw std::invalid_argument(name + ": parameter " + key + "='" + it->second +
+                                "' is not a number");
+  }
+}
+
+std::string ParsedId::get(const std::string& key, const std::string& fallback) const {
+  auto it = params.find(key);
+  return it == params.end() ? fallback : it->second;
+}
+
+void ParsedId::check_keys(const std::vector<std::string>& allowed) const {
+  for (const auto& [key, value] : params) {
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    throw std::invalid_argument(name + ": unknown parameter '" + key +
+                                "' (accepted: " + (list.empty() ? "none" : list) + ")");
+  }
+}
+
+std::string ParsedId::to_string() const {
+  if (params.empty()) return name;
+  std::string out = name + "(";
+  bool first = true;
+  for (const auto& [key, value] : params) {
+    out += (first ? "" : ",") + key + "=" + value;
+    first = false;
+  }
+  return out + ")";
+}
+
+AgentRegistration::AgentRegistration(const std::string& name, const std::string& description,
+                                     AgentFactory f) {
+  if (!agent_registry().emplace(name, Entry{description, std::move(f)}).second)
+    throw std::logic_error("agent '" + name + "' registered twice");
+}
+
+std::vector<std::string> registered_agent_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : agent_registry()) names.push_back(name);
+  return names;
+}
+
+std::string agent_description(const std::string& name) {
+  auto it = agent_registry().find(name);
+  if (it == agent_registry().end())
+    throw std::invalid_argument("unknown agent '" + name + "' (known: " + known_agents() + ")");
+  return it->second.description;
+}
+
+std::unique_ptr<Agent> make_agent(const std::string& id, const EnvSpec& spec, uint64_t seed) {
+  ParsedId parsed = ParsedId::parse(id);
+  auto it = agent_registry().find(parsed.name);
+  if (it == agent_registry().end())
+    throw std::invalid_argument("unknown agent '" + parsed.name + "' in '" + id +
+                                "' (known: " + known_agents() + ")");
+  return it->second.factory(parsed, spec, seed);
+}
+
+void Agent::save(const std::string& path) const {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("agent save: cannot open '" + path + "' for writing");
+  out << kSaveMagic << ' ' << kSaveVersion << '\n' << name() << '\n';
+  write_state(out);
+  if (!out) throw std::runtime_error("agent save: write to '" + path + "' failed");
+}
+
+void Agent::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("agent load: cannot open '" + path + "'");
+  std::string magic, saved_name;
+  int version = 0;
+  in >> magic >> version;
+  in.ignore(1);
+  std::getline(in, saved_name);
+  if (magic != kSaveMagic || version != kSaveVersion)
+    throw std::runtime_error("agent load: '" + path + "' is not a " + kSaveMagic + " v" +
+                             std::to_string(kSaveVersion) + " file");
+  if (saved_name != name())
+    throw std::runtime_error("agent load: '" + path + "' holds agent '" + saved_name + "', not '" +
+                             name() + "'");
+  read_state(in);
+  if (in.bad()) throw std::runtime_error("agent load: read from '" + path + "' failed");
+}
+
+}  // namespace shardgym

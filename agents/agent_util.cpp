@@ -1,0 +1,127 @@
+#include "agents/agent_util.h"
+
+#include <cmath>
+#include <cstring>
+#include <istream>
+#include <ostream>
+#include <stdexcept>
+
+#include "env/partition_env.h"
+
+namespace shardgym::agents_detail {
+
+std::vector<std::vector<int>> allowed_entries(const std::vector<uint8_t>& mask, int blocks,
+                                              int catalog) {
+  if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog)
+    throw std::invalid_argument("action mask has " + std::to_string(mask.size()) +
+                                " entries, expected blocks*catalog = " + std::to_string(blocks) +
+                                "*" + std::to_string(catalog));
+  std::vector<std::vector<int>> out(blocks);
+  for (int b = 0; b < blocks; ++b)
+    for (int k = 0; k < catalog; ++k)
+      if (mask[static_cast<size_t>(b) * catalog + k]) out[b].push_back(k);
+  return out;
+}
+
+bool action_allowed(const Action& a, const std::vector<uint8_t>& mask, int catalog) {
+  if (static_cast<int64_t>(a.size()) * catalog != static_cast<int64_t>(mask.size())) return false;
+  for (size_t b = 0; b < a.size(); ++b) {
+    if (a[b] < 0 || a[b] >= catalog) return false;
+    if (!mask[b * catalog + a[b]]) return false;
+  }
+  return true;
+}
+
+Action current_action(const Observation& obs, int blocks, int catalog) {
+  const int64_t need = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
+  if (static_cast<int64_t>(obs.size()) < need)
+    throw std::invalid_argument(
+        "observation has " + std::to_string(obs.size()) +
+        " values, fewer than blocks*kBlockFeatures = " + std::to_string(need));
+  Action a(blocks);
+  for (int b = 0; b < blocks; ++b) {
+    long k = std::lround(obs[static_cast<size_t>(b) * PartitionEnv::kBlockFeatures] * catalog);
+    a[b] = static_cast<int32_t>(std::min<long>(std::max<long>(k, 0), catalog - 1));
+  }
+  return a;
+}
+
+Action respect_mask(const Action& wanted, const Action& current, const std::vector<uint8_t>& mask,
+                    int catalog) {
+  Action out(wanted.size());
+  auto ok = [&](size_t b, int k) { return k >= 0 && k < catalog && mask[b * catalog + k]; };
+  for (size_t b = 0; b < wanted.size(); ++b) {
+    if (ok(b, wanted[b])) {
+      out[b] = wanted[b];
+    } else if (ok(b, current[b])) {
+      out[b] = current[b];
+    } else {
+      out[b] = current[b];
+      for (int k = 0; k < catalog; ++k)
+        if (ok(b, k)) {
+          out[b] = k;
+          break;
+        }
+    }
+  }
+  return out;
+}
+
+int uniform_int(std::mt19937_64& rng, int n) {
+  if (n <= 0) throw std::invalid_argument("uniform_int: empty range");
+  const uint64_t range = static_cast<uint64_t>(n);
+  // Rejection sampling on the top bits: unbiased and identical on every platform.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % range;
+  uint64_t x;
+  do {
+    x = rng();
+  } while (x >= limit);
+  return static_cast<int>(x % range);
+}
+
+double uniform_real(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void write_rng(std::ostream& out, const std::mt19937_64& rng) { out << rng << '\n'; }
+
+void read_rng(std::istream& in, std::mt19937_64& rng) {
+  in >> rng;
+  if (!in) throw std::runtime_error("agent load: bad rng state");
+}
+
+void write_double(std::ostream& out, double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  out << bits << '\n';
+}
+
+double read_double(std::istream& in) {
+  uint64_t bits = 0;
+  if (!(in >> bits)) throw std::runtime_error("agent load: bad number in saved state");
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+int64_t read_int(std::istream& in) {
+  int64_t v = 0;
+  if (!(in >> v)) throw std::runtime_error("agent load: bad integer in saved state");
+  return v;
+}
+
+void write_action(std::ostream& out, const Action& a) {
+  out << a.size();
+  for (int32_t k : a) out << ' ' << k;
+  out << '\n';
+}
+
+Action read_action(std::istream& in) {
+  int64_t n = read_int(in);
+  if (n < 0 || n > (1 << 24)) throw std::runtime_error("agent load: bad action length");
+  Action a(static_cast<size_t>(n));
+  for (auto& k : a) k = static_cast<int32_t>(read_int(in));
+  return a;
+}
+
+}  // namespace shardgym::agents_detail

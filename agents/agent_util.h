@@ -1,0 +1,45 @@
+// Small helpers shared by the agents (not part of the public agent API): masks, the current
+// plan as the observation encodes it, seeded integer draws that do not depend on the
+// standard library's distributions (so a seed means the same actions everywhere), rng state
+// as text for save/load.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "env/env.h"
+
+namespace shardgym::agents_detail {
+
+// Allowed catalog entries of each block: mask[b*K + k] == 1. Throws if the size is wrong.
+std::vector<std::vector<int>> allowed_entries(const std::vector<uint8_t>& mask, int blocks,
+                                              int catalog);
+bool action_allowed(const Action& a, const std::vector<uint8_t>& mask, int catalog);
+
+// The plan in force, read from the observation (PartitionEnv layout: feature 0 of block b is
+// catalog index / K). Throws if the observation is too short.
+Action current_action(const Observation& obs, int blocks, int catalog);
+
+// Per block: `wanted` where the mask allows it, else `current` where allowed, else the first
+// allowed entry (else `current`: a block with no allowed entry cannot be helped).
+Action respect_mask(const Action& wanted, const Action& current, const std::vector<uint8_t>& mask,
+                    int catalog);
+
+// Uniform integer in [0, n) from raw 64-bit draws (modulo with rejection; no std distribution).
+int uniform_int(std::mt19937_64& rng, int n);
+// Uniform double in [0, 1) from the top 53 bits of one draw.
+double uniform_real(std::mt19937_64& rng);
+
+void write_rng(std::ostream& out, const std::mt19937_64& rng);
+void read_rng(std::istream& in, std::mt19937_64& rng);  // throws std::runtime_error
+// Exact text round-trips (doubles as their bit pattern, so NaN and ±inf survive).
+void write_double(std::ostream& out, double v);
+double read_double(std::istream& in);
+void write_action(std::ostream& out, const Action& a);
+Action read_action(std::istream& in);
+int64_t read_int(std::istream& in);
+
+}  // namespace shardgym::agents_detail

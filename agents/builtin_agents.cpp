@@ -1,0 +1,44 @@
+// Registration of the built-in agents (linked into every executable via shardgym::builtins).
+#include "agents/agent.h"
+#include "agents/baselines.h"
+#include "agents/oracle.h"
+#include "agents/search.h"
+
+namespace shardgym {
+namespace {
+
+AgentFactory static_plan(const std::string& plan) {
+  return [plan](const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
+    return make_static_agent(id, spec, seed, plan);
+  };
+}
+
+REGISTER_SHARDGYM_AGENT("random", "uniform over each block's allowed entries (seeded)",
+                        make_random_agent);
+REGISTER_SHARDGYM_AGENT("static",
+                        "one plan all episode: static(plan=megatron|megatron-sp|atp|dp|PLAN)",
+                        static_plan(""));
+REGISTER_SHARDGYM_AGENT("megatron", "static Megatron-LM plan (tp1d within a node, dp across)",
+                        static_plan("megatron"));
+REGISTER_SHARDGYM_AGENT("megatron-sp", "static Megatron-LM plan with sequence parallelism",
+                        static_plan("megatron-sp"));
+REGISTER_SHARDGYM_AGENT("atp", "static ATP plan: best uniform 2D mesh by ATP's planner",
+                        static_plan("atp"));
+REGISTER_SHARDGYM_AGENT("dp", "static pure data parallelism", static_plan("dp"));
+REGISTER_SHARDGYM_AGENT("random-search", "online random search over plans, keeps the best",
+                        make_random_search_agent);
+REGISTER_SHARDGYM_AGENT("greedy", "online coordinate descent over blocks from rewards",
+                        make_greedy_agent);
+REGISTER_SHARDGYM_AGENT("anneal", "online simulated annealing over plans from rewards",
+                        make_anneal_agent);
+REGISTER_SHARDGYM_AGENT("oracle",
+                        "static oracle: exact chain DP on the cost model under the episode's "
+                        "starting conditions (needs estimate())",
+                        make_oracle_agent);
+REGISTER_SHARDGYM_AGENT("dynamic-oracle",
+                        "re-plans per scenario phase knowing the future, paying repartitions "
+                        "(needs estimate() and a cloneable run)",
+                        make_dynamic_oracle_agent);
+
+}  // namespace
+}  // namespace shardgym

@@ -1,0 +1,195 @@
+// The dynamic oracle's schedule and the two oracle agents (see oracle.h).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "agents/agent_util.h"
+#include "agents/baselines.h"
+#include "agents/oracle.h"
+
+namespace shardgym {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Segment {
+  int first = 0, steps = 0, phase = 0;
+  std::unique_ptr<TrainingRun> before;  // the run one step before the segment (null for 0)
+  std::unique_ptr<TrainingRun> start;   // the run at the segment's first step
+};
+
+}  // namespace
+
+DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
+                               const OracleOptions& options) {
+  if (!run.cloneable())
+    throw std::runtime_error("dynamic-oracle: the " + run.backend() +
+                             " run cannot be cloned to look ahead");
+  DynamicSchedule schedule;
+  if (horizon <= 0) return schedule;
+  // Walk a copy of the run to the end of the episode, cutting at every change of phase.
+  std::vector<Segment> segs;
+  std::unique_ptr<TrainingRun> walker = run.clone();
+  std::unique_ptr<TrainingRun> before;
+  for (int i = 0; i < horizon; ++i) {
+    const int phase = walker->context().phase;
+    if (segs.empty() || phase != segs.back().phase)
+      segs.push_back({i, 0, phase, std::move(before), walker->clone()});
+    ++segs.back().steps;
+    before = walker->clone();
+    walker->step(walker->plan());
+  }
+
+  // Candidates: the plan in force and every segment's static optimum.
+  std::vector<Plan> cand = {run.plan()};
+  for (const Segment& s : segs) {
+    Plan p = static_oracle(*s.start, objective_for(*s.start, objective.weights), options).plan;
+    if (std::find(cand.begin(), cand.end(), p) == cand.end()) cand.push_back(p);
+  }
+  const size_t n = cand.size();
+  // first[k][x][y]: cost of the segment's first step running y with x in force (repartition
+  // included); steady[k][y]: each further step of y.
+  std::vector<std::vector<std::vector<double>>> first(
+      segs.size(), std::vector<std::vector<double>>(n, std::vector<double>(n, kInf)));
+  std::vector<std::vector<double>> steady(segs.size(), std::vector<double>(n, 0.0));
+  for (size_t k = 0; k < segs.size(); ++k) {
+    const PlanObjective obj = objective_for(*segs[k].start, objective.weights);
+    for (size_t x = 0; x < n; ++x) {
+      std::unique_ptr<TrainingRun> holder;
+      if (k == 0) {
+        if (x != 0) continue;  // only the plan in force can precede the first segment
+        holder = segs[0].start->clone();
+      } else {
+        holder = segs[k].before->clone();
+        holder->step(cand[x]);  // now at the segment's first step with x in force
+      }
+      for (size_t y = 0; y < n; ++y) {
+        std::optional<Measurement> m = holder->estimate(cand[y]);
+        if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
+      }
+      if (k > 0) {
+        std::optional<Measurement> m = holder->estimate(cand[x]);
+        steady[k][x] = m ? obj.cost(*m) : kInf;
+      }
+    }
+    if (k == 0 && segs[0].steps > 1) {
+      for (size_t y = 0; y < n; ++y) {
+        std::unique_ptr<TrainingRun> c = segs[0].start->clone();
+        c->step(cand[y]);
+        std::optional<Measurement> m = c->estimate(cand[y]);
+        steady[0][y] = m ? obj.cost(*m) : kInf;
+      }
+    }
+  }
+  // DP over segments: value[k][y] = best cost up to the end of segment k with y in force.
+  std::vector<std::vector<double>> value(segs.size(), std::vector<double>(n, kInf));
+  std::vector<std::vector<int>> from(segs.size(), std::vector<int>(n, -1));
+  for (size_t k = 0; k < segs.size(); ++k) {
+    for (size_t y = 0; y < n; ++y) {
+      const double rest = segs[k].steps > 1 ? (segs[k].steps - 1) * steady[k][y] : 0.0;
+      for (size_t x = 0; x < n; ++x) {
+        const double prior = k == 0 ? (x == 0 ? 0.0 : kInf) : value[k - 1][x];
+        const double v = prior + first[k][x][y] + rest;
+        if (v < value[k][y]) value[k][y] = v, from[k][y] = static_cast<int>(x);
+      }
+    }
+  }
+  const auto& last = value.back();
+  const size_t best = std::min_element(last.begin(), last.end()) - last.begin();
+  if (!std::isfinite(last[best]))
+    throw std::runtime_error("dynamic-oracle: no schedule fits memory over the episode");
+  schedule.total_cost = last[best];
+  schedule.segments.resize(segs.size());
+  for (int k = static_cast<int>(segs.size()) - 1, y = static_cast<int>(best); k >= 0; --k) {
+    OracleSegment& out = schedule.segments[k];
+    out.first_step = segs[k].first;
+    out.steps = segs[k].steps;
+    out.plan = cand[y];
+    out.step_cost = steady[k][y];
+    y = from[k][y];
+  }
+  return schedule;
+}
+
+namespace {
+
+// Remaining env steps of the episode: the time limit's, else the experiment's.
+int horizon_of(Env& env) {
+  int limit = env.spec().max_episode_steps;
+  if (limit <= 0) {
+    const ExperimentSpec* exp = find_experiment(env);
+    limit = exp ? exp->steps_per_episode : 0;
+  }
+  if (limit <= 0)
+    throw std::runtime_error("dynamic-oracle: the env has no episode length to plan over");
+  return std::max(1, limit - env.elapsed_steps());
+}
+
+// Both oracles plan lazily at the first act() of an episode (after reset: the conditions of
+// the episode are known then), then follow their plan through the mask.
+class OracleAgent : public Agent {
+ public:
+  OracleAgent(std::string name, const EnvSpec& spec, bool dynamic)
+      : name_(std::move(name)), catalog_(spec.catalog_size), dynamic_(dynamic) {}
+  std::string name() const override { return name_; }
+
+  void begin_episode(Env& env) override {
+    env_ = &env;
+    targets_.clear();
+  }
+
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+    if (!env_)
+      throw std::logic_error(name_ +
+                             ": act() before begin_episode(env): the oracle plans on "
+                             "the env's run");
+    if (targets_.empty()) plan();
+    const int t = env_->elapsed_steps() - start_;
+    size_t k = 0;
+    while (k + 1 < targets_.size() && t >= starts_[k + 1]) ++k;
+    const int blocks = static_cast<int>(targets_[k].size());
+    Action current = agents_detail::current_action(obs, blocks, catalog_);
+    return agents_detail::respect_mask(targets_[k], current, mask, catalog_);
+  }
+
+ private:
+  void plan() {
+    TrainingRun& run = env_->run();
+    const PlanObjective objective = objective_for(*env_);
+    start_ = env_->elapsed_steps();
+    starts_.clear();
+    if (!dynamic_) {
+      targets_.push_back(static_oracle(run, objective).action);
+      starts_.push_back(0);
+      return;
+    }
+    for (const OracleSegment& s : dynamic_oracle(run, objective, horizon_of(*env_)).segments) {
+      targets_.push_back(plan_to_action(s.plan, run.catalog()));
+      starts_.push_back(s.first_step);
+    }
+  }
+
+  std::string name_;
+  int catalog_;
+  bool dynamic_;
+  Env* env_ = nullptr;
+  int start_ = 0;
+  std::vector<Action> targets_;
+  std::vector<int> starts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Agent> make_oracle_agent(const ParsedId& id, const EnvSpec& spec, uint64_t) {
+  id.check_keys({});
+  return std::make_unique<OracleAgent>(id.to_string(), spec, false);
+}
+
+std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSpec& spec,
+                                                 uint64_t) {
+  id.check_keys({});
+  return std::make_unique<OracleAgent>(id.to_string(), spec, true);
+}
+
+}  // namespace shardgym

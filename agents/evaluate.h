@@ -1,0 +1,79 @@
+// Evaluation helpers behind `shardgym eval` and `shardgym compare`: one episode of an agent
+// on an env, and a whole comparison of agents over seeds normalised to static Megatron-LM.
+//
+//   auto env = make_env(spec.env_id, spec);
+//   auto agent = make_agent("greedy", env->spec(), 0);
+//   EpisodeSummary s = run_episode(*env, *agent, /*seed=*/0, /*learn=*/false);
+//
+// Throughput counts repartition time: tokens of the episode / Σ (iteration + repartition).
+// (Named EpisodeSummary because experiments/train.h already has an EpisodeStats.)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agents/agent.h"
+#include "runtime/core/experiment_spec.h"
+
+namespace shardgym {
+
+struct EpisodeSummary {
+  std::string agent;
+  uint64_t seed = 0;
+  int steps = 0;
+  double total_reward = 0;
+  double tokens = 0;
+  double time_s = 0;  // Σ (step latency + repartition)
+  double repartition_s = 0;
+  double throughput = 0;         // tokens / time_s
+  double peak_memory_bytes = 0;  // fullest rank over the episode
+  double energy_j = 0;
+  double energy_per_token_j = 0;
+  int failed_steps = 0;  // steps that came back with an error or out of memory (the
+                         // episode then ends); their figures are not counted
+  std::string final_plan;
+  double wall_s = 0;  // wall-clock time of the episode (agent + env)
+};
+
+// Resets `env` with `seed`, calls agent.begin_episode(env) and set_training(learn), then acts
+// until the episode ends. observe() gets every transition (online search agents need the
+// rewards to act at all); update() is called after each step only when `learn`. A step that
+// fails or runs out of memory ends the episode (Transition::failed, truncated): a plan in
+// force that does not fit leaves no valid action.
+EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn);
+
+struct CompareOptions {
+  std::string baseline = "megatron";  // the agent every figure is normalised to
+  int train_episodes = 0;             // learning agents: episodes of training per seed first
+  // Agent id → checkpoint to load instead of (or before) training.
+  std::map<std::string, std::string> checkpoints;
+  // Called after each evaluated episode (progress reporting); may be empty.
+  std::function<void(const EpisodeSummary&)> on_episode;
+};
+
+struct AgentComparison {
+  std::string agent;
+  std::vector<EpisodeSummary> episodes;  // one per seed, in seed order
+  std::vector<double> throughput_ratio;  // agent / baseline, per seed (> 1: faster)
+  std::vector<double> memory_ratio;      // peak memory agent / baseline
+  std::vector<double> energy_ratio;      // energy per token agent / baseline
+  double mean_throughput_ratio() const;
+};
+
+struct CompareResult {
+  std::string baseline;
+  std::vector<uint64_t> seeds;
+  std::vector<EpisodeSummary> baseline_episodes;
+  std::vector<AgentComparison> agents;  // in the order asked
+};
+
+// Builds the env with make_env(spec.env_id, spec), one fresh agent per (agent, seed) seeded
+// with the seed, trains learners for options.train_episodes episodes (env seeds disjoint from
+// the evaluation seeds), then evaluates one episode per seed with learn = false.
+CompareResult compare(const ExperimentSpec& spec, const std::vector<std::string>& agents,
+                      const std::vector<uint64_t>& seeds, const CompareOptions& options = {});
+
+}  // namespace shardgym

@@ -1,0 +1,89 @@
+// Oracles on the run's cost model: upper bounds for the comparison tables. They need a run
+// that can estimate() (the simulator) and, for the dynamic one, a cloneable run.
+//
+// Static oracle. The simulator's cost of a plan is a sum of per-block terms plus terms that
+// join neighbouring blocks (activation redistribution; a layer's two blocks share activation
+// memory under recomputation), so any plan's cost is recovered from estimate() calls around a
+// reference plan r (a functional ANOVA truncated at neighbouring pairs):
+//   u_b(j)     = F(r with b=j) − F(r)
+//   p_b(i, j)  = F(r with b−1=i, b=j) − F(r) − u_{b−1}(i) − u_b(j)
+//   F(x)       = F(r) + Σ_b u_b(x_b) + Σ_b p_b(x_{b−1}, x_b)
+// which is exact when F has no interaction beyond neighbours. Pair tables repeat along the
+// chain (same kinds, same layouts), so they are computed for the first attention→MLP and
+// MLP→attention pairs and only spot-checked elsewhere (recomputed in full on a mismatch).
+// Memory (the fullest rank's peak over capacity; every simulated rank holds the same bytes)
+// is decomposed the same way and must stay ≤ 1. The chain DP (chain_dp.h) then finds the
+// optimum exactly; the chosen plan is checked with one more estimate() (a plan the rounding
+// put just over capacity is re-solved with a slightly smaller budget) and compared with the
+// reference and the best uniform plan as a safety net. Costs are those estimate() reports
+// from the plan in force: with an energy weight they include the repartition's energy.
+//
+// Dynamic oracle. Knows the future: walks a clone of the run to the end of the episode,
+// splits it into segments of constant conditions (scenario phases), solves the static oracle
+// in each, then picks per segment one plan among those optima and the plan in force by a
+// small DP whose transition cost is the repartition the env would charge (measured with
+// estimate() on clones that hold the previous plan).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agents/agent.h"
+#include "agents/chain_dp.h"
+#include "agents/objective.h"
+
+namespace shardgym {
+
+struct OracleOptions {
+  size_t max_front = 1 << 14;  // chain_dp.h
+  int verify_samples = 24;     // spot checks per repeated pair table
+  // Relative tolerance of the spot checks and of "the decomposition predicted the estimate":
+  // sums of the same terms in a different order differ by rounding only.
+  double rel_tol = 1e-7;
+};
+
+struct OracleResult {
+  Plan plan;
+  Action action;
+  double cost = 0;            // estimate() of `plan`, costed (PlanObjective)
+  double predicted_cost = 0;  // what the chain decomposition predicted for the DP's plan
+  bool exact = true;          // DP exact and decomposition matched the estimate
+  std::string chosen_by;      // "dp", "reference" or "uniform" (safety net)
+  int64_t estimates = 0;      // estimate() calls spent
+};
+
+// The chain problem of `run` under its current conditions, around `reference` (a valid plan),
+// over each block's shape-valid catalog entries. Throws std::runtime_error if the run cannot
+// estimate.
+ChainProblem decompose_run(const TrainingRun& run, const PlanObjective& objective,
+                           const Plan& reference, const OracleOptions& options,
+                           int64_t* estimates = nullptr);
+
+// Throws std::runtime_error if the run cannot estimate or no plan fits.
+OracleResult static_oracle(const TrainingRun& run, const PlanObjective& objective,
+                           const OracleOptions& options = {});
+
+// A segment of the episode with constant conditions and the plan the dynamic oracle runs.
+struct OracleSegment {
+  int first_step = 0;  // index of the first env step of the segment, from the planning moment
+  int steps = 0;
+  Plan plan;
+  double step_cost = 0;  // steady cost per step of `plan` in this segment
+};
+
+struct DynamicSchedule {
+  std::vector<OracleSegment> segments;
+  double total_cost = 0;  // Σ steady costs + transitions (PlanObjective units)
+};
+
+// `horizon`: env steps left in the episode. Throws std::runtime_error if the run cannot
+// estimate or be cloned.
+DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
+                               const OracleOptions& options = {});
+
+std::unique_ptr<Agent> make_oracle_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
+std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSpec& spec,
+                                                 uint64_t seed);
+
+}  // namespace shardgym

@@ -1,0 +1,269 @@
+#include "agents/ppo.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "agents/agent_util.h"
+#include "agents/ppo_impl.h"
+#include "env/partition_env.h"
+
+namespace shardgym {
+
+void PPORollout::clear() {
+  obs.clear(), mask.clear(), act.clear(), logp.clear(), value.clear(), reward.clear();
+  done.clear();
+}
+
+PPOConfig PPOConfig::from_id(const ParsedId& id) {
+  id.check_keys({"lr", "rollout", "epochs", "minibatches", "gamma", "lambda", "clip", "ent", "vf",
+                 "max_grad_norm", "norm_adv", "clip_vloss", "hidden", "fail_reward", "ratio",
+                 "keep", "keep_p"});
+  PPOConfig c;
+  c.lr = id.get("lr", c.lr);
+  c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));
+  c.epochs = static_cast<int>(id.get("epochs", static_cast<double>(c.epochs)));
+  c.minibatches = static_cast<int>(id.get("minibatches", static_cast<double>(c.minibatches)));
+  c.gamma = id.get("gamma", c.gamma);
+  c.lambda = id.get("lambda", c.lambda);
+  c.clip = id.get("clip", c.clip);
+  c.ent_coef = id.get("ent", c.ent_coef);
+  c.vf_coef = id.get("vf", c.vf_coef);
+  c.max_grad_norm = id.get("max_grad_norm", c.max_grad_norm);
+  c.norm_adv = id.get("norm_adv", 1.0) != 0;
+  c.clip_vloss = id.get("clip_vloss", 1.0) != 0;
+  c.hidden = static_cast<int>(id.get("hidden", static_cast<double>(c.hidden)));
+  c.fail_reward = id.get("fail_reward", c.fail_reward);
+  c.keep = id.get("keep", 1.0) != 0;
+  c.keep_p = id.get("keep_p", c.keep_p);
+  auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
+  const std::string ratio = id.get("ratio", std::string("block"));
+  if (ratio != "block" && ratio != "joint")
+    bad("ratio must be block or joint, not '" + ratio + "'");
+  c.block_ratio = ratio == "block";
+  if (!(c.lr > 0)) bad("lr must be > 0");
+  if (c.rollout < 1 || c.epochs < 1 || c.minibatches < 1 || c.hidden < 1)
+    bad("rollout, epochs, minibatches and hidden must be >= 1");
+  if (c.minibatches > c.rollout) bad("minibatches must not exceed rollout");
+  if (!(c.gamma >= 0 && c.gamma <= 1) || !(c.lambda >= 0 && c.lambda <= 1))
+    bad("gamma and lambda must lie in [0, 1]");
+  if (!(c.clip > 0) || !(c.max_grad_norm > 0)) bad("clip and max_grad_norm must be > 0");
+  if (!(c.keep_p > 0 && c.keep_p < 1)) bad("keep_p must lie in (0, 1)");
+  return c;
+}
+
+PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
+    : blocks(spec.num_blocks),
+      catalog(spec.catalog_size),
+      config(cfg),
+      gen(at::detail::createCPUGenerator(seed)) {
+  if (blocks <= 0 || catalog <= 0)
+    throw std::invalid_argument("ppo: the env spec has no blocks or an empty catalog");
+  if (spec.observation_space.shape.size() != 1)
+    throw std::invalid_argument("ppo: needs a flat observation (PartitionEnv layout)");
+  obs_dim = static_cast<int>(spec.observation_space.shape[0]);
+  globals = obs_dim - blocks * PartitionEnv::kBlockFeatures;
+  if (globals < PartitionEnv::kGlobalFixed)
+    throw std::invalid_argument("ppo: observation of " + std::to_string(obs_dim) +
+                                " values is too short for " + std::to_string(blocks) + " blocks");
+  torch::manual_seed(seed);
+  net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
+                              cfg.keep);
+  if (cfg.keep) {
+    torch::NoGradGuard no_grad;
+    net->keep_bias.fill_(std::log(cfg.keep_p / (1 - cfg.keep_p) * std::max(1, catalog - 1)));
+  }
+  optimizer = std::make_unique<torch::optim::Adam>(net->parameters(),
+                                                   torch::optim::AdamOptions(cfg.lr).eps(1e-5));
+}
+
+std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,
+                                            const std::vector<uint8_t>& mask) const {
+  std::vector<uint8_t> out(mask);
+  if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog)
+    throw std::invalid_argument("ppo: mask of " + std::to_string(mask.size()) +
+                                " entries, expected " + std::to_string(blocks * catalog));
+  Action current;
+  for (int b = 0; b < blocks; ++b) {
+    bool any = false;
+    for (int k = 0; k < catalog && !any; ++k) any = mask[b * catalog + k] != 0;
+    if (any) continue;
+    if (current.empty()) current = agents_detail::current_action(obs, blocks, catalog);
+    out[b * catalog + current[b]] = 1;
+  }
+  return out;
+}
+
+torch::Tensor PPO::Impl::obs_tensor(const std::vector<float>& flat, int64_t rows) const {
+  return torch::from_blob(const_cast<float*>(flat.data()), {rows, obs_dim}, torch::kFloat32)
+      .clone();
+}
+
+torch::Tensor PPO::Impl::mask_tensor(const std::vector<uint8_t>& flat, int64_t rows) const {
+  return torch::from_blob(const_cast<uint8_t*>(flat.data()), {rows, blocks, catalog}, torch::kUInt8)
+      .to(torch::kBool);
+}
+
+std::vector<float> PPO::Impl::values(const std::vector<float>& flat, int64_t rows) {
+  torch::NoGradGuard no_grad;
+  std::vector<uint8_t> ones(static_cast<size_t>(rows) * blocks * catalog, 1);
+  torch::Tensor v = net->forward(obs_tensor(flat, rows), mask_tensor(ones, rows)).second;
+  return std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + rows);
+}
+
+PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_values) {
+  const int64_t rows = r.rows(), n = r.envs, steps = rows / n;
+  // GAE(γ, λ), backwards per env.
+  std::vector<float> adv(rows), ret(rows);
+  for (int64_t i = 0; i < n; ++i) {
+    double last = 0;
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      const int64_t k = t * n + i;
+      const double next_v = t == steps - 1 ? next_values[i] : r.value[k + n];
+      const double nonterminal = r.done[k] ? 0.0 : 1.0;
+      const double delta = r.reward[k] + config.gamma * next_v * nonterminal - r.value[k];
+      last = delta + config.gamma * config.lambda * nonterminal * last;
+      adv[k] = static_cast<float>(last);
+      ret[k] = static_cast<float>(last + r.value[k]);
+    }
+  }
+  torch::Tensor obs = obs_tensor(r.obs, rows);
+  torch::Tensor mask = mask_tensor(r.mask, rows);
+  torch::Tensor act =
+      torch::from_blob(const_cast<int64_t*>(r.act.data()), {rows, blocks}, torch::kInt64).clone();
+  auto col = [&](const std::vector<float>& v) {
+    return torch::from_blob(const_cast<float*>(v.data()), {rows}, torch::kFloat32).clone();
+  };
+  torch::Tensor old_logp =
+      torch::from_blob(const_cast<float*>(r.logp.data()), {rows, blocks}, torch::kFloat32).clone();
+  torch::Tensor old_value = col(r.value), b_adv = col(adv), b_ret = col(ret);
+
+  PPOUpdate u;
+  const int64_t mb = std::max<int64_t>(1, (rows + config.minibatches - 1) / config.minibatches);
+  int batches = 0;
+  double clipped = 0;
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    torch::Tensor perm = torch::randperm(rows, gen);
+    for (int64_t start = 0; start < rows; start += mb) {
+      torch::Tensor idx = perm.slice(0, start, std::min(rows, start + mb));
+      auto [logits, value] = net->forward(obs.index_select(0, idx), mask.index_select(0, idx));
+      ppo_detail::PlanDistribution dist =
+          ppo_detail::distribution(logits, mask.index_select(0, idx));
+      // Per-block log-ratios [m, B]; joint: their sum [m, 1].
+      torch::Tensor log_ratio =
+          dist.block_log_prob(act.index_select(0, idx)) - old_logp.index_select(0, idx);
+      if (!config.block_ratio) log_ratio = log_ratio.sum(1, /*keepdim=*/true);
+      torch::Tensor entropy = dist.entropy().mean();
+      torch::Tensor ratio = log_ratio.exp();
+      torch::Tensor a = b_adv.index_select(0, idx);
+      if (config.norm_adv && a.size(0) > 1) a = (a - a.mean()) / (a.std() + 1e-8);
+      a = a.unsqueeze(1);
+      torch::Tensor pg =
+          torch::max(-a * ratio, -a * torch::clamp(ratio, 1 - config.clip, 1 + config.clip))
+              .sum(1)
+              .mean();
+      torch::Tensor target = b_ret.index_select(0, idx), v_old = old_value.index_select(0, idx);
+      torch::Tensor v_loss;
+      if (config.clip_vloss) {
+        torch::Tensor v_clip = v_old + torch::clamp(value - v_old, -config.clip, config.clip);
+        v_loss = 0.5 * torch::max((value - target).pow(2), (v_clip - target).pow(2)).mean();
+      } else {
+        v_loss = 0.5 * (value - target).pow(2).mean();
+      }
+      torch::Tensor loss = pg - config.ent_coef * entropy + config.vf_coef * v_loss;
+      optimizer->zero_grad();
+      loss.backward();
+      torch::nn::utils::clip_grad_norm_(net->parameters(), config.max_grad_norm);
+      optimizer->step();
+      {
+        torch::NoGradGuard no_grad;
+        u.approx_kl += ((ratio - 1) - log_ratio).sum(1).mean().item<double>();
+        clipped += ((ratio - 1).abs() > config.clip).to(torch::kFloat32).mean().item<double>();
+      }
+      u.policy_loss += pg.item<double>();
+      u.value_loss += v_loss.item<double>();
+      u.entropy += entropy.item<double>();
+      ++batches;
+    }
+  }
+  u.policy_loss /= batches, u.value_loss /= batches, u.entropy /= batches;
+  u.approx_kl /= batches;
+  u.clip_fraction = clipped / batches;
+  u.update = ++updates;
+  u.env_steps = env_steps;
+  u.mean_episode_return = std::numeric_limits<double>::quiet_NaN();
+  return u;
+}
+
+PPO::PPO(const EnvSpec& spec, const PPOConfig& config, uint64_t seed, std::string name)
+    : name_(std::move(name)), config_(config), impl_(std::make_unique<Impl>(spec, config, seed)) {}
+
+PPO::~PPO() = default;
+
+int64_t PPO::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : impl_->net->parameters()) n += p.numel();
+  return n;
+}
+
+Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
+  Impl& m = *impl_;
+  if (static_cast<int>(obs.size()) != m.obs_dim)
+    throw std::invalid_argument("ppo: observation of " + std::to_string(obs.size()) +
+                                " values, the env spec says " + std::to_string(m.obs_dim));
+  torch::NoGradGuard no_grad;
+  std::vector<uint8_t> usable = m.usable_mask(obs, mask);
+  torch::Tensor mask_t = m.mask_tensor(usable, 1);
+  auto [logits, value] = m.net->forward(m.obs_tensor(obs, 1), mask_t);
+  ppo_detail::PlanDistribution dist = ppo_detail::distribution(logits, mask_t);
+  torch::Tensor a = training_ ? dist.sample(m.gen) : dist.mode();
+  Action out(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.blocks);
+  if (training_) {
+    m.pending = true;
+    m.pending_obs = obs;
+    m.pending_mask = std::move(usable);
+    m.pending_act.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.blocks);
+    torch::Tensor lp = dist.block_log_prob(a);
+    m.pending_logp.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m.blocks);
+    m.pending_value = value.item<float>();
+  }
+  return out;
+}
+
+void PPO::observe(const Transition& t) {
+  Impl& m = *impl_;
+  if (!training_ || !m.pending) return;
+  m.pending = false;
+  if (!std::equal(t.action.begin(), t.action.end(), m.pending_act.begin(), m.pending_act.end()))
+    return;  // someone else chose this step: not the policy's sample
+  double reward = t.failed ? config_.fail_reward : t.reward;
+  const bool done = t.terminated || t.truncated || t.failed;
+  if (t.truncated && !t.terminated && !t.failed)
+    reward += config_.gamma * m.values(t.next_obs, 1)[0];  // time limit: bootstrap
+  PPORollout& b = m.buffer;
+  b.obs.insert(b.obs.end(), m.pending_obs.begin(), m.pending_obs.end());
+  b.mask.insert(b.mask.end(), m.pending_mask.begin(), m.pending_mask.end());
+  b.act.insert(b.act.end(), m.pending_act.begin(), m.pending_act.end());
+  b.logp.insert(b.logp.end(), m.pending_logp.begin(), m.pending_logp.end());
+  b.value.push_back(m.pending_value);
+  b.reward.push_back(static_cast<float>(reward));
+  b.done.push_back(done ? 1 : 0);
+  m.have_next = true;
+  m.next_obs = t.next_obs;
+  ++m.env_steps;
+}
+
+bool PPO::update() {
+  Impl& m = *impl_;
+  if (!training_ || m.buffer.rows() < config_.rollout) return false;
+  const std::vector<float> next = {m.buffer.done.back() ? 0.0f : m.values(m.next_obs, 1)[0]};
+  m.learn(m.buffer, next);
+  m.buffer.clear();
+  return true;
+}
+
+std::unique_ptr<Agent> make_ppo_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
+  return std::make_unique<PPO>(spec, PPOConfig::from_id(id), seed, id.to_string());
+}
+
+}  // namespace shardgym

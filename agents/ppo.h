@@ -1,0 +1,122 @@
+// PPO (Schulman et al. 2017) for per-block partitioning, in LibTorch. CleanRL's ppo.py
+// defaults are the starting point. This header is torch-free; the network lives in
+// agents/ppo_net.h (private) and LibTorch is linked only to shardgym::agents_rl.
+//
+// Policy. A per-block encoder shared by all blocks (MLP over the block's 10 features, its
+// kind, its position and the global features — observation layout in env/partition_env.h)
+// feeds one categorical head per block over the catalog; masked entries get logit −inf, so a
+// masked action is never sampled. Log-probability and entropy of a plan are sums over blocks
+// (CleanRL's MultiDiscrete). The value head reads the mean block embedding and the globals.
+// Because measured times, link bandwidths and the scenario phase are inputs, the policy
+// reacts to a change of conditions within an episode.
+//
+// Learning. GAE(γ, λ); clipped surrogate; clipped value loss; entropy bonus; advantages
+// normalised per minibatch; Adam (eps 1e-5); global gradient-norm clipping. Two departures
+// from CleanRL, both switchable: ratio=block clips the probability ratio of every block
+// separately (Σ_b min(r_b·A, clip(r_b)·A)) — with one joint ratio over B blocks, the clip
+// lets each block move only ~clip/B per update; keep=1 adds a learned per-kind logit bonus
+// for the entry in force (see ppo_net.h). A truncated
+// episode bootstraps from the value of its final observation; a failed step (the env's
+// error, or a plan out of memory) ends the episode with reward `fail_reward` (train() resets
+// that env at once).
+//
+//   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
+//       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
+//       keep_p=0.95)
+//
+// Two ways to train: the Agent API (act / observe / update: an update runs every `rollout`
+// observed steps) or train() on a VectorEnv (`rollout` steps of every env per update).
+// Determinism: the agent draws from its own generator, seeded with its seed; parameters are
+// initialised after torch::manual_seed(seed). With at::set_num_threads(1) the same seed gives
+// the same learning curve bit for bit on the simulator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agents/agent.h"
+
+namespace shardgym {
+
+class VectorEnv;
+
+struct PPOConfig {
+  double lr = 3e-4;
+  int rollout = 128;  // steps per env between updates
+  int epochs = 4;
+  int minibatches = 4;
+  double gamma = 0.99;
+  double lambda = 0.95;
+  double clip = 0.2;
+  double ent_coef = 0.01;
+  double vf_coef = 0.5;
+  double max_grad_norm = 0.5;
+  bool norm_adv = true;
+  bool clip_vloss = true;
+  int hidden = 64;
+  double fail_reward = -1.0;
+  bool block_ratio = true;  // ratio=block (per-block clipping) | ratio=joint (CleanRL)
+  bool keep = true;         // learned logit bonus for each block's entry in force
+  // Initial probability that a block keeps its entry (sets the keep bonus's start:
+  // log(p/(1−p)·(K−1)) against K−1 equal alternatives). Adam moves a single scalar only
+  // ~lr per step, so the start matters: a near-uniform start repartitions every block at
+  // every step and drowns the reward of any plan in repartition cost.
+  double keep_p = 0.95;
+
+  // From "ppo(k=v,...)"; throws std::invalid_argument on unknown keys or bad values.
+  static PPOConfig from_id(const ParsedId& id);
+};
+
+// One update's figures (CleanRL's logged scalars).
+struct PPOUpdate {
+  int update = 0;
+  int64_t env_steps = 0;  // total so far
+  double policy_loss = 0, value_loss = 0, entropy = 0, approx_kl = 0, clip_fraction = 0;
+  double mean_episode_return = 0;  // of the episodes that ended during this rollout (NaN: none)
+  int episodes = 0;
+};
+
+struct PPOTrainResult {
+  int64_t env_steps = 0;
+  std::vector<PPOUpdate> updates;
+  std::vector<double> episode_returns;  // in order of completion, all envs
+  double wall_s = 0;
+};
+
+class PPO : public Agent {
+ public:
+  PPO(const EnvSpec& spec, const PPOConfig& config, uint64_t seed, std::string name = "ppo");
+  ~PPO() override;
+
+  std::string name() const override { return name_; }
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override;
+  void observe(const Transition& t) override;
+  bool update() override;
+  bool learns() const override { return true; }
+  void set_training(bool training) override { training_ = training; }
+  void save(const std::string& path) const override;
+  void load(const std::string& path) override;
+
+  // Trains on `envs` for at least `steps` env steps (summed over envs; whole rollouts).
+  // The envs are reset at the start with seeds from the agent's generator. on_update is
+  // called after every update (progress, logging); may be empty.
+  PPOTrainResult train(VectorEnv& envs, int64_t steps,
+                       const std::function<void(const PPOUpdate&)>& on_update = {});
+
+  const PPOConfig& config() const { return config_; }
+  int64_t parameter_count() const;
+
+ private:
+  struct Impl;
+  std::string name_;
+  PPOConfig config_;
+  bool training_ = true;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Agent> make_ppo_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
+
+}  // namespace shardgym

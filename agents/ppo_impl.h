@@ -1,0 +1,66 @@
+// PPO's internals shared by ppo.cpp (agent API, learning, save/load) and ppo_train.cpp
+// (VectorEnv training). Private to shardgym::agents_rl: includes LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "agents/ppo.h"
+#include "agents/ppo_net.h"
+
+namespace shardgym {
+
+// A rollout, time-major and flat: step t of env i is row t·envs + i.
+struct PPORollout {
+  int envs = 1;
+  std::vector<float> obs;     // rows × D
+  std::vector<uint8_t> mask;  // rows × B·K
+  std::vector<int64_t> act;   // rows × B
+  std::vector<float> logp;    // rows × B: log-probability of each block's entry
+  std::vector<float> value, reward;
+  std::vector<uint8_t> done;  // the episode ended at this step (no bootstrap from the next)
+
+  int64_t rows() const { return static_cast<int64_t>(value.size()); }
+  void clear();
+};
+
+struct PPO::Impl {
+  Impl(const EnvSpec& spec, const PPOConfig& config, uint64_t seed);
+
+  int blocks, catalog, obs_dim, globals;
+  PPOConfig config;
+  ppo_detail::PolicyNet net{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer;
+  at::Generator gen;
+  int updates = 0;
+  int64_t env_steps = 0;
+
+  // Agent-API path (one env): the step act() took, waiting for observe().
+  PPORollout buffer;
+  bool pending = false;
+  std::vector<float> pending_obs;
+  std::vector<uint8_t> pending_mask;
+  std::vector<int64_t> pending_act;
+  std::vector<float> pending_logp;  // per block
+  float pending_value = 0;
+  bool have_next = false;
+  std::vector<float> next_obs;
+
+  // The env's mask with every empty block row given the block's current entry (a block with
+  // nothing allowed cannot be helped; this keeps the distribution defined).
+  std::vector<uint8_t> usable_mask(const std::vector<float>& obs,
+                                   const std::vector<uint8_t>& mask) const;
+  torch::Tensor obs_tensor(const std::vector<float>& flat, int64_t rows) const;
+  torch::Tensor mask_tensor(const std::vector<uint8_t>& flat, int64_t rows) const;
+  // Values of observations (no grad), [rows].
+  std::vector<float> values(const std::vector<float>& flat, int64_t rows);
+
+  // GAE over the rollout (next_values: one per env, after the last step), then the clipped
+  // PPO update. Returns the update's figures.
+  PPOUpdate learn(const PPORollout& r, const std::vector<float>& next_values);
+};
+
+}  // namespace shardgym

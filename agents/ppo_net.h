@@ -1,0 +1,47 @@
+// PPO's actor-critic network (private to shardgym::agents_rl: includes LibTorch).
+//
+// obs [N, D] with D = B·F + G (F = PartitionEnv::kBlockFeatures per block, then G globals):
+//   in_b   = [block features (F), is_attention, is_mlp, b / B, globals (G)]      [N, B, F+3+G]
+//   h_b    = tanh(W2 · tanh(W1 · in_b))                                          [N, B, H]
+//   logits = W_pi · h_b (+ keep_kind on the block's current entry), −inf where masked [N, B, K]
+//   value  = w_v · tanh(W_v · [mean_b h_b, globals])                              [N]
+// keep_kind: one learned logit bonus per block kind for the entry in force (read from the
+// block's first feature, catalog index / K). Keeping a plan is what avoids repartitions, and
+// without it "keep" must be learnt separately for every entry.
+// Orthogonal initialisation as in CleanRL (gain √2, policy head 0.01, value head 1).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace shardgym::ppo_detail {
+
+struct PolicyNetImpl : torch::nn::Module {
+  PolicyNetImpl(int blocks, int catalog, int block_features, int globals, int hidden, bool keep);
+
+  // Masked logits [N, B, K] and values [N]. mask: bool [N, B, K].
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& obs,
+                                                  const torch::Tensor& mask);
+
+  int blocks, catalog, block_features, globals, hidden;
+  bool keep;
+  torch::nn::Linear enc1{nullptr}, enc2{nullptr}, pi{nullptr}, v1{nullptr}, v2{nullptr};
+  torch::Tensor block_extra;  // [B, 3]: kind one-hot, position
+  torch::Tensor block_kind;   // [B] long: 0 attention, 1 MLP
+  torch::Tensor keep_bias;    // [2] (a parameter when `keep`)
+};
+TORCH_MODULE(PolicyNet);
+
+// Joint log-probability and entropy of per-block categoricals (sums over blocks), [N] each.
+struct PlanDistribution {
+  torch::Tensor log_probs;  // [N, B, K], −inf where masked
+  torch::Tensor mask;       // [N, B, K] bool
+
+  torch::Tensor log_prob(const torch::Tensor& actions) const;        // actions: long [N, B]
+  torch::Tensor block_log_prob(const torch::Tensor& actions) const;  // [N, B]
+  torch::Tensor entropy() const;
+  torch::Tensor sample(at::Generator& gen) const;  // long [N, B]
+  torch::Tensor mode() const;                      // long [N, B]
+};
+PlanDistribution distribution(const torch::Tensor& masked_logits, const torch::Tensor& mask);
+
+}  // namespace shardgym::ppo_detail

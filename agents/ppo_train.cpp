@@ -1,0 +1,209 @@
+// PPO on a VectorEnv, and PPO checkpoints (see ppo.h).
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "agents/ppo_impl.h"
+#include "env/vector_env.h"
+
+namespace shardgym {
+
+PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
+                          const std::function<void(const PPOUpdate&)>& on_update) {
+  Impl& m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  const EnvSpec& spec = envs.spec();
+  if (spec.num_blocks != m.blocks || spec.catalog_size != m.catalog ||
+      spec.observation_space.flat_size() != m.obs_dim)
+    throw std::invalid_argument("ppo train: the vector env's spaces differ from the agent's");
+  const int n = envs.size();
+  PPOTrainResult result;
+  const uint64_t seed = static_cast<uint64_t>(at::randint(1 << 30, {1}, m.gen).item<int64_t>());
+  std::vector<Observation> obs = envs.reset(seed);
+  std::vector<double> running(n, 0.0);
+  const bool was_training = training_;
+  training_ = true;
+  while (result.env_steps < steps) {
+    PPORollout r;
+    r.envs = n;
+    int ended = 0;
+    double ended_sum = 0;
+    for (int t = 0; t < config_.rollout; ++t) {
+      std::vector<std::vector<uint8_t>> masks = envs.action_masks();
+      std::vector<float> flat_obs;
+      std::vector<uint8_t> flat_mask;
+      for (int i = 0; i < n; ++i) {
+        std::vector<uint8_t> usable = m.usable_mask(obs[i], masks[i]);
+        flat_obs.insert(flat_obs.end(), obs[i].begin(), obs[i].end());
+        flat_mask.insert(flat_mask.end(), usable.begin(), usable.end());
+      }
+      torch::Tensor a, logp, value;
+      {
+        torch::NoGradGuard no_grad;
+        torch::Tensor mask_t = m.mask_tensor(flat_mask, n);
+        auto out = m.net->forward(m.obs_tensor(flat_obs, n), mask_t);
+        ppo_detail::PlanDistribution dist = ppo_detail::distribution(out.first, mask_t);
+        a = dist.sample(m.gen);
+        logp = dist.block_log_prob(a).contiguous();
+        value = out.second;
+      }
+      std::vector<Action> actions(n);
+      for (int i = 0; i < n; ++i)
+        actions[i].assign(a[i].data_ptr<int64_t>(), a[i].data_ptr<int64_t>() + m.blocks);
+      VectorStep s = envs.step(actions);
+      // Time-limit truncations bootstrap from the final observation's value (one batch).
+      std::vector<int> boot;
+      std::vector<float> final_flat;
+      for (int i = 0; i < n; ++i)
+        if (s.truncated[i] && !s.terminated[i] && s.infos[i].error.empty() &&
+            !s.infos[i].measurement.oom && !s.final_obs[i].empty()) {
+          boot.push_back(i);
+          final_flat.insert(final_flat.end(), s.final_obs[i].begin(), s.final_obs[i].end());
+        }
+      std::vector<float> boot_v = boot.empty()
+                                      ? std::vector<float>{}
+                                      : m.values(final_flat, static_cast<int64_t>(boot.size()));
+      r.obs.insert(r.obs.end(), flat_obs.begin(), flat_obs.end());
+      r.mask.insert(r.mask.end(), flat_mask.begin(), flat_mask.end());
+      r.act.insert(r.act.end(), a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + n * m.blocks);
+      for (int i = 0; i < n; ++i) {
+        const bool failed = !s.infos[i].error.empty() || s.infos[i].measurement.oom;
+        double reward = failed ? config_.fail_reward : s.rewards[i];
+        for (size_t j = 0; j < boot.size(); ++j)
+          if (boot[j] == i) reward += config_.gamma * boot_v[j];
+        const bool done = s.terminated[i] || s.truncated[i] || failed;
+        r.logp.insert(r.logp.end(), logp[i].data_ptr<float>(),
+                      logp[i].data_ptr<float>() + m.blocks);
+        r.value.push_back(value[i].item<float>());
+        r.reward.push_back(static_cast<float>(reward));
+        r.done.push_back(done ? 1 : 0);
+        running[i] += s.rewards[i];
+        // Out of memory ends the episode here even if the env would go on: with a plan in
+        // force that does not fit, no action is valid.
+        if (failed && !s.terminated[i] && !s.truncated[i]) s.obs[i] = envs.env(i).reset().obs;
+        if (done) {
+          result.episode_returns.push_back(running[i]);
+          ended_sum += running[i];
+          ++ended;
+          running[i] = 0;
+        }
+      }
+      obs = std::move(s.obs);
+      result.env_steps += n;
+      m.env_steps += n;
+    }
+    std::vector<float> flat_next;
+    for (const Observation& o : obs) flat_next.insert(flat_next.end(), o.begin(), o.end());
+    PPOUpdate u = m.learn(r, m.values(flat_next, n));
+    u.episodes = ended;
+    if (ended > 0) u.mean_episode_return = ended_sum / ended;
+    result.updates.push_back(u);
+    if (on_update) on_update(u);
+  }
+  training_ = was_training;
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+namespace {
+
+constexpr int64_t kCheckpointVersion = 1;
+
+template <typename T>
+torch::Tensor vec_tensor(const std::vector<T>& v, torch::ScalarType type) {
+  return torch::from_blob(const_cast<T*>(v.data()), {static_cast<int64_t>(v.size())}, type).clone();
+}
+
+template <typename T>
+std::vector<T> tensor_vec(torch::serialize::InputArchive& in, const std::string& key) {
+  torch::Tensor t;
+  in.read(key, t);
+  t = t.contiguous();
+  return std::vector<T>(t.data_ptr<T>(), t.data_ptr<T>() + t.numel());
+}
+
+}  // namespace
+
+void PPO::save(const std::string& path) const {
+  const Impl& m = *impl_;
+  torch::serialize::OutputArchive root, net, opt;
+  m.net->save(net);
+  m.optimizer->save(opt);
+  root.write("net", net);
+  root.write("optimizer", opt);
+  root.write("generator", m.gen.get_state());
+  root.write("header",
+             torch::tensor({kCheckpointVersion, int64_t{m.blocks}, int64_t{m.catalog},
+                            int64_t{m.obs_dim}, int64_t{config_.hidden}, int64_t{m.updates},
+                            m.env_steps, int64_t{m.pending}, int64_t{m.have_next}}));
+  const PPORollout& b = m.buffer;
+  root.write("buf_obs", vec_tensor(b.obs, torch::kFloat32));
+  root.write("buf_mask", vec_tensor(b.mask, torch::kUInt8));
+  root.write("buf_act", vec_tensor(b.act, torch::kInt64));
+  root.write("buf_logp", vec_tensor(b.logp, torch::kFloat32));
+  root.write("buf_value", vec_tensor(b.value, torch::kFloat32));
+  root.write("buf_reward", vec_tensor(b.reward, torch::kFloat32));
+  root.write("buf_done", vec_tensor(b.done, torch::kUInt8));
+  root.write("pending_obs", vec_tensor(m.pending_obs, torch::kFloat32));
+  root.write("pending_mask", vec_tensor(m.pending_mask, torch::kUInt8));
+  root.write("pending_act", vec_tensor(m.pending_act, torch::kInt64));
+  root.write("pending_logp", vec_tensor(m.pending_logp, torch::kFloat32));
+  root.write("pending_value", torch::tensor({m.pending_value}));
+  root.write("next_obs", vec_tensor(m.next_obs, torch::kFloat32));
+  try {
+    root.save_to(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("ppo save: cannot write '" + path +
+                             "': " + e.what_without_backtrace());
+  }
+}
+
+void PPO::load(const std::string& path) {
+  Impl& m = *impl_;
+  try {
+    torch::serialize::InputArchive root, net, opt;
+    root.load_from(path);
+    std::vector<int64_t> h = tensor_vec<int64_t>(root, "header");
+    if (h.size() != 9 || h[0] != kCheckpointVersion)
+      throw std::runtime_error("ppo load: '" + path + "' has an unknown checkpoint version");
+    if (h[1] != m.blocks || h[2] != m.catalog || h[3] != m.obs_dim || h[4] != config_.hidden)
+      throw std::runtime_error("ppo load: '" + path + "' is for " + std::to_string(h[1]) +
+                               " blocks × " + std::to_string(h[2]) + " entries, obs " +
+                               std::to_string(h[3]) + ", hidden " + std::to_string(h[4]) +
+                               "; this agent has " + std::to_string(m.blocks) + " × " +
+                               std::to_string(m.catalog) + ", obs " + std::to_string(m.obs_dim) +
+                               ", hidden " + std::to_string(config_.hidden));
+    root.read("net", net);
+    root.read("optimizer", opt);
+    m.net->load(net);
+    m.optimizer->load(opt);
+    torch::Tensor g;
+    root.read("generator", g);
+    m.gen.set_state(g);
+    m.updates = static_cast<int>(h[5]);
+    m.env_steps = h[6];
+    m.pending = h[7] != 0;
+    m.have_next = h[8] != 0;
+    PPORollout& b = m.buffer;
+    b.envs = 1;
+    b.obs = tensor_vec<float>(root, "buf_obs");
+    b.mask = tensor_vec<uint8_t>(root, "buf_mask");
+    b.act = tensor_vec<int64_t>(root, "buf_act");
+    b.logp = tensor_vec<float>(root, "buf_logp");
+    b.value = tensor_vec<float>(root, "buf_value");
+    b.reward = tensor_vec<float>(root, "buf_reward");
+    b.done = tensor_vec<uint8_t>(root, "buf_done");
+    m.pending_obs = tensor_vec<float>(root, "pending_obs");
+    m.pending_mask = tensor_vec<uint8_t>(root, "pending_mask");
+    m.pending_act = tensor_vec<int64_t>(root, "pending_act");
+    m.pending_logp = tensor_vec<float>(root, "pending_logp");
+    m.pending_value = tensor_vec<float>(root, "pending_value").at(0);
+    m.next_obs = tensor_vec<float>(root, "next_obs");
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("ppo load: '" + path +
+                             "' is not a readable PPO checkpoint: " + e.what_without_backtrace());
+  }
+}
+
+}  // namespace shardgym

@@ -1,0 +1,365 @@
+#include "agents/search.h"
+
+#include <cmath>
+#include <istream>
+#include <limits>
+#include <ostream>
+#include <stdexcept>
+
+#include "agents/agent_util.h"
+#include "runtime/core/model_spec.h"
+
+namespace shardgym {
+namespace {
+
+using namespace agents_detail;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using Allowed = std::vector<std::vector<int>>;
+
+// Proposal bookkeeping shared by the search agents: holding a changed plan for `settle`
+// steps, episode boundaries, the mask, save/load of the common part.
+class SearchAgent : public Agent {
+ public:
+  SearchAgent(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
+      : name_(id.to_string()),
+        blocks_(spec.num_blocks),
+        catalog_(spec.catalog_size),
+        settle_(static_cast<int>(id.get("settle", 1.0))),
+        restart_(id.get("restart", 0.05)),
+        rng_(seed) {
+    if (settle_ < 0) throw std::invalid_argument(name_ + ": settle must be >= 0");
+    if (restart_ <= 0) throw std::invalid_argument(name_ + ": restart must be > 0");
+  }
+  std::string name() const override { return name_; }
+  bool learns() const override { return true; }
+
+  void begin_episode(Env&) override { new_episode(); }
+
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+    Action current = current_action(obs, blocks_, catalog_);
+    if (!pending_.empty()) return respect_mask(pending_, current, mask, catalog_);
+    Allowed allowed = allowed_entries(mask, blocks_, catalog_);
+    Action a = respect_mask(propose(current, allowed), current, mask, catalog_);
+    pending_ = a;
+    settle_left_ = a != current ? settle_ : 0;
+    return a;
+  }
+
+  void observe(const Transition& t) override {
+    if (!pending_.empty()) {
+      if (t.failed) {
+        pending_.clear();  // an error (out of memory) is no reward to compare: reject
+      } else if (t.action != pending_) {
+        pending_.clear();  // the env was driven by someone else: nothing to judge
+      } else if (settle_left_ > 0) {
+        --settle_left_;
+      } else {
+        evaluate(pending_, t.reward);
+        pending_.clear();
+      }
+    }
+    if (t.terminated || t.truncated) new_episode();
+  }
+
+ protected:
+  // The plan to try next (masked entries are replaced by the caller).
+  virtual Action propose(const Action& current, const Allowed& allowed) = 0;
+  virtual void evaluate(const Action& proposal, double reward) = 0;
+  virtual void on_new_episode() = 0;
+  virtual void write_search(std::ostream& out) const = 0;
+  virtual void read_search(std::istream& in) = 0;
+
+  void write_state(std::ostream& out) const override {
+    write_rng(out, rng_);
+    write_action(out, pending_);
+    out << settle_left_ << '\n';
+    write_search(out);
+  }
+  void read_state(std::istream& in) override {
+    read_rng(in, rng_);
+    pending_ = read_action(in);
+    settle_left_ = static_cast<int>(read_int(in));
+    read_search(in);
+  }
+
+  // A random neighbour of `x`: one block (or, with by_kind, every block of one kind) moved to
+  // another allowed entry. Returns x itself when no block has an alternative.
+  Action neighbour(const Action& x, const Allowed& allowed, bool by_kind) {
+    for (int attempt = 0; attempt < 8 * blocks_; ++attempt) {
+      int b = uniform_int(rng_, blocks_);
+      if (allowed[b].size() < 2) continue;
+      int k = allowed[b][uniform_int(rng_, static_cast<int>(allowed[b].size()))];
+      if (k == x[b]) continue;
+      Action y = x;
+      if (!by_kind) {
+        y[b] = k;
+        return y;
+      }
+      for (int c = b % 2; c < blocks_; c += 2) y[c] = k;
+      if (fits(y, allowed)) return y;
+    }
+    return x;
+  }
+
+  bool fits(const Action& a, const Allowed& allowed) const {
+    for (int b = 0; b < blocks_; ++b) {
+      bool ok = false;
+      for (int k : allowed[b]) ok = ok || k == a[b];
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  // Relative drift of a re-measured reward against the remembered one.
+  bool drifted(double remembered, double now) const {
+    return std::abs(now - remembered) > restart_ * std::max(std::abs(remembered), 1e-12);
+  }
+
+  std::string name_;
+  int blocks_, catalog_;
+  int settle_;
+  double restart_;
+  std::mt19937_64 rng_;
+
+ private:
+  void new_episode() {
+    pending_.clear();
+    settle_left_ = 0;
+    on_new_episode();
+  }
+
+  Action pending_;
+  int settle_left_ = 0;
+};
+
+class RandomSearch : public SearchAgent {
+ public:
+  RandomSearch(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
+      : SearchAgent(id, spec, seed), budget_(static_cast<int64_t>(id.get("budget", 32.0))) {}
+
+ protected:
+  Action propose(const Action& current, const Allowed& allowed) override {
+    if (best_.empty()) best_ = current;
+    if (std::isnan(best_reward_) || tried_ >= budget_) return best_;
+    ++tried_;
+    Action a(blocks_);
+    for (int b = 0; b < blocks_; ++b)
+      a[b] = allowed[b].empty()
+                 ? current[b]
+                 : allowed[b][uniform_int(rng_, static_cast<int>(allowed[b].size()))];
+    return a;
+  }
+  void evaluate(const Action& p, double r) override {
+    if (p == best_ || std::isnan(best_reward_)) {
+      best_ = p;
+      best_reward_ = r;
+    } else if (r > best_reward_) {
+      best_ = p;
+      best_reward_ = r;
+    }
+  }
+  void on_new_episode() override { best_reward_ = kNaN; }
+  void write_search(std::ostream& out) const override {
+    write_action(out, best_);
+    write_double(out, best_reward_);
+    out << tried_ << '\n';
+  }
+  void read_search(std::istream& in) override {
+    best_ = read_action(in);
+    best_reward_ = read_double(in);
+    tried_ = read_int(in);
+  }
+
+ private:
+  int64_t budget_;
+  int64_t tried_ = 0;
+  Action best_;
+  double best_reward_ = kNaN;
+};
+
+class Greedy : public SearchAgent {
+ public:
+  Greedy(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
+      : SearchAgent(id, spec, seed), tol_(id.get("tol", 0.0)) {
+    std::string scope = id.get("scope", std::string("block"));
+    if (scope != "block" && scope != "kind")
+      throw std::invalid_argument(name_ + ": scope must be block or kind, not '" + scope + "'");
+    by_kind_ = scope == "kind";
+  }
+
+ protected:
+  Action propose(const Action& current, const Allowed& allowed) override {
+    if (incumbent_.empty()) incumbent_ = current;
+    if (std::isnan(reward_) || converged_) return incumbent_;
+    while (true) {
+      if (next_ >= moves_.size()) {
+        if (!moves_.empty() && !improved_) {
+          converged_ = true;
+          settled_reward_ = reward_;
+          return incumbent_;
+        }
+        new_sweep(allowed);
+        if (moves_.empty()) return incumbent_;
+      }
+      auto [unit, k] = moves_[next_++];
+      Action a = incumbent_;
+      if (by_kind_) {
+        for (int b = unit; b < blocks_; b += 2) a[b] = k;
+      } else {
+        a[unit] = k;
+      }
+      if (a != incumbent_ && fits(a, allowed)) return a;
+    }
+  }
+  void evaluate(const Action& p, double r) override {
+    if (p == incumbent_ || std::isnan(reward_)) {
+      incumbent_ = p;
+      reward_ = r;
+      if (converged_ && drifted(settled_reward_, r)) {
+        converged_ = false;  // conditions changed: search again from the incumbent
+        moves_.clear();
+        next_ = 0;
+      }
+    } else if (r > reward_ + tol_ * std::abs(reward_)) {
+      incumbent_ = p;
+      reward_ = r;
+      improved_ = true;
+    }
+  }
+  void on_new_episode() override { reward_ = kNaN; }
+  void write_search(std::ostream& out) const override {
+    write_action(out, incumbent_);
+    write_double(out, reward_);
+    write_double(out, settled_reward_);
+    out << converged_ << ' ' << improved_ << ' ' << next_ << ' ' << moves_.size() << '\n';
+    for (auto [u, k] : moves_) out << u << ' ' << k << '\n';
+  }
+  void read_search(std::istream& in) override {
+    incumbent_ = read_action(in);
+    reward_ = read_double(in);
+    settled_reward_ = read_double(in);
+    converged_ = read_int(in) != 0;
+    improved_ = read_int(in) != 0;
+    next_ = static_cast<size_t>(read_int(in));
+    moves_.resize(static_cast<size_t>(read_int(in)));
+    for (auto& m : moves_) {
+      m.first = static_cast<int>(read_int(in));
+      m.second = static_cast<int>(read_int(in));
+    }
+  }
+
+ private:
+  // Every single-unit move from the incumbent, in a seeded random order.
+  void new_sweep(const Allowed& allowed) {
+    moves_.clear();
+    next_ = 0;
+    improved_ = false;
+    const int units = by_kind_ ? std::min(2, blocks_) : blocks_;
+    for (int u = 0; u < units; ++u)
+      for (int k : allowed[u])
+        if (k != incumbent_[u]) moves_.emplace_back(u, k);
+    for (size_t i = moves_.size(); i > 1; --i)
+      std::swap(moves_[i - 1], moves_[uniform_int(rng_, static_cast<int>(i))]);
+  }
+
+  double tol_;
+  bool by_kind_ = false;
+  Action incumbent_;
+  double reward_ = kNaN, settled_reward_ = kNaN;
+  bool converged_ = false, improved_ = false;
+  std::vector<std::pair<int, int>> moves_;
+  size_t next_ = 0;
+};
+
+class Anneal : public SearchAgent {
+ public:
+  Anneal(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
+      : SearchAgent(id, spec, seed),
+        t0_(id.get("t0", 0.05)),
+        decay_(id.get("decay", 0.98)),
+        t_min_(id.get("t_min", 1e-3)),
+        temperature_(t0_) {
+    std::string scope = id.get("scope", std::string("block"));
+    if (scope != "block" && scope != "kind")
+      throw std::invalid_argument(name_ + ": scope must be block or kind, not '" + scope + "'");
+    by_kind_ = scope == "kind";
+    if (!(t0_ > 0) || !(decay_ > 0 && decay_ < 1) || !(t_min_ > 0))
+      throw std::invalid_argument(name_ + ": need t0 > 0, 0 < decay < 1, t_min > 0");
+  }
+
+ protected:
+  Action propose(const Action& current, const Allowed& allowed) override {
+    if (x_.empty()) x_ = best_ = current;
+    if (std::isnan(rx_)) return x_;
+    if (temperature_ < t_min_) return best_;
+    return neighbour(x_, allowed, by_kind_);
+  }
+  void evaluate(const Action& p, double r) override {
+    if (std::isnan(rx_)) {
+      x_ = p;
+      rx_ = r;
+      if (std::isnan(rbest_) || p == best_) best_ = p, rbest_ = r;
+      return;
+    }
+    if (temperature_ < t_min_ && p == best_) {  // cold: re-measuring the best plan
+      if (drifted(rbest_, r)) {
+        temperature_ = t0_;  // conditions changed: reheat from the best plan
+        x_ = best_;
+        rx_ = r;
+      }
+      rbest_ = r;
+      return;
+    }
+    double delta = (r - rx_) / std::max(std::abs(rx_), 1e-12);
+    if (p == x_) {
+      rx_ = r;
+    } else if (delta >= 0 || uniform_real(rng_) < std::exp(delta / temperature_)) {
+      x_ = p;
+      rx_ = r;
+    }
+    if (p == best_) rbest_ = r;
+    if (r > rbest_) best_ = p, rbest_ = r;
+    temperature_ *= decay_;
+  }
+  void on_new_episode() override { rx_ = rbest_ = kNaN, x_ = best_; }
+  void write_search(std::ostream& out) const override {
+    write_action(out, x_);
+    write_action(out, best_);
+    write_double(out, rx_);
+    write_double(out, rbest_);
+    write_double(out, temperature_);
+  }
+  void read_search(std::istream& in) override {
+    x_ = read_action(in);
+    best_ = read_action(in);
+    rx_ = read_double(in);
+    rbest_ = read_double(in);
+    temperature_ = read_double(in);
+  }
+
+ private:
+  double t0_, decay_, t_min_, temperature_;
+  bool by_kind_ = false;
+  Action x_, best_;
+  double rx_ = kNaN, rbest_ = kNaN;
+};
+
+}  // namespace
+
+std::unique_ptr<Agent> make_random_search_agent(const ParsedId& id, const EnvSpec& spec,
+                                                uint64_t seed) {
+  id.check_keys({"budget", "settle", "restart"});
+  return std::make_unique<RandomSearch>(id, spec, seed);
+}
+
+std::unique_ptr<Agent> make_greedy_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
+  id.check_keys({"scope", "tol", "settle", "restart"});
+  return std::make_unique<Greedy>(id, spec, seed);
+}
+
+std::unique_ptr<Agent> make_anneal_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
+  id.check_keys({"t0", "decay", "t_min", "scope", "settle", "restart"});
+  return std::make_unique<Anneal>(id, spec, seed);
+}
+
+}  // namespace shardgym

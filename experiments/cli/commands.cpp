@@ -1,0 +1,89 @@
+#include "experiments/cli/commands.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "analysis/table.h"
+#include "datasets/trace_summary.h"
+#include "env/registry.h"
+#include "experiments/bench.h"
+#include "experiments/config.h"
+#include "experiments/progress.h"
+#include "experiments/train.h"
+#include "runtime/sim/cost_report.h"
+
+#ifndef SHARDGYM_GIT_SHA
+#define SHARDGYM_GIT_SHA "unknown"
+#endif
+#ifndef SHARDGYM_VERSION
+#define SHARDGYM_VERSION "0.0.0"
+#endif
+
+namespace shardgym::cli {
+
+const char* const kVersion = SHARDGYM_VERSION " (" SHARDGYM_GIT_SHA ")";
+
+int run_envs(std::ostream& out) {
+  Table t({"id", "description"});
+  for (const std::string& id : registered_env_ids()) t.add_row({id, env_description(id)});
+  out << t.render(TableFormat::kText);
+  return 0;
+}
+
+int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
+  ExperimentSpec spec = load_experiment(args.config);
+  TrainOptions options;
+  options.out_dir =
+      args.out.empty() ? (std::filesystem::path("runs") / spec.name).string() : args.out;
+  options.seed = args.seed;
+  options.episodes = args.episodes;
+  options.steps = args.steps;
+  options.git_sha = SHARDGYM_GIT_SHA;
+  Progress progress(err, Progress::stream_is_tty(stderr));
+  options.progress = &progress;
+
+  out << "train " << spec.name << ": env " << spec.env_id << ", agent " << spec.agent.id << ", "
+      << spec.model.layers << "-layer GPT on " << spec.cluster.world_size() << " GPUs ("
+      << spec.cluster.num_nodes() << " node" << (spec.cluster.num_nodes() > 1 ? "s" : "") << ")\n"
+      << std::flush;
+  TrainResult result = run_training(spec, options);
+  out << "\n"
+      << training_summary(result).render(TableFormat::kText)
+      << "tokens/s include repartition time; Megatron = the static Megatron-LM plan under the "
+         "same conditions (noise-free).\n"
+      << "trace: " << result.trace_path << "\n";
+  if (!result.checkpoint_path.empty()) out << "checkpoint: " << result.checkpoint_path << "\n";
+  return 0;
+}
+
+int run_inspect(const std::string& trace, bool json, std::ostream& out) {
+  out << (json ? to_json(summarize_trace(trace)) : describe_trace(trace));
+  return 0;
+}
+
+int run_cost(const CostArgs& args, std::ostream& out) {
+  ExperimentSpec spec = load_experiment(args.config);
+  Plan plan;
+  try {
+    plan = resolve_plan(args.plan, spec.model, spec.cluster);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(std::string("--plan: ") + e.what());
+  }
+  const std::string problem = plan.validate(spec.model, spec.cluster.world_size());
+  if (!problem.empty()) throw BadInput("--plan: not valid for this model and cluster: " + problem);
+  CostReport report = make_cost_report(spec, plan);
+  out << (args.json ? to_json(report) : to_table(report));
+  return 0;
+}
+
+int run_bench_sim(const BenchArgs& args, std::ostream& out, std::ostream& err) {
+  BenchOptions options;
+  options.seconds = args.seconds;
+  if (!args.json)
+    err << "bench sim: recording the action pool, then timing 2 x " << args.seconds << " s\n";
+  BenchResult r = bench_sim(options);
+  out << (args.json ? bench_to_json(r) : bench_to_text(r));
+  return 0;
+}
+
+}  // namespace shardgym::cli

@@ -1,0 +1,71 @@
+// The `shardgym` subcommands as functions: parsed arguments in, text on the given streams
+// out, exit code back. main.cpp parses the command line and maps exceptions to exit codes:
+// ConfigError and BadInput → 2, any other exception → 1.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardgym::cli {
+
+extern const char* const kVersion;
+
+// Bad input found after parsing the command line (e.g. a --plan that does not parse).
+class BadInput : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainArgs {
+  std::string config;
+  std::string out;  // "" = runs/<config name>
+  std::optional<uint64_t> seed;
+  std::optional<int> episodes;
+  std::optional<int> steps;
+};
+
+struct CostArgs {
+  std::string config;
+  std::string plan;
+  bool json = false;
+};
+
+struct BenchArgs {
+  bool json = false;
+  double seconds = 2.0;
+};
+
+struct CompareArgs {
+  std::string config;
+  std::string agents;           // comma-separated ids; "" = atp and the config's agent
+  std::vector<uint64_t> seeds;  // empty = the config's
+  int train_episodes = 0;
+  std::optional<int> steps;              // overrides steps_per_episode
+  std::vector<std::string> checkpoints;  // AGENT=PATH
+  std::string statistic = "iqm";
+  uint64_t bootstrap_seed = 0;
+  bool markdown = false;
+};
+
+struct BenchLiveArgs {
+  bool json = false;
+  int threads = 1;
+  int iters = 10;
+  int warmup = 3;
+  bool no_python = false;
+};
+
+int run_envs(std::ostream& out);
+int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err);
+int run_inspect(const std::string& trace, bool json, std::ostream& out);
+int run_cost(const CostArgs& args, std::ostream& out);
+int run_bench_sim(const BenchArgs& args, std::ostream& out, std::ostream& err);
+int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err);
+// Throws std::runtime_error in builds without LibTorch.
+int run_bench_live(const BenchLiveArgs& args, std::ostream& out);
+
+}  // namespace shardgym::cli

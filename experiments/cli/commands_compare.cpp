@@ -1,0 +1,122 @@
+// `shardgym compare` (agents against static Megatron-LM over seeds, analysis/compare.h table)
+// and `shardgym bench live` (runtime/live/bench_live.h, LibTorch builds only).
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "agents/evaluate.h"
+#include "analysis/compare.h"
+#include "experiments/cli/commands.h"
+#include "experiments/config.h"
+#include "experiments/progress.h"
+#if SHARDGYM_HAVE_LIVE
+#include "runtime/live/bench_live.h"
+#endif
+
+namespace shardgym::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  int depth = 0;  // agent ids may hold commas inside parentheses: "ppo(lr=3e-4,clip=0.2)"
+  for (char c : text) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+}  // namespace
+
+int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
+  ExperimentSpec spec = load_experiment(args.config);
+  if (args.steps) spec.steps_per_episode = *args.steps;
+  std::vector<std::string> agents = split_list(args.agents);
+  if (agents.empty()) agents = {"atp", spec.agent.id};
+  const std::vector<std::string> known = registered_agent_names();
+  for (const std::string& id : agents) {
+    std::string name;
+    try {
+      name = ParsedId::parse(id).name;
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(std::string("--agents: ") + e.what());
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      const std::string hint = closest_name(name, known);
+      throw BadInput("--agents: unknown agent '" + name + "'" +
+                     (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+    }
+  }
+  std::vector<uint64_t> seeds = args.seeds.empty() ? spec.seeds : args.seeds;
+
+  CompareOptions options;
+  options.train_episodes = args.train_episodes;
+  for (const std::string& entry : args.checkpoints) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+      throw BadInput("--checkpoint: expected AGENT=PATH, got '" + entry + "'");
+    }
+    options.checkpoints[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  Progress progress(err, Progress::stream_is_tty(stderr));
+  options.on_episode = [&](const EpisodeSummary& s) {
+    progress.line(s.agent + " seed " + std::to_string(s.seed) + ": " + std::to_string(s.steps) +
+                  " steps, " + fixed(s.throughput, 0) + " tokens/s" +
+                  (s.failed_steps ? " (ended by a failed step)" : ""));
+  };
+  const CompareResult result = compare(spec, agents, seeds, options);
+
+  std::vector<AgentRuns> runs;
+  for (const AgentComparison& c : result.agents) {
+    runs.push_back({c.agent, c.throughput_ratio, c.memory_ratio, c.energy_ratio});
+  }
+  ComparisonOptions table;
+  table.statistic = args.statistic == "mean"     ? Statistic::kMean
+                    : args.statistic == "median" ? Statistic::kMedian
+                                                 : Statistic::kIqm;
+  table.bootstrap.seed = args.bootstrap_seed;
+  table.baseline = result.baseline;
+  double base_throughput = 0;
+  for (const EpisodeSummary& s : result.baseline_episodes) base_throughput += s.throughput;
+  out << spec.name << ": " << spec.model.layers << "-layer GPT on " << spec.cluster.world_size()
+      << " GPUs, " << seeds.size() << " seed" << (seeds.size() == 1 ? "" : "s") << ", "
+      << spec.steps_per_episode << " steps per episode; baseline " << result.baseline << " at "
+      << fixed(base_throughput / static_cast<double>(result.baseline_episodes.size()), 0)
+      << " tokens/s (mean over seeds)\n\n"
+      << format_comparison(runs, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
+                           table);
+  return 0;
+}
+
+int run_bench_live(const BenchLiveArgs& args, std::ostream& out) {
+#if SHARDGYM_HAVE_LIVE
+  live::BenchLiveOptions options;
+  options.threads = args.threads;
+  options.iters = args.iters;
+  options.warmup = args.warmup;
+  options.run_python = !args.no_python;
+  const live::BenchLiveResult r = live::bench_live(options);
+  out << (args.json ? live::bench_live_to_json(r) : live::bench_live_to_text(r));
+  return 0;
+#else
+  (void)args;
+  (void)out;
+  throw std::runtime_error("bench live needs the LibTorch build (cmake -DSHARDGYM_WITH_TORCH=ON)");
+#endif
+}
+
+}  // namespace shardgym::cli

@@ -1,0 +1,278 @@
+// Top level of the experiment schema: file handling, `include:`, plans, agent and env ids.
+#include "experiments/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "agents/agent.h"
+#include "env/registry.h"
+#include "experiments/config_parts.h"
+#include "experiments/yaml_field.h"
+#include "runtime/core/cost.h"
+
+namespace shardgym {
+namespace fs = std::filesystem;
+using namespace config_detail;
+
+namespace {
+
+std::string compose(const std::string& file, const std::string& key, int line,
+                    const std::string& reason) {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line);
+  if (!key.empty()) out += (out.empty() ? "" : ": ") + key;
+  return out + (out.empty() ? "" : ": ") + reason;
+}
+
+std::string read_file(const std::string& path, const std::string& error_file,
+                      const std::string& error_key, int error_line) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ConfigError(error_file, error_key, error_line,
+                      "cannot read '" + path + "': " + std::generic_category().message(errno));
+  }
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(file, "", e.mark.is_null() ? 0 : e.mark.line + 1, "YAML syntax: " + e.msg);
+  }
+}
+
+// Lines of an included file, commented out, so that the stored config text stays valid YAML
+// and still says which hardware figures were used.
+std::string commented(const std::string& name, const std::string& text) {
+  std::ostringstream os;
+  os << "\n# ---- included " << name << " ----\n";
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) os << "# " << line << "\n";
+  return os.str();
+}
+
+CatalogSource read_includes(const YamlField& include, const std::string& base_dir, DType dtype,
+                            std::string& source_text) {
+  CatalogSource catalogs;
+  std::vector<YamlField> entries;
+  if (include.is_sequence()) {
+    for (size_t i = 0; i < include.size(); ++i) entries.push_back(include.at(i));
+  } else {
+    entries.push_back(include);
+  }
+  for (const YamlField& entry : entries) {
+    const std::string name = entry.as_string();
+    const std::string path = (fs::path(base_dir) / name).lexically_normal().string();
+    const std::string text = read_file(path, entry.file(), entry.path(), entry.line());
+    YamlField root(parse_yaml(text, path), path, "", 1);
+    root.check_keys({"devices", "links"});
+    parse_hardware(root, dtype, catalogs);
+    source_text += commented(name, text);
+  }
+  return catalogs;
+}
+
+Plan check_plan(const YamlField& field, const std::string& text, const ModelSpec& model,
+                const ClusterSpec& cluster) {
+  Plan plan;
+  try {
+    plan = resolve_plan(text, model, cluster);
+  } catch (const std::invalid_argument& e) {
+    field.fail(std::string("bad plan: ") + e.what());
+  }
+  if (plan.size() != model.num_blocks()) {
+    field.fail("the plan has " + std::to_string(plan.size()) + " blocks; the model has " +
+               std::to_string(model.num_blocks()) + " (2 per layer)");
+  }
+  std::string problem = plan.validate(model, cluster.world_size());
+  if (!problem.empty()) {
+    field.fail("plan not valid for this model on " + std::to_string(cluster.world_size()) +
+               " GPUs: " + problem);
+  }
+  return plan;
+}
+
+AgentSpec parse_agent(const YamlField& f, const ModelSpec& model, const ClusterSpec& cluster) {
+  f.check_keys({"id", "plan", "checkpoint", "train_steps"});
+  AgentSpec a;
+  if (auto id = f.optional("id")) {
+    a.id = id->as_string();
+    std::string name;
+    try {
+      name = ParsedId::parse(a.id).name;
+    } catch (const std::invalid_argument& e) {
+      id->fail(std::string("bad agent id: ") + e.what());
+    }
+    std::vector<std::string> known = registered_agent_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string hint = closest_name(name, known);
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      id->fail("unknown agent '" + name + "' (registered: " + list + ")" +
+               (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+    }
+  }
+  if (auto plan = f.optional("plan")) {
+    a.plan = plan->as_string();
+    // "atp" (searched by the agent on the run) and "dp" (always shape-valid) are names the
+    // static agents resolve themselves; everything else must be a valid plan here.
+    if (a.plan != "atp" && a.plan != "dp") check_plan(*plan, a.plan, model, cluster);
+  }
+  if (auto ckpt = f.optional("checkpoint")) a.checkpoint = ckpt->as_string();
+  if (auto steps = f.optional("train_steps")) a.train_steps = steps->as_int(0);
+  return a;
+}
+
+std::string check_env_id(const YamlField& f) {
+  std::string id = f.as_string();
+  if (env_registered(id)) return id;
+  std::vector<std::string> known = registered_env_ids();
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  std::string hint = closest_name(id, known);
+  f.fail("unknown env '" + id + "' (registered: " + list + ")" +
+         (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+}
+
+constexpr const char* kLiveEnv = "shardgym/TPLive-v0";
+
+// What the live backend needs beyond the schema: one rank per cluster device, a batch the
+// ranks can split, and room for the byte-level tokenizer (runtime/live/live_run.cpp).
+void check_live(const YamlField& root, const ExperimentSpec& spec) {
+  const int world = spec.cluster.world_size();
+  if (spec.live.ranks != world) {
+    const auto live = root.optional("live");
+    const auto ranks = live ? live->optional("ranks") : std::nullopt;
+    const YamlField& at = ranks ? *ranks : (live ? *live : root);
+    throw ConfigError(at.file(), "live.ranks", at.line(),
+                      "live.ranks = " + std::to_string(spec.live.ranks) + " but the cluster has " +
+                          std::to_string(world) + " devices; " + kLiveEnv +
+                          " runs one rank per device");
+  }
+  const YamlField model = root.child("model");
+  if (spec.model.vocab < 256) {
+    const auto vocab = model.optional("vocab");
+    throw ConfigError(model.file(), "model.vocab", vocab ? vocab->line() : model.line(),
+                      "the live model's byte-level tokenizer needs a vocab of at least 256");
+  }
+  const int batch = effective_global_batch(spec.model, world);
+  if (batch % world != 0) {
+    const auto gb = model.optional("global_batch");
+    throw ConfigError(model.file(), "model.global_batch", gb ? gb->line() : model.line(),
+                      "global batch " + std::to_string(batch) + " is not a multiple of the " +
+                          std::to_string(world) + " live ranks");
+  }
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::string file, std::string key, int line, std::string reason)
+    : std::runtime_error(compose(file, key, line, reason)),
+      file_(std::move(file)),
+      key_(std::move(key)),
+      reason_(std::move(reason)),
+      line_(line) {}
+
+std::string closest_name(const std::string& name, const std::vector<std::string>& known) {
+  // Optimal-string-alignment distance (a swap of two neighbours counts as one edit).
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        int cost = std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  std::string best;
+  int best_d = 1 << 30;
+  for (const auto& k : known) {
+    int dist = distance(name, k);
+    if (dist < best_d) best_d = dist, best = k;
+  }
+  const int limit = std::max<int>(2, static_cast<int>(name.size()) / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+HardwareCatalog load_hardware_catalog(const std::string& path, DType dtype) {
+  const std::string text = read_file(path, path, "", 0);
+  YamlField root(parse_yaml(text, path), path, "", 1);
+  root.check_keys({"devices", "links"});
+  CatalogSource source;
+  parse_hardware(root, dtype, source);
+  return source.catalog;
+}
+
+ExperimentSpec parse_experiment(const std::string& text, const std::string& file,
+                                const std::string& base_dir) {
+  YamlField root(parse_yaml(text, file), file, "", 1);
+  if (!root.node().IsDefined() || root.node().IsNull()) root.fail("the file is empty");
+  root.check_keys({"name", "env", "include", "model", "cluster", "scenario", "reward", "agent",
+                   "catalog", "live", "episodes", "steps_per_episode", "seeds", "initial_plan",
+                   "replay_trace"});
+  ExperimentSpec spec;
+  spec.source_path = file;
+  spec.source_text = text;
+  spec.name = fs::path(file).stem().string();
+  if (auto name = root.optional("name")) spec.name = name->as_string();
+  if (auto env = root.optional("env")) spec.env_id = check_env_id(*env);
+
+  spec.model = parse_model(root.child("model"));
+  CatalogSource included;
+  if (auto include = root.optional("include")) {
+    included = read_includes(*include, base_dir, spec.model.dtype, spec.source_text);
+  }
+  spec.cluster = parse_cluster(root.child("cluster"), spec.model.dtype, included);
+  if (spec.cluster.name.empty()) spec.cluster.name = spec.name;
+  if (auto s = root.optional("scenario")) spec.scenario = parse_scenario(*s, spec.cluster);
+  if (auto r = root.optional("reward")) spec.reward = parse_reward(*r);
+  if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
+  if (auto l = root.optional("live")) spec.live = parse_live(*l);
+  if (auto a = root.optional("agent")) spec.agent = parse_agent(*a, spec.model, spec.cluster);
+  if (auto trace = root.optional("replay_trace")) {
+    // Relative to the config file, like `include:`; it must exist before anything runs.
+    const fs::path path = fs::path(base_dir) / trace->as_string();
+    spec.replay_trace = path.lexically_normal().string();
+    if (!fs::is_regular_file(path)) trace->fail("no trace file at '" + spec.replay_trace + "'");
+  } else if (spec.env_id == "shardgym/TPReplay-v0") {
+    throw ConfigError(file, "replay_trace", root.line(),
+                      "missing required key: " + spec.env_id + " plays back a recorded trace");
+  }
+  const std::optional<YamlField> plan_field = root.optional("initial_plan");
+  if (plan_field) spec.initial_plan = plan_field->as_string();
+  check_plan(plan_field ? *plan_field : root, spec.initial_plan, spec.model, spec.cluster);
+  if (spec.env_id == kLiveEnv) check_live(root, spec);
+  if (auto e = root.optional("episodes")) spec.episodes = e->as_int(1);
+  if (auto s = root.optional("steps_per_episode")) spec.steps_per_episode = s->as_int(1);
+  if (auto seeds = root.optional("seeds")) {
+    spec.seeds.clear();
+    if (seeds->is_sequence()) {
+      for (size_t i = 0; i < seeds->size(); ++i) spec.seeds.push_back(seeds->at(i).as_int(0));
+    } else {
+      spec.seeds.push_back(seeds->as_int(0));
+    }
+    if (spec.seeds.empty()) seeds->fail("needs at least one seed");
+  }
+  return spec;
+}
+
+ExperimentSpec load_experiment(const std::string& path) {
+  const std::string text = read_file(path, path, "", 0);
+  std::string base = fs::path(path).parent_path().string();
+  return parse_experiment(text, path, base.empty() ? "." : base);
+}
+
+}  // namespace shardgym

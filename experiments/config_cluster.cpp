@@ -1,0 +1,236 @@
+// Cluster, hardware catalog and scenario sections of the experiment schema (docs/configs.md).
+#include <algorithm>
+#include <set>
+
+#include "experiments/config_parts.h"
+
+namespace shardgym {
+namespace config_detail {
+namespace {
+
+constexpr double kTera = 1e12;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+constexpr double kMicro = 1e-6;
+constexpr double kPico = 1e-12;
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// "'x' is not a known device (known: a, b); did you mean 'a'?"
+std::string unknown_name(const std::string& what, const std::string& name,
+                         const std::vector<std::string>& known) {
+  std::string hint = closest_name(name, known);
+  return "'" + name + "' is not a known " + what +
+         " (known: " + (known.empty() ? std::string("none") : join(known)) + ")" +
+         (hint.empty() ? std::string() : "; did you mean '" + hint + "'?");
+}
+
+// `peak_tflops: 989` or `peak_tflops: {bf16: 989, fp32: 67}`, taken for the model's dtype.
+double parse_peak_flops(const YamlField& f, DType dtype) {
+  if (!f.is_map()) return f.as_positive_double() * kTera;
+  const std::vector<std::string> keys = {"bf16", "fp16", "fp32", "fp64"};
+  f.check_keys(keys);
+  auto entry = f.optional(dtype_key(dtype));
+  if (!entry) {
+    f.fail("no figure for the model's dtype '" + dtype_key(dtype) + "' (given: " + join(f.keys()) +
+           ")");
+  }
+  return entry->as_positive_double() * kTera;
+}
+
+DeviceType parse_device(const YamlField& f, DType dtype) {
+  f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w"});
+  DeviceType d;
+  d.name = f.child("name").as_string();
+  d.peak_flops = parse_peak_flops(f.child("peak_tflops"), dtype);
+  d.memory_bytes = f.child("memory_gib").as_positive_double() * kGiB;
+  d.memory_bw = f.child("memory_bw_gbs").as_positive_double() * kGB;
+  d.idle_w = f.child("idle_w").as_double(0);
+  YamlField busy = f.child("busy_w");
+  d.busy_w = busy.as_double(0);
+  if (d.busy_w < d.idle_w)
+    busy.fail("busy power is below idle power (" + std::to_string(d.idle_w) + " W)");
+  return d;
+}
+
+LinkClass parse_link(const YamlField& f) {
+  f.check_keys({"name", "bandwidth_gbs", "latency_us", "energy_pj_per_byte"});
+  LinkClass l;
+  l.name = f.child("name").as_string();
+  l.bandwidth = f.child("bandwidth_gbs").as_positive_double() * kGB;
+  l.latency_s = f.child("latency_us").as_double(0) * kMicro;
+  if (auto e = f.optional("energy_pj_per_byte")) l.energy_per_byte = e->as_double(0) * kPico;
+  return l;
+}
+
+template <typename T>
+std::vector<std::string> names_of(const std::vector<T>& items) {
+  std::vector<std::string> out;
+  out.reserve(items.size());
+  for (const auto& x : items) out.push_back(x.name);
+  return out;
+}
+
+}  // namespace
+
+std::string dtype_key(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kFloat32:
+      return "fp32";
+    case DType::kFloat64:
+      return "fp64";
+  }
+  return "bf16";
+}
+
+void parse_hardware(const YamlField& map, DType dtype, CatalogSource& into) {
+  auto where = [](const YamlField& f) { return f.file() + ":" + std::to_string(f.line()); };
+  auto check_new = [](const YamlField& name_field, const std::vector<std::string>& names,
+                      const std::vector<std::string>& defined_at) {
+    const std::string name = name_field.as_string();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name)
+        name_field.fail("'" + name + "' is already defined at " + defined_at[i]);
+    }
+  };
+  if (auto devices = map.optional("devices")) {
+    for (size_t i = 0; i < devices->size(); ++i) {
+      YamlField f = devices->at(i);
+      f.expect_map();
+      DeviceType d = parse_device(f, dtype);
+      check_new(f.child("name"), names_of(into.catalog.devices), into.device_at);
+      into.catalog.devices.push_back(d);
+      into.device_at.push_back(where(f));
+    }
+  }
+  if (auto links = map.optional("links")) {
+    for (size_t i = 0; i < links->size(); ++i) {
+      YamlField f = links->at(i);
+      f.expect_map();
+      LinkClass l = parse_link(f);
+      check_new(f.child("name"), names_of(into.catalog.links), into.link_at);
+      into.catalog.links.push_back(l);
+      into.link_at.push_back(where(f));
+    }
+  }
+}
+
+ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource included) {
+  field.check_keys({"name", "devices", "links", "nodes", "inter_link", "world_size"});
+  parse_hardware(field, dtype, included);
+  const HardwareCatalog& all = included.catalog;
+  const std::vector<std::string> device_names = names_of(all.devices);
+  const std::vector<std::string> link_names = names_of(all.links);
+
+  ClusterSpec cluster;
+  if (auto name = field.optional("name")) cluster.name = name->as_string();
+  std::set<std::string> used_devices, used_links;
+
+  YamlField nodes = field.child("nodes");
+  if (nodes.size() == 0) nodes.fail("a cluster needs at least one node");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    YamlField f = nodes.at(i);
+    f.check_keys({"device", "gpus", "intra_link", "count"});
+    NodeSpec node;
+    YamlField device = f.child("device");
+    node.device = device.as_string();
+    if (std::find(device_names.begin(), device_names.end(), node.device) == device_names.end()) {
+      device.fail(unknown_name("device", node.device, device_names));
+    }
+    node.gpus = f.child("gpus").as_int(1, 4096);
+    YamlField link = f.child("intra_link");
+    node.intra_link = link.as_string();
+    if (std::find(link_names.begin(), link_names.end(), node.intra_link) == link_names.end()) {
+      link.fail(unknown_name("link", node.intra_link, link_names));
+    }
+    int count = 1;
+    if (auto c = f.optional("count")) count = c->as_int(1, 4096);
+    for (int k = 0; k < count; ++k) cluster.nodes.push_back(node);
+    used_devices.insert(node.device);
+    used_links.insert(node.intra_link);
+  }
+
+  if (auto inter = field.optional("inter_link")) {
+    cluster.inter_link = inter->as_string();
+    if (std::find(link_names.begin(), link_names.end(), cluster.inter_link) == link_names.end()) {
+      inter->fail(unknown_name("link", cluster.inter_link, link_names));
+    }
+    used_links.insert(cluster.inter_link);
+  } else if (cluster.nodes.size() > 1) {
+    throw ConfigError(field.file(), field.path() + ".inter_link", field.line(),
+                      "missing required key: a cluster of " + std::to_string(cluster.nodes.size()) +
+                          " nodes needs the link class between nodes");
+  }
+
+  // Keep the catalog entries the cluster uses, in catalog order (observations carry one
+  // feature per link class, so unused classes would only add constant inputs).
+  for (const auto& d : all.devices) {
+    if (used_devices.count(d.name)) cluster.devices.push_back(d);
+  }
+  for (const auto& l : all.links) {
+    if (used_links.count(l.name)) cluster.links.push_back(l);
+  }
+
+  if (auto ws = field.optional("world_size")) {
+    int declared = ws->as_int(1);
+    if (declared != cluster.world_size()) {
+      ws->fail("world size " + std::to_string(declared) + " does not match the nodes, which hold " +
+               std::to_string(cluster.world_size()) + " GPUs");
+    }
+  }
+  std::string problem = cluster.validate();
+  if (!problem.empty()) field.fail(problem);
+  return cluster;
+}
+
+Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
+  field.check_keys({"name", "noise", "events"});
+  Scenario scenario;
+  if (auto name = field.optional("name")) scenario.name = name->as_string();
+  if (auto noise = field.optional("noise")) scenario.noise = noise->as_double(0, 1);
+  auto events = field.optional("events");
+  if (!events) return scenario;
+  std::vector<std::string> links = names_of(cluster.links);
+  for (size_t i = 0; i < events->size(); ++i) {
+    YamlField f = events->at(i);
+    f.expect_map();
+    ScenarioEvent e;
+    std::string kind =
+        f.child("kind").as_choice({"link_bandwidth", "straggler", "seq_length", "batch"});
+    if (kind == "link_bandwidth") {
+      f.check_keys({"step", "kind", "link", "factor"});
+      e.kind = EventKind::kLinkBandwidth;
+      YamlField link = f.child("link");
+      e.target = link.as_string();
+      if (std::find(links.begin(), links.end(), e.target) == links.end()) {
+        link.fail(unknown_name("link of this cluster", e.target, links));
+      }
+      e.factor = f.child("factor").as_positive_double();
+    } else if (kind == "straggler") {
+      f.check_keys({"step", "kind", "rank", "factor"});
+      e.kind = EventKind::kStraggler;
+      e.rank = f.child("rank").as_int(0, cluster.world_size() - 1);
+      e.factor = f.child("factor").as_positive_double();
+    } else {
+      f.check_keys({"step", "kind", "value"});
+      e.kind = kind == "seq_length" ? EventKind::kSeqLength : EventKind::kBatch;
+      e.value = f.child("value").as_int(1);
+    }
+    e.step = f.child("step").as_int(0);
+    scenario.events.push_back(e);
+  }
+  std::stable_sort(scenario.events.begin(), scenario.events.end(),
+                   [](const ScenarioEvent& a, const ScenarioEvent& b) { return a.step < b.step; });
+  return scenario;
+}
+
+}  // namespace config_detail
+}  // namespace shardgym

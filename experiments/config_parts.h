@@ -1,0 +1,44 @@
+// Internal pieces of the config loader (experiments/config.cpp): one parse function per
+// section of the schema, each reading a YamlField and failing with a ConfigError that
+// points at the key. Not part of the public interface; include experiments/config.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "experiments/config.h"
+#include "experiments/yaml_field.h"
+#include "runtime/core/catalog.h"
+#include "runtime/core/cluster_spec.h"
+#include "runtime/core/experiment_spec.h"
+#include "runtime/core/model_spec.h"
+#include "runtime/core/scenario.h"
+
+namespace shardgym {
+namespace config_detail {
+
+// A hardware catalog plus where each entry was defined ("file:line"), for duplicate errors.
+struct CatalogSource {
+  HardwareCatalog catalog;
+  std::vector<std::string> device_at, link_at;
+};
+
+// Reads the `devices:` and `links:` lists of a map (a catalog file or the cluster section)
+// and appends them to `into`; a name defined twice is an error naming both places.
+void parse_hardware(const YamlField& map, DType dtype, CatalogSource& into);
+
+// `cluster:`; `included` holds the catalogs pulled in with `include:`. Keeps only the
+// devices and links the nodes use.
+ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource included);
+
+ModelSpec parse_model(const YamlField& field);
+Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster);
+RewardSpec parse_reward(const YamlField& field);
+CatalogOptions parse_catalog_options(const YamlField& field);
+LiveSpec parse_live(const YamlField& field);
+
+// Short dtype keys used in `peak_tflops: {bf16: ..., fp32: ...}`.
+std::string dtype_key(DType dtype);
+
+}  // namespace config_detail
+}  // namespace shardgym

@@ -1,0 +1,86 @@
+// Model, reward, catalog and live sections of the experiment schema (docs/configs.md).
+#include "experiments/config_parts.h"
+
+namespace shardgym {
+namespace config_detail {
+
+ModelSpec parse_model(const YamlField& f) {
+  f.check_keys({"name", "layers", "hidden", "heads", "ffn", "seq", "micro_batch", "global_batch",
+                "vocab", "dtype", "mixed_precision"});
+  ModelSpec m;
+  if (auto name = f.optional("name")) m.name = name->as_string();
+  m.layers = f.child("layers").as_int(1, 4096);
+  m.hidden = f.child("hidden").as_int(1);
+  m.heads = f.child("heads").as_int(1);
+  m.seq = f.child("seq").as_int(1);
+  if (auto ffn = f.optional("ffn")) m.ffn = ffn->as_int(0);
+  if (auto mb = f.optional("micro_batch")) m.micro_batch = mb->as_int(1);
+  if (auto gb = f.optional("global_batch")) m.global_batch = gb->as_int(0);
+  if (auto vocab = f.optional("vocab")) m.vocab = vocab->as_int(1);
+  if (auto dtype = f.optional("dtype")) {
+    std::string d = dtype->as_choice(
+        {"bf16", "fp16", "fp32", "fp64", "bfloat16", "float16", "float32", "float64"});
+    if (d == "bf16" || d == "bfloat16") m.dtype = DType::kBFloat16;
+    if (d == "fp16" || d == "float16") m.dtype = DType::kFloat16;
+    if (d == "fp32" || d == "float32") m.dtype = DType::kFloat32;
+    if (d == "fp64" || d == "float64") m.dtype = DType::kFloat64;
+  }
+  if (auto mp = f.optional("mixed_precision")) m.mixed_precision = mp->as_bool();
+  if (m.hidden % m.heads != 0) {
+    f.child("heads").fail(std::to_string(m.heads) + " heads do not divide hidden size " +
+                          std::to_string(m.hidden));
+  }
+  std::string problem = m.validate();
+  if (!problem.empty()) f.fail(problem);
+  return m;
+}
+
+RewardSpec parse_reward(const YamlField& f) {
+  f.check_keys({"latency", "memory", "energy", "normalize"});
+  RewardSpec r;
+  if (auto x = f.optional("latency")) r.latency = x->as_double(0);
+  if (auto x = f.optional("memory")) r.memory = x->as_double(0);
+  if (auto x = f.optional("energy")) r.energy = x->as_double(0);
+  if (auto x = f.optional("normalize")) r.normalize = x->as_bool();
+  if (r.latency + r.memory + r.energy <= 0) {
+    f.fail("at least one of latency, memory, energy needs a weight above 0");
+  }
+  return r;
+}
+
+CatalogOptions parse_catalog_options(const YamlField& f) {
+  f.check_keys({"sp", "two_d", "chunks", "recompute", "max_degree"});
+  CatalogOptions c;
+  if (auto x = f.optional("sp")) c.with_sp = x->as_bool();
+  if (auto x = f.optional("two_d")) c.with_2d = x->as_bool();
+  if (auto x = f.optional("recompute")) c.with_recompute = x->as_bool();
+  if (auto x = f.optional("max_degree")) c.max_degree = x->as_int(0);
+  if (auto x = f.optional("chunks")) {
+    c.chunks.clear();
+    for (size_t i = 0; i < x->size(); ++i) c.chunks.push_back(x->at(i).as_int(1, 64));
+    if (c.chunks.empty()) x->fail("needs at least one chunk count (1 = no chunking)");
+  }
+  return c;
+}
+
+LiveSpec parse_live(const YamlField& f) {
+  f.check_keys(
+      {"ranks", "launch", "corpus", "precision", "timeout_s", "threads_per_rank", "extra"});
+  LiveSpec l;
+  if (auto x = f.optional("ranks")) l.ranks = x->as_int(1, 1024);
+  if (auto x = f.optional("launch")) l.launch = x->as_choice({"threads", "processes"});
+  if (auto x = f.optional("corpus")) l.corpus = x->as_string();
+  if (auto x = f.optional("precision")) {
+    l.precision = x->as_choice({"float32", "float64"});  // what the CPU live runtime runs
+  }
+  if (auto x = f.optional("timeout_s")) l.timeout_s = x->as_positive_double();
+  if (auto x = f.optional("threads_per_rank")) l.threads_per_rank = x->as_int(1, 256);
+  if (auto x = f.optional("extra")) {
+    x->expect_map();
+    for (const std::string& key : x->keys()) l.extra[key] = x->child(key).as_string();
+  }
+  return l;
+}
+
+}  // namespace config_detail
+}  // namespace shardgym

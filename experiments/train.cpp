@@ -1,0 +1,153 @@
+#include "experiments/train.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "agents/agent.h"
+#include "datasets/trace_writer.h"
+#include "env/registry.h"
+#include "env/wrappers.h"
+#include "experiments/config.h"
+#include "runtime/core/training_run.h"
+
+namespace shardgym {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+// Seconds per token of the static Megatron plan under the conditions of the step just taken:
+// NormalizeReward's baseline when the reward is normalised, else the run's estimate.
+double megatron_latency_per_token(const StepResult& r, const TrainingRun& run,
+                                  const Plan& megatron) {
+  auto it = r.info.scalars.find("baseline_latency_per_token_s");
+  if (it != r.info.scalars.end() && it->second > 0) return it->second;
+  std::optional<Measurement> est = run.estimate(megatron);
+  return est && est->ok && est->tokens > 0 ? est->step_latency_s / est->tokens : 0.0;
+}
+
+}  // namespace
+
+TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
+  if (options.seed) spec.seeds = {*options.seed};
+  if (options.episodes) spec.episodes = *options.episodes;
+  if (options.steps) spec.steps_per_episode = *options.steps;
+  if (spec.episodes < 1) throw std::invalid_argument("episodes must be at least 1");
+  if (spec.steps_per_episode < 1) throw std::invalid_argument("steps must be at least 1");
+  const uint64_t seed = spec.seeds.empty() ? 0 : spec.seeds.front();
+
+  fs::create_directories(options.out_dir);
+  TrainResult result;
+  result.env_id = spec.env_id;
+  result.trace_path = (fs::path(options.out_dir) / "trace.h5").string();
+
+  auto writer =
+      std::make_shared<TraceWriter>(result.trace_path, make_trace_metadata(spec, options.git_sha));
+  auto env = std::make_unique<RecordTrace>(make_env(spec.env_id, spec), writer);
+  std::unique_ptr<Agent> agent = make_agent(spec.agent.id, env->spec(), seed);
+  result.agent = agent->name();
+  writer->set_agent(result.agent);
+  const Plan megatron = megatron_plan(spec.model, spec.cluster);
+  Progress* progress = options.progress;
+
+  for (int k = 0; k < spec.episodes; ++k) {
+    EpisodeStats stats;
+    stats.episode = k;
+    stats.seed = seed + static_cast<uint64_t>(k);
+    ResetResult reset = env->reset(stats.seed);
+    if (reset.info.measurement.oom) {
+      // A config problem, not a runtime failure: report it like the loader would.
+      throw ConfigError(spec.source_path, "initial_plan", 0,
+                        "plan '" + reset.info.plan.to_string() +
+                            "' does not fit device memory (check it with `shardgym cost`)");
+    }
+    agent->begin_episode(*env);  // after reset: static agents read the run's state there
+    agent->set_training(true);
+    Observation obs = std::move(reset.obs);
+    double reward_sum = 0, tokens = 0, time_s = 0, megatron_tokens = 0, megatron_time_s = 0;
+    const std::string head =
+        "episode " + std::to_string(k + 1) + "/" + std::to_string(spec.episodes);
+    while (true) {
+      const Action action = agent->act(obs, env->action_mask());
+      StepResult r = env->step(action);
+      const Measurement& m = r.info.measurement;
+      // Out of memory is a failure even where the run still reports figures; it ends the
+      // episode, since a plan in force that does not fit leaves no valid action.
+      const bool failed = !r.info.error.empty() || !m.ok || m.oom;
+      // Every agent observes (online search acts on rewards); learners also update.
+      agent->observe({obs, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
+      if (agent->learns()) agent->update();
+      ++stats.steps;
+      reward_sum += r.reward;
+      if (failed) {
+        ++stats.failed_steps;
+      } else {
+        tokens += m.tokens;
+        time_s += m.step_latency_s + m.repartition_s;
+        stats.repartition_s += m.repartition_s;
+        const double lpt = megatron_latency_per_token(r, env->run(), megatron);
+        if (lpt > 0) megatron_tokens += m.tokens, megatron_time_s += m.tokens * lpt;
+      }
+      if (progress) {
+        progress->update(head + "  step " + std::to_string(stats.steps) + "/" +
+                         std::to_string(spec.steps_per_episode) + "  mean reward " +
+                         fixed(reward_sum / stats.steps, 4));
+      }
+      stats.final_plan = r.info.plan.to_string();
+      obs = std::move(r.obs);
+      if (r.terminated || r.truncated || failed) break;
+    }
+    stats.mean_reward = reward_sum / stats.steps;
+    stats.mean_throughput = time_s > 0 ? tokens / time_s : 0;
+    // Over the steps where the baseline could be evaluated.
+    stats.megatron_throughput = megatron_time_s > 0 ? megatron_tokens / megatron_time_s : 0;
+    if (progress) {
+      progress->line(head + ": " + std::to_string(stats.steps) + " steps, mean reward " +
+                     fixed(stats.mean_reward, 4) +
+                     (stats.failed_steps ? ", ended by a failed step" : std::string()));
+    }
+    result.episodes.push_back(stats);
+  }
+  env.reset();  // closes the last episode: RecordTrace flushes it
+  writer->close();
+
+  if (agent->learns()) {
+    result.checkpoint_path = (fs::path(options.out_dir) / "agent.ckpt").string();
+    agent->save(result.checkpoint_path);
+  }
+  return result;
+}
+
+Table training_summary(const TrainResult& result) {
+  Table t({"episode", "seed", "steps", "mean reward", "tokens/s (agent)", "tokens/s (Megatron)",
+           "ratio"});
+  for (int c = 1; c < t.columns(); ++c) t.set_align(c, Align::kRight);
+  double agent_sum = 0, megatron_sum = 0;
+  int megatron_n = 0;
+  for (const EpisodeStats& e : result.episodes) {
+    const bool known = e.megatron_throughput > 0;
+    t.add_row({std::to_string(e.episode + 1), std::to_string(e.seed), std::to_string(e.steps),
+               fixed(e.mean_reward, 4), fixed(e.mean_throughput, 0),
+               known ? fixed(e.megatron_throughput, 0) : "n/a",
+               known ? fixed(e.mean_throughput / e.megatron_throughput, 3) + "x" : "n/a"});
+    agent_sum += e.mean_throughput;
+    if (known) megatron_sum += e.megatron_throughput, ++megatron_n;
+  }
+  if (result.episodes.size() > 1) {
+    const double n = static_cast<double>(result.episodes.size());
+    const bool known = megatron_n == static_cast<int>(result.episodes.size());
+    t.add_row({"mean", "", "", "", fixed(agent_sum / n, 0),
+               known ? fixed(megatron_sum / n, 0) : "n/a",
+               known ? fixed(agent_sum / megatron_sum, 3) + "x" : "n/a"});
+  }
+  return t;
+}
+
+}  // namespace shardgym

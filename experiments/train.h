@@ -1,0 +1,61 @@
+// Training runner behind `shardgym train`: the experiment's env (make_env, so TimeLimit and
+// the Megatron-normalised reward are on) wrapped in RecordTrace → DIR/trace.h5, the configured
+// agent acting on it for the configured episodes, learners fed observe()/update() every step
+// and checkpointed to DIR/agent.ckpt at the end.
+//
+// Every step is also compared with the static Megatron-LM plan under the same conditions
+// (the noise-free baseline NormalizeReward computes, or the run's estimate() when the reward
+// is not normalised), so the summary can say how the agent's throughput — repartition time
+// included — compares with simply never repartitioning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/table.h"
+#include "experiments/progress.h"
+#include "runtime/core/experiment_spec.h"
+
+namespace shardgym {
+
+struct TrainOptions {
+  std::string out_dir;              // created if missing; trace.h5 and agent.ckpt go here
+  std::optional<uint64_t> seed;     // overrides the config's first seed
+  std::optional<int> episodes;      // overrides `episodes`
+  std::optional<int> steps;         // overrides `steps_per_episode`
+  std::string git_sha = "unknown";  // stored in the trace
+  Progress* progress = nullptr;     // optional
+};
+
+struct EpisodeStats {
+  int episode = 0;
+  uint64_t seed = 0;
+  int steps = 0;
+  double mean_reward = 0;
+  // Σ tokens / Σ (iteration + repartition) over the steps that did not fail.
+  double mean_throughput = 0;
+  // The same for the static Megatron plan under each step's conditions; 0 = unknown.
+  double megatron_throughput = 0;
+  double repartition_s = 0;  // total repartition time charged in the episode
+  int failed_steps = 0;      // failed steps (error or out of memory); one ends the episode
+  std::string final_plan;
+};
+
+struct TrainResult {
+  std::string agent;
+  std::string env_id;
+  std::string trace_path;
+  std::string checkpoint_path;  // "" when the agent does not learn
+  std::vector<EpisodeStats> episodes;
+};
+
+// Applies the overrides to `spec` (seeds = {seed}, episodes, steps_per_episode) and runs.
+// Throws std::invalid_argument / std::runtime_error from the env, agent or trace writer.
+TrainResult run_training(ExperimentSpec spec, const TrainOptions& options);
+
+// Per-episode table: episode, seed, steps, mean reward, throughput, Megatron, ratio.
+Table training_summary(const TrainResult& result);
+
+}  // namespace shardgym

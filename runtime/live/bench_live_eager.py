@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""PyTorch eager side of `shardgym bench live`: the live GPT in plain Python PyTorch.
+
+Same model as runtime/live/tp/reference_gpt.cpp (pre-LN decoder, causal multi-head attention
+with head-major QKV columns, exact-erf GELU MLP, untied LM head, mean token cross-entropy),
+the same initialisation scheme (N(0, 0.02^2), output projections / sqrt(2 layers)), AdamW
+with decoupled decay on matrices only, global-norm clipping, the same shapes and intra-op
+threads. Random token batches: the step time does not depend on the text.
+
+Prints one JSON object: {"step_s": [wall s...], "cpu_s": [process CPU s...], "median_s": m,
+"threads": n, "torch": version}.
+Run with Debian's interpreter, which has python3-torch: /usr/bin/python3.
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def init_params(layers, hidden, heads, ffn, seq, vocab, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+
+    def normal(*shape, std=0.02):
+        return (torch.randn(*shape, generator=g, dtype=torch.float64) * std).to(dtype)
+
+    out_std = 0.02 / math.sqrt(2 * layers)
+    p = {"wte": normal(vocab, hidden), "wpe": normal(seq, hidden)}
+    for i in range(layers):
+        a, m = f"h.{i}.attn.", f"h.{i}.mlp."
+        p[a + "ln.weight"] = torch.ones(hidden, dtype=dtype)
+        p[a + "ln.bias"] = torch.zeros(hidden, dtype=dtype)
+        p[a + "qkv.weight"] = normal(hidden, 3 * hidden)
+        p[a + "qkv.bias"] = torch.zeros(3 * hidden, dtype=dtype)
+        p[a + "proj.weight"] = normal(hidden, hidden, std=out_std)
+        p[a + "proj.bias"] = torch.zeros(hidden, dtype=dtype)
+        p[m + "ln.weight"] = torch.ones(hidden, dtype=dtype)
+        p[m + "ln.bias"] = torch.zeros(hidden, dtype=dtype)
+        p[m + "fc1.weight"] = normal(hidden, ffn)
+        p[m + "fc1.bias"] = torch.zeros(ffn, dtype=dtype)
+        p[m + "fc2.weight"] = normal(ffn, hidden, std=out_std)
+        p[m + "fc2.bias"] = torch.zeros(hidden, dtype=dtype)
+    p["ln_f.weight"] = torch.ones(hidden, dtype=dtype)
+    p["ln_f.bias"] = torch.zeros(hidden, dtype=dtype)
+    p["lm_head.weight"] = normal(hidden, vocab)
+    for t in p.values():
+        t.requires_grad_(True)
+    return p
+
+
+def loss_fn(p, tokens, targets, layers, heads):
+    b, s = tokens.shape
+    h = p["wte"].shape[1]
+    d = h // heads
+    x = F.embedding(tokens, p["wte"]) + p["wpe"][:s].unsqueeze(0)
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    for i in range(layers):
+        a, m = f"h.{i}.attn.", f"h.{i}.mlp."
+        n = F.layer_norm(x, (h,), p[a + "ln.weight"], p[a + "ln.bias"], 1e-5)
+        qkv = (n @ p[a + "qkv.weight"] + p[a + "qkv.bias"]).view(b, s, heads, 3, d)
+        q, k, v = (qkv.select(3, j).transpose(1, 2) for j in range(3))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+        att = torch.softmax(att.masked_fill(mask, float("-inf")), -1)
+        o = (att @ v).transpose(1, 2).reshape(b, s, h)
+        x = x + o @ p[a + "proj.weight"] + p[a + "proj.bias"]
+        n = F.layer_norm(x, (h,), p[m + "ln.weight"], p[m + "ln.bias"], 1e-5)
+        z = F.gelu(n @ p[m + "fc1.weight"] + p[m + "fc1.bias"])
+        x = x + z @ p[m + "fc2.weight"] + p[m + "fc2.bias"]
+    x = F.layer_norm(x, (h,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
+    logits = x @ p["lm_head.weight"]
+    return F.cross_entropy(logits.reshape(b * s, -1), targets.reshape(b * s))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default in [("layers", 4), ("hidden", 256), ("heads", 8), ("ffn", 0),
+                          ("seq", 128), ("batch", 8), ("vocab", 256), ("threads", 1),
+                          ("warmup", 3), ("iters", 10), ("seed", 0)]:
+        ap.add_argument("--" + name, type=int, default=default)
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    ffn = args.ffn or 4 * args.hidden
+    p = init_params(args.layers, args.hidden, args.heads, ffn, args.seq, args.vocab, dtype,
+                    args.seed)
+    decay = [t for t in p.values() if t.dim() >= 2]
+    no_decay = [t for t in p.values() if t.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
+    g = torch.Generator().manual_seed(args.seed + 1)
+    times, cpu = [], []
+    for it in range(args.warmup + args.iters):
+        tokens = torch.randint(0, 256, (args.batch, args.seq), generator=g)
+        targets = torch.randint(0, 256, (args.batch, args.seq), generator=g)
+        t0, c0 = time.perf_counter(), time.process_time()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(p, tokens, targets, args.layers, args.heads)
+        loss.backward()
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(list(p.values()), args.clip)
+        opt.step()
+        loss.item()
+        if it >= args.warmup:
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    print(json.dumps({"step_s": times, "cpu_s": cpu, "median_s": sorted(times)[len(times) // 2],
+                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

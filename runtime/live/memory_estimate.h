@@ -1,0 +1,29 @@
+// Analytic peak memory of one rank of the live run, from runtime/core's formulas: what the
+// allocator meter is checked against and what LiveRun's action mask uses.
+//
+//   state       = (embedding + LM head + Σ_blocks params held by the rank) · state bytes/param
+//                 (live runs keep params, grads, exp_avg, exp_avg_sq in the model dtype)
+//   activations = Σ_blocks Korthikanti activations (cost.h), adjusted to the live layers:
+//                   − the dropout terms (the live GPT has no dropout)
+//                   + with sp=1, the all-gathered GEMM input the layers keep for backward
+//                 + the largest recomputed block's peak: its activations rebuilt in its
+//                   backward, plus (attention) the two score gradients alive together
+//                 + the LM head's: the final LayerNorm's input and output [b,s,h] and the
+//                   logits and log-probabilities [b,s,V] of the rank's G/P rows
+#pragma once
+
+#include "runtime/core/model_spec.h"
+#include "runtime/core/plan.h"
+
+namespace shardgym::live {
+
+struct MemoryEstimate {
+  double state_bytes = 0;
+  double activation_bytes = 0;
+  double total() const { return state_bytes + activation_bytes; }
+};
+
+// Per rank (every rank holds the same amount under the strategies of DESIGN.md §3).
+MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, int world);
+
+}  // namespace shardgym::live

@@ -1,0 +1,160 @@
+// serve_rank: the command loop every rank runs (rank_protocol.h), and fault injection.
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "datasets/text/corpus.h"
+#include "runtime/core/plan.h"
+#include "runtime/live/comm_gloo.h"
+#include "runtime/live/meters.h"
+#include "runtime/live/rank_protocol.h"
+#include "runtime/live/tp/rank_trainer.h"
+
+namespace shardgym::live {
+
+FaultSpec parse_fault(const std::string& text) {
+  FaultSpec f;
+  if (text.empty()) return f;
+  const size_t at = text.find('@'), colon = text.find(':');
+  try {
+    if (at == std::string::npos || colon == std::string::npos || colon < at) throw 0;
+    f.kind = text.substr(0, at);
+    size_t used = 0;
+    f.rank = std::stoi(text.substr(at + 1, colon - at - 1), &used);
+    f.step = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) throw 0;
+    if (f.kind != "throw" && f.kind != "stall" && f.kind != "exit") throw 0;
+  } catch (...) {
+    throw std::invalid_argument("fault '" + text +
+                                "': expected <throw|stall|exit>@<rank>:<step>, e.g. throw@2:3");
+  }
+  return f;
+}
+
+// ---- the rank loop ----
+
+namespace {
+
+const char* op_text(RankOp op) {
+  switch (op) {
+    case RankOp::kReset:
+      return "reset";
+    case RankOp::kStep:
+      return "step";
+    case RankOp::kEval:
+      return "eval";
+    case RankOp::kStop:
+      return "stop";
+  }
+  return "?";
+}
+
+std::string message_of(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+// The injected fault, if it is this rank's turn.
+void maybe_fault(const FaultSpec& f, int rank, int step) {
+  if (f.kind.empty() || f.rank != rank || f.step != step) return;
+  if (f.kind == "throw")
+    throw std::runtime_error("injected fault (throw) at step " + std::to_string(step));
+  while (f.kind == "stall") std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (f.kind == "exit") std::_Exit(3);
+}
+
+at::Tensor to_tensor(const std::vector<int32_t>& v, int rows, int cols) {
+  return at::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, at::kInt).to(at::kLong);
+}
+
+}  // namespace
+
+void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel) {
+  const int rank = world.rank();
+  MemoryMeter::install();
+  MemoryMeter::Scope memory_scope(rank);
+  const ModelSpec& model = config.model;
+  const int global_batch =
+      model.global_batch > 0 ? model.global_batch : model.micro_batch * world.world_size();
+  text::TextCorpus corpus = config.corpus.empty() ? text::TextCorpus::load_default()
+                                                  : text::TextCorpus::load({config.corpus});
+  // Every group a strategy can use, created once now in one canonical order: repartitions
+  // later only look groups up, they never rendezvous.
+  create_standard_groups(world);
+  const FaultSpec fault = parse_fault(config.fault);
+  std::unique_ptr<RankTrainer> trainer;
+  std::unique_ptr<text::BatchSampler> sampler;
+  int last = 0;
+  int steps = 0;  // training iterations since the last reset
+  for (;;) {
+    const RankCommand cmd = channel.next(last);
+    last = cmd.seq;
+    if (cmd.op == RankOp::kStop) return;
+    RankReport rep;
+    rep.seq = cmd.seq;
+    rep.rank = rank;
+    const double cpu0 = thread_cpu_now_s();
+    MemoryMeter::reset_peak(rank);
+    try {
+      if (cmd.op == RankOp::kReset) {
+        trainer.reset();
+        TrainerOptions opts;
+        opts.seed = cmd.seed;
+        opts.dtype = model.dtype == DType::kFloat64 ? at::kDouble : at::kFloat;
+        opts.lr = config.lr;
+        opts.weight_decay = config.weight_decay;
+        opts.clip = config.clip;
+        opts.threads = config.threads;
+        trainer = std::make_unique<RankTrainer>(model, Plan::parse(cmd.plan, model.num_blocks()),
+                                                world, opts);
+        // Every rank draws the same global batches; each block takes its replica's rows.
+        sampler = std::make_unique<text::BatchSampler>(corpus, text::Split::kTrain, global_batch,
+                                                       model.seq, cmd.seed ^ 0x5eedda7aull);
+        steps = 0;
+      } else if (!trainer) {
+        throw std::logic_error("rank received a command before reset");
+      } else if (cmd.op == RankOp::kStep) {
+        const Plan next = Plan::parse(cmd.plan, model.num_blocks());
+        if (next != trainer->plan()) {
+          const RepartitionStats rs = trainer->repartition(next);
+          rep.repartition_s = rs.seconds;
+          rep.repartition_bytes = rs.bytes_received;
+          rep.blocks_changed = rs.blocks_changed;
+        }
+        maybe_fault(fault, rank, steps++);
+        const text::TokenBatch b = sampler->next();
+        const at::Tensor tokens = to_tensor(b.tokens, b.batch, b.seq);
+        const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
+        BlockTimes times;
+        const Stopwatch sw;
+        rep.loss = trainer->train_step(tokens, targets, &times);
+        rep.step_s = sw.elapsed_s();
+        rep.fwd_s = times.fwd_s;
+        rep.bwd_s = times.bwd_s;
+        rep.comm_s = times.comm_s;
+      } else {
+        const text::TokenBatch b = text::sequential_batch(corpus, text::Split::kValidation,
+                                                          global_batch, model.seq, cmd.eval_index);
+        rep.loss = trainer->eval_loss(to_tensor(b.tokens, b.batch, b.seq),
+                                      to_tensor(b.targets, b.batch, b.seq));
+      }
+    } catch (const std::exception& e) {
+      rep.ok = false;
+      rep.error = op_text(cmd.op) + std::string(" (command ") + std::to_string(cmd.seq) +
+                  "): " + message_of(e);
+      channel.reply(rep);
+      trainer.reset();
+      throw std::runtime_error(rep.error);
+    }
+    rep.busy_s = thread_cpu_now_s() - cpu0;
+    rep.peak_bytes = static_cast<double>(MemoryMeter::peak_bytes(rank));
+    channel.reply(rep);
+  }
+}
+
+}  // namespace shardgym::live

@@ -1,0 +1,69 @@
+// Shared pieces of the agent tests: small simulated experiments and a rollout that checks
+// every action against the env's mask before stepping.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "agents/agent.h"
+#include "agents/agent_util.h"
+#include "env/registry.h"
+#include "tests/env/test_specs.h"
+
+namespace shardgym::agent_tests {
+
+// A tiny GPT on 4 simulated GPUs with a link drop halfway through the episode.
+inline ExperimentSpec sim_spec(int layers = 2, int steps = 12) {
+  ExperimentSpec s = test_specs::tiny(layers, /*gpus_per_node=*/4, /*nodes=*/1);
+  s.steps_per_episode = steps;
+  test_specs::add_link_drop(s, steps / 2, "nvlink", 0.1);
+  return s;
+}
+
+inline std::unique_ptr<Env> sim_env(const ExperimentSpec& spec) {
+  return make_env("shardgym/TPSim-v0", spec);
+}
+
+struct Rollout {
+  std::vector<Action> actions;
+  std::vector<double> rewards;
+  int invalid = 0;          // actions that the mask did not allow
+  int64_t masked_seen = 0;  // masked entries over every mask the agent was given
+  int failed = 0;           // steps that came back with an error
+};
+
+// Runs `episodes` episodes (env seeds seed, seed+1, ...); observe() every step, update() when
+// `learn`. Counts actions outside the mask instead of stepping them. A failed or
+// out-of-memory step ends the episode (as run_episode does).
+inline Rollout rollout(Env& env, Agent& agent, uint64_t seed, int episodes, bool learn) {
+  Rollout out;
+  const int K = env.spec().catalog_size;
+  for (int e = 0; e < episodes; ++e) {
+    Observation obs = env.reset(seed + e).obs;
+    agent.begin_episode(env);
+    agent.set_training(learn);
+    while (true) {
+      const std::vector<uint8_t> mask = env.action_mask();
+      for (uint8_t m : mask) out.masked_seen += m == 0;
+      Action a = agent.act(obs, mask);
+      out.actions.push_back(a);
+      if (!agents_detail::action_allowed(a, mask, K)) {
+        ++out.invalid;
+        return out;
+      }
+      StepResult r = env.step(a);
+      out.rewards.push_back(r.reward);
+      const bool failed = !r.info.error.empty() || r.info.measurement.oom;
+      out.failed += failed;
+      agent.observe({obs, a, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
+      if (learn) agent.update();
+      obs = r.obs;
+      if (r.terminated || r.truncated || failed) break;
+    }
+  }
+  return out;
+}
+
+}  // namespace shardgym::agent_tests

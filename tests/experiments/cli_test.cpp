@@ -1,0 +1,269 @@
+// The `shardgym` binary end to end: each subcommand run as a process, exit codes checked
+// (0 ok, 2 bad input), output checked for what a user relies on.
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include "experiments/progress.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CliResult shardgym_cli(const std::string& args) {
+  const std::string cmd = std::string("'") + SHARDGYM_CLI_PATH + "' " + args + " 2>&1 </dev/null";
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string src(const std::string& rel) {
+  return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel;
+}
+
+// Minimal JSON syntax check (RFC 8259 grammar, no semantic checks): true when `text` is one
+// JSON value followed only by whitespace.
+class JsonChecker {
+ public:
+  explicit JsonChecker(const std::string& text) : s_(text) {}
+  bool valid() {
+    skip();
+    if (!value()) return false;
+    skip();
+    return i_ == s_.size();
+  }
+
+ private:
+  void skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool lit(const char* word) {
+    const std::string w(word);
+    if (s_.compare(i_, w.size(), w) != 0) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool string() {
+    if (s_[i_] != '"') return false;
+    for (++i_; i_ < s_.size(); ++i_) {
+      if (s_[i_] == '\\') {
+        ++i_;
+      } else if (s_[i_] == '"') {
+        ++i_;
+        return true;
+      } else if (static_cast<unsigned char>(s_[i_]) < 0x20) {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool number() {
+    const size_t start = i_;
+    if (s_[i_] == '-') ++i_;
+    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
+                              s_[i_] == 'e' || s_[i_] == 'E' || s_[i_] == '+' || s_[i_] == '-')) {
+      ++i_;
+    }
+    return i_ > start && std::isdigit(static_cast<unsigned char>(s_[i_ - 1]));
+  }
+  bool value() {
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++i_;
+      skip();
+      if (i_ < s_.size() && s_[i_] == close) return ++i_, true;
+      while (true) {
+        skip();
+        if (c == '{') {
+          if (!string()) return false;
+          skip();
+          if (i_ >= s_.size() || s_[i_++] != ':') return false;
+          skip();
+        }
+        if (!value()) return false;
+        skip();
+        if (i_ >= s_.size()) return false;
+        if (s_[i_] == ',') {
+          ++i_;
+          continue;
+        }
+        return s_[i_++] == close;
+      }
+    }
+    if (c == '"') return string();
+    if (c == 't') return lit("true");
+    if (c == 'f') return lit("false");
+    if (c == 'n') return lit("null");
+    return number();
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+TEST(JsonCheckerTest, AcceptsJsonAndRejectsBrokenText) {
+  EXPECT_TRUE(JsonChecker(R"({"a": [1, 2.5e3, -3], "b": {"c": "x\"y"}, "d": null})").valid());
+  EXPECT_FALSE(JsonChecker(R"({"a": 1,})").valid());
+  EXPECT_FALSE(JsonChecker(R"({"a": 1)").valid());
+  EXPECT_FALSE(JsonChecker("{} trailing").valid());
+}
+
+TEST(ProgressTest, PlainLinesWithoutATerminal) {
+  std::ostringstream out;
+  {
+    shardgym::Progress p(out, /*tty=*/false);
+    p.update("step 1", /*force=*/true);
+    p.line("episode 1/1 done");
+  }
+  EXPECT_EQ(out.str(), "episode 1/1 done\n");
+}
+
+TEST(ProgressTest, OneRewrittenLineOnATerminal) {
+  std::ostringstream out;
+  {
+    shardgym::Progress p(out, /*tty=*/true);
+    p.update("step 1", /*force=*/true);
+    p.update("step 2", /*force=*/true);
+    p.line("done");
+    p.update("step 3", /*force=*/true);
+  }  // the destructor clears the transient line
+  EXPECT_EQ(out.str(), "\rstep 1\x1b[K\rstep 2\x1b[K\r\x1b[Kdone\n\rstep 3\x1b[K\r\x1b[K");
+}
+
+TEST(CliTest, HelpListsEverySubcommand) {
+  CliResult r = shardgym_cli("--help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* cmd : {"envs", "train", "inspect", "cost", "bench"}) {
+    EXPECT_NE(r.output.find(cmd), std::string::npos) << cmd;
+  }
+  CliResult train = shardgym_cli("train --help");
+  EXPECT_EQ(train.code, 0);
+  EXPECT_NE(train.output.find("--episodes"), std::string::npos) << train.output;
+}
+
+TEST(CliTest, EnvsListsTheSimulator) {
+  CliResult r = shardgym_cli("envs");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("shardgym/TPSim-v0"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, TrainThenInspect) {
+  const fs::path out =
+      fs::temp_directory_path() / ("shardgym_cli_test_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CliResult train = shardgym_cli("train '" + src("experiments/quickstart.yaml") + "' --out '" +
+                                 out.string() + "' --episodes 1 --steps 4 --seed 3");
+  ASSERT_EQ(train.code, 0) << train.output;
+  EXPECT_NE(train.output.find("Megatron"), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find("ratio"), std::string::npos) << train.output;
+  // Not a TTY: plain lines, no carriage-return progress.
+  EXPECT_EQ(train.output.find('\r'), std::string::npos);
+  EXPECT_NE(train.output.find("episode 1/1"), std::string::npos) << train.output;
+  const fs::path trace = out / "trace.h5";
+  ASSERT_TRUE(fs::exists(trace)) << train.output;
+
+  CliResult inspect = shardgym_cli("inspect '" + trace.string() + "'");
+  EXPECT_EQ(inspect.code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("shardgym-trace"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("shardgym/TPSim-v0"), std::string::npos) << inspect.output;
+
+  // The trace is readable with h5py from the schema alone (DESIGN.md §6).
+  const std::string py =
+      "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r'); "
+      "e=f['episodes']; print(len(e), e['episode_0']['rewards'].shape[0])\" '" +
+      trace.string() + "' 2>&1";
+  FILE* pipe = popen(py.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buf[256] = {0};
+  const size_t n = fread(buf, 1, sizeof buf - 1, pipe);
+  EXPECT_EQ(pclose(pipe), 0) << std::string(buf, n);
+  EXPECT_EQ(std::string(buf, n), "1 4\n");
+  fs::remove_all(out);
+}
+
+TEST(CliTest, CostJsonIsJson) {
+  CliResult r =
+      shardgym_cli("cost '" + src("experiments/quickstart.yaml") + "' --plan megatron --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(JsonChecker(r.output).valid()) << r.output;
+  CliResult table =
+      shardgym_cli("cost '" + src("experiments/quickstart.yaml") + "' --plan 'uniform:tp1d(t=4)'");
+  EXPECT_EQ(table.code, 0) << table.output;
+}
+
+TEST(CliTest, BenchSimReportsStepsPerSecond) {
+  CliResult r = shardgym_cli("bench sim --seconds 0.2 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(JsonChecker(r.output).valid()) << r.output;
+  EXPECT_NE(r.output.find("\"steps_per_s\""), std::string::npos);
+  EXPECT_NE(r.output.find("\"same_plan\""), std::string::npos);
+}
+
+TEST(CliTest, CompareAgainstMegatron) {
+  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
+                             "' --agents megatron,random --seeds 0,1 --steps 3 --markdown");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("| agent | runs | throughput ×megatron"), std::string::npos) << r.output;
+  // The baseline against itself is exactly 1 in every run.
+  EXPECT_NE(r.output.find("| megatron | 2 | 1.00 [1.00, 1.00] |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| random | 2 |"), std::string::npos) << r.output;
+  CliResult bad = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
+                               "' --agents ranodm --steps 2");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("did you mean 'random'"), std::string::npos) << bad.output;
+}
+
+TEST(CliTest, BadConfigExitsTwoNamingTheKey) {
+  CliResult r = shardgym_cli("train '" + src("tests/experiments/data/unknown_key.yaml") +
+                             "' --out /nonexistent");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("shardgym: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unknown_key.yaml:3: model.hiden: unknown key"), std::string::npos)
+      << r.output;
+}
+
+TEST(CliTest, InitialPlanThatDoesNotFitExitsTwo) {
+  const fs::path out =
+      fs::temp_directory_path() / ("shardgym_cli_oom_" + std::to_string(::getpid()));
+  CliResult r = shardgym_cli("train '" + src("tests/experiments/data/initial_plan_oom.yaml") +
+                             "' --out '" + out.string() + "' --steps 2");
+  fs::remove_all(out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("initial_plan: plan 'uniform:tp1d(t=8)' does not fit device memory"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(CliTest, BadPlanExitsTwo) {
+  CliResult r =
+      shardgym_cli("cost '" + src("experiments/quickstart.yaml") + "' --plan 'uniform:tp1d(t=3)'");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--plan"), std::string::npos) << r.output;
+}
+
+TEST(CliTest, BadCommandLineExitsTwo) {
+  // One case per kind of CLI11 error (each process start loads LibTorch: ~1 s).
+  EXPECT_EQ(shardgym_cli("no-such-command").code, 2);
+  EXPECT_EQ(shardgym_cli("train /no/such/file.yaml").code, 2);
+  EXPECT_EQ(shardgym_cli("train '" + src("experiments/quickstart.yaml") + "' --episodes 0").code,
+            2);
+}
+
+}  // namespace

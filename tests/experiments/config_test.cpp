@@ -1,0 +1,286 @@
+// The config loader: every shipped config loads to the figures it states, and broken configs
+// are rejected with the right file, key path, line and reason.
+#include "experiments/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "env/registry.h"
+
+namespace shardgym {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string source_dir() { return SHARDGYM_TEST_SOURCE_DIR; }
+std::string data(const std::string& name) {
+  return source_dir() + "/tests/experiments/data/" + name;
+}
+std::string experiments(const std::string& name) { return source_dir() + "/experiments/" + name; }
+
+// Every experiment config under experiments/ (the hardware catalog is not one).
+// Live-backend configs need the LibTorch build (SHARDGYM_WITH_TORCH=ON, the default); in a
+// build without it their env id is not registered and the loader rightly rejects them.
+bool loadable_in_this_build(const std::string& path, ExperimentSpec* spec) {
+  try {
+    *spec = load_experiment(path);
+    return true;
+  } catch (const ConfigError& e) {
+    if (!SHARDGYM_TEST_WITH_TORCH && e.key() == "env" &&
+        e.reason().find("TPLive") != std::string::npos) {
+      std::cout << "not in this build (SHARDGYM_WITH_TORCH=OFF): " << path << "\n";
+      return false;
+    }
+    throw;
+  }
+}
+
+std::vector<std::string> shipped_configs() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(experiments(""))) {
+    if (e.path().extension() == ".yaml" && e.path().filename() != "hardware.yaml") {
+      out.push_back(e.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(ConfigTest, EveryShippedConfigLoads) {
+  const auto configs = shipped_configs();
+  // quickstart + four scenarios at least; a lower count means the search broke.
+  ASSERT_GE(configs.size(), 5u);
+  for (const auto& path : configs) {
+    SCOPED_TRACE(path);
+    ExperimentSpec spec;
+    bool loaded = false;
+    ASSERT_NO_THROW(loaded = loadable_in_this_build(path, &spec));
+    if (!loaded) continue;
+    EXPECT_EQ(spec.source_path, path);
+    EXPECT_TRUE(spec.cluster.validate().empty());
+    EXPECT_TRUE(resolve_plan(spec.initial_plan, spec.model, spec.cluster)
+                    .validate(spec.model, spec.cluster.world_size())
+                    .empty());
+  }
+}
+
+TEST(ConfigTest, HardwareCatalogLoadsWithDatasheetFigures) {
+  HardwareCatalog c = load_hardware_catalog(experiments("hardware.yaml"));
+  ASSERT_GE(c.devices.size(), 3u);
+  const auto h100 = std::find_if(c.devices.begin(), c.devices.end(),
+                                 [](const DeviceType& d) { return d.name == "H100-SXM5-80GB"; });
+  ASSERT_NE(h100, c.devices.end());
+  EXPECT_DOUBLE_EQ(h100->peak_flops, 989e12);
+  EXPECT_DOUBLE_EQ(h100->memory_bytes, 80.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(h100->memory_bw, 3350e9);
+  EXPECT_DOUBLE_EQ(h100->busy_w, 700);
+  // The fp32 figure is picked when the model trains in fp32.
+  HardwareCatalog fp32 = load_hardware_catalog(experiments("hardware.yaml"), DType::kFloat32);
+  EXPECT_DOUBLE_EQ(fp32.devices.front().peak_flops, 67e12);
+}
+
+TEST(ConfigTest, QuickstartSaysWhatTheReadmeSays) {
+  ExperimentSpec s = load_experiment(experiments("quickstart.yaml"));
+  EXPECT_EQ(s.name, "quickstart");
+  EXPECT_EQ(s.env_id, "shardgym/TPSim-v0");
+  EXPECT_EQ(s.model.layers, 24);
+  EXPECT_EQ(s.model.hidden, 2048);
+  EXPECT_EQ(s.model.heads, 16);
+  EXPECT_EQ(s.model.seq, 2048);
+  EXPECT_EQ(s.cluster.world_size(), 16);
+  EXPECT_EQ(s.cluster.num_nodes(), 2);
+  EXPECT_EQ(s.episodes, 3);
+  EXPECT_EQ(s.steps_per_episode, 50);
+  // Only the device and the two links the cluster uses are kept from the catalog.
+  ASSERT_EQ(s.cluster.devices.size(), 1u);
+  ASSERT_EQ(s.cluster.links.size(), 2u);
+  EXPECT_EQ(s.cluster.inter_link, "ib-hdr200");
+  EXPECT_DOUBLE_EQ(s.cluster.links[s.cluster.link_index("nvswitch-h100")].bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(s.cluster.links[s.cluster.link_index("nvswitch-h100")].latency_s, 3e-6);
+  // The stored text carries the included catalog, commented out.
+  EXPECT_NE(s.source_text.find("# ---- included hardware.yaml ----"), std::string::npos);
+}
+
+TEST(ConfigTest, HeteroDynamicHasItsTwoEvents) {
+  ExperimentSpec s = load_experiment(experiments("scenarios/hetero-dynamic.yaml"));
+  ASSERT_EQ(s.cluster.devices.size(), 2u);
+  EXPECT_NE(s.cluster.device_of(0).name, s.cluster.device_of(15).name);
+  ASSERT_EQ(s.scenario.events.size(), 2u);
+  const ScenarioEvent& bw = s.scenario.events[0];
+  EXPECT_EQ(bw.step, 30);
+  EXPECT_EQ(bw.kind, EventKind::kLinkBandwidth);
+  EXPECT_EQ(bw.target, s.cluster.inter_link);
+  EXPECT_DOUBLE_EQ(bw.factor, 0.5);
+  const ScenarioEvent& straggler = s.scenario.events[1];
+  EXPECT_EQ(straggler.step, 60);
+  EXPECT_EQ(straggler.kind, EventKind::kStraggler);
+  EXPECT_EQ(straggler.rank, 12);
+  EXPECT_DOUBLE_EQ(straggler.factor, 1.5);
+  EXPECT_EQ(s.scenario.num_phases(), 3);
+}
+
+TEST(ConfigTest, MinimalConfigTakesDefaults) {
+  ExperimentSpec s = load_experiment(data("minimal.yaml"));
+  EXPECT_EQ(s.name, "minimal");
+  EXPECT_EQ(s.env_id, "shardgym/TPSim-v0");
+  EXPECT_EQ(s.agent.id, "random");
+  EXPECT_EQ(s.initial_plan, "megatron");
+  EXPECT_EQ(s.seeds, std::vector<uint64_t>{0});
+  EXPECT_EQ(s.cluster.world_size(), 8);
+  EXPECT_TRUE(s.cluster.inter_link.empty());
+  EXPECT_DOUBLE_EQ(s.cluster.links[0].energy_per_byte, 0);
+}
+
+TEST(ConfigTest, EventsAreSortedByStep) {
+  std::ifstream in(data("minimal.yaml"));
+  std::stringstream text;
+  text << in.rdbuf()
+       << "scenario:\n  events:\n"
+          "    - {step: 40, kind: seq_length, value: 1024}\n"
+          "    - {step: 10, kind: batch, value: 32}\n";
+  ExperimentSpec s = parse_experiment(text.str(), "inline.yaml");
+  ASSERT_EQ(s.scenario.events.size(), 2u);
+  EXPECT_EQ(s.scenario.events[0].kind, EventKind::kBatch);
+  EXPECT_EQ(s.scenario.events[0].value, 32);
+  EXPECT_EQ(s.scenario.events[1].kind, EventKind::kSeqLength);
+}
+
+struct BadCase {
+  const char* file;        // under tests/experiments/data/
+  const char* error_file;  // file the error must name (an included catalog for some)
+  const char* key;
+  int line;
+  const char* reason;  // substring of the reason
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfigTest, RejectedWithFileKeyLineAndReason) {
+  const BadCase& c = GetParam();
+  try {
+    load_experiment(data(c.file));
+    FAIL() << c.file << " was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(fs::path(e.file()).filename().string(), c.error_file) << e.what();
+    EXPECT_EQ(e.key(), c.key) << e.what();
+    EXPECT_EQ(e.line(), c.line) << e.what();
+    EXPECT_NE(e.reason().find(c.reason), std::string::npos) << e.what();
+    // what() is "<file>:<line>: <key>: <reason>".
+    const std::string expected_prefix = e.file() + ":" + std::to_string(c.line) + ": ";
+    EXPECT_EQ(std::string(e.what()).rfind(expected_prefix, 0), 0u) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Data, BadConfigTest,
+    ::testing::Values(
+        BadCase{"unknown_key.yaml", "unknown_key.yaml", "model.hiden", 3, "did you mean 'hidden'"},
+        BadCase{"wrong_type.yaml", "wrong_type.yaml", "cluster.nodes[1].gpus", 13,
+                "expected an integer, found 'eight'"},
+        BadCase{"missing_key.yaml", "missing_key.yaml", "model.heads", 2, "missing required key"},
+        BadCase{"heads_not_divided.yaml", "heads_not_divided.yaml", "initial_plan", 10,
+                "does not divide heads"},
+        BadCase{"world_size_mismatch.yaml", "world_size_mismatch.yaml", "cluster.world_size", 11,
+                "hold 16 GPUs"},
+        BadCase{"plan_wrong_blocks.yaml", "plan_wrong_blocks.yaml", "initial_plan", 10,
+                "has 3 blocks"},
+        BadCase{"unknown_device.yaml", "unknown_device.yaml", "cluster.nodes[0].device", 5,
+                "did you mean 'H100-SXM5-80GB'"},
+        BadCase{"unknown_link.yaml", "unknown_link.yaml", "cluster.inter_link", 6,
+                "did you mean 'ib-hdr200'"},
+        BadCase{"unknown_agent.yaml", "unknown_agent.yaml", "agent.id", 10,
+                "did you mean 'random'"},
+        BadCase{"unknown_env.yaml", "unknown_env.yaml", "env", 1, "unknown env"},
+        BadCase{"syntax_error.yaml", "syntax_error.yaml", "", 4, "YAML syntax"},
+        BadCase{"bad_event.yaml", "bad_event.yaml", "scenario.events[1].rank", 12,
+                "between 0 and 7"},
+        BadCase{"event_unknown_link.yaml", "event_unknown_link.yaml", "scenario.events[0].link", 11,
+                "not a known link of this cluster"},
+        BadCase{"duplicate_key.yaml", "duplicate_key.yaml", "episodes", 10, "appears twice"},
+        BadCase{"missing_inter_link.yaml", "missing_inter_link.yaml", "cluster.inter_link", 3,
+                "2 nodes"},
+        BadCase{"include_bad_catalog.yaml", "bad_catalog.yaml", "devices[0].memory_gib", 3,
+                "expected a number"},
+        BadCase{"include_missing.yaml", "include_missing.yaml", "include", 1, "cannot read"},
+        BadCase{"missing_dtype_flops.yaml", "missing_dtype_flops.yaml",
+                "cluster.devices[0].peak_tflops", 5, "no figure for the model's dtype 'fp64'"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) {
+      std::string name = fs::path(info.param.file).stem().string();
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+TEST(ConfigTest, ReplayNeedsAnExistingTrace) {
+  std::ifstream in(data("minimal.yaml"));
+  std::stringstream minimal;
+  minimal << in.rdbuf();
+  const std::string replay = "env: shardgym/TPReplay-v0\n" + minimal.str();
+  try {
+    parse_experiment(replay, "replay.yaml");
+    FAIL() << "accepted a replay config without a trace";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "replay_trace") << e.what();
+  }
+  try {
+    parse_experiment(replay + "replay_trace: no_such_trace.h5\n", "replay.yaml", data(""));
+    FAIL() << "accepted a missing trace file";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "replay_trace") << e.what();
+    EXPECT_EQ(e.line(), 11) << e.what();  // 1 line of env + 9 of minimal.yaml + 1
+    EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
+  }
+  // An existing file (any file: the env opens it as a trace) is accepted, relative to the
+  // config's directory.
+  ExperimentSpec s =
+      parse_experiment(replay + "replay_trace: minimal.yaml\n", "replay.yaml", data(""));
+  EXPECT_EQ(fs::path(s.replay_trace).filename(), "minimal.yaml");
+  EXPECT_TRUE(fs::exists(s.replay_trace));
+}
+
+TEST(ConfigTest, LiveConfigNeedsOneRankPerDevice) {
+  if (!env_registered("shardgym/TPLive-v0")) {
+    std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
+    return;
+  }
+  try {
+    load_experiment(data("live_ranks_mismatch.yaml"));
+    FAIL() << "accepted 2 live ranks for 4 devices";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "live.ranks") << e.what();
+    EXPECT_EQ(e.line(), 12) << e.what();
+    EXPECT_NE(e.reason().find("one rank per device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigTest, MissingFileIsAConfigError) {
+  try {
+    load_experiment(data("does_not_exist.yaml"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(e.reason().find("cannot read"), std::string::npos);
+    EXPECT_EQ(e.line(), 0);
+  }
+}
+
+TEST(ConfigTest, EmptyTextIsRejected) {
+  EXPECT_THROW(parse_experiment("", "empty.yaml"), ConfigError);
+  EXPECT_THROW(parse_experiment("- a\n- b\n", "list.yaml"), ConfigError);
+}
+
+TEST(ConfigTest, ClosestNameSuggestsOnlyPlausibleTypos) {
+  const std::vector<std::string> known = {"layers", "hidden", "heads", "seq"};
+  EXPECT_EQ(closest_name("hiden", known), "hidden");
+  EXPECT_EQ(closest_name("haeds", known), "heads");  // a swap counts as one edit
+  EXPECT_EQ(closest_name("Layers", known), "layers");
+  EXPECT_EQ(closest_name("completely_different", known), "");
+  EXPECT_EQ(closest_name("x", {}), "");
+}
+
+}  // namespace
+}  // namespace shardgym

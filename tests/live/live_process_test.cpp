@@ -1,0 +1,91 @@
+// LiveRun with launch = processes: 4 shardgym_rank_worker processes meet through the
+// driver's loopback TCPStore; a rank killed from outside, and a stalled rank, stop the run
+// with an error naming them, and no process is left behind.
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "runtime/live/live_run.h"
+#include "tests/live/live_test_spec.h"
+
+namespace shardgym::live {
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool alive(int pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+ExperimentSpec process_spec() {
+  ExperimentSpec s = tiny_live_spec(4, "processes");
+  s.live.extra["worker"] = SHARDGYM_RANK_WORKER_EXE;
+  return s;
+}
+
+TEST(LiveRunProcesses, FourRankProcessesTrainAndRepartition) {
+  LiveRun run(process_spec());
+  const int blocks = run.model().num_blocks();
+  const Plan a = Plan::uniform(Strategy::tp1d(4), blocks);
+  const Plan b = Plan::parse("tp2d(d1=2,d2=2,first=col);tp1d(t=2,sp=1);dp;tp1d(t=4)", blocks);
+  run.reset(5, a);
+  const auto pids = run.rank_pids();
+  ASSERT_EQ(pids.size(), 4u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 6; ++i) {
+    const Measurement m = run.step(i == 3 ? b : run.plan());
+    ASSERT_TRUE(m.ok) << m.error;
+    ASSERT_EQ(m.peak_memory_bytes.size(), 4u);
+    for (double peak : m.peak_memory_bytes) EXPECT_GT(peak, 0);
+    if (i == 3) {
+      EXPECT_GT(m.repartition_bytes, 0);
+    }
+    (i == 0 ? first : last) = m.loss;
+  }
+  EXPECT_LT(last, first);  // 6 AdamW steps at lr 1e-2 from ln(256): a clear drop
+  EXPECT_TRUE(std::isfinite(run.eval_loss(1)));
+}
+
+TEST(LiveRunProcesses, KillingOneRankStopsTheRunWithinTheTimeout) {
+  ExperimentSpec spec = process_spec();
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  run.reset(0, Plan::uniform(Strategy::tp1d(2), blocks));
+  ASSERT_TRUE(run.step(run.plan()).ok);
+  const auto pids = run.rank_pids();
+  ASSERT_EQ(::kill(pids[2], SIGKILL), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Measurement m = run.step(run.plan());
+  EXPECT_LT(since(t0), spec.live.timeout_s);
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("rank 2 died (killed by signal 9) during step"), std::string::npos)
+      << m.error;
+  EXPECT_FALSE(run.running());
+  for (int pid : pids) EXPECT_FALSE(alive(pid)) << "rank process " << pid << " left behind";
+}
+
+TEST(LiveRunProcesses, AStalledRankIsKilledAfterTheTimeout) {
+  ExperimentSpec spec = process_spec();
+  spec.live.timeout_s = 1.5;
+  spec.live.extra["fault"] = "stall@1:1";
+  LiveRun run(spec);
+  run.reset(0, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
+  ASSERT_TRUE(run.step(run.plan()).ok);
+  const auto pids = run.rank_pids();
+  const auto t0 = std::chrono::steady_clock::now();
+  const Measurement m = run.step(run.plan());
+  // Peers time out in their collective (one timeout), then the stalled rank gets one more
+  // timeout to exit before it is killed.
+  EXPECT_LT(since(t0), 3 * spec.live.timeout_s + 1);
+  EXPECT_FALSE(m.ok);
+  EXPECT_EQ(m.error.find("live step 1: rank 1 stalled: no answer to step (command 3)"), 0u)
+      << m.error;
+  for (int pid : pids) EXPECT_FALSE(alive(pid)) << "rank process " << pid << " left behind";
+}
+
+}  // namespace
+}  // namespace shardgym::live
