@@ -40,20 +40,6 @@ FaultSpec parse_fault(const std::string& text) {
 
 namespace {
 
-const char* op_text(RankOp op) {
-  switch (op) {
-    case RankOp::kReset:
-      return "reset";
-    case RankOp::kStep:
-      return "step";
-    case RankOp::kEval:
-      return "eval";
-    case RankOp::kStop:
-      return "stop";
-  }
-  return "?";
-}
-
 std::string message_of(const std::exception& e) {
   if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
   return e.what();
@@ -145,7 +131,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       }
     } catch (const std::exception& e) {
       rep.ok = false;
-      rep.error = op_text(cmd.op) + std::string(" (command ") + std::to_string(cmd.seq) +
+      rep.error = op_name(cmd.op) + std::string(" (command ") + std::to_string(cmd.seq) +
                   "): " + message_of(e);
       channel.reply(rep);
       trainer.reset();

@@ -100,6 +100,16 @@ void put(std::ostringstream& o, const char* key, const std::string& value) {
   o << key << '=' << escape(value) << '\n';
 }
 
+RankOp parse_op(const std::string& s) {
+  if (s == "reset") return RankOp::kReset;
+  if (s == "step") return RankOp::kStep;
+  if (s == "eval") return RankOp::kEval;
+  if (s == "stop") return RankOp::kStop;
+  throw std::invalid_argument("RankCommand: unknown op '" + s + "'");
+}
+
+}  // namespace
+
 const char* op_name(RankOp op) {
   switch (op) {
     case RankOp::kReset:
@@ -113,16 +123,6 @@ const char* op_name(RankOp op) {
   }
   return "?";
 }
-
-RankOp parse_op(const std::string& s) {
-  if (s == "reset") return RankOp::kReset;
-  if (s == "step") return RankOp::kStep;
-  if (s == "eval") return RankOp::kEval;
-  if (s == "stop") return RankOp::kStop;
-  throw std::invalid_argument("RankCommand: unknown op '" + s + "'");
-}
-
-}  // namespace
 
 std::string LiveRankConfig::serialize() const {
   std::ostringstream o;

@@ -44,6 +44,7 @@ struct FaultSpec {
 FaultSpec parse_fault(const std::string& text);
 
 enum class RankOp { kReset, kStep, kEval, kStop };
+const char* op_name(RankOp op);  // "reset", "step", ... for messages and the wire format
 
 struct RankCommand {
   int seq = 0;  // 1, 2, ... in posting order

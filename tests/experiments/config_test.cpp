@@ -1,6 +1,7 @@
 // The config loader: every shipped config loads to the figures it states, and broken configs
 // are rejected with the right file, key path, line and reason.
 #include "experiments/config.h"
+#include "tests/experiments/shipped_configs.h"
 
 #include <filesystem>
 #include <fstream>
@@ -23,32 +24,8 @@ std::string data(const std::string& name) {
 std::string experiments(const std::string& name) { return source_dir() + "/experiments/" + name; }
 
 // Every experiment config under experiments/ (the hardware catalog is not one).
-// Live-backend configs need the LibTorch build (SHARDGYM_WITH_TORCH=ON, the default); in a
-// build without it their env id is not registered and the loader rightly rejects them.
-bool loadable_in_this_build(const std::string& path, ExperimentSpec* spec) {
-  try {
-    *spec = load_experiment(path);
-    return true;
-  } catch (const ConfigError& e) {
-    if (!SHARDGYM_TEST_WITH_TORCH && e.key() == "env" &&
-        e.reason().find("TPLive") != std::string::npos) {
-      std::cout << "not in this build (SHARDGYM_WITH_TORCH=OFF): " << path << "\n";
-      return false;
-    }
-    throw;
-  }
-}
-
-std::vector<std::string> shipped_configs() {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(experiments(""))) {
-    if (e.path().extension() == ".yaml" && e.path().filename() != "hardware.yaml") {
-      out.push_back(e.path().string());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using testing::loadable_in_this_build;
+using testing::shipped_configs;
 
 TEST(ConfigTest, EveryShippedConfigLoads) {
   const auto configs = shipped_configs();

@@ -10,6 +10,7 @@
 #include "agents/agent.h"
 #include "env/registry.h"
 #include "experiments/config.h"
+#include "tests/experiments/shipped_configs.h"
 #include "runtime/core/training_run.h"
 
 namespace shardgym {
@@ -17,33 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Live-backend configs need the LibTorch build (SHARDGYM_WITH_TORCH=ON, the default); in a
-// build without it their env id is not registered and the loader rightly rejects them.
-bool loadable_in_this_build(const std::string& path, ExperimentSpec* spec) {
-  try {
-    *spec = load_experiment(path);
-    return true;
-  } catch (const ConfigError& e) {
-    if (!SHARDGYM_TEST_WITH_TORCH && e.key() == "env" &&
-        e.reason().find("TPLive") != std::string::npos) {
-      std::cout << "not in this build (SHARDGYM_WITH_TORCH=OFF): " << path << "\n";
-      return false;
-    }
-    throw;
-  }
-}
-
-std::vector<std::string> shipped_configs() {
-  std::vector<std::string> out;
-  for (const auto& e :
-       fs::recursive_directory_iterator(std::string(SHARDGYM_TEST_SOURCE_DIR) + "/experiments")) {
-    if (e.path().extension() == ".yaml" && e.path().filename() != "hardware.yaml") {
-      out.push_back(e.path().string());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using testing::loadable_in_this_build;
+using testing::shipped_configs;
 
 constexpr int kSteps = 3;
 
