@@ -22,6 +22,17 @@
 
 namespace shardgym {
 
+class VectorEnv;
+
+// Progress of vectorised training, reported after every update (train_vectorized).
+struct TrainProgress {
+  int update = 0;
+  int64_t env_steps = 0;           // summed over envs, so far
+  double wall_s = 0;               // since training started
+  double mean_episode_return = 0;  // of the episodes that ended since the last report (NaN: none)
+  int episodes = 0;
+};
+
 struct Transition {
   Observation obs;
   Action action;
@@ -45,6 +56,14 @@ class Agent {
   // run (static plans, oracles) keep the env and do so at their first act() of the episode.
   virtual void begin_episode(Env& env) {}
   virtual bool learns() const { return false; }
+  // Vectorised training for learners that have it (PPO): trains on `envs` for at least
+  // `steps` env steps; `on_progress` (may be empty) runs after every update and stops the
+  // training early by returning false. Returns false, doing nothing, for agents without it
+  // (callers then drive act/observe/update on one env).
+  virtual bool train_vectorized(VectorEnv& envs, int64_t steps,
+                                const std::function<bool(const TrainProgress&)>& on_progress) {
+    return false;
+  }
   // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.
   virtual void set_training(bool training) {}
   // Full state to a file (params, optimizer, rng); load restores it exactly. The default

@@ -103,8 +103,11 @@ class PPO : public Agent {
   // Trains on `envs` for at least `steps` env steps (summed over envs; whole rollouts).
   // The envs are reset at the start with seeds from the agent's generator. on_update is
   // called after every update (progress, logging); may be empty.
+  // on_update returning false stops after that update.
   PPOTrainResult train(VectorEnv& envs, int64_t steps,
-                       const std::function<void(const PPOUpdate&)>& on_update = {});
+                       const std::function<bool(const PPOUpdate&)>& on_update = {});
+  bool train_vectorized(VectorEnv& envs, int64_t steps,
+                        const std::function<bool(const TrainProgress&)>& on_progress) override;
 
   const PPOConfig& config() const { return config_; }
   int64_t parameter_count() const;

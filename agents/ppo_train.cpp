@@ -10,7 +10,7 @@
 namespace shardgym {
 
 PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
-                          const std::function<void(const PPOUpdate&)>& on_update) {
+                          const std::function<bool(const PPOUpdate&)>& on_update) {
   Impl& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   const EnvSpec& spec = envs.spec();
@@ -99,11 +99,27 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
     u.episodes = ended;
     if (ended > 0) u.mean_episode_return = ended_sum / ended;
     result.updates.push_back(u);
-    if (on_update) on_update(u);
+    if (on_update && !on_update(u)) break;
   }
   training_ = was_training;
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
+                           const std::function<bool(const TrainProgress&)>& on_progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  train(envs, steps, [&](const PPOUpdate& u) {
+    if (!on_progress) return true;
+    TrainProgress p;
+    p.update = u.update;
+    p.env_steps = u.env_steps;
+    p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p.mean_episode_return = u.mean_episode_return;
+    p.episodes = u.episodes;
+    return on_progress(p);
+  });
+  return true;
 }
 
 namespace {

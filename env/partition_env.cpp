@@ -1,6 +1,7 @@
 #include "env/partition_env.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -257,7 +258,19 @@ StepResult PartitionEnv::step(const Action& action) {
                              " run returned per-block times of the wrong size (expected " +
                              std::to_string(b) + ")");
     }
-    r.reward = raw_reward(m, ctx);
+    if (m.oom) {
+      // The plan was installed but does not fit: no action is valid from here (every mask
+      // row's entry for the plan in force says "does not fit"), so the episode ends.
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "out of memory: peak %.2f GiB per rank > capacity %.2f GiB",
+                    max_of(m.peak_memory_bytes) / double(1 << 30),
+                    capacity(ctx) / double(1 << 30));
+      failure_ = buf;
+      r.truncated = true;
+      r.info.error = failure_;
+    } else {
+      r.reward = raw_reward(m, ctx);
+    }
   } else {
     failure_ = m.error.empty() ? std::string("the run reported a failed step") : m.error;
     r.truncated = true;

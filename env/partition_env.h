@@ -15,8 +15,9 @@
 // entries keep their previous values.
 // Raw reward: −(w_lat·(latency + repartition)/tokens·1e6 + w_mem·peak/capacity
 //               + w_energy·energy/tokens); NormalizeReward turns it into "1.0 = Megatron".
-// A failed step (Measurement::ok == false) has reward 0, truncated = true and info.error set;
-// step() then throws std::logic_error until reset(). reset() measures one iteration of the
+// A failed step (Measurement::ok == false), and a step whose plan ran out of memory (ok with
+// oom: the run installed it, so no action is valid any more), have reward 0, truncated = true
+// and info.error set; step() then throws std::logic_error until reset(). reset() measures one iteration of the
 // initial plan (the reference; returned as info.measurement).
 //
 // The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are

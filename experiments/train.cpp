@@ -1,5 +1,6 @@
 #include "experiments/train.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "agents/agent.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
+#include "env/vector_env.h"
 #include "env/wrappers.h"
 #include "experiments/config.h"
 #include "runtime/core/training_run.h"
@@ -39,6 +41,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   if (options.seed) spec.seeds = {*options.seed};
   if (options.episodes) spec.episodes = *options.episodes;
   if (options.steps) spec.steps_per_episode = *options.steps;
+  if (options.train_steps) spec.agent.train_steps = *options.train_steps;
   if (spec.episodes < 1) throw std::invalid_argument("episodes must be at least 1");
   if (spec.steps_per_episode < 1) throw std::invalid_argument("steps must be at least 1");
   const uint64_t seed = spec.seeds.empty() ? 0 : spec.seeds.front();
@@ -56,6 +59,39 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   writer->set_agent(result.agent);
   const Plan megatron = megatron_plan(spec.model, spec.cluster);
   Progress* progress = options.progress;
+
+  // Learners with vectorised training (PPO) first train for agent.train_steps env steps on
+  // `train_envs` copies of the env; the recorded episodes below then continue from there.
+  if (agent->learns() && spec.agent.train_steps > 0) {
+    VectorEnv envs(options.train_envs, [&](int) { return make_env(spec.env_id, spec); });
+    int reported = 0;
+    const bool vectorised = agent->train_vectorized(
+        envs, spec.agent.train_steps, [&](const TrainProgress& p) {
+          result.training.push_back(p);
+          if (progress) {
+            const std::string text =
+                "training " + result.agent + " on " + std::to_string(envs.size()) +
+                " envs: " + std::to_string(p.env_steps) + "/" +
+                std::to_string(spec.agent.train_steps) + " steps, " + fixed(p.wall_s, 0) +
+                " s, mean episode return " +
+                (std::isnan(p.mean_episode_return) ? std::string("-")
+                                                   : fixed(p.mean_episode_return, 2));
+            // A permanent line every 10 s or so, the rest on a terminal only.
+            if (p.wall_s >= 10.0 * (reported + 1)) {
+              progress->line(text);
+              reported = static_cast<int>(p.wall_s / 10.0);
+            } else {
+              progress->update(text);
+            }
+          }
+          return true;
+        });
+    if (!vectorised && progress) {
+      progress->line("agent " + result.agent +
+                     " has no vectorised training; agent.train_steps is ignored and it learns "
+                     "during the episodes only");
+    }
+  }
 
   for (int k = 0; k < spec.episodes; ++k) {
     EpisodeStats stats;

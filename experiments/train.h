@@ -1,7 +1,9 @@
 // Training runner behind `shardgym train`: the experiment's env (make_env, so TimeLimit and
 // the Megatron-normalised reward are on) wrapped in RecordTrace → DIR/trace.h5, the configured
 // agent acting on it for the configured episodes, learners fed observe()/update() every step
-// and checkpointed to DIR/agent.ckpt at the end.
+// and checkpointed to DIR/agent.ckpt at the end. With `agent.train_steps` > 0, a learner that
+// has vectorised training (PPO) first trains that many env steps on `train_envs` copies of
+// the env (not recorded: the trace holds the episodes that follow).
 //
 // Every step is also compared with the static Megatron-LM plan under the same conditions
 // (the noise-free baseline NormalizeReward computes, or the run's estimate() when the reward
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agents/agent.h"
 #include "analysis/table.h"
 #include "experiments/progress.h"
 #include "runtime/core/experiment_spec.h"
@@ -25,8 +28,10 @@ struct TrainOptions {
   std::optional<uint64_t> seed;     // overrides the config's first seed
   std::optional<int> episodes;      // overrides `episodes`
   std::optional<int> steps;         // overrides `steps_per_episode`
+  std::optional<int> train_steps;   // overrides `agent.train_steps`
   std::string git_sha = "unknown";  // stored in the trace
   Progress* progress = nullptr;     // optional
+  int train_envs = 8;               // envs of vectorised training (agent.train_steps > 0)
 };
 
 struct EpisodeStats {
@@ -45,6 +50,7 @@ struct EpisodeStats {
 
 struct TrainResult {
   std::string agent;
+  std::vector<TrainProgress> training;  // one per update of vectorised training (may be empty)
   std::string env_id;
   std::string trace_path;
   std::string checkpoint_path;  // "" when the agent does not learn

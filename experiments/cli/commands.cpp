@@ -23,6 +23,16 @@ namespace shardgym::cli {
 
 const char* const kVersion = SHARDGYM_VERSION " (" SHARDGYM_GIT_SHA ")";
 
+namespace {
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+}  // namespace
+
 int run_envs(std::ostream& out) {
   Table t({"id", "description"});
   for (const std::string& id : registered_env_ids()) t.add_row({id, env_description(id)});
@@ -38,6 +48,7 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
   options.seed = args.seed;
   options.episodes = args.episodes;
   options.steps = args.steps;
+  options.train_steps = args.train_steps;
   options.git_sha = SHARDGYM_GIT_SHA;
   Progress progress(err, Progress::stream_is_tty(stderr));
   options.progress = &progress;
@@ -52,6 +63,11 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
       << "tokens/s include repartition time; Megatron = the static Megatron-LM plan under the "
          "same conditions (noise-free).\n"
       << "trace: " << result.trace_path << "\n";
+  if (!result.training.empty()) {
+    const TrainProgress& last = result.training.back();
+    out << "vectorised training: " << last.env_steps << " env steps in " << fixed(last.wall_s, 1)
+        << " s (" << result.training.size() << " updates) before the recorded episodes\n";
+  }
   if (!result.checkpoint_path.empty()) out << "checkpoint: " << result.checkpoint_path << "\n";
   return 0;
 }

@@ -26,6 +26,7 @@ struct TrainArgs {
   std::optional<uint64_t> seed;
   std::optional<int> episodes;
   std::optional<int> steps;
+  std::optional<int> train_steps;
 };
 
 struct CostArgs {
@@ -59,12 +60,36 @@ struct BenchLiveArgs {
   bool no_python = false;
 };
 
+struct EvalArgs {
+  std::string config;
+  std::string agent;            // "" = the config's agent; "ckpt:PATH" = it, loaded from PATH
+  std::vector<uint64_t> seeds;  // empty = the config's
+  std::optional<int> steps;
+  std::string out;              // "" = no trace; else DIR/eval.h5
+};
+
+struct BenchLearnArgs {
+  std::string config;
+  std::string agent;  // "" = the config's agent if it learns, else ppo
+  int envs = 8;
+  int64_t max_steps = 400000;
+  double budget_s = 600;
+  double threshold = 0.95;
+  bool keep_going = false;  // do not stop at the threshold
+  uint64_t seed = 0;
+  std::optional<uint64_t> eval_seed;
+  std::string save;
+  bool json = false;
+};
+
 int run_envs(std::ostream& out);
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err);
 int run_inspect(const std::string& trace, bool json, std::ostream& out);
 int run_cost(const CostArgs& args, std::ostream& out);
 int run_bench_sim(const BenchArgs& args, std::ostream& out, std::ostream& err);
 int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err);
+int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err);
+int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream& err);
 // Throws std::runtime_error in builds without LibTorch.
 int run_bench_live(const BenchLiveArgs& args, std::ostream& out);
 

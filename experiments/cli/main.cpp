@@ -5,6 +5,8 @@
 // Exit codes: 0 ok, 1 runtime failure, 2 bad input (command line or config). Errors are
 // printed as `shardgym: <file>:<line>: <key>: <reason>` for configs, `shardgym: <reason>`
 // otherwise.
+#include <malloc.h>
+
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
@@ -25,6 +27,11 @@ constexpr int kExitBadInput = 2;
 
 int main(int argc, char** argv) {
   using namespace shardgym::cli;
+  // LibTorch allocates and frees large temporaries (PPO's [rows, blocks, catalog] logits) on
+  // every op; with glibc's defaults each one is a fresh mmap and page-faults anew. Keeping
+  // them on the heap made `bench learn` 5x faster (docs/benchmarks.md).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{
       "ShardGym: a testbed for adaptive tensor parallelism. Agents choose per-block partition\n"
       "strategies of a (simulated or live) tensor-parallel GPT training run.",
@@ -40,9 +47,11 @@ int main(int argc, char** argv) {
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "Run a config's agent on its env and record a trace.");
   train->footer(
-      "Records every step to DIR/trace.h5, feeds learning agents observe()/update() and saves\n"
-      "them to DIR/agent.ckpt, then compares each episode's throughput (tokens/s, repartition\n"
-      "included) with the static Megatron-LM plan under the same conditions.");
+      "Learners with vectorised training (ppo) first train agent.train_steps env steps on 8\n"
+      "copies of the env. Then the episodes: every step recorded to DIR/trace.h5, learners\n"
+      "fed observe()/update() and saved to DIR/agent.ckpt; each episode's throughput\n"
+      "(tokens/s, repartition included) is compared with the static Megatron-LM plan under\n"
+      "the same conditions.");
   train->add_option("config", train_args.config, "Experiment config (YAML)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -52,6 +61,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   train->add_option("--steps", train_args.steps, "Steps per episode (default: the config's)")
       ->check(CLI::PositiveNumber);
+  train->add_option("--train-steps", train_args.train_steps,
+                    "Env steps of vectorised training before the episodes (learners such as "
+                    "ppo; default: the config's agent.train_steps; 0 = none)")
+      ->check(CLI::NonNegativeNumber);
 
   std::string trace_path;
   bool inspect_json = false;
@@ -106,6 +119,56 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   bench_live->add_flag("--no-python", live_args.no_python, "Skip the PyTorch eager side");
 
+  BenchLearnArgs learn_args;
+  auto* bench_learn = bench->add_subcommand(
+      "learn", "Wall time for a learning agent (PPO) to reach 95% of the oracle's return.");
+  bench_learn->footer(
+      "Trains the agent on a vector env of the config and, after every update, plays one\n"
+      "greedy evaluation episode (the clock keeps running); stops when the evaluation return\n"
+      "reaches --threshold x the static oracle's on the same seed. Also prints ATP's and\n"
+      "Megatron-LM's returns. Figures: docs/benchmarks.md.");
+  bench_learn->add_option("config", learn_args.config, "Experiment config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  bench_learn->add_option("--agent", learn_args.agent,
+                          "Learning agent id (default: the config's agent if it learns, else ppo)");
+  bench_learn->add_option("--envs", learn_args.envs, "Training envs (default 8)")
+      ->check(CLI::PositiveNumber);
+  bench_learn->add_option("--max-steps", learn_args.max_steps,
+                          "Env-step budget, summed over envs (default 400000)")
+      ->check(CLI::PositiveNumber);
+  bench_learn->add_option("--budget-s", learn_args.budget_s, "Wall-clock budget (default 600)")
+      ->check(CLI::PositiveNumber);
+  bench_learn->add_option("--threshold", learn_args.threshold,
+                          "Fraction of the oracle's return (default 0.95)")
+      ->check(CLI::PositiveNumber);
+  bench_learn->add_flag("--keep-going", learn_args.keep_going,
+                        "Train to the budget instead of stopping at the threshold");
+  bench_learn->add_option("--seed", learn_args.seed, "Seed of the agent and training envs");
+  bench_learn->add_option("--eval-seed", learn_args.eval_seed,
+                          "Seed of the evaluation episode (default: the config's first)");
+  bench_learn->add_option("--save", learn_args.save, "Save the trained agent here");
+  bench_learn->add_flag("--json", learn_args.json, "Print JSON (with the learning curve)");
+
+  EvalArgs eval_args;
+  auto* eval = app.add_subcommand("eval", "Evaluate one agent (or a checkpoint) against Megatron-LM.");
+  eval->footer(
+      "One greedy episode per seed; throughput (repartition included), peak memory and\n"
+      "energy per token next to the static Megatron-LM plan under the same seed.\n"
+      "  shardgym eval experiments/quickstart.yaml --agent ckpt:runs/quickstart/agent.ckpt\n"
+      "  shardgym eval experiments/scenarios/pcie-1node.yaml --agent atp --seeds 0,1,2");
+  eval->add_option("config", eval_args.config, "Experiment config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  eval->add_option("--agent", eval_args.agent,
+                   "ckpt:PATH (the config's agent, loaded from PATH) or an agent id: megatron, "
+                   "atp, oracle, dynamic-oracle, random, greedy, anneal, ppo(...), ... "
+                   "(default: the config's agent)");
+  eval->add_option("--seeds", eval_args.seeds, "Seeds (default: the config's)")->delimiter(',');
+  eval->add_option("--steps", eval_args.steps, "Steps per episode (default: the config's)")
+      ->check(CLI::PositiveNumber);
+  eval->add_option("--out", eval_args.out, "Record the episodes to DIR/eval.h5");
+
   CompareArgs compare_args;
   auto* compare = app.add_subcommand(
       "compare", "Compare agents with static Megatron-LM over seeds (bootstrap CIs).");
@@ -152,6 +215,8 @@ int main(int argc, char** argv) {
     if (*bench_sim) return run_bench_sim(bench_args, std::cout, std::cerr);
     if (*bench_live) return run_bench_live(live_args, std::cout);
     if (*compare) return run_compare(compare_args, std::cout, std::cerr);
+    if (*eval) return run_eval(eval_args, std::cout, std::cerr);
+    if (*bench_learn) return run_bench_learn(learn_args, std::cout, std::cerr);
   } catch (const shardgym::ConfigError& e) {
     std::cerr << "shardgym: " << e.what() << "\n";
     return kExitBadInput;

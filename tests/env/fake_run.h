@@ -25,6 +25,9 @@ struct FakeRunOptions {
   double noise = 0.0;           // multiplicative: latency × (1 + noise·u), u ∈ [0, 1) seeded
   double capacity = 1e12;       // bytes per rank
   int fail_at_step = -1;        // step index k (env step k) at which step() fails (ok = false)
+  bool oom_is_ok = false;       // out of memory reported like the simulator: ok, figures, oom
+  double mask_capacity = 0;     // capacity the action mask assumes (0 = capacity): a memory
+                                // estimate that misses, as a live run's can
 };
 
 class FakeRun : public TrainingRun {
@@ -96,7 +99,8 @@ class FakeRun : public TrainingRun {
       if (b != block) others += block_memory(plan_.blocks[b], seq);
     }
     for (int k = 0; k < catalog_.size(); ++k) {
-      if (others + block_memory(catalog_.at(k), seq) > options_.capacity) mask[k] = 0;
+      const double cap = options_.mask_capacity > 0 ? options_.mask_capacity : options_.capacity;
+      if (others + block_memory(catalog_.at(k), seq) > cap) mask[k] = 0;
     }
     return mask;
   }
@@ -159,9 +163,11 @@ class FakeRun : public TrainingRun {
     m.peak_memory_bytes.resize(world);
     for (int r = 0; r < world; ++r) m.peak_memory_bytes[r] = memory * (1.0 - 1e-3 * r);
     if (memory > options_.capacity) {
-      m.ok = false;
       m.oom = true;
-      m.error = "fake out of memory on rank 0";
+      if (!options_.oom_is_ok) {
+        m.ok = false;
+        m.error = "fake out of memory on rank 0";
+      }
     }
     return m;
   }

@@ -226,6 +226,31 @@ TEST(PartitionEnv, FailedStepTruncatesAndEndsTheEpisode) {
   EXPECT_FALSE(f.env->step(uniform(kTp2)).truncated);
 }
 
+TEST(PartitionEnv, OutOfMemoryEndsTheEpisodeEvenWhenTheRunReportsFigures) {
+  ExperimentSpec spec = test_specs::tiny();
+  // The sequence grows at step 2: tp1d(4) then needs 2 GB per block, 8 GB in all.
+  test_specs::add_seq_change(spec, 2, 48);
+  FakeRunOptions options;
+  options.capacity = 7e9;  // 6 GB fits at seq 32, 8 GB does not at seq 48
+  options.oom_is_ok = true;
+  options.mask_capacity = 9e9;  // the estimate behind the mask misses
+  Fixture f = make(spec, options);
+  f.env->reset(0);
+  StepResult fits = f.env->step(uniform(kTp4));
+  EXPECT_FALSE(fits.truncated);
+  EXPECT_LT(fits.reward, 0.0);  // raw reward: minus the cost
+  StepResult oom = f.env->step(uniform(kTp4));
+  ASSERT_TRUE(oom.info.measurement.ok) << "the run reported figures";
+  ASSERT_TRUE(oom.info.measurement.oom);
+  EXPECT_TRUE(oom.truncated);
+  EXPECT_FALSE(oom.terminated);
+  EXPECT_EQ(oom.reward, 0.0) << "a plan that does not fit earns nothing";
+  EXPECT_NE(oom.info.error.find("out of memory"), std::string::npos) << oom.info.error;
+  EXPECT_THROW(f.env->step(uniform(kTp4)), std::logic_error);
+  f.env->reset(1);
+  EXPECT_FALSE(f.env->step(uniform(kTp4)).truncated);
+}
+
 TEST(PartitionEnv, SeedSequenceContinuesWithoutAnExplicitSeed) {
   FakeRunOptions noisy;
   noisy.noise = 0.2;

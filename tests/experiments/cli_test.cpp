@@ -169,8 +169,13 @@ TEST(CliTest, TrainThenInspect) {
       fs::temp_directory_path() / ("shardgym_cli_test_" + std::to_string(::getpid()));
   fs::remove_all(out);
   CliResult train = shardgym_cli("train '" + src("experiments/quickstart.yaml") + "' --out '" +
-                                 out.string() + "' --episodes 1 --steps 4 --seed 3");
+                                 out.string() + "' --episodes 1 --steps 4 --seed 3" +
+                                 " --train-steps 1000");
   ASSERT_EQ(train.code, 0) << train.output;
+  // The quickstart's agent is PPO: one update of vectorised training (8 envs x 128 steps).
+  EXPECT_NE(train.output.find("vectorised training: 1024 env steps"), std::string::npos)
+      << train.output;
+  EXPECT_TRUE(fs::exists(out / "agent.ckpt")) << train.output;
   EXPECT_NE(train.output.find("Megatron"), std::string::npos) << train.output;
   EXPECT_NE(train.output.find("ratio"), std::string::npos) << train.output;
   // Not a TTY: plain lines, no carriage-return progress.
@@ -228,6 +233,49 @@ TEST(CliTest, CompareAgainstMegatron) {
                                "' --agents ranodm --steps 2");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("did you mean 'random'"), std::string::npos) << bad.output;
+}
+
+TEST(CliTest, EvalComparesAnAgentOrACheckpointWithMegatron) {
+  const fs::path out =
+      fs::temp_directory_path() / ("shardgym_cli_eval_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const std::string config = "'" + src("experiments/quickstart.yaml") + "'";
+  CliResult atp = shardgym_cli("eval " + config + " --agent atp --seeds 0,1 --steps 5 --out '" +
+                               out.string() + "'");
+  ASSERT_EQ(atp.code, 0) << atp.output;
+  EXPECT_NE(atp.output.find("eval atp on quickstart: 2 seeds"), std::string::npos) << atp.output;
+  EXPECT_NE(atp.output.find("mean throughput x megatron: 1."), std::string::npos) << atp.output;
+  EXPECT_TRUE(fs::exists(out / "eval.h5"));
+  CliResult megatron = shardgym_cli("eval " + config + " --agent megatron --seeds 0 --steps 3");
+  ASSERT_EQ(megatron.code, 0) << megatron.output;
+  EXPECT_NE(megatron.output.find("mean throughput x megatron: 1.000"), std::string::npos)
+      << megatron.output;
+  // A checkpoint written by train is evaluated as the config's agent (ppo).
+  CliResult train = shardgym_cli("train " + config + " --out '" + out.string() +
+                                 "' --episodes 1 --steps 2 --train-steps 0");
+  ASSERT_EQ(train.code, 0) << train.output;
+  CliResult ckpt = shardgym_cli("eval " + config + " --agent 'ckpt:" +
+                                (out / "agent.ckpt").string() + "' --seeds 0 --steps 3");
+  ASSERT_EQ(ckpt.code, 0) << ckpt.output;
+  EXPECT_NE(ckpt.output.find("agent.ckpt"), std::string::npos) << ckpt.output;
+  CliResult missing = shardgym_cli("eval " + config + " --agent ckpt:/nonexistent.ckpt");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
+  fs::remove_all(out);
+}
+
+TEST(CliTest, BenchLearnReportsTheOracleAndACurve) {
+  CliResult r = shardgym_cli("bench learn '" + src("experiments/quickstart.yaml") +
+                             "' --envs 2 --max-steps 256 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string json = r.output.substr(r.output.find('{'));
+  EXPECT_TRUE(JsonChecker(json).valid()) << json;
+  EXPECT_NE(json.find("\"oracle_return\""), std::string::npos);
+  EXPECT_NE(json.find("\"update\": 1"), std::string::npos) << json;
+  CliResult bad = shardgym_cli("bench learn '" + src("experiments/quickstart.yaml") +
+                               "' --agent megatron --max-steps 10");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("does not learn"), std::string::npos) << bad.output;
 }
 
 TEST(CliTest, BadConfigExitsTwoNamingTheKey) {

@@ -82,22 +82,26 @@ TEST(ConfigTest, QuickstartSaysWhatTheReadmeSays) {
   EXPECT_NE(s.source_text.find("# ---- included hardware.yaml ----"), std::string::npos);
 }
 
-TEST(ConfigTest, HeteroDynamicHasItsTwoEvents) {
+TEST(ConfigTest, HeteroDynamicHasItsThreeEvents) {
   ExperimentSpec s = load_experiment(experiments("scenarios/hetero-dynamic.yaml"));
   ASSERT_EQ(s.cluster.devices.size(), 2u);
   EXPECT_NE(s.cluster.device_of(0).name, s.cluster.device_of(15).name);
-  ASSERT_EQ(s.scenario.events.size(), 2u);
-  const ScenarioEvent& bw = s.scenario.events[0];
-  EXPECT_EQ(bw.step, 30);
+  ASSERT_EQ(s.scenario.events.size(), 3u);
+  const ScenarioEvent& seq = s.scenario.events[0];
+  EXPECT_EQ(seq.step, 10);
+  EXPECT_EQ(seq.kind, EventKind::kSeqLength);
+  EXPECT_EQ(seq.value, 256);
+  const ScenarioEvent& bw = s.scenario.events[1];
+  EXPECT_EQ(bw.step, 50);
   EXPECT_EQ(bw.kind, EventKind::kLinkBandwidth);
   EXPECT_EQ(bw.target, s.cluster.inter_link);
-  EXPECT_DOUBLE_EQ(bw.factor, 0.5);
-  const ScenarioEvent& straggler = s.scenario.events[1];
-  EXPECT_EQ(straggler.step, 60);
+  EXPECT_DOUBLE_EQ(bw.factor, 0.25);
+  const ScenarioEvent& straggler = s.scenario.events[2];
+  EXPECT_EQ(straggler.step, 75);
   EXPECT_EQ(straggler.kind, EventKind::kStraggler);
   EXPECT_EQ(straggler.rank, 12);
   EXPECT_DOUBLE_EQ(straggler.factor, 1.5);
-  EXPECT_EQ(s.scenario.num_phases(), 3);
+  EXPECT_EQ(s.scenario.num_phases(), 4);
 }
 
 TEST(ConfigTest, MinimalConfigTakesDefaults) {

@@ -1,0 +1,171 @@
+#include "experiments/bench_learning.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "agents/agent.h"
+#include "agents/evaluate.h"
+#include "env/registry.h"
+#include "env/vector_env.h"
+
+namespace shardgym {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+EpisodeSummary play(const ExperimentSpec& spec, const std::string& id, uint64_t seed) {
+  std::unique_ptr<Env> env = make_env(spec.env_id, spec);
+  std::unique_ptr<Agent> agent = make_agent(id, env->spec(), seed);
+  return run_episode(*env, *agent, seed, /*learn=*/false);
+}
+
+}  // namespace
+
+const LearnBenchPoint* LearnBenchResult::best() const {
+  const LearnBenchPoint* b = nullptr;
+  for (const LearnBenchPoint& p : points)
+    if (!b || p.eval_return > b->eval_return) b = &p;
+  return b;
+}
+
+LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOptions& options) {
+  if (options.envs < 1) throw std::invalid_argument("bench learn: envs must be at least 1");
+  if (!(options.threshold > 0)) throw std::invalid_argument("bench learn: threshold must be > 0");
+  auto say = [&](const std::string& line) {
+    if (options.on_line) options.on_line(line);
+  };
+  LearnBenchResult r;
+  r.config_name = spec.name;
+  r.envs = options.envs;
+  r.threshold = options.threshold;
+
+  const EpisodeSummary oracle = play(spec, options.oracle_id, options.eval_seed);
+  const EpisodeSummary megatron = play(spec, "megatron", options.eval_seed);
+  const EpisodeSummary atp = play(spec, "atp", options.eval_seed);
+  r.oracle_return = oracle.total_reward, r.oracle_throughput = oracle.throughput;
+  r.megatron_return = megatron.total_reward, r.megatron_throughput = megatron.throughput;
+  r.atp_return = atp.total_reward, r.atp_throughput = atp.throughput;
+  if (!(r.oracle_return > 0))
+    throw std::runtime_error("bench learn: the oracle's return is " + fixed(r.oracle_return, 3) +
+                             "; a fraction of it is no target (use a normalised reward)");
+  say("evaluation episode (seed " + std::to_string(options.eval_seed) + ", " +
+      std::to_string(oracle.steps) + " steps): return oracle " + fixed(r.oracle_return, 2) +
+      ", atp " + fixed(r.atp_return, 2) + ", megatron " + fixed(r.megatron_return, 2) +
+      "; target " + fixed(options.threshold * r.oracle_return, 2));
+
+  std::string id = options.agent_id;
+  if (id.empty()) id = spec.agent.id;
+  auto envs = std::make_unique<VectorEnv>(
+      options.envs, [&](int) { return make_env(spec.env_id, spec); }, options.threads);
+  std::unique_ptr<Agent> agent = make_agent(id, envs->spec(), options.seed);
+  if (!agent->learns()) {
+    if (!options.agent_id.empty())
+      throw std::invalid_argument("bench learn: agent '" + id + "' does not learn");
+    id = "ppo";
+    agent = make_agent(id, envs->spec(), options.seed);
+  }
+  r.agent = agent->name();
+  std::unique_ptr<Env> eval_env = make_env(spec.env_id, spec);
+
+  const Clock::time_point t0 = Clock::now();
+  double eval_s = 0;
+  const bool trained = agent->train_vectorized(
+      *envs, options.max_steps, [&](const TrainProgress& p) {
+        const Clock::time_point e0 = Clock::now();
+        const EpisodeSummary s = run_episode(*eval_env, *agent, options.eval_seed, false);
+        agent->set_training(true);
+        eval_s += seconds_since(e0);
+        LearnBenchPoint pt;
+        pt.update = p.update;
+        pt.env_steps = p.env_steps;
+        pt.wall_s = seconds_since(t0);
+        pt.eval_return = s.total_reward;
+        pt.eval_throughput = s.throughput;
+        pt.train_return = p.mean_episode_return;
+        r.points.push_back(pt);
+        const bool reached = pt.eval_return >= options.threshold * r.oracle_return;
+        if (reached && !r.reached) {
+          r.reached = true;
+          r.time_to_threshold_s = pt.wall_s;
+          r.steps_to_threshold = pt.env_steps;
+        }
+        say("update " + std::to_string(pt.update) + "  steps " + std::to_string(pt.env_steps) +
+            "  " + fixed(pt.wall_s, 1) + " s  eval return " + fixed(pt.eval_return, 2) + " (" +
+            fixed(pt.eval_return / r.oracle_return, 3) + " of oracle)  train return " +
+            (std::isnan(pt.train_return) ? std::string("-") : fixed(pt.train_return, 2)));
+        if (reached && options.stop_at_threshold) return false;
+        return pt.wall_s < options.budget_s;
+      });
+  if (!trained)
+    throw std::invalid_argument("bench learn: agent '" + id +
+                                "' has no vectorised training (ppo has)");
+  r.wall_s = seconds_since(t0);
+  r.eval_wall_s = eval_s;
+  if (!options.save_path.empty()) agent->save(options.save_path);
+  return r;
+}
+
+std::string learn_bench_to_text(const LearnBenchResult& r) {
+  std::ostringstream os;
+  os << "bench learn: " << r.agent << " on " << r.config_name << ", " << r.envs
+     << " training envs\n";
+  os << "evaluation return: oracle " << fixed(r.oracle_return, 3) << ", atp "
+     << fixed(r.atp_return, 3) << ", megatron " << fixed(r.megatron_return, 3) << "\n";
+  os << "throughput / megatron: oracle " << fixed(r.oracle_throughput / r.megatron_throughput, 3)
+     << ", atp " << fixed(r.atp_throughput / r.megatron_throughput, 3);
+  if (const LearnBenchPoint* b = r.best())
+    os << ", " << r.agent << " (best evaluation) "
+       << fixed(b->eval_throughput / r.megatron_throughput, 3);
+  os << "\n";
+  if (r.reached) {
+    os << "reached " << fixed(r.threshold * 100, 0) << "% of the oracle's return after "
+       << fixed(r.time_to_threshold_s, 1) << " s wall (" << r.steps_to_threshold
+       << " env steps)\n";
+  } else {
+    const LearnBenchPoint* b = r.best();
+    os << "did not reach " << fixed(r.threshold * 100, 0) << "% of the oracle's return in "
+       << fixed(r.wall_s, 1) << " s; best evaluation "
+       << (b ? fixed(b->eval_return / r.oracle_return, 3) : std::string("-")) << " of oracle\n";
+  }
+  os << "wall " << fixed(r.wall_s, 1) << " s, of which evaluation " << fixed(r.eval_wall_s, 1)
+     << " s\n";
+  return os.str();
+}
+
+std::string learn_bench_to_json(const LearnBenchResult& r) {
+  std::ostringstream os;
+  os.precision(10);
+  os << "{\n  \"agent\": \"" << r.agent << "\",\n  \"config\": \"" << r.config_name
+     << "\",\n  \"envs\": " << r.envs << ",\n  \"oracle_return\": " << r.oracle_return
+     << ",\n  \"atp_return\": " << r.atp_return << ",\n  \"megatron_return\": "
+     << r.megatron_return << ",\n  \"threshold\": " << r.threshold
+     << ",\n  \"reached\": " << (r.reached ? "true" : "false")
+     << ",\n  \"time_to_threshold_s\": " << (r.reached ? r.time_to_threshold_s : -1)
+     << ",\n  \"steps_to_threshold\": " << (r.reached ? r.steps_to_threshold : -1)
+     << ",\n  \"wall_s\": " << r.wall_s << ",\n  \"eval_wall_s\": " << r.eval_wall_s
+     << ",\n  \"points\": [";
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const LearnBenchPoint& p = r.points[i];
+    os << (i ? "," : "") << "\n    {\"update\": " << p.update << ", \"env_steps\": " << p.env_steps
+       << ", \"wall_s\": " << p.wall_s << ", \"eval_return\": " << p.eval_return
+       << ", \"eval_throughput\": " << p.eval_throughput << "}";
+  }
+  os << "\n  ]\n}\n";
+  return os.str();
+}
+
+}  // namespace shardgym

@@ -1,0 +1,140 @@
+// `shardgym eval` (one agent, one evaluation episode per seed, against static Megatron-LM)
+// and `shardgym bench learn` (experiments/bench_learning.h).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "agents/evaluate.h"
+#include "analysis/table.h"
+#include "datasets/trace_writer.h"
+#include "env/registry.h"
+#include "env/wrappers.h"
+#include "experiments/bench_learning.h"
+#include "experiments/cli/commands.h"
+#include "experiments/config.h"
+#include "experiments/progress.h"
+
+#ifndef SHARDGYM_GIT_SHA
+#define SHARDGYM_GIT_SHA "unknown"
+#endif
+
+namespace shardgym::cli {
+namespace {
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+void check_agent_id(const std::string& id, const char* option) {
+  std::string name;
+  try {
+    name = ParsedId::parse(id).name;
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(std::string(option) + ": " + e.what());
+  }
+  const std::vector<std::string> known = registered_agent_names();
+  if (std::find(known.begin(), known.end(), name) == known.end()) {
+    const std::string hint = closest_name(name, known);
+    throw BadInput(std::string(option) + ": unknown agent '" + name + "'" +
+                   (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+  }
+}
+
+}  // namespace
+
+int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
+  ExperimentSpec spec = load_experiment(args.config);
+  if (args.steps) spec.steps_per_episode = *args.steps;
+  std::string id = args.agent, checkpoint;
+  if (id.empty()) {
+    id = spec.agent.id;
+    checkpoint = spec.agent.checkpoint;
+  } else if (id.rfind("ckpt:", 0) == 0) {
+    checkpoint = id.substr(5);
+    id = spec.agent.id;
+    if (checkpoint.empty()) throw BadInput("--agent: ckpt: needs a path (ckpt:runs/x/agent.ckpt)");
+    if (!std::filesystem::exists(checkpoint))
+      throw BadInput("--agent: checkpoint '" + checkpoint + "' does not exist");
+  }
+  check_agent_id(id, "--agent");
+  const std::vector<uint64_t> seeds = args.seeds.empty() ? spec.seeds : args.seeds;
+
+  std::shared_ptr<TraceWriter> writer;
+  std::string trace_path;
+  if (!args.out.empty()) {
+    std::filesystem::create_directories(args.out);
+    trace_path = (std::filesystem::path(args.out) / "eval.h5").string();
+    writer = std::make_shared<TraceWriter>(trace_path, make_trace_metadata(spec, SHARDGYM_GIT_SHA));
+  }
+  std::unique_ptr<Env> env = make_env(spec.env_id, spec);
+  if (writer) env = std::make_unique<RecordTrace>(std::move(env), writer);
+  std::unique_ptr<Env> base_env = make_env(spec.env_id, spec);
+  Progress progress(err, Progress::stream_is_tty(stderr));
+
+  Table t({"seed", "steps", "return", "tokens/s", "x megatron", "peak GiB", "x megatron",
+           "J/token", "x megatron", "failed"});
+  for (int c = 1; c < t.columns(); ++c) t.set_align(c, Align::kRight);
+  std::string name, final_plan;
+  double ratio_sum = 0;
+  for (uint64_t seed : seeds) {
+    std::unique_ptr<Agent> agent = make_agent(id, env->spec(), seed);
+    if (!checkpoint.empty()) agent->load(checkpoint);
+    if (writer) writer->set_agent(agent->name());
+    name = agent->name();
+    const EpisodeSummary s = run_episode(*env, *agent, seed, /*learn=*/false);
+    std::unique_ptr<Agent> megatron = make_agent("megatron", base_env->spec(), seed);
+    const EpisodeSummary b = run_episode(*base_env, *megatron, seed, /*learn=*/false);
+    auto ratio = [](double x, double y) { return y > 0 ? fixed(x / y, 3) : std::string("n/a"); };
+    t.add_row({std::to_string(seed), std::to_string(s.steps), fixed(s.total_reward, 3),
+               fixed(s.throughput, 0), ratio(s.throughput, b.throughput),
+               fixed(s.peak_memory_bytes / (1 << 30), 2),
+               ratio(s.peak_memory_bytes, b.peak_memory_bytes), fixed(s.energy_per_token_j, 4),
+               ratio(s.energy_per_token_j, b.energy_per_token_j), std::to_string(s.failed_steps)});
+    ratio_sum += b.throughput > 0 ? s.throughput / b.throughput : 0;
+    final_plan = s.final_plan;
+    progress.line("seed " + std::to_string(seed) + ": " + fixed(s.throughput, 0) + " tokens/s");
+  }
+  env.reset();  // RecordTrace closes its episode
+  if (writer) writer->close();
+  out << "eval " << name << (checkpoint.empty() ? "" : " (" + checkpoint + ")") << " on "
+      << spec.name << ": " << seeds.size() << " seed" << (seeds.size() == 1 ? "" : "s") << ", "
+      << spec.steps_per_episode << " steps per episode, greedy\n\n"
+      << t.render(TableFormat::kText) << "mean throughput x megatron: "
+      << fixed(ratio_sum / static_cast<double>(seeds.size()), 3)
+      << " (tokens/s include repartition; megatron = static Megatron-LM plan, same seed)\n"
+      << "final plan (last seed): " << final_plan << "\n";
+  if (writer) out << "trace: " << trace_path << "\n";
+  return 0;
+}
+
+int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream& err) {
+  ExperimentSpec spec = load_experiment(args.config);
+  if (!args.agent.empty()) check_agent_id(args.agent, "--agent");
+  LearnBenchOptions options;
+  options.agent_id = args.agent;
+  options.envs = args.envs;
+  options.max_steps = args.max_steps;
+  options.budget_s = args.budget_s;
+  options.threshold = args.threshold;
+  options.stop_at_threshold = !args.keep_going;
+  options.seed = args.seed;
+  options.eval_seed = args.eval_seed ? *args.eval_seed
+                                     : (spec.seeds.empty() ? 0 : spec.seeds.front());
+  options.save_path = args.save;
+  Progress progress(err, Progress::stream_is_tty(stderr));
+  options.on_line = [&](const std::string& line) { progress.line(line); };
+  LearnBenchResult r;
+  try {
+    r = bench_learning(spec, options);
+  } catch (const std::invalid_argument& e) {  // an agent that cannot learn, a bad option
+    throw BadInput(e.what());
+  }
+  out << (args.json ? learn_bench_to_json(r) : learn_bench_to_text(r));
+  if (!args.save.empty()) out << "checkpoint: " << args.save << "\n";
+  return 0;
+}
+
+}  // namespace shardgym::cli
