@@ -69,6 +69,7 @@ EpisodeSummary evaluate_one(const ExperimentSpec& spec, const std::string& id, u
   if (agent->learns())
     for (int e = 0; e < options.train_episodes; ++e)
       run_episode(*env, *agent, kTrainSeedBase + seed * 7919 + e, /*learn=*/true);
+  if (options.wrap_env) env = options.wrap_env(std::move(env), id);
   EpisodeSummary s = run_episode(*env, *agent, seed, /*learn=*/false);
   s.agent = id;
   if (options.on_episode) options.on_episode(s);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct CompareOptions {
   int train_episodes = 0;             // learning agents: episodes of training per seed first
   // Agent id → checkpoint to load instead of (or before) training.
   std::map<std::string, std::string> checkpoints;
+  // Wraps the env of each evaluated (agent id, seed) episode, e.g. in RecordTrace; may be
+  // empty. Training episodes (train_episodes) are not wrapped.
+  std::function<std::unique_ptr<Env>(std::unique_ptr<Env>, const std::string& agent)> wrap_env;
   // Called after each evaluated episode (progress reporting); may be empty.
   std::function<void(const EpisodeSummary&)> on_episode;
 };

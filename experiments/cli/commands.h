@@ -50,6 +50,7 @@ struct CompareArgs {
   std::string statistic = "iqm";
   uint64_t bootstrap_seed = 0;
   bool markdown = false;
+  std::string out;  // "" = no traces; else DIR/<agent>.h5
 };
 
 struct BenchLiveArgs {

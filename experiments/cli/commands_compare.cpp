@@ -1,10 +1,17 @@
 // `shardgym compare` (agents against static Megatron-LM over seeds, analysis/compare.h table)
 // and `shardgym bench live` (runtime/live/bench_live.h, LibTorch builds only).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 
+#include <filesystem>
+#include <map>
+#include <memory>
+
 #include "agents/evaluate.h"
+#include "datasets/trace_writer.h"
+#include "env/wrappers.h"
 #include "analysis/compare.h"
 #include "experiments/cli/commands.h"
 #include "experiments/config.h"
@@ -78,7 +85,24 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
                   " steps, " + fixed(s.throughput, 0) + " tokens/s" +
                   (s.failed_steps ? " (ended by a failed step)" : ""));
   };
+  // Traces: one file per agent (the baseline included), one episode per seed.
+  std::map<std::string, std::shared_ptr<TraceWriter>> writers;
+  if (!args.out.empty()) {
+    std::filesystem::create_directories(args.out);
+    options.wrap_env = [&](std::unique_ptr<Env> env, const std::string& id) -> std::unique_ptr<Env> {
+      std::shared_ptr<TraceWriter>& w = writers[id];
+      if (!w) {
+        std::string file;
+        for (char c : id) file += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+        w = std::make_shared<TraceWriter>((std::filesystem::path(args.out) / (file + ".h5")).string(),
+                                          make_trace_metadata(spec, "compare"));
+        w->set_agent(id);
+      }
+      return std::make_unique<RecordTrace>(std::move(env), w);
+    };
+  }
   const CompareResult result = compare(spec, agents, seeds, options);
+  for (auto& [id, w] : writers) w->close();
 
   std::vector<AgentRuns> runs;
   for (const AgentComparison& c : result.agents) {
@@ -99,6 +123,7 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
       << " tokens/s (mean over seeds)\n\n"
       << format_comparison(runs, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
                            table);
+  if (!writers.empty()) out << "traces: " << args.out << "/<agent>.h5\n";
   return 0;
 }
 

@@ -197,6 +197,8 @@ int main(int argc, char** argv) {
   compare->add_option("--bootstrap-seed", compare_args.bootstrap_seed,
                       "Seed of the bootstrap resampling (default 0)");
   compare->add_flag("--markdown", compare_args.markdown, "Print a markdown table");
+  compare->add_option("--out", compare_args.out,
+                      "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 
   try {
     app.parse(argc, argv);

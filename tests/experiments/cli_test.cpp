@@ -222,9 +222,18 @@ TEST(CliTest, BenchSimReportsStepsPerSecond) {
 }
 
 TEST(CliTest, CompareAgainstMegatron) {
+  const fs::path traces =
+      fs::temp_directory_path() / ("shardgym_cli_compare_" + std::to_string(::getpid()));
+  fs::remove_all(traces);
   CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
-                             "' --agents megatron,random --seeds 0,1 --steps 3 --markdown");
+                             "' --agents megatron,random --seeds 0,1 --steps 3 --markdown" +
+                             " --out '" + traces.string() + "'");
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(traces / "megatron.h5")) << r.output;
+  EXPECT_TRUE(fs::exists(traces / "random.h5")) << r.output;
+  CliResult inspect = shardgym_cli("inspect '" + (traces / "random.h5").string() + "'");
+  EXPECT_EQ(inspect.code, 0) << inspect.output;
+  fs::remove_all(traces);
   EXPECT_NE(r.output.find("| agent | runs | throughput ×megatron"), std::string::npos) << r.output;
   // The baseline against itself is exactly 1 in every run.
   EXPECT_NE(r.output.find("| megatron | 2 | 1.00 [1.00, 1.00] |"), std::string::npos) << r.output;
