@@ -24,8 +24,12 @@ class Prober {
     if (!m)
       throw std::runtime_error("oracle: the " + run_.backend() +
                                " run cannot estimate(); oracles need a cost model (sim)");
-    if (!m->ok && !m->oom)
-      throw std::runtime_error("oracle: estimate of " + plan.to_string() + " failed: " + m->error);
+    if (!m->ok && !m->oom) {
+      // Not valid under the conditions probed (e.g. more data-parallel replicas than a
+      // batch-change event leaves sequences): infeasible there, like a plan out of memory.
+      cost = memory = std::numeric_limits<double>::infinity();
+      return;
+    }
     cost = objective_.raw_cost(*m);
     memory = objective_.memory_fraction(*m);
   }
