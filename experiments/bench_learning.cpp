@@ -63,7 +63,8 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
     throw std::runtime_error("bench learn: the oracle's return is " + fixed(r.oracle_return, 3) +
                              "; a fraction of it is no target (use a normalised reward)");
   say("evaluation episode (seed " + std::to_string(options.eval_seed) + ", " +
-      std::to_string(oracle.steps) + " steps): return oracle " + fixed(r.oracle_return, 2) +
+      std::to_string(oracle.steps) + " steps): return " + options.oracle_id + " " +
+      fixed(r.oracle_return, 2) +
       ", atp " + fixed(r.atp_return, 2) + ", megatron " + fixed(r.megatron_return, 2) +
       "; target " + fixed(options.threshold * r.oracle_return, 2));
 
@@ -96,7 +97,11 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
         pt.eval_return = s.total_reward;
         pt.eval_throughput = s.throughput;
         pt.train_return = p.mean_episode_return;
+        // Keep the best evaluated policy (the usual checkpoint selection; compare then
+        // evaluates it on other seeds).
+        const bool best = r.points.empty() || pt.eval_return > r.best()->eval_return;
         r.points.push_back(pt);
+        if (best && !options.save_path.empty()) agent->save(options.save_path);
         const bool reached = pt.eval_return >= options.threshold * r.oracle_return;
         if (reached && !r.reached) {
           r.reached = true;
@@ -115,7 +120,6 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
                                 "' has no vectorised training (ppo has)");
   r.wall_s = seconds_since(t0);
   r.eval_wall_s = eval_s;
-  if (!options.save_path.empty()) agent->save(options.save_path);
   return r;
 }
 

@@ -2,7 +2,8 @@
 // (PPO by default) trained on a vector env of the experiment to reach a fraction of the static
 // oracle's return.
 //
-// Before training, the oracle (exact chain DP on the cost model, `oracle`), Megatron-LM and
+// Before training, the oracle (exact chain DP on the cost model, `oracle`, or
+// `dynamic-oracle` for scenarios with events), Megatron-LM and
 // ATP each play one evaluation episode on the evaluation seed. After every update the learner
 // plays the same episode greedily (set_training(false)); the clock keeps running through these
 // evaluations, so the reported time is everything a user would wait. The run stops when the
@@ -29,7 +30,7 @@ struct LearnBenchOptions {
   bool stop_at_threshold = true;
   uint64_t seed = 0;             // agent and training envs
   uint64_t eval_seed = 0;        // the evaluation episode
-  std::string save_path;         // checkpoint after training ("" = none)
+  std::string save_path;         // checkpoint of the best evaluated policy ("" = none)
   std::function<void(const std::string&)> on_line;  // progress lines; may be empty
 };
 

@@ -72,6 +72,7 @@ struct EvalArgs {
 struct BenchLearnArgs {
   std::string config;
   std::string agent;  // "" = the config's agent if it learns, else ppo
+  std::string oracle = "oracle";
   int envs = 8;
   int64_t max_steps = 400000;
   double budget_s = 600;

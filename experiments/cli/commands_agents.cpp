@@ -115,6 +115,8 @@ int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream&
   if (!args.agent.empty()) check_agent_id(args.agent, "--agent");
   LearnBenchOptions options;
   options.agent_id = args.agent;
+  check_agent_id(args.oracle, "--oracle");
+  options.oracle_id = args.oracle;
   options.envs = args.envs;
   options.max_steps = args.max_steps;
   options.budget_s = args.budget_s;

@@ -132,6 +132,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   bench_learn->add_option("--agent", learn_args.agent,
                           "Learning agent id (default: the config's agent if it learns, else ppo)");
+  bench_learn->add_option("--oracle", learn_args.oracle,
+                          "Reference agent: oracle (static, default) or dynamic-oracle "
+                          "(scenarios with events)");
   bench_learn->add_option("--envs", learn_args.envs, "Training envs (default 8)")
       ->check(CLI::PositiveNumber);
   bench_learn->add_option("--max-steps", learn_args.max_steps,
@@ -147,7 +150,7 @@ int main(int argc, char** argv) {
   bench_learn->add_option("--seed", learn_args.seed, "Seed of the agent and training envs");
   bench_learn->add_option("--eval-seed", learn_args.eval_seed,
                           "Seed of the evaluation episode (default: the config's first)");
-  bench_learn->add_option("--save", learn_args.save, "Save the trained agent here");
+  bench_learn->add_option("--save", learn_args.save, "Save the agent here whenever its evaluation return is the best so far");
   bench_learn->add_flag("--json", learn_args.json, "Print JSON (with the learning curve)");
 
   EvalArgs eval_args;
