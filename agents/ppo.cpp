@@ -18,7 +18,7 @@ void PPORollout::clear() {
 PPOConfig PPOConfig::from_id(const ParsedId& id) {
   id.check_keys({"lr", "rollout", "epochs", "minibatches", "gamma", "lambda", "clip", "ent", "vf",
                  "max_grad_norm", "norm_adv", "clip_vloss", "hidden", "fail_reward", "ratio",
-                 "keep", "keep_p"});
+                 "keep", "keep_p", "decode", "margin"});
   PPOConfig c;
   c.lr = id.get("lr", c.lr);
   c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));
@@ -36,11 +36,17 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.fail_reward = id.get("fail_reward", c.fail_reward);
   c.keep = id.get("keep", 1.0) != 0;
   c.keep_p = id.get("keep_p", c.keep_p);
+  c.margin = id.get("margin", c.margin);
   auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
   const std::string ratio = id.get("ratio", std::string("block"));
   if (ratio != "block" && ratio != "joint")
     bad("ratio must be block or joint, not '" + ratio + "'");
   c.block_ratio = ratio == "block";
+  const std::string decode = id.get("decode", std::string("mode"));
+  if (decode != "mode" && decode != "pref")
+    bad("decode must be mode or pref, not '" + decode + "'");
+  c.decode_pref = decode == "pref";
+  if (!(c.margin >= 0)) bad("margin must be >= 0");
   if (!(c.lr > 0)) bad("lr must be > 0");
   if (c.rollout < 1 || c.epochs < 1 || c.minibatches < 1 || c.hidden < 1)
     bad("rollout, epochs, minibatches and hidden must be >= 1");
@@ -216,7 +222,26 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
   torch::Tensor mask_t = m.mask_tensor(usable, 1);
   auto [logits, value] = m.net->forward(m.obs_tensor(obs, 1), mask_t);
   ppo_detail::PlanDistribution dist = ppo_detail::distribution(logits, mask_t);
-  torch::Tensor a = training_ ? dist.sample(m.gen) : dist.mode();
+  torch::Tensor a;
+  if (training_) {
+    a = dist.sample(m.gen);
+  } else if (config_.decode_pref && config_.keep) {
+    // The preferred entry by the bonus-free logits, taken only with a margin over the
+    // entry in force (or when the entry in force is masked).
+    torch::Tensor pref = m.net->forward(m.obs_tensor(obs, 1), mask_t, /*with_keep=*/false).first;
+    a = pref.argmax(2);
+    const Action current = agents_detail::current_action(obs, m.blocks, m.catalog);
+    auto acc = a.accessor<int64_t, 2>();
+    auto p = pref.accessor<float, 3>();
+    for (int b = 0; b < m.blocks; ++b) {
+      const int cur = current[b];
+      if (cur < 0 || cur >= m.catalog || !usable[static_cast<size_t>(b) * m.catalog + cur])
+        continue;
+      if (p[0][b][acc[0][b]] - p[0][b][cur] <= config_.margin) acc[0][b] = cur;
+    }
+  } else {
+    a = dist.mode();
+  }
   Action out(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.blocks);
   if (training_) {
     m.pending = true;

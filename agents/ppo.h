@@ -22,7 +22,7 @@
 //
 //   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
 //       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
-//       keep_p=0.95)
+//       keep_p=0.95,decode=mode,margin=1)
 //
 // Two ways to train: the Agent API (act / observe / update: an update runs every `rollout`
 // observed steps) or train() on a VectorEnv (`rollout` steps of every env per update).
@@ -65,6 +65,14 @@ struct PPOConfig {
   // ~lr per step, so the start matters: a near-uniform start repartitions every block at
   // every step and drowns the reward of any plan in repartition cost.
   double keep_p = 0.95;
+  // Evaluation (set_training(false)): decode=mode takes each block's most likely entry, the
+  // keep bonus included; decode=pref takes the block's preferred entry by the logits without
+  // the bonus, but only when it beats the entry in force by more than `margin` nats (else the
+  // block keeps it). The bonus makes a sampled policy change a block rarely and then stay,
+  // so a block's mode stays on its entry in force long after the policy prefers another:
+  // `pref` is the plan the sampled policy drifts to, without the wait.
+  bool decode_pref = false;
+  double margin = 1.0;
 
   // From "ppo(k=v,...)"; throws std::invalid_argument on unknown keys or bad values.
   static PPOConfig from_id(const ParsedId& id);

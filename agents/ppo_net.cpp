@@ -41,7 +41,8 @@ PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int
 }
 
 std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tensor& obs,
-                                                               const torch::Tensor& mask) {
+                                                               const torch::Tensor& mask,
+                                                               bool with_keep) {
   const int64_t n = obs.size(0);
   torch::Tensor x = obs.narrow(1, 0, static_cast<int64_t>(blocks) * block_features)
                         .reshape({n, blocks, block_features});
@@ -51,7 +52,7 @@ std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tens
                                 2);
   torch::Tensor h = torch::tanh(enc2(torch::tanh(enc1(in))));
   torch::Tensor logits = pi(h);
-  if (keep) {
+  if (keep && with_keep) {
     torch::Tensor current =
         (x.select(2, 0) * catalog).round().clamp(0, catalog - 1).to(torch::kLong);  // [N, B]
     torch::Tensor onehot = torch::one_hot(current, catalog).to(torch::kFloat32);

@@ -18,9 +18,11 @@ namespace shardgym::ppo_detail {
 struct PolicyNetImpl : torch::nn::Module {
   PolicyNetImpl(int blocks, int catalog, int block_features, int globals, int hidden, bool keep);
 
-  // Masked logits [N, B, K] and values [N]. mask: bool [N, B, K].
+  // Masked logits [N, B, K] and values [N]. mask: bool [N, B, K]. with_keep = false leaves
+  // out the keep bonus (the learned preference alone; PPO's `decode=pref`).
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& obs,
-                                                  const torch::Tensor& mask);
+                                                  const torch::Tensor& mask,
+                                                  bool with_keep = true);
 
   int blocks, catalog, block_features, globals, hidden;
   bool keep;

@@ -64,6 +64,7 @@ struct BenchLiveArgs {
 struct EvalArgs {
   std::string config;
   std::string agent;            // "" = the config's agent; "ckpt:PATH" = it, loaded from PATH
+  std::string checkpoint;       // load the agent from here ("" = no)
   std::vector<uint64_t> seeds;  // empty = the config's
   std::optional<int> steps;
   std::string out;              // "" = no trace; else DIR/eval.h5

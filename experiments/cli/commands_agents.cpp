@@ -59,6 +59,13 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     if (!std::filesystem::exists(checkpoint))
       throw BadInput("--agent: checkpoint '" + checkpoint + "' does not exist");
   }
+  if (!args.checkpoint.empty()) {
+    if (!checkpoint.empty() && checkpoint != args.checkpoint)
+      throw BadInput("--checkpoint and --agent ckpt: name different files");
+    checkpoint = args.checkpoint;
+    if (!std::filesystem::exists(checkpoint))
+      throw BadInput("--checkpoint: '" + checkpoint + "' does not exist");
+  }
   check_agent_id(id, "--agent");
   const std::vector<uint64_t> seeds = args.seeds.empty() ? spec.seeds : args.seeds;
 

@@ -167,6 +167,8 @@ int main(int argc, char** argv) {
                    "ckpt:PATH (the config's agent, loaded from PATH) or an agent id: megatron, "
                    "atp, oracle, dynamic-oracle, random, greedy, anneal, ppo(...), ... "
                    "(default: the config's agent)");
+  eval->add_option("--checkpoint", eval_args.checkpoint,
+                   "Load the agent's state from PATH (with --agent 'ppo(decode=pref)' etc.)");
   eval->add_option("--seeds", eval_args.seeds, "Seeds (default: the config's)")->delimiter(',');
   eval->add_option("--steps", eval_args.steps, "Steps per episode (default: the config's)")
       ->check(CLI::PositiveNumber);

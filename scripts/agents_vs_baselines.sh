@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The agents table of docs/benchmarks.md: for each scenario, train PPO with `shardgym bench
+# learn` (keeping the best evaluated policy), then `shardgym compare` it with the static
+# baselines, the search agents and the oracles over 5 seeds, traces under runs/agents/.
+# Takes about 5 minutes per scenario on 2 cores.
+# Usage: scripts/agents_vs_baselines.sh [config ...]
+#        (default: quickstart and the four scenarios)   BUDGET_S=300 to change the budget.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bin=${SHARDGYM_BIN:-${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym}
+budget=${BUDGET_S:-300}
+configs=("$@")
+((${#configs[@]})) || configs=(experiments/quickstart.yaml experiments/scenarios/{pcie-1node,nvswitch-1node,ib-4node,hetero-dynamic}.yaml)
+mkdir -p runs/agents
+for cfg in "${configs[@]}"; do
+  name=$(basename "$cfg" .yaml)
+  oracle=oracle
+  grep -q "events:" "$cfg" && oracle=dynamic-oracle
+  echo "== $name: bench learn (reference: $oracle, budget ${budget} s)"
+  "$bin" bench learn "$cfg" --oracle "$oracle" --budget-s "$budget" --threshold 0.97 \
+    --save "runs/agents/$name-ppo.ckpt" 2>"runs/agents/$name-learn.log"
+  echo "== $name: compare, seeds 0-4"
+  "$bin" compare "$cfg" --agents ppo,megatron-sp,atp,dp,random,greedy,anneal,oracle,dynamic-oracle \
+    --checkpoint "ppo=runs/agents/$name-ppo.ckpt" --seeds 0,1,2,3,4 --markdown \
+    --out "runs/agents/$name" 2>/dev/null
+done
