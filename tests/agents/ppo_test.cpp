@@ -53,7 +53,8 @@ TEST_F(PPOTest, ConfigFromId) {
   EXPECT_FALSE(clean.keep);
   for (const char* bad :
        {"ppo(lr=0)", "ppo(rollout=0)", "ppo(gamma=2)", "ppo(rollout=2,minibatches=4)",
-        "ppo(colour=red)", "ppo(clip=-1)", "ppo(ratio=sideways)"}) {
+        "ppo(colour=red)", "ppo(clip=-1)", "ppo(ratio=sideways)", "ppo(decode=best)",
+        "ppo(margin=-1)"}) {
     EXPECT_THROW(PPOConfig::from_id(ParsedId::parse(bad)), std::invalid_argument) << bad;
   }
 }
@@ -68,6 +69,25 @@ TEST_F(PPOTest, GreedyModeIsDeterministicAndMasked) {
   EXPECT_EQ(agent->act(obs, mask), a);
   EXPECT_TRUE(agents_detail::action_allowed(a, mask, env->spec().catalog_size));
   EXPECT_FALSE(agent->update());  // evaluation mode collects nothing
+}
+
+TEST_F(PPOTest, PreferenceDecodingKeepsTheEntryInForceWithinTheMargin) {
+  auto env = agent_tests::sim_env(tiny_scenario());
+  Observation obs = env->reset(0).obs;
+  const auto mask = env->action_mask();
+  const int blocks = env->spec().num_blocks, catalog = env->spec().catalog_size;
+  const Action current = agents_detail::current_action(obs, blocks, catalog);
+  // An untrained policy's logits differ by far less than 1e6 nats: every block keeps.
+  auto sticky = make_agent("ppo(hidden=16,decode=pref,margin=1e6)", env->spec(), 3);
+  sticky->set_training(false);
+  EXPECT_EQ(sticky->act(obs, mask), current);
+  // With no margin each block takes its preferred entry; some of the untrained preferences
+  // differ from the entry in force (else this test shows nothing), and all are allowed.
+  auto eager = make_agent("ppo(hidden=16,decode=pref,margin=0)", env->spec(), 3);
+  eager->set_training(false);
+  const Action a = eager->act(obs, mask);
+  EXPECT_NE(a, current);
+  EXPECT_TRUE(agents_detail::action_allowed(a, mask, catalog));
 }
 
 std::vector<double> curve(uint64_t seed) {
