@@ -42,7 +42,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   if (ratio != "block" && ratio != "joint")
     bad("ratio must be block or joint, not '" + ratio + "'");
   c.block_ratio = ratio == "block";
-  const std::string decode = id.get("decode", std::string("mode"));
+  const std::string decode = id.get("decode", std::string("pref"));
   if (decode != "mode" && decode != "pref")
     bad("decode must be mode or pref, not '" + decode + "'");
   c.decode_pref = decode == "pref";

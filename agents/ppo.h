@@ -22,7 +22,7 @@
 //
 //   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
 //       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
-//       keep_p=0.95,decode=mode,margin=1)
+//       keep_p=0.95,decode=pref,margin=1)
 //
 // Two ways to train: the Agent API (act / observe / update: an update runs every `rollout`
 // observed steps) or train() on a VectorEnv (`rollout` steps of every env per update).
@@ -71,7 +71,7 @@ struct PPOConfig {
   // block keeps it). The bonus makes a sampled policy change a block rarely and then stay,
   // so a block's mode stays on its entry in force long after the policy prefers another:
   // `pref` is the plan the sampled policy drifts to, without the wait.
-  bool decode_pref = false;
+  bool decode_pref = true;
   double margin = 1.0;
 
   // From "ppo(k=v,...)"; throws std::invalid_argument on unknown keys or bad values.
