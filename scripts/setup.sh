@@ -7,7 +7,6 @@ packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev libgloo-dev libhdf5-dev libcli11-dev libyaml-cpp-dev libgtest-dev
   python3-h5py python3-torch python3-matplotlib python3-numpy
-  libopenblas0-serial  # optimised BLAS for LibTorch (Debian defaults to the reference BLAS)
 )
 
 missing=()

@@ -15,6 +15,7 @@
 #include "runtime/core/plan.h"
 #include "runtime/live/launch.h"
 #include "runtime/live/meters.h"
+#include "runtime/live/tp/gemm.h"
 #include "runtime/live/tp/rank_trainer.h"
 
 namespace shardgym::live {
@@ -42,6 +43,20 @@ double process_cpu_s() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+
+// oneDNN products on or off (LibTorch's switch, read by gemm.h) for one scope.
+class OneDnnSwitch {
+ public:
+  explicit OneDnnSwitch(bool on) : before_(at::globalContext().userEnabledMkldnn()) {
+    at::globalContext().setUserEnabledMkldnn(on);
+  }
+  ~OneDnnSwitch() { at::globalContext().setUserEnabledMkldnn(before_); }
+  OneDnnSwitch(const OneDnnSwitch&) = delete;
+  OneDnnSwitch& operator=(const OneDnnSwitch&) = delete;
+
+ private:
+  bool before_;
+};
 
 void time_cpp(const BenchLiveOptions& o, std::vector<double>* times, std::vector<double>* cpu) {
   run_threads(
@@ -82,7 +97,12 @@ std::vector<double> json_list(const std::string& out, const std::string& key, si
 }
 
 // Runs the Python script and reads its JSON line; throws std::runtime_error with the reason.
-void time_python(const BenchLiveOptions& o, BenchLiveResult* r) {
+struct PythonTimes {
+  std::vector<double> step_s, cpu_s;
+  std::string torch;
+};
+
+PythonTimes time_python(const BenchLiveOptions& o, const std::string& gemm) {
   const std::string script =
       o.script.empty() ? source_dir() + "/runtime/live/bench_live_eager.py" : o.script;
   const ModelSpec& m = o.model;
@@ -91,7 +111,7 @@ void time_python(const BenchLiveOptions& o, BenchLiveResult* r) {
       << " --heads " << m.heads << " --ffn " << m.ffn_size() << " --seq " << m.seq << " --batch "
       << batch_of(m) << " --vocab " << m.vocab << " --threads " << o.threads << " --warmup "
       << o.warmup << " --iters " << o.iters << " --dtype "
-      << (m.dtype == DType::kFloat64 ? "float64" : "float32") << " 2>&1";
+      << (m.dtype == DType::kFloat64 ? "float64" : "float32") << " --gemm " << gemm << " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.str().c_str(), "r"), ::pclose);
   if (!pipe) throw std::runtime_error("cannot start " + o.python);
   std::string out;
@@ -103,12 +123,16 @@ void time_python(const BenchLiveOptions& o, BenchLiveResult* r) {
     throw std::runtime_error("'" + cmd.str() + "' failed (status " + std::to_string(status) +
                              "): " + out.substr(0, 2000));
   }
-  r->python_step_s = json_list(out, "step_s", at);
-  r->python_cpu_s = json_list(out, "cpu_s", at);
+  PythonTimes t;
+  t.step_s = json_list(out, "step_s", at);
+  t.cpu_s = json_list(out, "cpu_s", at);
   const size_t tv = out.find("\"torch\": \"", at);
-  if (tv != std::string::npos) {
-    r->python_torch = out.substr(tv + 10, out.find('"', tv + 10) - tv - 10);
+  if (tv != std::string::npos) t.torch = out.substr(tv + 10, out.find('"', tv + 10) - tv - 10);
+  const size_t gv = out.find("\"gemm\": \"", at);
+  if (gv != std::string::npos && out.compare(gv + 9, gemm.size(), gemm) != 0) {
+    throw std::runtime_error("'" + cmd.str() + "' did not use --gemm " + gemm + ": " + out);
   }
+  return t;
 }
 
 void time_repartition(const BenchLiveOptions& o, BenchLiveResult* r) {
@@ -186,15 +210,34 @@ BenchLiveResult bench_live(const BenchLiveOptions& o) {
   time_cpp(o, &r.cpp_step_s, &r.cpp_cpu_s);
   r.cpp_median_s = median(r.cpp_step_s);
   r.cpp_cpu_median_s = median(r.cpp_cpu_s);
+  const bool fp32 = o.model.dtype == DType::kFloat32;
+  r.cpp_gemm = fp32 && onednn_gemm_available() ? "onednn" : "matmul";
+  if (o.variants && r.cpp_gemm == "onednn") {
+    const OneDnnSwitch off(false);
+    std::vector<double> wall, cpu;
+    time_cpp(o, &wall, &cpu);
+    r.cpp_matmul_cpu_median_s = median(cpu);
+  }
   if (o.run_python) {
     try {
-      time_python(o, &r);
+      const PythonTimes t = time_python(o, "matmul");
+      r.python_step_s = t.step_s;
+      r.python_cpu_s = t.cpu_s;
+      r.python_torch = t.torch;
       r.python_median_s = median(r.python_step_s);
       r.python_cpu_median_s = median(r.python_cpu_s);
       r.wall_ratio = r.python_median_s > 0 ? r.cpp_median_s / r.python_median_s : 0;
       r.ratio = r.python_cpu_median_s > 0 ? r.cpp_cpu_median_s / r.python_cpu_median_s : 0;
     } catch (const std::exception& e) {
       r.python_error = e.what();
+    }
+    if (o.variants && fp32 && r.python_error.empty()) {
+      try {
+        r.python_onednn_cpu_median_s = median(time_python(o, "onednn").cpu_s);
+        r.onednn_ratio = r.cpp_cpu_median_s / r.python_onednn_cpu_median_s;
+      } catch (const std::exception& e) {
+        r.python_onednn_error = e.what();
+      }
     }
   } else {
     r.python_error = "not run";
@@ -210,15 +253,29 @@ std::string bench_live_to_text(const BenchLiveResult& r) {
   s.precision(4);
   s << "bench live: " << r.workload << ", " << r.threads << " intra-op thread(s)\n";
   s << "  step time, 1 rank (median of " << r.cpp_step_s.size() << ")   wall      CPU\n";
-  s << "    C++ live runtime           " << r.cpp_median_s * 1e3 << " ms  "
-    << r.cpp_cpu_median_s * 1e3 << " ms\n";
+  s << "    C++ live runtime (" << r.cpp_gemm << " products)  " << r.cpp_median_s * 1e3
+    << " ms  " << r.cpp_cpu_median_s * 1e3 << " ms\n";
   if (r.python_error.empty()) {
-    s << "    PyTorch eager (torch " << r.python_torch << ")  " << r.python_median_s * 1e3
-      << " ms  " << r.python_cpu_median_s * 1e3 << " ms\n";
+    s << "    PyTorch eager (torch " << r.python_torch << ", torch.matmul)  "
+      << r.python_median_s * 1e3 << " ms  " << r.python_cpu_median_s * 1e3 << " ms\n";
     s << "  ratio C++/Python: CPU " << r.ratio << ", wall " << r.wall_ratio
       << (r.ratio <= 1.0 ? "  (target <= 1.0: met)\n" : "  (target <= 1.0: MISSED)\n");
   } else {
     s << "  PyTorch eager: no figure (" << r.python_error << ")\n";
+  }
+  if (r.cpp_matmul_cpu_median_s > 0 || r.python_onednn_cpu_median_s > 0 ||
+      !r.python_onednn_error.empty()) {
+    s << "  variants (CPU / step):";
+    if (r.cpp_matmul_cpu_median_s > 0) {
+      s << " C++ on at::matmul " << r.cpp_matmul_cpu_median_s * 1e3 << " ms;";
+    }
+    if (r.python_onednn_cpu_median_s > 0) {
+      s << " eager with oneDNN products " << r.python_onednn_cpu_median_s * 1e3
+        << " ms, ratio C++/that " << r.onednn_ratio;
+    } else if (!r.python_onednn_error.empty()) {
+      s << " eager with oneDNN products: no figure (" << r.python_onednn_error << ")";
+    }
+    s << "\n";
   }
   if (r.repartition_bytes > 0) {
     s << "  repartition " << r.repartition_from << " -> " << r.repartition_to << ": "
@@ -261,7 +318,11 @@ std::string bench_live_to_json(const BenchLiveResult& r) {
     << ", \"python_median_s\": " << r.python_median_s
     << ", \"python_cpu_median_s\": " << r.python_cpu_median_s << ", \"ratio\": " << r.ratio
     << ", \"wall_ratio\": " << r.wall_ratio << ", \"python_error\": " << quote(r.python_error)
-    << ", \"python_torch\": " << quote(r.python_torch)
+    << ", \"python_torch\": " << quote(r.python_torch) << ", \"cpp_gemm\": " << quote(r.cpp_gemm)
+    << ", \"cpp_matmul_cpu_median_s\": " << r.cpp_matmul_cpu_median_s
+    << ", \"python_onednn_cpu_median_s\": " << r.python_onednn_cpu_median_s
+    << ", \"onednn_ratio\": " << r.onednn_ratio
+    << ", \"python_onednn_error\": " << quote(r.python_onednn_error)
     << ", \"repartition_from\": " << quote(r.repartition_from)
     << ", \"repartition_to\": " << quote(r.repartition_to)
     << ", \"repartition_bytes\": " << r.repartition_bytes

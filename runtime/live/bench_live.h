@@ -6,7 +6,10 @@
 //    scheme, AdamW + clipping, same intra-op threads, side by side in one run. The target is
 //    C++/Python ≤ 1.0. Both wall clock and process CPU time are recorded per step; the ratio
 //    uses CPU time, which other jobs on a shared machine do not inflate (on an idle machine
-//    the two agree).
+//    the two agree). The C++ side's float32 products go through oneDNN's sgemm
+//    (runtime/live/tp/gemm.h); eager writes `@` as a user would. Two variants show what that
+//    is worth: C++ with oneDNN switched off (at::matmul), and eager allowed the same oneDNN
+//    products (bench_live_eager.py --gemm onednn).
 // 2. Repartition cost: 4 rank threads move every block from one plan to another (parameters
 //    and AdamW moments, only the slices a rank lacks) against a plain all-gather of the same
 //    shards — seconds per byte received for both.
@@ -27,6 +30,7 @@ struct BenchLiveOptions {
   std::string python = "/usr/bin/python3";
   std::string script;  // "" = runtime/live/bench_live_eager.py of the source tree
   bool run_python = true;
+  bool variants = true;  // also C++ on at::matmul and eager with oneDNN products
   int repartition_ranks = 4;
   std::string repartition_from = "uniform:tp1d(t=4)";
   std::string repartition_to = "uniform:tp2d(d1=2,d2=2,first=row)";
@@ -45,6 +49,12 @@ struct BenchLiveResult {
   double wall_ratio = 0;     // wall clock, cpp / python
   std::string python_error;  // why the Python side has no figure
   std::string python_torch;  // torch version reported by the script
+  std::string cpp_gemm;      // what the C++ float32 products ran on: "onednn" or "matmul"
+  // Variants (0 / empty when not run): medians of process CPU time per step.
+  double cpp_matmul_cpu_median_s = 0;     // C++ with oneDNN off: at::matmul
+  double python_onednn_cpu_median_s = 0;  // eager with oneDNN products
+  double onednn_ratio = 0;                // CPU, cpp / python_onednn: both on oneDNN
+  std::string python_onednn_error;
   std::string repartition_from, repartition_to;
   double repartition_bytes = 0, repartition_s = 0;  // bytes received over ranks, slowest rank
   double allgather_bytes = 0, allgather_s = 0;

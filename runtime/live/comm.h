@@ -5,6 +5,9 @@
 // all_reduce / all_gather where the backend lacks them (Gloo in LibTorch 1.13).
 // A collective that fails or exceeds the world's timeout throws CommError naming the rank,
 // the group and the operation; the rank's loop turns it into an error value (STYLE.md §7).
+// all_reduce_async splits one all-reduce into a start and a wait (CommWork) so that the
+// caller can compute while it is in flight (ATP chunk overlap, tp/tp_block.cpp); its failure
+// surfaces, as the same CommError, from wait().
 #pragma once
 
 #include <memory>
@@ -23,9 +26,28 @@ class CommError : public std::runtime_error {
 
 // Timing of the collectives of one rank, read by the meters.
 struct CommStats {
-  double wait_s = 0;  // wall time spent inside collectives
+  double wait_s = 0;  // wall time spent inside collectives (async: blocked in wait())
   double bytes = 0;   // bytes this rank sent (ring estimate)
-  int calls = 0;
+  int calls = 0;      // every collective, async ones included
+  // Asynchronous all-reduces: how many were started, and the time between each start and the
+  // beginning of its wait() — time the collective was in flight while the caller did other
+  // work. (The overlap actually gained is bounded by that and by how long the collective took.)
+  int async_calls = 0;
+  double async_in_flight_s = 0;
+  int async_done_before_wait = 0;  // of those, already complete when wait() began: fully hidden
+};
+
+// A collective in flight, returned by Comm::all_reduce_async. Its tensor may be read only
+// after wait(). wait() blocks until completion (bounded by the world's timeout), adds the time
+// blocked to the owning Comm's CommStats and throws CommError naming rank, group and
+// operation on failure; later calls return at once. Dropping a handle unwaited does not stop
+// the collective (the backend keeps the tensor alive) but its result and error are lost.
+// A handle must not outlive the Comm that made it.
+class CommWork {
+ public:
+  virtual ~CommWork() = default;
+  virtual void wait() = 0;
+  virtual bool completed() = 0;  // without blocking
 };
 
 class Comm {
@@ -38,6 +60,17 @@ class Comm {
 
   // Sum over the group, in place. Identity when size() == 1.
   virtual void all_reduce(at::Tensor& t) = 0;
+  // The same, started in the background: `t` holds the sum once the handle's wait() returns
+  // and must not be touched before. Collectives of one group complete in the order started,
+  // on every member. A backend without an asynchronous path (this default) finishes it here.
+  virtual std::unique_ptr<CommWork> all_reduce_async(at::Tensor& t) {
+    all_reduce(t);
+    struct Done : CommWork {
+      void wait() override {}
+      bool completed() override { return true; }
+    };
+    return std::make_unique<Done>();
+  }
   // Concatenation of every rank's `t` along `dim` (rank order).
   virtual at::Tensor all_gather(const at::Tensor& t, int64_t dim) = 0;
   // Sum over the group, then this rank's 1/size slice along `dim` (dim must divide).

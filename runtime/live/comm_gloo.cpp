@@ -110,6 +110,8 @@ class GlooComm : public CommBase {
     account(t0, 2 * (p - 1) / p * nbytes(t));
   }
 
+  std::unique_ptr<CommWork> all_reduce_async(at::Tensor& t) override;
+
   at::Tensor all_gather(const at::Tensor& t, int64_t dim) override {
     dim = checked_dim(t, dim, "all_gather");
     const auto t0 = Clock::now();
@@ -179,20 +181,36 @@ class GlooComm : public CommBase {
   }
 
  private:
+  friend class GlooWork;
+
   template <typename Launch>
   void run(const char* op, Launch&& launch) {
+    c10::intrusive_ptr<c10d::Work> work = start(op, std::forward<Launch>(launch));
+    finish(op, *work);
+  }
+  template <typename Launch>
+  c10::intrusive_ptr<c10d::Work> start(const char* op, Launch&& launch) {
     try {
-      c10::intrusive_ptr<c10d::Work> work = launch();
+      return launch();
+    } catch (const std::exception& e) {
+      throw failure(op, e);
+    }
+  }
+  void finish(const char* op, c10d::Work& work) {
+    try {
       // Gloo's own context timeout normally fires first and carries the better message;
       // the wait bound is the backstop.
-      if (!work->wait(timeout_ + std::chrono::milliseconds(500))) {
+      if (!work.wait(timeout_ + std::chrono::milliseconds(500))) {
         throw std::runtime_error("aborted");
       }
     } catch (const std::exception& e) {
-      std::ostringstream m;
-      m << "rank " << global_rank_ << ": " << op << " on " << name_ << " failed: " << cause_of(e);
-      throw CommError(m.str());
+      throw failure(op, e);
     }
+  }
+  CommError failure(const char* op, const std::exception& e) const {
+    std::ostringstream m;
+    m << "rank " << global_rank_ << ": " << op << " on " << name_ << " failed: " << cause_of(e);
+    return CommError(m.str());
   }
   void account(Clock::time_point t0, double bytes) {
     stats_.wait_s += elapsed_s(t0);
@@ -203,6 +221,55 @@ class GlooComm : public CommBase {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   std::chrono::milliseconds timeout_;
 };
+
+// An all-reduce started by GlooComm::all_reduce_async. `buffer` is what Gloo reduces in place;
+// when the caller's tensor is not contiguous it is a contiguous copy, written back on wait().
+class GlooWork : public CommWork {
+ public:
+  GlooWork(GlooComm& comm, c10::intrusive_ptr<c10d::Work> work, at::Tensor target,
+           at::Tensor buffer)
+      : comm_(comm),
+        work_(std::move(work)),
+        target_(std::move(target)),
+        buffer_(std::move(buffer)),
+        started_(Clock::now()) {}
+
+  void wait() override {
+    if (waited_) return;
+    waited_ = true;
+    const auto t0 = Clock::now();
+    CommStats& st = comm_.stats_;
+    st.async_in_flight_s += std::chrono::duration<double>(t0 - started_).count();
+    if (work_->isCompleted()) st.async_done_before_wait += 1;
+    try {
+      comm_.finish("all_reduce_async", *work_);
+    } catch (...) {
+      st.wait_s += elapsed_s(t0);
+      throw;
+    }
+    if (!target_.is_same(buffer_)) target_.copy_(buffer_);
+    st.wait_s += elapsed_s(t0);
+  }
+  bool completed() override { return waited_ || work_->isCompleted(); }
+
+ private:
+  GlooComm& comm_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor target_, buffer_;
+  Clock::time_point started_;
+  bool waited_ = false;
+};
+
+std::unique_ptr<CommWork> GlooComm::all_reduce_async(at::Tensor& t) {
+  const double p = size();
+  at::Tensor buffer = t.is_contiguous() ? t : t.contiguous();
+  std::vector<at::Tensor> v{buffer};
+  auto work = start("all_reduce_async", [&] { return pg_->allreduce(v); });
+  stats_.bytes += 2 * (p - 1) / p * nbytes(t);
+  stats_.calls += 1;
+  stats_.async_calls += 1;
+  return std::make_unique<GlooWork>(*this, std::move(work), t, std::move(buffer));
+}
 
 std::chrono::milliseconds to_ms(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
@@ -268,7 +335,9 @@ Comm& GlooCommWorld::group(const std::vector<int>& ranks) {
         static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank_) - ranks.begin());
     auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(options_.timeout_s));
     opts->devices.push_back(device_);
-    opts->threads = 1;  // one collective at a time per group: callers wait on each
+    // One worker thread per group: its collectives (async ones included) run one at a time,
+    // in the order started, which is the same on every member.
+    opts->threads = 1;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("g" + format_ranks(ranks), store_);
     c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
     try {

@@ -25,6 +25,16 @@ TEST(BenchLive, TimesBothSidesAndTheRepartition) {
   EXPECT_DOUBLE_EQ(r.ratio, r.cpp_cpu_median_s / r.python_cpu_median_s);
   EXPECT_DOUBLE_EQ(r.wall_ratio, r.cpp_median_s / r.python_median_s);
   EXPECT_FALSE(r.python_torch.empty());
+  // Variants: where the C++ side runs its float32 products on oneDNN, it is also timed on
+  // at::matmul, and eager is also timed with the same oneDNN products.
+  ASSERT_TRUE(r.cpp_gemm == "onednn" || r.cpp_gemm == "matmul") << r.cpp_gemm;
+  if (r.cpp_gemm == "onednn") {
+    EXPECT_GT(r.cpp_matmul_cpu_median_s, 0);
+    ASSERT_TRUE(r.python_onednn_error.empty()) << r.python_onednn_error;
+    EXPECT_GT(r.python_onednn_cpu_median_s, 0);
+    EXPECT_DOUBLE_EQ(r.onednn_ratio, r.cpp_cpu_median_s / r.python_onednn_cpu_median_s);
+    EXPECT_NE(bench_live_to_text(r).find("eager with oneDNN products"), std::string::npos);
+  }
   EXPECT_GT(r.repartition_bytes, 0);
   EXPECT_GT(r.repartition_s, 0);
   // tp1d(t=4) -> tp2d(2x2): each rank already holds part of what it needs, so a repartition

@@ -232,6 +232,86 @@ TEST(Stats, CountCallsTimeAndRingBytes) {
       kTimeout);
 }
 
+TEST_P(CommWorlds, AllReduceAsyncSumsOnWaitIncludingNonContiguous) {
+  const int p = GetParam();
+  run_threads(
+      p,
+      [&](CommWorld& w) {
+        at::Tensor t = contribution(w.rank(), {3, 5});
+        at::Tensor base = contribution(w.rank(), {5, 3});
+        at::Tensor tr = base.t();  // non-contiguous: the result lands in `base` on wait()
+        auto a = w.world().all_reduce_async(t);
+        auto b = w.world().all_reduce_async(tr);  // two in flight on one group
+        b->wait();
+        a->wait();
+        a->wait();  // idempotent
+        EXPECT_TRUE(a->completed());
+        expect_equal(t, expected_sum(iota(p), {3, 5}), "contiguous");
+        expect_equal(base, expected_sum(iota(p), {5, 3}), "transposed view");
+      },
+      kTimeout);
+}
+
+// The overlap is real: the collective is started, the caller computes while it is in flight
+// (a peer is late, so it cannot finish before), and wait() blocks only for what is left.
+TEST(AllReduceAsync, ReturnsBeforeCompletionAndWaitsOnlyForTheRest) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kLate = std::chrono::milliseconds(400);
+  run_threads(
+      2,
+      [&](CommWorld& w) {
+        Comm& c = w.world();
+        c.stats() = {};
+        at::Tensor t = contribution(w.rank(), {1000});
+        if (w.rank() == 1) std::this_thread::sleep_for(kLate);
+        const auto t0 = Clock::now();
+        auto work = c.all_reduce_async(t);
+        const double start_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (w.rank() == 0) {
+          EXPECT_LT(start_s, 0.2) << "the start must not wait for the late peer";
+          EXPECT_FALSE(work->completed()) << "cannot be done: the peer has not joined";
+          // Compute while it is in flight: 200 ms of matrix products.
+          at::Tensor m = at::rand({64, 64}, at::kDouble), acc = at::zeros({64, 64}, at::kDouble);
+          while (Clock::now() - t0 < std::chrono::milliseconds(200)) acc += at::mm(m, m);
+          EXPECT_FALSE(work->completed()) << "still in flight while computing";
+        }
+        work->wait();
+        const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        expect_equal(t, expected_sum({0, 1}, {1000}), "sum");
+        const CommStats& st = c.stats();
+        EXPECT_EQ(st.async_calls, 1);
+        EXPECT_EQ(st.calls, 1);
+        EXPECT_DOUBLE_EQ(st.bytes, 8000.0);  // 2(p-1)/p·X
+        if (w.rank() == 0) {
+          EXPECT_GE(st.async_in_flight_s, 0.15);  // the 200 ms loop, from just after the start
+          EXPECT_LT(st.wait_s, total_s - 0.15) << "the compute time must not count as waiting";
+          EXPECT_GT(st.wait_s, 0.05) << "the rest of the late peer's delay is waited";
+        }
+      },
+      kTimeout);
+}
+
+TEST(Failures, AsyncAllReduceFailureIsNamedOnWait) {
+  try {
+    run_threads(
+        2,
+        [&](CommWorld& w) {
+          at::Tensor t = at::ones({8}, at::kDouble);
+          if (w.rank() == 1) throw std::runtime_error("rank 1 gone");
+          auto work = w.world().all_reduce_async(t);
+          work->wait();
+        },
+        0.5);
+    FAIL() << "expected RankError";
+  } catch (const RankError& e) {
+    ASSERT_EQ(e.failures().size(), 2u) << e.what();
+    EXPECT_EQ(e.first_rank(), 1);
+    EXPECT_NE(e.failures()[1].what.find("rank 0: all_reduce_async on world[0,1] failed"),
+              std::string::npos)
+        << e.failures()[1].what;
+  }
+}
+
 TEST(Failures, ThrowingRankStopsTheOthersPromptlyAndIsNamedFirst) {
   const int threads_before = thread_count();
   const auto t0 = std::chrono::steady_clock::now();

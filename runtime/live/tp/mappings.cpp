@@ -1,5 +1,6 @@
 #include "runtime/live/tp/mappings.h"
 
+#include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "runtime/live/tp/exchange.h"
@@ -68,6 +69,69 @@ at::Tensor mapping(const at::Tensor& x, Comm& g, int64_t dim, Op fwd, Op bwd) {
   return Mapping::apply(x, &g, dim, static_cast<int64_t>(fwd), static_cast<int64_t>(bwd));
 }
 
+// g, split: forward starts the all-reduce of a copy and returns it (filled in by the backend);
+// backward is g's identity.
+struct StartReduce : public Function<StartReduce> {
+  static at::Tensor forward(AutogradContext*, const at::Tensor& x, Comm* g,
+                            std::unique_ptr<CommWork>* work) {
+    at::Tensor y = x.clone(at::MemoryFormat::Contiguous);
+    *work = g->all_reduce_async(y);
+    return y;
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {grads[0], at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+// The pending gradient all-reduce shared by the two halves of a split f. A CustomClassHolder
+// so that both autograd nodes can keep it alive (as an IValue capsule) for as long as the
+// graph lives; no registration is involved.
+struct GradAllReduce::Slot : public torch::CustomClassHolder {
+  std::unique_ptr<CommWork> work;
+};
+
+namespace {
+
+c10::IValue capsule(const c10::intrusive_ptr<GradAllReduce::Slot>& slot) {
+  return c10::IValue::make_capsule(slot);
+}
+GradAllReduce::Slot& slot_of(AutogradContext* ctx) {
+  return *static_cast<GradAllReduce::Slot*>(ctx->saved_data["slot"].toCapsule().get());
+}
+
+// f, split: forward identity; backward starts the all-reduce of a copy of the gradient and
+// returns that copy, which only AwaitGrad (the next node of the backward on this path) reads.
+struct StartGradReduce : public Function<StartGradReduce> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, Comm* g,
+                            c10::IValue slot) {
+    ctx->saved_data["comm"] = to_handle(g);
+    ctx->saved_data["slot"] = std::move(slot);
+    return x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::Tensor dx = grads[0].clone(at::MemoryFormat::Contiguous);
+    slot_of(ctx).work = from_handle<Comm>(ctx, "comm")->all_reduce_async(dx);
+    return {dx, at::Tensor(), at::Tensor()};
+  }
+};
+
+struct AwaitGrad : public Function<AwaitGrad> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue slot) {
+    ctx->saved_data["slot"] = std::move(slot);
+    return x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto& slot = slot_of(ctx);
+    if (slot.work) {
+      slot.work->wait();
+      slot.work.reset();
+    }
+    return {grads[0], at::Tensor()};
+  }
+};
+
 struct Redistribute : public Function<Redistribute> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const ExchangePlan* fwd,
                             const ExchangePlan* bwd, Comm* world) {
@@ -116,6 +180,29 @@ at::Tensor gather_to_parallel(const at::Tensor& x, Comm& group, int64_t dim) {
 }
 at::Tensor reduce_scatter_to_group(const at::Tensor& x, Comm& group, int64_t dim) {
   return mapping(x, group, dim, Op::kReduceScatter, Op::kAllGather);
+}
+
+at::Tensor reduce_from_group_async(const at::Tensor& x, Comm& group,
+                                   std::unique_ptr<CommWork>* work) {
+  if (group.size() == 1) {
+    work->reset();
+    return x;
+  }
+  return StartReduce::apply(x, &group, work);
+}
+
+GradAllReduce::GradAllReduce() : slot_(c10::make_intrusive<Slot>()) {}
+GradAllReduce::~GradAllReduce() = default;
+GradAllReduce::GradAllReduce(const GradAllReduce&) = default;
+GradAllReduce& GradAllReduce::operator=(const GradAllReduce&) = default;
+
+at::Tensor await_grad_all_reduce(const at::Tensor& x, const GradAllReduce& link) {
+  return AwaitGrad::apply(x, capsule(link.slot_));
+}
+
+at::Tensor copy_to_group_async(const at::Tensor& x, Comm& group, const GradAllReduce& link) {
+  if (group.size() == 1) return x;
+  return StartGradReduce::apply(x, &group, capsule(link.slot_));
 }
 
 at::Tensor redistribute(const at::Tensor& x, const ExchangePlan& forward_plan,

@@ -23,8 +23,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include <ATen/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "runtime/live/comm.h"
 
@@ -39,6 +41,38 @@ at::Tensor scatter_to_group(const at::Tensor& x, Comm& group, int64_t dim);
 at::Tensor gather_from_group(const at::Tensor& x, Comm& group, int64_t dim);
 at::Tensor gather_to_parallel(const at::Tensor& x, Comm& group, int64_t dim);
 at::Tensor reduce_scatter_to_group(const at::Tensor& x, Comm& group, int64_t dim);
+
+// Split-phase g and f, for chunk pipelining (tp_block.cpp): the all-reduce runs in the
+// background between a start and a wait, so the caller computes the next chunk meanwhile.
+// Same values and gradients as reduce_from_group / copy_to_group.
+//
+// reduce_from_group_async: g whose forward all-reduce is started, not finished: the result
+//   may be read only after `*work` has been waited. Backward: identity.
+at::Tensor reduce_from_group_async(const at::Tensor& x, Comm& group,
+                                   std::unique_ptr<CommWork>* work);
+
+// f whose backward all-reduce is split in two autograd nodes joined by a GradAllReduce:
+//   y = copy_to_group_async(await_grad_all_reduce(x, link), group, link)
+// The backward of copy_to_group_async starts the all-reduce of the gradient; the backward of
+// await_grad_all_reduce waits for it. Autograd runs ready nodes latest-created first, so the
+// caller creates the awaits of all chunks before any chunk's compute and each chunk's
+// copy_to_group_async first in its compute: the backward then starts chunk i's all-reduce
+// and runs the other chunks' backward before waiting for it.
+class GradAllReduce {
+ public:
+  GradAllReduce();
+  ~GradAllReduce();
+  GradAllReduce(const GradAllReduce&);
+  GradAllReduce& operator=(const GradAllReduce&);
+  struct Slot;  // mappings.cpp; shared by the two nodes, lives as long as the graph
+
+ private:
+  friend at::Tensor await_grad_all_reduce(const at::Tensor&, const GradAllReduce&);
+  friend at::Tensor copy_to_group_async(const at::Tensor&, Comm&, const GradAllReduce&);
+  c10::intrusive_ptr<Slot> slot_;
+};
+at::Tensor await_grad_all_reduce(const at::Tensor& x, const GradAllReduce& link);
+at::Tensor copy_to_group_async(const at::Tensor& x, Comm& group, const GradAllReduce& link);
 
 // Moves a replicated-or-sliced activation to another layout: forward runs `forward_plan`,
 // backward runs `backward_plan` (its reverse) on the gradient. Under the invariant above the

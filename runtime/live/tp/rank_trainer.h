@@ -41,6 +41,7 @@ struct TrainerOptions {
   double lr = 1e-3, weight_decay = 0.1, clip = 1.0;  // clip ≤ 0: no clipping
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int threads = 0;                         // intra-op threads; 0 leaves LibTorch's setting
+  bool overlap_chunks = true;  // chunks=k: overlap each chunk's all-reduces (tp_block.h)
 };
 
 // Per block, the same split as Measurement (runtime/core/measurement.h): fwd_s and bwd_s are

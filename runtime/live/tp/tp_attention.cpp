@@ -5,36 +5,31 @@
 
 #include <ATen/ATen.h>
 
+#include "runtime/live/tp/gemm.h"
 #include "runtime/live/tp/mappings.h"
 
 namespace shardgym::live {
 
-at::Tensor attention_forward(const BlockContext& ctx, const at::Tensor& x,
-                             const std::vector<at::Tensor>& params) {
+at::Tensor attention_core(const BlockContext& ctx, const at::Tensor& n,
+                          const std::vector<at::Tensor>& params) {
   const BlockPlacement& pl = ctx.place;
-  Comm& g1 = *ctx.g1;
   Comm& g2 = *ctx.g2;
   const int64_t h = ctx.model.hidden, heads = ctx.model.heads / pl.t, d = h / ctx.model.heads;
-  const at::Tensor &ln_w = params[0], &ln_b = params[1], &w = params[2], &b = params[3],
-                   &a = params[4], &c = params[5];
+  const at::Tensor &w = params[2], &b = params[3], &a = params[4];
 
-  at::Tensor n = group_layer_norm(x, ln_w, ln_b, g2, h);
-  n = pl.sp ? gather_to_parallel(n, g1, 1) : copy_to_group(n, g1);
   // [B, S, 3h/n1] partial over G2 -> this rank's heads [B, S, 3h/t].
-  at::Tensor qkv = reduce_scatter_to_group(at::matmul(n, w), g2, 2) + b;
+  at::Tensor qkv = reduce_scatter_to_group(linear_matmul(n, w), g2, 2) + b;
   const int64_t B = qkv.size(0), S = qkv.size(1);
   qkv = qkv.view({B, S, heads, 3, d});
   at::Tensor q = qkv.select(3, 0).transpose(1, 2);  // [B, heads, S, d]
   at::Tensor k = qkv.select(3, 1).transpose(1, 2);
   at::Tensor v = qkv.select(3, 2).transpose(1, 2);
-  const at::Tensor mask = at::ones({S, S}, x.options().dtype(at::kBool)).triu(1);
-  at::Tensor att = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  const at::Tensor mask = at::ones({S, S}, n.options().dtype(at::kBool)).triu(1);
+  at::Tensor att = batched_matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
   att = at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
-  at::Tensor o = at::matmul(att, v).transpose(1, 2).reshape({B, S, heads * d});
+  at::Tensor o = batched_matmul(att, v).transpose(1, 2).reshape({B, S, heads * d});
   o = gather_to_parallel(o, g2, 2);  // heads of G1 block i1: rows i1 of A
-  at::Tensor y = at::matmul(o, a);   // [B, S, h/n2] partial over G1
-  y = pl.sp ? reduce_scatter_to_group(y, g1, 1) : reduce_from_group(y, g1);
-  return x + y + c;
+  return linear_matmul(o, a);        // [B, S, h/n2] partial over G1
 }
 
 }  // namespace shardgym::live

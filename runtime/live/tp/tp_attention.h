@@ -28,10 +28,11 @@
 
 namespace shardgym::live {
 
-// x: the rank's box of the residual stream [b, S or S/t, h/n2]; params in block_param_shards
-// order (ln.weight, ln.bias, qkv.weight, qkv.bias, proj.weight, proj.bias). Returns the new
-// residual stream in the same box.
-at::Tensor attention_forward(const BlockContext& ctx, const at::Tensor& x,
-                             const std::vector<at::Tensor>& params);
+// The block between its G1 mappings (block_forward in tp_block.h adds LN, f, g and the
+// residual): n = f_G1(LN(X)) as this rank sees it -> O'·A, partial over G1 [B, S, h/n2].
+// params in block_param_shards order (ln.weight, ln.bias, qkv.weight, qkv.bias, proj.weight,
+// proj.bias).
+at::Tensor attention_core(const BlockContext& ctx, const at::Tensor& n,
+                          const std::vector<at::Tensor>& params);
 
 }  // namespace shardgym::live

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "runtime/live/tp/mappings.h"
 #include "runtime/live/tp/tp_attention.h"
 #include "runtime/live/tp/tp_mlp.h"
 
@@ -16,21 +17,68 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+at::Tensor core(const BlockContext& ctx, const at::Tensor& n,
+                const std::vector<at::Tensor>& params) {
+  return ModelSpec::block_kind(ctx.block) == BlockKind::kAttention
+             ? attention_core(ctx, n, params)
+             : mlp_core(ctx, n, params);
+}
+
+at::Tensor layer_norm(const BlockContext& ctx, const at::Tensor& x,
+                      const std::vector<at::Tensor>& params) {
+  return group_layer_norm(x, params[0], params[1], *ctx.g2, ctx.model.hidden);
+}
+
+// One chunk (or the whole batch) with blocking collectives.
+at::Tensor run_blocking(const BlockContext& ctx, const at::Tensor& x,
+                        const std::vector<at::Tensor>& params) {
+  Comm& g1 = *ctx.g1;
+  at::Tensor n = layer_norm(ctx, x, params);
+  n = ctx.place.sp ? gather_to_parallel(n, g1, 1) : copy_to_group(n, g1);
+  at::Tensor y = core(ctx, n, params);
+  y = ctx.place.sp ? reduce_scatter_to_group(y, g1, 1) : reduce_from_group(y, g1);
+  return x + y + params[5];
+}
+
+// k chunks, G1 all-reduces in flight behind compute. Forward: chunk i's g is started, chunk
+// i+1 computes, then chunk i's g is waited. Backward: autograd runs ready nodes latest-created
+// first, so the LayerNorms and gradient awaits of every chunk are created before any chunk's
+// core: the backward then runs every chunk's core (each starting its input-gradient
+// all-reduce as it finishes) before the first await.
+at::Tensor run_overlapped(const BlockContext& ctx, const std::vector<at::Tensor>& parts,
+                          const std::vector<at::Tensor>& params) {
+  Comm& g1 = *ctx.g1;
+  const size_t k = parts.size();
+  std::vector<GradAllReduce> links(k);
+  std::vector<at::Tensor> n(k), y(k);
+  for (size_t i = 0; i < k; ++i) {
+    n[i] = await_grad_all_reduce(layer_norm(ctx, parts[i], params), links[i]);
+  }
+  std::vector<std::unique_ptr<CommWork>> pending(k);
+  for (size_t i = 0; i < k; ++i) {
+    y[i] = core(ctx, copy_to_group_async(n[i], g1, links[i]), params);
+    y[i] = reduce_from_group_async(y[i], g1, &pending[i]);
+    if (i > 0) pending[i - 1]->wait();
+  }
+  pending[k - 1]->wait();
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < k; ++i) outs.push_back(parts[i] + y[i] + params[5]);
+  return at::cat(outs, 0);
+}
+
 at::Tensor run_chunks(const BlockContext& ctx, const at::Tensor& x,
                       const std::vector<at::Tensor>& params) {
-  const bool attn = ModelSpec::block_kind(ctx.block) == BlockKind::kAttention;
-  auto one = [&](const at::Tensor& part) {
-    return attn ? attention_forward(ctx, part, params) : mlp_forward(ctx, part, params);
-  };
   const int k = ctx.place.strategy.chunks;
-  if (k <= 1) return one(x);
+  if (k <= 1) return run_blocking(ctx, x, params);
   if (x.size(0) % k != 0) {
     throw std::invalid_argument("block " + std::to_string(ctx.block) + ": chunks=" +
                                 std::to_string(k) + " does not divide the local batch of " +
                                 std::to_string(x.size(0)));
   }
+  const std::vector<at::Tensor> parts = x.chunk(k, 0);
+  if (ctx.overlap && !ctx.place.sp && ctx.g1->size() > 1) return run_overlapped(ctx, parts, params);
   std::vector<at::Tensor> outs;
-  for (const at::Tensor& part : x.chunk(k, 0)) outs.push_back(one(part));
+  for (const at::Tensor& part : parts) outs.push_back(run_blocking(ctx, part, params));
   return at::cat(outs, 0);
 }
 

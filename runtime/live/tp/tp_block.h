@@ -1,11 +1,15 @@
 // One block (attention or MLP) of one rank with its strategy's execution options.
 //
-// The partition math is in tp_attention.h / tp_mlp.h. On top of it:
-//   chunks=k     ATP chunk-based overlap: the rank's batch rows run as k independent chunks,
-//                so the collective of chunk i can overlap the compute of chunk i+1. Comm's
-//                collectives are blocking, so here the chunks run back to back; the math is
-//                that of the unchunked block (rows are independent) and the communication
-//                is the same volume in k messages.
+// The partition math is in tp_attention.h / tp_mlp.h; both blocks are
+//   Y = X + g_G1(core(f_G1(LN_G2(X)))) + c
+// (sp=1: f, g the sequence all-gather / reduce-scatter). On top of it:
+//   chunks=k     ATP chunk-based overlap: the rank's batch rows run as k independent chunks
+//                (same math: rows are independent; same volume in k messages). When G1 has
+//                more than one rank and g is an all-reduce (not sp), g of chunk i runs in the
+//                background while chunk i+1 computes (Comm::all_reduce_async), and in the
+//                backward f's all-reduce of chunk i's input gradient runs while the other
+//                chunks' backward computes. sp=1 chunks, and ctx.overlap = false, run back to
+//                back with blocking collectives. G2 collectives (tp2d) stay blocking.
 //   recompute=1  activation recomputation: the forward keeps only the block input and
 //                parameters; the backward reruns the forward (its collectives included) with
 //                grad enabled and differentiates it (Korthikanti et al. "full" recompute).

@@ -16,6 +16,9 @@ struct BlockContext {
   BlockPlacement place;
   Comm* g1 = nullptr;  // the d1 collectives (tp1d: the tensor group); size 1 = none
   Comm* g2 = nullptr;  // the d2 collectives (hidden split); size 1 = none
+  // chunks=k: run each chunk's G1 all-reduces in the background while the next chunk
+  // computes (tp_block.h). false: blocking, chunk after chunk (for comparison).
+  bool overlap = true;
 };
 
 // LayerNorm over the last dimension when it is split over `g2` (each rank holds h/n2

@@ -23,9 +23,11 @@
 
 namespace shardgym::live {
 
+// The block between its G1 mappings (block_forward in tp_block.h adds LN, f, g and the
+// residual): n = f_G1(LN(X)) as this rank sees it -> GELU(Z)·B_{i1,i2}, partial over G1.
 // params in block_param_shards order (ln.weight, ln.bias, fc1.weight, fc1.bias, fc2.weight,
 // fc2.bias).
-at::Tensor mlp_forward(const BlockContext& ctx, const at::Tensor& x,
-                       const std::vector<at::Tensor>& params);
+at::Tensor mlp_core(const BlockContext& ctx, const at::Tensor& n,
+                    const std::vector<at::Tensor>& params);
 
 }  // namespace shardgym::live

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 
+#include "runtime/live/tp/gemm.h"
 #include "runtime/live/tp/mappings.h"
 #include "runtime/live/tp/rank_state.h"
 #include "runtime/live/tp/tp_block.h"
@@ -204,6 +205,7 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
     const double t0 = now_s(), w0 = st.groups->wait_s();
     if (probes) x = backward_probe(x, &st.probe_in[b]);
     if (ap.into_fwd[b]) x = redistribute(x, *ap.into_fwd[b], *ap.into_bwd[b], world);
+    st.blocks[b].ctx.overlap = st.options.overlap_chunks;
     x = block_forward(st.blocks[b].ctx, x, st.blocks[b].values());
     if (probes) x = backward_probe(x, &st.probe_out[b]);
     if (times) {
@@ -214,7 +216,7 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
   if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, world);
   x = at::layer_norm(x, {m.hidden}, st.outer_value("ln_f.weight"), st.outer_value("ln_f.bias"),
                      1e-5);
-  at::Tensor logits = at::matmul(x, st.outer_value("lm_head.weight"));
+  at::Tensor logits = linear_matmul(x, st.outer_value("lm_head.weight"));
   at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, m.vocab}), tgt.reshape({-1}), {},
                                            at::Reduction::Sum) /
                     static_cast<double>(G * m.seq);

@@ -142,6 +142,12 @@ TEST_P(Equivalence, RandomMixturesAcrossBlocksMatchTheReferenceInFloat64) {
                     mixture_cases(m, GetParam(), 8, 100 + GetParam()));
 }
 
+// float32 takes the oneDNN products (gemm.h) and, for chunks=k, the overlapped schedule.
+TEST_P(Equivalence, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
+  const ModelSpec m = tiny_model();
+  expect_equivalent(m, GetParam(), at::kFloat, kTolFloat, uniform_cases(m, GetParam()));
+}
+
 TEST_P(Equivalence, MixturesMatchTheReferenceInFloat32) {
   const ModelSpec m = tiny_model();
   expect_equivalent(m, GetParam(), at::kFloat, kTolFloat,
