@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/live/tp/gemm.h"
+
 namespace shardgym::ppo_detail {
 namespace {
 
@@ -12,6 +14,12 @@ torch::nn::Linear layer(int in, int out, double gain) {
   torch::nn::init::orthogonal_(l->weight, gain);
   torch::nn::init::constant_(l->bias, 0.0);
   return l;
+}
+
+// l(x) with the product through oneDNN's sgemm when available (runtime/live/tp/gemm.h):
+// Debian's LibTorch otherwise runs it on the reference BLAS, several times slower.
+torch::Tensor dense(const torch::nn::Linear& l, const torch::Tensor& x) {
+  return live::linear_matmul(x, l->weight.t()) + l->bias;
 }
 
 }  // namespace
@@ -50,8 +58,8 @@ std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tens
   torch::Tensor in = torch::cat({x, block_extra.unsqueeze(0).expand({n, blocks, 3}),
                                  g.unsqueeze(1).expand({n, blocks, globals})},
                                 2);
-  torch::Tensor h = torch::tanh(enc2(torch::tanh(enc1(in))));
-  torch::Tensor logits = pi(h);
+  torch::Tensor h = torch::tanh(dense(enc2, torch::tanh(dense(enc1, in))));
+  torch::Tensor logits = dense(pi, h);
   if (keep && with_keep) {
     torch::Tensor current =
         (x.select(2, 0) * catalog).round().clamp(0, catalog - 1).to(torch::kLong);  // [N, B]
@@ -59,7 +67,8 @@ std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tens
     logits = logits + onehot * keep_bias.index_select(0, block_kind).view({1, blocks, 1});
   }
   logits = logits.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
-  torch::Tensor value = v2(torch::tanh(v1(torch::cat({h.mean(1), g}, 1)))).squeeze(1);
+  torch::Tensor value =
+      dense(v2, torch::tanh(dense(v1, torch::cat({h.mean(1), g}, 1)))).squeeze(1);
   return {logits, value};
 }
 
