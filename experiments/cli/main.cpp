@@ -28,8 +28,8 @@ constexpr int kExitBadInput = 2;
 int main(int argc, char** argv) {
   using namespace shardgym::cli;
   // LibTorch allocates and frees large temporaries (PPO's [rows, blocks, catalog] logits) on
-  // every op; with glibc's defaults each one is a fresh mmap and page-faults anew. Keeping
-  // them on the heap made `bench learn` 5x faster (docs/benchmarks.md).
+  // every op; with glibc's defaults each one is a fresh mmap and page-faults anew (a third
+  // of `bench learn`'s time went to page faults). Keeping them on the heap made it ~5x faster.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{
