@@ -2,6 +2,8 @@
 # The agents table of docs/benchmarks.md: for each scenario, train PPO with `shardgym bench
 # learn` (keeping the best evaluated policy), then `shardgym compare` it with the static
 # baselines, the search agents and the oracles over 5 seeds, traces under runs/agents/.
+# (`dp` is left out: its 32 replicas do not divide ib-4node's batch, and compare stops at a
+# static plan that is invalid; it runs out of memory on nvswitch-1node.)
 # Takes about 5 minutes per scenario on 2 cores.
 # Usage: scripts/agents_vs_baselines.sh [config ...]
 #        (default: quickstart and the four scenarios)   BUDGET_S=300 to change the budget.
@@ -20,7 +22,7 @@ for cfg in "${configs[@]}"; do
   "$bin" bench learn "$cfg" --oracle "$oracle" --budget-s "$budget" --threshold 0.97 \
     --save "runs/agents/$name-ppo.ckpt" 2>"runs/agents/$name-learn.log"
   echo "== $name: compare, seeds 0-4"
-  "$bin" compare "$cfg" --agents ppo,megatron-sp,atp,dp,random,greedy,anneal,oracle,dynamic-oracle \
+  "$bin" compare "$cfg" --agents ppo,megatron-sp,atp,random,greedy,anneal,oracle,dynamic-oracle \
     --checkpoint "ppo=runs/agents/$name-ppo.ckpt" --seeds 0,1,2,3,4 --markdown \
     --out "runs/agents/$name" 2>/dev/null
 done
