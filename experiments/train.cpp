@@ -62,6 +62,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
 
   // Learners with vectorised training (PPO) first train for agent.train_steps env steps on
   // `train_envs` copies of the env; the recorded episodes below then continue from there.
+  bool trained = false;  // by vectorised training: the episodes then evaluate the policy
   if (agent->learns() && spec.agent.train_steps > 0) {
     VectorEnv envs(options.train_envs, [&](int) { return make_env(spec.env_id, spec); });
     int reported = 0;
@@ -86,6 +87,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
           }
           return true;
         });
+    trained = vectorised;
     if (!vectorised && progress) {
       progress->line("agent " + result.agent +
                      " has no vectorised training; agent.train_steps is ignored and it learns "
@@ -105,7 +107,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
                             "' does not fit device memory (check it with `shardgym cost`)");
     }
     agent->begin_episode(*env);  // after reset: static agents read the run's state there
-    agent->set_training(true);
+    agent->set_training(!trained);
     Observation obs = std::move(reset.obs);
     double reward_sum = 0, tokens = 0, time_s = 0, megatron_tokens = 0, megatron_time_s = 0;
     const std::string head =
@@ -119,7 +121,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
       const bool failed = !r.info.error.empty() || !m.ok || m.oom;
       // Every agent observes (online search acts on rewards); learners also update.
       agent->observe({obs, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
-      if (agent->learns()) agent->update();
+      if (agent->learns() && !trained) agent->update();
       ++stats.steps;
       reward_sum += r.reward;
       if (failed) {

@@ -3,7 +3,8 @@
 // agent acting on it for the configured episodes, learners fed observe()/update() every step
 // and checkpointed to DIR/agent.ckpt at the end. With `agent.train_steps` > 0, a learner that
 // has vectorised training (PPO) first trains that many env steps on `train_envs` copies of
-// the env (not recorded: the trace holds the episodes that follow).
+// the env (not recorded: the trace holds the episodes that follow, which then evaluate the
+// trained policy greedily instead of learning on).
 //
 // Every step is also compared with the static Megatron-LM plan under the same conditions
 // (the noise-free baseline NormalizeReward computes, or the run's estimate() when the reward

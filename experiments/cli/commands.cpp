@@ -66,7 +66,8 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
   if (!result.training.empty()) {
     const TrainProgress& last = result.training.back();
     out << "vectorised training: " << last.env_steps << " env steps in " << fixed(last.wall_s, 1)
-        << " s (" << result.training.size() << " updates) before the recorded episodes\n";
+        << " s (" << result.training.size()
+        << " updates) before the recorded episodes, which evaluate the policy (greedy)\n";
   }
   if (!result.checkpoint_path.empty()) out << "checkpoint: " << result.checkpoint_path << "\n";
   return 0;

@@ -48,8 +48,9 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "Run a config's agent on its env and record a trace.");
   train->footer(
       "Learners with vectorised training (ppo) first train agent.train_steps env steps on 8\n"
-      "copies of the env. Then the episodes: every step recorded to DIR/trace.h5, learners\n"
-      "fed observe()/update() and saved to DIR/agent.ckpt; each episode's throughput\n"
+      "copies of the env, and the episodes then evaluate it (greedy); without that, learners\n"
+      "learn during the episodes (observe()/update()). Every step is recorded to\n"
+      "DIR/trace.h5, learners are saved to DIR/agent.ckpt, and each episode's throughput\n"
       "(tokens/s, repartition included) is compared with the static Megatron-LM plan under\n"
       "the same conditions.");
   train->add_option("config", train_args.config, "Experiment config (YAML)")
