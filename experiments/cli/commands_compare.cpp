@@ -69,6 +69,9 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
     }
   }
   std::vector<uint64_t> seeds = args.seeds.empty() ? spec.seeds : args.seeds;
+  // A confidence interval over fewer than 5 runs says little: by default at least 5 seeds.
+  for (uint64_t s = 0; args.seeds.empty() && seeds.size() < 5; ++s)
+    if (std::find(seeds.begin(), seeds.end(), s) == seeds.end()) seeds.push_back(s);
 
   CompareOptions options;
   options.train_episodes = args.train_episodes;

@@ -188,7 +188,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   compare->add_option("--agents", compare_args.agents,
                       "Comma-separated agent ids (default: atp and the config's agent)");
-  compare->add_option("--seeds", compare_args.seeds, "Seeds (default: the config's)")
+  compare->add_option("--seeds", compare_args.seeds,
+                      "Seeds (default: the config's, topped up with 0, 1, ... to 5 seeds)")
       ->delimiter(',');
   compare->add_option("--steps", compare_args.steps, "Steps per episode (default: the config's)")
       ->check(CLI::PositiveNumber);
