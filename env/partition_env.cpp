@@ -190,8 +190,9 @@ void PartitionEnv::check_action(const Action& action) const {
                                 ": index " + std::to_string(a) + " (" +
                                 catalog.at(a).to_string() + ") " + why);
   };
-  int probe = -1;  // a block whose row holds "the plan in force still fits"
-  bool kept = false;
+  // A block kept as it is only needs a valid shape: keeping a plan in force that a scenario
+  // change pushed out of memory is allowed and ends the episode at the step (out of memory),
+  // as it would end the job. Changed blocks must be allowed by their mask row.
   for (int b = 0; b < blocks_; ++b) {
     const int32_t a = action[b];
     if (a < 0 || a >= choices_) {
@@ -200,8 +201,6 @@ void PartitionEnv::check_action(const Action& action) const {
                                   std::to_string(choices_) + ")");
     }
     if (a == current_[b]) {
-      kept = true;
-      if (probe < 0) probe = b;
       // shape_ok_: attention row then MLP row (block 2i is attention, 2i+1 MLP).
       if (!shape_ok_[static_cast<size_t>(b % 2) * choices_ + a]) reject(b, a, "is shape-invalid");
       continue;
@@ -209,16 +208,6 @@ void PartitionEnv::check_action(const Action& action) const {
     ensure_row(b);
     if (!mask_[static_cast<size_t>(b) * choices_ + a]) {
       reject(b, a, "is masked out (invalid shape or does not fit memory)");
-    }
-    if (current_[b] >= 0 && (probe < 0 || action[probe] == current_[probe])) probe = b;
-  }
-  if (!kept) return;
-  ensure_row(probe);
-  if (!mask_[static_cast<size_t>(probe) * choices_ + current_[probe]]) {
-    for (int b = 0; b < blocks_; ++b) {
-      if (action[b] == current_[b]) {
-        reject(b, action[b], "is masked out: the plan in force no longer fits; change it");
-      }
     }
   }
 }

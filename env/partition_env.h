@@ -23,9 +23,10 @@
 // The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are
 // recomputed only after the plan in force or the run's conditions (phase, sequence factor,
 // memory capacity) change. step() computes just the rows of the blocks whose strategy the
-// action changes; a block kept as it is is checked against the catalog's shape mask and
-// whether the plan in force still fits (its entry in one computed row: by the TrainingRun
-// contract, mask[b][current_b] is the same "the current plan fits" for every block).
+// action changes; a block kept as it is is checked against the catalog's shape mask only.
+// mask[b][current_b] = 0 says the plan in force will not fit the next step (by the
+// TrainingRun contract, the same for every block): keeping it is allowed, and the step then
+// runs out of memory and ends the episode, as it would end the job.
 // PartitionEnv tracks the plan through its own reset/step: after driving the run directly
 // (env.run().step(...)), call reset().
 #pragma once

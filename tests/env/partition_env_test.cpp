@@ -165,12 +165,12 @@ TEST(PartitionEnv, MaskRowsAreComputedOnlyWhenNeeded) {
   EXPECT_EQ(f.run->mask_calls, kB);
   f.env->step({kTp2, kTp2, kTp4, kTp4});  // plan changed: only block 1's row is needed
   EXPECT_EQ(f.run->mask_calls, kB + 1);
-  f.env->step({kTp2, kTp2, kTp4, kTp4});  // all kept: one row says the plan still fits
-  EXPECT_EQ(f.run->mask_calls, kB + 2);
+  f.env->step({kTp2, kTp2, kTp4, kTp4});  // all kept: only shapes are checked, no row
+  EXPECT_EQ(f.run->mask_calls, kB + 1);
   f.env->step({kTp2, kTp2, kTp4, kTp4});
-  EXPECT_EQ(f.run->mask_calls, kB + 2);
-  f.env->action_mask();  // the remaining rows
-  EXPECT_EQ(f.run->mask_calls, kB + 2 + kB - 1);
+  EXPECT_EQ(f.run->mask_calls, kB + 1);
+  f.env->action_mask();  // every row, for the plan in force
+  EXPECT_EQ(f.run->mask_calls, kB + 1 + kB);
 }
 
 TEST(PartitionEnv, PhaseChangeRefreshesMaskAndObservation) {
@@ -249,6 +249,27 @@ TEST(PartitionEnv, OutOfMemoryEndsTheEpisodeEvenWhenTheRunReportsFigures) {
   EXPECT_THROW(f.env->step(uniform(kTp4)), std::logic_error);
   f.env->reset(1);
   EXPECT_FALSE(f.env->step(uniform(kTp4)).truncated);
+}
+
+TEST(PartitionEnv, KeepingAPlanThatNoLongerFitsRunsOutOfMemory) {
+  ExperimentSpec spec = test_specs::tiny();
+  test_specs::add_seq_change(spec, 2, 48);  // tp1d(4): 6 GB in all at seq 32, 8 GB at 48
+  FakeRunOptions options;
+  options.capacity = 7e9;
+  options.oom_is_ok = true;
+  Fixture f = make(spec, options);
+  f.env->reset(0);
+  EXPECT_FALSE(f.env->step(uniform(kTp4)).truncated);
+  // The mask already says the plan in force will not fit the next step...
+  EXPECT_EQ(f.env->action_mask()[kTp4], 0);
+  // ...an agent that keeps it anyway (a static plan) is not refused: the step runs out of
+  // memory and ends the episode.
+  StepResult oom = f.env->step(uniform(kTp4));
+  EXPECT_TRUE(oom.truncated);
+  EXPECT_NE(oom.info.error.find("out of memory"), std::string::npos) << oom.info.error;
+  // Changing a block to a masked entry is still refused.
+  f.env->reset(1);
+  EXPECT_THROW(f.env->step({kDp, kTp4, kTp4, kTp4}), std::invalid_argument);
 }
 
 TEST(PartitionEnv, SeedSequenceContinuesWithoutAnExplicitSeed) {
