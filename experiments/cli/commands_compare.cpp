@@ -126,6 +126,18 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
       << " tokens/s (mean over seeds)\n\n"
       << format_comparison(runs, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
                            table);
+  // Episodes ended by a failed step (error or out of memory) count only the steps before the
+  // failure in the ratios above: say which, so a crashed plan is not read as a fast one.
+  auto failures = [&](const std::string& id, const std::vector<EpisodeSummary>& episodes) {
+    int failed = 0;
+    for (const EpisodeSummary& e : episodes) failed += e.failed_steps > 0;
+    if (failed > 0)
+      out << "ended by a failed step (error or out of memory): " << id << " in " << failed
+          << " of " << episodes.size() << " runs; its ratios cover the steps before\n";
+  };
+  failures(result.baseline, result.baseline_episodes);
+  for (const AgentComparison& c : result.agents)
+    if (c.agent != result.baseline) failures(c.agent, c.episodes);
   if (!writers.empty()) out << "traces: " << args.out << "/<agent>.h5\n";
   return 0;
 }
