@@ -1,12 +1,14 @@
 #include "experiments/train.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
 
 #include "agents/agent.h"
+#include "agents/evaluate.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
@@ -65,10 +67,24 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   bool trained = false;  // by vectorised training: the episodes then evaluate the policy
   if (agent->learns() && spec.agent.train_steps > 0) {
     VectorEnv envs(options.train_envs, [&](int) { return make_env(spec.env_id, spec); });
+    // After every update one greedy episode on a held-out seed; the best policy is kept (PPO
+    // does not improve monotonically: the last update is not always the best one).
+    std::unique_ptr<Env> eval_env = make_env(spec.env_id, spec);
+    const uint64_t eval_seed = seed + 1'000'003;
+    const std::string best_path = (fs::path(options.out_dir) / "agent.best.ckpt").string();
+    double best_return = -std::numeric_limits<double>::infinity();
     int reported = 0;
     const bool vectorised = agent->train_vectorized(
         envs, spec.agent.train_steps, [&](const TrainProgress& p) {
           result.training.push_back(p);
+          const double eval_return =
+              run_episode(*eval_env, *agent, eval_seed, /*learn=*/false).total_reward;
+          agent->set_training(true);
+          if (eval_return > best_return) {
+            best_return = eval_return;
+            result.best_update = p.update;
+            agent->save(best_path);
+          }
           if (progress) {
             const std::string text =
                 "training " + result.agent + " on " + std::to_string(envs.size()) +
@@ -76,7 +92,8 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
                 std::to_string(spec.agent.train_steps) + " steps, " + fixed(p.wall_s, 0) +
                 " s, mean episode return " +
                 (std::isnan(p.mean_episode_return) ? std::string("-")
-                                                   : fixed(p.mean_episode_return, 2));
+                                                   : fixed(p.mean_episode_return, 2)) +
+                ", greedy " + fixed(eval_return, 2) + " (best " + fixed(best_return, 2) + ")";
             // A permanent line every 10 s or so, the rest on a terminal only.
             if (p.wall_s >= 10.0 * (reported + 1)) {
               progress->line(text);
@@ -88,6 +105,10 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
           return true;
         });
     trained = vectorised;
+    if (vectorised && fs::exists(best_path)) {
+      agent->load(best_path);
+      fs::remove(best_path);
+    }
     if (!vectorised && progress) {
       progress->line("agent " + result.agent +
                      " has no vectorised training; agent.train_steps is ignored and it learns "

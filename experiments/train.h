@@ -4,7 +4,8 @@
 // and checkpointed to DIR/agent.ckpt at the end. With `agent.train_steps` > 0, a learner that
 // has vectorised training (PPO) first trains that many env steps on `train_envs` copies of
 // the env (not recorded: the trace holds the episodes that follow, which then evaluate the
-// trained policy greedily instead of learning on).
+// trained policy greedily instead of learning on). After every update the policy plays one
+// greedy episode on a held-out seed; the best one is kept.
 //
 // Every step is also compared with the static Megatron-LM plan under the same conditions
 // (the noise-free baseline NormalizeReward computes, or the run's estimate() when the reward
@@ -52,6 +53,7 @@ struct EpisodeStats {
 struct TrainResult {
   std::string agent;
   std::vector<TrainProgress> training;  // one per update of vectorised training (may be empty)
+  int best_update = 0;  // the update whose policy was kept (best greedy evaluation episode)
   std::string env_id;
   std::string trace_path;
   std::string checkpoint_path;  // "" when the agent does not learn

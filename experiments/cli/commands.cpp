@@ -67,7 +67,8 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
     const TrainProgress& last = result.training.back();
     out << "vectorised training: " << last.env_steps << " env steps in " << fixed(last.wall_s, 1)
         << " s (" << result.training.size()
-        << " updates) before the recorded episodes, which evaluate the policy (greedy)\n";
+        << " updates; kept the policy of update " << result.best_update
+        << ", the best greedy evaluation) before the recorded episodes, which evaluate it\n";
   }
   if (!result.checkpoint_path.empty()) out << "checkpoint: " << result.checkpoint_path << "\n";
   return 0;
