@@ -220,19 +220,20 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
   torch::NoGradGuard no_grad;
   std::vector<uint8_t> usable = m.usable_mask(obs, mask);
   torch::Tensor mask_t = m.mask_tensor(usable, 1);
-  auto [logits, value] = m.net->forward(m.obs_tensor(obs, 1), mask_t);
+  // decode=pref reads the bonus-free logits: one forward pass either way.
+  const bool pref = !training_ && config_.decode_pref && config_.keep;
+  auto [logits, value] = m.net->forward(m.obs_tensor(obs, 1), mask_t, /*with_keep=*/!pref);
   ppo_detail::PlanDistribution dist = ppo_detail::distribution(logits, mask_t);
   torch::Tensor a;
   if (training_) {
     a = dist.sample(m.gen);
-  } else if (config_.decode_pref && config_.keep) {
-    // The preferred entry by the bonus-free logits, taken only with a margin over the
-    // entry in force (or when the entry in force is masked).
-    torch::Tensor pref = m.net->forward(m.obs_tensor(obs, 1), mask_t, /*with_keep=*/false).first;
-    a = pref.argmax(2);
+  } else if (pref) {
+    // The preferred entry, taken only with a margin over the entry in force (or when the
+    // entry in force is masked).
+    a = logits.argmax(2);
     const Action current = agents_detail::current_action(obs, m.blocks, m.catalog);
     auto acc = a.accessor<int64_t, 2>();
-    auto p = pref.accessor<float, 3>();
+    auto p = logits.accessor<float, 3>();
     for (int b = 0; b < m.blocks; ++b) {
       const int cur = current[b];
       if (cur < 0 || cur >= m.catalog || !usable[static_cast<size_t>(b) * m.catalog + cur])

@@ -1,6 +1,7 @@
 #include "analysis/table.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,6 +23,12 @@ std::string escape_markdown(const std::string& s) {
 }
 
 }  // namespace
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
 
 int display_width(const std::string& s) {
   int n = 0;

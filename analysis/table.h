@@ -16,6 +16,9 @@ namespace shardgym {
 enum class TableFormat { kText, kMarkdown };
 enum class Align { kLeft, kRight };
 
+// x with `digits` digits after the point ("%.*f"): the one number format of cells and lines.
+std::string fixed(double x, int digits);
+
 class Table {
  public:
   explicit Table(std::vector<std::string> headers);

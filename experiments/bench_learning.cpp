@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "agents/agent.h"
+#include "analysis/table.h"
 #include "agents/evaluate.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
@@ -19,12 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
 }
 
 EpisodeSummary play(const ExperimentSpec& spec, const std::string& id, uint64_t seed) {

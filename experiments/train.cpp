@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "agents/agent.h"
+#include "analysis/table.h"
 #include "agents/evaluate.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
@@ -20,12 +21,6 @@ namespace shardgym {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
 
 // Seconds per token of the static Megatron plan under the conditions of the step just taken:
 // NormalizeReward's baseline when the reward is normalised, else the run's estimate.

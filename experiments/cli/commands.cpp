@@ -23,16 +23,6 @@ namespace shardgym::cli {
 
 const char* const kVersion = SHARDGYM_VERSION " (" SHARDGYM_GIT_SHA ")";
 
-namespace {
-
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-
-}  // namespace
-
 int run_envs(std::ostream& out) {
   Table t({"id", "description"});
   for (const std::string& id : registered_env_ids()) t.add_row({id, env_description(id)});

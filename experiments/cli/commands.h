@@ -85,6 +85,10 @@ struct BenchLearnArgs {
   bool json = false;
 };
 
+// Throws BadInput ("OPTION: unknown agent 'x'; did you mean 'y'?") unless `id` parses and
+// names a registered agent.
+void check_agent_id(const std::string& id, const char* option);
+
 int run_envs(std::ostream& out);
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err);
 int run_inspect(const std::string& trace, bool json, std::ostream& out);

@@ -20,30 +20,6 @@
 #endif
 
 namespace shardgym::cli {
-namespace {
-
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-
-void check_agent_id(const std::string& id, const char* option) {
-  std::string name;
-  try {
-    name = ParsedId::parse(id).name;
-  } catch (const std::invalid_argument& e) {
-    throw BadInput(std::string(option) + ": " + e.what());
-  }
-  const std::vector<std::string> known = registered_agent_names();
-  if (std::find(known.begin(), known.end(), name) == known.end()) {
-    const std::string hint = closest_name(name, known);
-    throw BadInput(std::string(option) + ": unknown agent '" + name + "'" +
-                   (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
-  }
-}
-
-}  // namespace
 
 int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
   ExperimentSpec spec = load_experiment(args.config);

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "agents/evaluate.h"
+#include "analysis/table.h"
 #include "datasets/trace_writer.h"
 #include "env/wrappers.h"
 #include "analysis/compare.h"
@@ -41,33 +42,29 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-
 }  // namespace
+
+void check_agent_id(const std::string& id, const char* option) {
+  std::string name;
+  try {
+    name = ParsedId::parse(id).name;
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(std::string(option) + ": " + e.what());
+  }
+  const std::vector<std::string> known = registered_agent_names();
+  if (std::find(known.begin(), known.end(), name) == known.end()) {
+    const std::string hint = closest_name(name, known);
+    throw BadInput(std::string(option) + ": unknown agent '" + name + "'" +
+                   (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+  }
+}
 
 int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   ExperimentSpec spec = load_experiment(args.config);
   if (args.steps) spec.steps_per_episode = *args.steps;
   std::vector<std::string> agents = split_list(args.agents);
   if (agents.empty()) agents = {"atp", spec.agent.id};
-  const std::vector<std::string> known = registered_agent_names();
-  for (const std::string& id : agents) {
-    std::string name;
-    try {
-      name = ParsedId::parse(id).name;
-    } catch (const std::invalid_argument& e) {
-      throw BadInput(std::string("--agents: ") + e.what());
-    }
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      const std::string hint = closest_name(name, known);
-      throw BadInput("--agents: unknown agent '" + name + "'" +
-                     (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
-    }
-  }
+  for (const std::string& id : agents) check_agent_id(id, "--agents");
   std::vector<uint64_t> seeds = args.seeds.empty() ? spec.seeds : args.seeds;
   // A confidence interval over fewer than 5 runs says little: by default at least 5 seeds.
   for (uint64_t s = 0; args.seeds.empty() && seeds.size() < 5; ++s)
