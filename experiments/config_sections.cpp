@@ -65,7 +65,8 @@ CatalogOptions parse_catalog_options(const YamlField& f) {
 
 LiveSpec parse_live(const YamlField& f) {
   f.check_keys(
-      {"ranks", "launch", "corpus", "precision", "timeout_s", "threads_per_rank", "extra"});
+      {"ranks", "launch", "corpus", "precision", "timeout_s", "threads_per_rank", "device",
+       "backend", "extra"});
   LiveSpec l;
   if (auto x = f.optional("ranks")) l.ranks = x->as_int(1, 1024);
   if (auto x = f.optional("launch")) l.launch = x->as_choice({"threads", "processes"});
@@ -75,6 +76,13 @@ LiveSpec parse_live(const YamlField& f) {
   }
   if (auto x = f.optional("timeout_s")) l.timeout_s = x->as_positive_double();
   if (auto x = f.optional("threads_per_rank")) l.threads_per_rank = x->as_int(1, 256);
+  if (auto x = f.optional("device")) l.device = x->as_choice({"cpu", "cuda"});
+  if (auto x = f.optional("backend")) {
+    l.backend = x->as_choice({"gloo", "nccl"});
+    if (l.backend == "nccl" && l.device != "cuda") {
+      x->fail("nccl needs device: cuda (one rank per GPU)");
+    }
+  }
   if (auto x = f.optional("extra")) {
     x->expect_map();
     for (const std::string& key : x->keys()) l.extra[key] = x->child(key).as_string();

@@ -59,6 +59,8 @@ struct BenchLiveArgs {
   int iters = 10;
   int warmup = 3;
   bool no_python = false;
+  std::string device = "cpu";       // "cpu" | "cuda"
+  std::string python = "/usr/bin/python3";
 };
 
 struct EvalArgs {

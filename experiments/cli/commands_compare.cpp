@@ -146,6 +146,8 @@ int run_bench_live(const BenchLiveArgs& args, std::ostream& out) {
   options.iters = args.iters;
   options.warmup = args.warmup;
   options.run_python = !args.no_python;
+  options.device = args.device;
+  options.python = args.python;
   const live::BenchLiveResult r = live::bench_live(options);
   out << (args.json ? live::bench_live_to_json(r) : live::bench_live_to_text(r));
   return 0;

@@ -119,6 +119,12 @@ int main(int argc, char** argv) {
   bench_live->add_option("--warmup", live_args.warmup, "Warm-up iterations (default 3)")
       ->check(CLI::NonNegativeNumber);
   bench_live->add_flag("--no-python", live_args.no_python, "Skip the PyTorch eager side");
+  bench_live->add_option("--device", live_args.device,
+                         "cpu, or cuda (CUDA builds): both sides' step on GPU 0, compared by "
+                         "wall clock; the repartition part stays on CPU ranks")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  bench_live->add_option("--python", live_args.python,
+                         "Python with PyTorch for the eager side (default /usr/bin/python3)");
 
   BenchLearnArgs learn_args;
   auto* bench_learn = bench->add_subcommand(

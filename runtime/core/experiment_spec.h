@@ -40,6 +40,8 @@ struct LiveSpec {
   std::string precision = "float32";
   double timeout_s = 60;
   int threads_per_rank = 1;
+  std::string device = "cpu";  // "cpu" | "cuda" (CUDA builds: scripts/build_cuda.sh)
+  std::string backend;         // "gloo" | "nccl"; "" = gloo on cpu, nccl on cuda
   std::map<std::string, std::string> extra;
 };
 

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 
 #include "runtime/core/plan.h"
+#include "runtime/live/device.h"
 #include "runtime/live/launch.h"
 #include "runtime/live/meters.h"
 #include "runtime/live/tp/gemm.h"
@@ -65,6 +66,7 @@ void time_cpp(const BenchLiveOptions& o, std::vector<double>* times, std::vector
         TrainerOptions opts;
         opts.dtype = o.model.dtype == DType::kFloat64 ? at::kDouble : at::kFloat;
         opts.threads = o.threads;
+        if (o.device == "cuda") opts.device = c10::Device(c10::kCUDA, 0);
         RankTrainer trainer(o.model, Plan::uniform(Strategy::dp(), o.model.num_blocks()), world,
                             opts);
         at::Generator gen = at::detail::createCPUGenerator(1);
@@ -75,7 +77,7 @@ void time_cpp(const BenchLiveOptions& o, std::vector<double>* times, std::vector
               at::randint(0, 256, {batch_of(o.model), o.model.seq}, gen, at::kLong);
           const Stopwatch sw;
           const double c0 = process_cpu_s();
-          trainer.train_step(tokens, targets);  // returns the loss as a double: synchronous
+          trainer.train_step(tokens, targets);  // returns after the GPU work: synchronous
           if (it >= o.warmup) {
             times->push_back(sw.elapsed_s());
             cpu->push_back(process_cpu_s() - c0);
@@ -111,7 +113,8 @@ PythonTimes time_python(const BenchLiveOptions& o, const std::string& gemm) {
       << " --heads " << m.heads << " --ffn " << m.ffn_size() << " --seq " << m.seq << " --batch "
       << batch_of(m) << " --vocab " << m.vocab << " --threads " << o.threads << " --warmup "
       << o.warmup << " --iters " << o.iters << " --dtype "
-      << (m.dtype == DType::kFloat64 ? "float64" : "float32") << " --gemm " << gemm << " 2>&1";
+      << (m.dtype == DType::kFloat64 ? "float64" : "float32") << " --gemm " << gemm
+      << " --device " << o.device << " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.str().c_str(), "r"), ::pclose);
   if (!pipe) throw std::runtime_error("cannot start " + o.python);
   std::string out;
@@ -206,12 +209,20 @@ BenchLiveResult bench_live(const BenchLiveOptions& o) {
     << ", seq=" << o.model.seq << ", batch=" << batch_of(o.model) << ", vocab=" << o.model.vocab
     << ", " << dtype_name(o.model.dtype);
   r.workload = w.str();
+  r.device = o.device;
   r.threads = o.threads;
+  const bool cuda = o.device == "cuda";
+  if (cuda) {
+    const std::string why = why_device_unusable("cuda", "gloo", 1);
+    if (!why.empty()) throw std::invalid_argument("bench live --device cuda: " + why);
+  } else if (o.device != "cpu") {
+    throw std::invalid_argument("bench live: device '" + o.device + "': expected cpu or cuda");
+  }
   time_cpp(o, &r.cpp_step_s, &r.cpp_cpu_s);
   r.cpp_median_s = median(r.cpp_step_s);
   r.cpp_cpu_median_s = median(r.cpp_cpu_s);
   const bool fp32 = o.model.dtype == DType::kFloat32;
-  r.cpp_gemm = fp32 && onednn_gemm_available() ? "onednn" : "matmul";
+  r.cpp_gemm = fp32 && !cuda && onednn_gemm_available() ? "onednn" : "matmul";
   if (o.variants && r.cpp_gemm == "onednn") {
     const OneDnnSwitch off(false);
     std::vector<double> wall, cpu;
@@ -227,11 +238,13 @@ BenchLiveResult bench_live(const BenchLiveOptions& o) {
       r.python_median_s = median(r.python_step_s);
       r.python_cpu_median_s = median(r.python_cpu_s);
       r.wall_ratio = r.python_median_s > 0 ? r.cpp_median_s / r.python_median_s : 0;
-      r.ratio = r.python_cpu_median_s > 0 ? r.cpp_cpu_median_s / r.python_cpu_median_s : 0;
+      r.ratio = cuda                        ? r.wall_ratio
+                : r.python_cpu_median_s > 0 ? r.cpp_cpu_median_s / r.python_cpu_median_s
+                                            : 0;
     } catch (const std::exception& e) {
       r.python_error = e.what();
     }
-    if (o.variants && fp32 && r.python_error.empty()) {
+    if (o.variants && fp32 && !cuda && r.python_error.empty()) {
       try {
         r.python_onednn_cpu_median_s = median(time_python(o, "onednn").cpu_s);
         r.onednn_ratio = r.cpp_cpu_median_s / r.python_onednn_cpu_median_s;
@@ -251,14 +264,16 @@ BenchLiveResult bench_live(const BenchLiveOptions& o) {
 std::string bench_live_to_text(const BenchLiveResult& r) {
   std::ostringstream s;
   s.precision(4);
-  s << "bench live: " << r.workload << ", " << r.threads << " intra-op thread(s)\n";
+  s << "bench live: " << r.workload << ", " << r.threads << " intra-op thread(s), device "
+    << r.device << "\n";
   s << "  step time, 1 rank (median of " << r.cpp_step_s.size() << ")   wall      CPU\n";
   s << "    C++ live runtime (" << r.cpp_gemm << " products)  " << r.cpp_median_s * 1e3
     << " ms  " << r.cpp_cpu_median_s * 1e3 << " ms\n";
   if (r.python_error.empty()) {
     s << "    PyTorch eager (torch " << r.python_torch << ", torch.matmul)  "
       << r.python_median_s * 1e3 << " ms  " << r.python_cpu_median_s * 1e3 << " ms\n";
-    s << "  ratio C++/Python: CPU " << r.ratio << ", wall " << r.wall_ratio
+    s << "  ratio C++/Python: " << (r.device == "cuda" ? "wall (the figure on CUDA) " : "CPU ")
+      << r.ratio << ", wall " << r.wall_ratio
       << (r.ratio <= 1.0 ? "  (target <= 1.0: met)\n" : "  (target <= 1.0: MISSED)\n");
   } else {
     s << "  PyTorch eager: no figure (" << r.python_error << ")\n";
@@ -317,7 +332,8 @@ std::string bench_live_to_json(const BenchLiveResult& r) {
     << ", \"python_cpu_s\": " << list(r.python_cpu_s)
     << ", \"python_median_s\": " << r.python_median_s
     << ", \"python_cpu_median_s\": " << r.python_cpu_median_s << ", \"ratio\": " << r.ratio
-    << ", \"wall_ratio\": " << r.wall_ratio << ", \"python_error\": " << quote(r.python_error)
+    << ", \"wall_ratio\": " << r.wall_ratio << ", \"device\": " << quote(r.device)
+    << ", \"python_error\": " << quote(r.python_error)
     << ", \"python_torch\": " << quote(r.python_torch) << ", \"cpp_gemm\": " << quote(r.cpp_gemm)
     << ", \"cpp_matmul_cpu_median_s\": " << r.cpp_matmul_cpu_median_s
     << ", \"python_onednn_cpu_median_s\": " << r.python_onednn_cpu_median_s

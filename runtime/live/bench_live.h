@@ -28,6 +28,10 @@ struct BenchLiveOptions {
   int warmup = 3;
   int iters = 10;
   std::string python = "/usr/bin/python3";
+  // "cpu" or "cuda": where both sides' single-rank step runs. On CUDA the ratio is the wall
+  // clock's (a host thread waiting on the GPU burns CPU time that says nothing), the variants
+  // (oneDNN products, CPU only) are skipped, and the repartition part stays on CPU ranks.
+  std::string device = "cpu";
   std::string script;  // "" = runtime/live/bench_live_eager.py of the source tree
   bool run_python = true;
   bool variants = true;  // also C++ on at::matmul and eager with oneDNN products
@@ -40,12 +44,13 @@ struct BenchLiveOptions {
 
 struct BenchLiveResult {
   std::string workload;
+  std::string device = "cpu";
   int threads = 1;
   std::vector<double> cpp_step_s, python_step_s;  // wall clock per step
   std::vector<double> cpp_cpu_s, python_cpu_s;    // process CPU time per step
   double cpp_median_s = 0, python_median_s = 0;
   double cpp_cpu_median_s = 0, python_cpu_median_s = 0;
-  double ratio = 0;          // CPU time, cpp / python (0 when Python did not run)
+  double ratio = 0;          // CPU time (CUDA: wall clock), cpp / python (0: Python did not run)
   double wall_ratio = 0;     // wall clock, cpp / python
   std::string python_error;  // why the Python side has no figure
   std::string python_torch;  // torch version reported by the script

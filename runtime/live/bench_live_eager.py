@@ -162,12 +162,16 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     ffn = args.ffn or 4 * args.hidden
     p = init_params(args.layers, args.hidden, args.heads, ffn, args.seq, args.vocab, dtype,
                     args.seed)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        p = {k: t.detach().to(device).requires_grad_(True) for k, t in p.items()}
     decay = [t for t in p.values() if t.dim() >= 2]
     no_decay = [t for t in p.values() if t.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -182,14 +186,19 @@ def main():
     for it in range(args.warmup + args.iters):
         tokens = torch.randint(0, 256, (args.batch, args.seq), generator=g)
         targets = torch.randint(0, 256, (args.batch, args.seq), generator=g)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(p, tokens, targets, args.layers, args.heads, **products)
+        loss = loss_fn(p, tokens.to(device), targets.to(device), args.layers, args.heads,
+                       **products)
         loss.backward()
         if args.clip > 0:
             torch.nn.utils.clip_grad_norm_(list(p.values()), args.clip)
         opt.step()
         loss.item()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         if it >= args.warmup:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)

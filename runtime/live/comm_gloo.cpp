@@ -1,5 +1,7 @@
 #include "runtime/live/comm_gloo.h"
 
+#include "runtime/live/comm_c10d.h"
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -7,273 +9,43 @@
 #include <utility>
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace shardgym::live {
+namespace detail {
+
+std::string format_group(const std::vector<int>& ranks) {
+  return (ranks.size() > 1 ? "group" : "self") + format_ranks(ranks);
+}
+
+}  // namespace detail
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using detail::cause_of;
+using detail::to_ms;
 
-std::string cause_of(const std::exception& e) {
-  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
-  return e.what();
-}
-
-double elapsed_s(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double nbytes(const at::Tensor& t) { return static_cast<double>(t.numel() * t.element_size()); }
-
-// Shared by both Comm kinds: identity, names, argument checks.
-class CommBase : public Comm {
+// Gloo in LibTorch runs its collectives on host memory: a CUDA tensor (ranks sharing one GPU,
+// DESIGN.md §7) goes through a host copy each way. Its wall-clock cost is counted as
+// communication; NCCL (comm_nccl.cpp) is the backend for one rank per GPU.
+class GlooComm : public detail::C10dComm<c10d::ProcessGroupGloo> {
  public:
-  CommBase(int global_rank, std::vector<int> ranks)
-      : global_rank_(global_rank), ranks_(std::move(ranks)) {
-    rank_ =
-        static_cast<int>(std::find(ranks_.begin(), ranks_.end(), global_rank_) - ranks_.begin());
-    name_ = (ranks_.size() > 1 ? "group" : "self") + format_ranks(ranks_);
-  }
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(ranks_.size()); }
-  const std::vector<int>& global_ranks() const override { return ranks_; }
-  std::string name() const override { return name_; }
-  void set_name(std::string n) { name_ = std::move(n); }
+  using C10dComm::C10dComm;
 
  protected:
-  int64_t checked_dim(const at::Tensor& t, int64_t dim, const char* op) const {
-    const int64_t nd = t.dim();
-    if (dim < -nd || dim >= nd) {
-      std::ostringstream m;
-      m << "rank " << global_rank_ << ": " << op << " on " << name_ << ": dim " << dim
-        << " out of range for a " << nd << "-d tensor";
-      throw std::invalid_argument(m.str());
+  at::Tensor to_wire(const at::Tensor& t) override {
+    if (t.is_cuda()) {
+      return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
     }
-    return dim < 0 ? dim + nd : dim;
+    return C10dComm::to_wire(t);
   }
-  void check_peer(int peer, const char* op) const {
-    if (peer < 0 || peer >= size() || peer == rank_) {
-      std::ostringstream m;
-      m << "rank " << global_rank_ << ": " << op << " on " << name_ << ": invalid peer " << peer
-        << " (group size " << size() << ", own rank " << rank_ << ")";
-      throw std::invalid_argument(m.str());
-    }
+  at::Tensor to_wire_empty(const at::Tensor& t) override {
+    if (t.is_cuda()) return at::empty(t.sizes(), t.options().device(at::kCPU));
+    return C10dComm::to_wire_empty(t);
   }
-
-  int global_rank_;
-  int rank_ = 0;
-  std::vector<int> ranks_;
-  std::string name_;
 };
-
-// A group of one rank: every collective is local.
-class SelfComm : public CommBase {
- public:
-  using CommBase::CommBase;
-  void all_reduce(at::Tensor&) override {}
-  at::Tensor all_gather(const at::Tensor& t, int64_t dim) override {
-    checked_dim(t, dim, "all_gather");
-    return t.clone(at::MemoryFormat::Contiguous);
-  }
-  at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim) override {
-    checked_dim(t, dim, "reduce_scatter");
-    return t.clone(at::MemoryFormat::Contiguous);
-  }
-  void broadcast(at::Tensor&, int root) override {
-    if (root != 0) check_peer(root, "broadcast");
-  }
-  void send(const at::Tensor&, int peer) override { check_peer(peer, "send"); }
-  void recv(at::Tensor&, int peer) override { check_peer(peer, "recv"); }
-  void barrier() override {}
-};
-
-class GlooComm : public CommBase {
- public:
-  GlooComm(int global_rank, std::vector<int> ranks, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg,
-           std::chrono::milliseconds timeout)
-      : CommBase(global_rank, std::move(ranks)), pg_(std::move(pg)), timeout_(timeout) {}
-
-  void all_reduce(at::Tensor& t) override {
-    const auto t0 = Clock::now();
-    const double p = size();
-    if (t.is_contiguous()) {
-      std::vector<at::Tensor> v{t};
-      run("all_reduce", [&] { return pg_->allreduce(v); });
-    } else {
-      std::vector<at::Tensor> v{t.contiguous()};
-      run("all_reduce", [&] { return pg_->allreduce(v); });
-      t.copy_(v[0]);
-    }
-    account(t0, 2 * (p - 1) / p * nbytes(t));
-  }
-
-  std::unique_ptr<CommWork> all_reduce_async(at::Tensor& t) override;
-
-  at::Tensor all_gather(const at::Tensor& t, int64_t dim) override {
-    dim = checked_dim(t, dim, "all_gather");
-    const auto t0 = Clock::now();
-    std::vector<at::Tensor> in{t.contiguous()};
-    std::vector<std::vector<at::Tensor>> out(1);
-    for (int i = 0; i < size(); ++i) out[0].push_back(at::empty_like(in[0]));
-    run("all_gather", [&] { return pg_->allgather(out, in); });
-    at::Tensor result = at::cat(out[0], dim);
-    account(t0, (size() - 1) * nbytes(t));
-    return result;
-  }
-
-  at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim) override {
-    dim = checked_dim(t, dim, "reduce_scatter");
-    if (t.size(dim) % size() != 0) {
-      std::ostringstream m;
-      m << "rank " << global_rank_ << ": reduce_scatter on " << name_ << ": size " << t.size(dim)
-        << " of dim " << dim << " is not divisible by the group size " << size();
-      throw std::invalid_argument(m.str());
-    }
-    const auto t0 = Clock::now();
-    const double p = size();
-    std::vector<at::Tensor> v{t.clone(at::MemoryFormat::Contiguous)};
-    run("reduce_scatter", [&] { return pg_->allreduce(v); });
-    const int64_t part = t.size(dim) / size();
-    at::Tensor result = v[0].narrow(dim, rank_ * part, part).clone(at::MemoryFormat::Contiguous);
-    account(t0, 2 * (p - 1) / p * nbytes(t));  // all_reduce underneath
-    return result;
-  }
-
-  void broadcast(at::Tensor& t, int root) override {
-    if (root != rank_) check_peer(root, "broadcast");
-    const auto t0 = Clock::now();
-    c10d::BroadcastOptions opts;
-    opts.rootRank = root;
-    opts.timeout = timeout_;
-    std::vector<at::Tensor> v{t.is_contiguous() ? t : t.contiguous()};
-    run("broadcast", [&] { return pg_->broadcast(v, opts); });
-    if (!t.is_contiguous()) t.copy_(v[0]);
-    account(t0, rank_ == root ? nbytes(t) : 0);
-  }
-
-  void send(const at::Tensor& t, int peer) override {
-    check_peer(peer, "send");
-    const auto t0 = Clock::now();
-    std::vector<at::Tensor> v{t.contiguous()};
-    run("send", [&] { return pg_->send(v, peer, /*tag=*/0); });
-    account(t0, nbytes(t));
-  }
-
-  void recv(at::Tensor& t, int peer) override {
-    check_peer(peer, "recv");
-    const auto t0 = Clock::now();
-    std::vector<at::Tensor> v{t.is_contiguous() ? t
-                                                : at::empty_like(t, at::MemoryFormat::Contiguous)};
-    run("recv", [&] { return pg_->recv(v, peer, /*tag=*/0); });
-    if (!t.is_contiguous()) t.copy_(v[0]);
-    account(t0, 0);
-  }
-
-  void barrier() override {
-    const auto t0 = Clock::now();
-    c10d::BarrierOptions opts;
-    opts.timeout = timeout_;
-    run("barrier", [&] { return pg_->barrier(opts); });
-    account(t0, 0);
-  }
-
- private:
-  friend class GlooWork;
-
-  template <typename Launch>
-  void run(const char* op, Launch&& launch) {
-    c10::intrusive_ptr<c10d::Work> work = start(op, std::forward<Launch>(launch));
-    finish(op, *work);
-  }
-  template <typename Launch>
-  c10::intrusive_ptr<c10d::Work> start(const char* op, Launch&& launch) {
-    try {
-      return launch();
-    } catch (const std::exception& e) {
-      throw failure(op, e);
-    }
-  }
-  void finish(const char* op, c10d::Work& work) {
-    try {
-      // Gloo's own context timeout normally fires first and carries the better message;
-      // the wait bound is the backstop.
-      if (!work.wait(timeout_ + std::chrono::milliseconds(500))) {
-        throw std::runtime_error("aborted");
-      }
-    } catch (const std::exception& e) {
-      throw failure(op, e);
-    }
-  }
-  CommError failure(const char* op, const std::exception& e) const {
-    std::ostringstream m;
-    m << "rank " << global_rank_ << ": " << op << " on " << name_ << " failed: " << cause_of(e);
-    return CommError(m.str());
-  }
-  void account(Clock::time_point t0, double bytes) {
-    stats_.wait_s += elapsed_s(t0);
-    stats_.bytes += bytes;
-    stats_.calls += 1;
-  }
-
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
-  std::chrono::milliseconds timeout_;
-};
-
-// An all-reduce started by GlooComm::all_reduce_async. `buffer` is what Gloo reduces in place;
-// when the caller's tensor is not contiguous it is a contiguous copy, written back on wait().
-class GlooWork : public CommWork {
- public:
-  GlooWork(GlooComm& comm, c10::intrusive_ptr<c10d::Work> work, at::Tensor target,
-           at::Tensor buffer)
-      : comm_(comm),
-        work_(std::move(work)),
-        target_(std::move(target)),
-        buffer_(std::move(buffer)),
-        started_(Clock::now()) {}
-
-  void wait() override {
-    if (waited_) return;
-    waited_ = true;
-    const auto t0 = Clock::now();
-    CommStats& st = comm_.stats_;
-    st.async_in_flight_s += std::chrono::duration<double>(t0 - started_).count();
-    if (work_->isCompleted()) st.async_done_before_wait += 1;
-    try {
-      comm_.finish("all_reduce_async", *work_);
-    } catch (...) {
-      st.wait_s += elapsed_s(t0);
-      throw;
-    }
-    if (!target_.is_same(buffer_)) target_.copy_(buffer_);
-    st.wait_s += elapsed_s(t0);
-  }
-  bool completed() override { return waited_ || work_->isCompleted(); }
-
- private:
-  GlooComm& comm_;
-  c10::intrusive_ptr<c10d::Work> work_;
-  at::Tensor target_, buffer_;
-  Clock::time_point started_;
-  bool waited_ = false;
-};
-
-std::unique_ptr<CommWork> GlooComm::all_reduce_async(at::Tensor& t) {
-  const double p = size();
-  at::Tensor buffer = t.is_contiguous() ? t : t.contiguous();
-  std::vector<at::Tensor> v{buffer};
-  auto work = start("all_reduce_async", [&] { return pg_->allreduce(v); });
-  stats_.bytes += 2 * (p - 1) / p * nbytes(t);
-  stats_.calls += 1;
-  stats_.async_calls += 1;
-  return std::make_unique<GlooWork>(*this, std::move(work), t, std::move(buffer));
-}
-
-std::chrono::milliseconds to_ms(double s) {
-  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
-}
 
 }  // namespace
 
@@ -307,7 +79,7 @@ GlooCommWorld::GlooCommWorld(const c10::intrusive_ptr<c10d::Store>& store, int r
   std::vector<int> all(world_size);
   for (int i = 0; i < world_size; ++i) all[i] = i;
   world_comm_ = &group(all);
-  static_cast<CommBase*>(world_comm_)->set_name("world" + format_ranks(all));
+  static_cast<detail::CommBase*>(world_comm_)->set_name("world" + format_ranks(all));
 }
 
 GlooCommWorld::~GlooCommWorld() {
@@ -329,7 +101,7 @@ Comm& GlooCommWorld::group(const std::vector<int>& ranks) {
   }
   std::unique_ptr<Comm> comm;
   if (ranks.size() == 1) {
-    comm = std::make_unique<SelfComm>(rank_, ranks);
+    comm = std::make_unique<detail::SelfComm>(rank_, ranks);
   } else {
     const int group_rank =
         static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank_) - ranks.begin());

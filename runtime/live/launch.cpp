@@ -15,7 +15,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "runtime/live/comm_gloo.h"
+#include "runtime/live/comm_world.h"
+#include "runtime/live/device.h"
 #include "runtime/live/launch_process.h"
 
 namespace shardgym::live {
@@ -45,7 +46,7 @@ std::string format_failures(const std::vector<RankFailure>& f) {
 template <typename Connect>
 bool run_rank(int rank, Connect&& connect, const std::function<void(CommWorld&)>& fn,
               Clock::time_point t0, RankFailure* failure) {
-  std::unique_ptr<GlooCommWorld> world;
+  std::unique_ptr<CommWorld> world;
   bool ok = true;
   try {
     world = connect();
@@ -84,13 +85,15 @@ struct ThreadRanks::Shared {
   int world = 0;
 };
 
-ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s)
+ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s,
+                         CommBackend backend)
     : shared_(std::make_shared<Shared>()) {
   if (world_size < 1) throw std::invalid_argument("run_threads: world_size must be >= 1");
   if (!(timeout_s > 0)) throw std::invalid_argument("run_threads: timeout_s must be positive");
   shared_->world = world_size;
   auto store = c10::make_intrusive<c10d::HashStore>();
-  GlooOptions options;
+  WorldOptions options;
+  options.backend = backend;
   options.timeout_s = timeout_s;
   const auto t0 = Clock::now();
   auto body = std::make_shared<std::function<void(CommWorld&)>>(std::move(fn));
@@ -98,7 +101,11 @@ ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, dou
   for (int r = 0; r < world_size; ++r) {
     threads_.emplace_back([shared = shared_, store, options, t0, body, r, world_size] {
       RankFailure f;
-      auto connect = [&] { return std::make_unique<GlooCommWorld>(store, r, world_size, options); };
+      auto connect = [&] {
+        WorldOptions o = options;
+        o.device_index = local_cuda_index(r);
+        return make_comm_world(store, r, world_size, o);
+      };
       const bool ok = run_rank(r, connect, *body, t0, &f);
       std::lock_guard<std::mutex> lock(shared->mu);
       if (!ok) shared->failures.push_back(std::move(f));
@@ -148,8 +155,9 @@ bool ThreadRanks::wait_done(double timeout_s) const {
                               [&] { return shared_->done == shared_->world; });
 }
 
-void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s) {
-  ThreadRanks ranks(world_size, fn, timeout_s);
+void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s,
+                 CommBackend backend) {
+  ThreadRanks ranks(world_size, fn, timeout_s, backend);
   ranks.join();
 }
 
@@ -204,16 +212,19 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessEnv& env, bool is_ser
 }
 
 std::string run_rank_on_store(const c10::intrusive_ptr<c10d::Store>& store, const ProcessEnv& env,
-                              const std::function<void(CommWorld&)>& fn, double timeout_s) {
+                              const std::function<void(CommWorld&)>& fn, double timeout_s,
+                              CommBackend backend) {
   const auto t0 = Clock::now();
-  GlooOptions options;
+  WorldOptions options;
+  options.backend = backend;
   options.timeout_s = timeout_s;
+  options.device_index = local_cuda_index(env.local_rank);
   // On loopback the Gloo device binds to 127.0.0.1; across machines to this host's address.
   const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
   options.hostname = loopback ? "127.0.0.1" : "";
   auto connect = [&] {
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
-    return std::make_unique<GlooCommWorld>(prefixed, env.rank, env.world_size, options);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(backend_name(backend), store);
+    return make_comm_world(prefixed, env.rank, env.world_size, options);
   };
   RankFailure f;
   if (run_rank(env.rank, connect, fn, t0, &f)) return "";

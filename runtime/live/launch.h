@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/live/comm.h"
+#include "runtime/live/comm_world.h"
 
 namespace shardgym::live {
 
@@ -37,16 +38,18 @@ class RankError : public std::runtime_error {
   std::vector<RankFailure> failures_;
 };
 
-// Runs fn(world) on `world_size` threads, one rank each, over Gloo with a shared HashStore.
-// `timeout_s` bounds every rendezvous and collective. Returns when all ranks returned; throws
-// RankError if any rank failed.
-void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s);
+// Runs fn(world) on `world_size` threads, one rank each, over Gloo (or NCCL: rank r on GPU r)
+// with a shared HashStore. `timeout_s` bounds every rendezvous and collective. Returns when
+// all ranks returned; throws RankError if any rank failed.
+void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s,
+                 CommBackend backend = CommBackend::kGloo);
 
 // The same, started in the background: the constructor returns once the threads run; join()
 // (also called by the destructor, which swallows the error) waits for all of them.
 class ThreadRanks {
  public:
-  ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s);
+  ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s,
+              CommBackend backend = CommBackend::kGloo);
   ~ThreadRanks();
   ThreadRanks(const ThreadRanks&) = delete;
   ThreadRanks& operator=(const ThreadRanks&) = delete;

@@ -14,6 +14,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "runtime/live/comm.h"
+#include "runtime/live/comm_world.h"
 
 namespace c10d {
 class Store;
@@ -41,10 +42,12 @@ ProcessEnv process_env_from_environment();
 int run_this_process(const ProcessEnv& env, const std::function<void(CommWorld&)>& fn,
                      double timeout_s);
 
-// The same over a store the caller already holds (Gloo groups live under the "gloo/" prefix
-// of it). Returns an empty string on success, else the failure message.
+// The same over a store the caller already holds (the groups live under the "gloo/" or
+// "nccl/" prefix of it; NCCL: this rank on GPU LOCAL_RANK). Returns an empty string on
+// success, else the failure message.
 std::string run_rank_on_store(const c10::intrusive_ptr<c10d::Store>& store, const ProcessEnv& env,
-                              const std::function<void(CommWorld&)>& fn, double timeout_s);
+                              const std::function<void(CommWorld&)>& fn, double timeout_s,
+                              CommBackend backend = CommBackend::kGloo);
 // A TCPStore client (or server, `is_server`) for MASTER_ADDR:MASTER_PORT.
 c10::intrusive_ptr<c10d::Store> connect_store(const ProcessEnv& env, bool is_server,
                                               double timeout_s);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "runtime/core/cost.h"
+#include "runtime/live/device.h"
 #include "runtime/live/live_run_driver.h"
 
 namespace shardgym::live {
@@ -91,6 +92,15 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   config_.threads = live_.threads_per_rank;
   config_.corpus = live_.corpus;
   config_.timeout_s = live_.timeout_s;
+  config_.device = live_.device;
+  config_.backend = !live_.backend.empty()     ? live_.backend
+                    : live_.device == "cuda" ? "nccl"
+                                             : "gloo";
+  // Rejected here, before any rank starts: a device this build or machine cannot give.
+  if (const std::string why = why_device_unusable(config_.device, config_.backend, p);
+      !why.empty()) {
+    throw std::invalid_argument("live.device / live.backend: " + why);
+  }
   if (auto f = live_.extra.find("fault"); f != live_.extra.end()) {
     // Rejected here, before any rank starts.
     const std::string kind = parse_fault(f->second).kind;
@@ -170,7 +180,9 @@ void LiveRun::reset(uint64_t seed, const Plan& initial) {
 Measurement LiveRun::step(const Plan& plan) {
   Measurement m;
   m.latency_source = "wallclock";
-  m.memory_source = "allocator";
+  // CUDA: the caching allocator's peak of the rank's GPU (shared by the ranks on that GPU
+  // when the backend is Gloo).
+  m.memory_source = config_.device == "cuda" ? "cuda-allocator" : "allocator";
   const std::string why = why_invalid(plan);
   if (!why.empty()) {
     m.ok = false;

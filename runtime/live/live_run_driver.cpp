@@ -56,7 +56,7 @@ class ThreadDriver : public RankDriver {
           MailboxChannel channel(box);
           serve_rank(w, config, channel);
         },
-        config.timeout_s);
+        config.timeout_s, parse_backend(config.backend));
   }
   ~ThreadDriver() override { stop(); }
 

@@ -11,6 +11,7 @@
 #include "datasets/text/corpus.h"
 #include "runtime/core/plan.h"
 #include "runtime/live/comm_gloo.h"
+#include "runtime/live/device.h"
 #include "runtime/live/meters.h"
 #include "runtime/live/rank_protocol.h"
 #include "runtime/live/tp/rank_trainer.h"
@@ -73,6 +74,10 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
   // later only look groups up, they never rendezvous.
   create_standard_groups(world);
   const FaultSpec fault = parse_fault(config.fault);
+  const c10::Device device =
+      config.device == "cuda"
+          ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_index(rank)))
+          : c10::Device(c10::kCPU);
   std::unique_ptr<RankTrainer> trainer;
   std::unique_ptr<text::BatchSampler> sampler;
   int last = 0;
@@ -86,6 +91,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
     rep.rank = rank;
     const double cpu0 = thread_cpu_now_s();
     MemoryMeter::reset_peak(rank);
+    if (device.is_cuda()) cuda_reset_peak(device.index());
     try {
       if (cmd.op == RankOp::kReset) {
         trainer.reset();
@@ -96,6 +102,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
         opts.weight_decay = config.weight_decay;
         opts.clip = config.clip;
         opts.threads = config.threads;
+        opts.device = device;
         trainer = std::make_unique<RankTrainer>(model, Plan::parse(cmd.plan, model.num_blocks()),
                                                 world, opts);
         // Every rank draws the same global batches; each block takes its replica's rows.
@@ -138,7 +145,8 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       throw std::runtime_error(rep.error);
     }
     rep.busy_s = thread_cpu_now_s() - cpu0;
-    rep.peak_bytes = static_cast<double>(MemoryMeter::peak_bytes(rank));
+    rep.peak_bytes = static_cast<double>(device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
+                                                          : MemoryMeter::peak_bytes(rank));
     channel.reply(rep);
   }
 }

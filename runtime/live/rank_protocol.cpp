@@ -144,6 +144,8 @@ std::string LiveRankConfig::serialize() const {
   put(o, "threads", std::to_string(threads));
   put(o, "corpus", corpus);
   put(o, "timeout_s", num(timeout_s));
+  put(o, "device", device);
+  put(o, "backend", backend);
   put(o, "fault", fault);
   return o.str();
 }
@@ -169,6 +171,8 @@ LiveRankConfig LiveRankConfig::parse(const std::string& text) {
   c.threads = f.i32("threads");
   c.corpus = f.str("corpus");
   c.timeout_s = f.dbl("timeout_s");
+  c.device = f.str("device");
+  c.backend = f.str("backend");
   c.fault = f.str("fault");
   return c;
 }

@@ -25,6 +25,8 @@ struct LiveRankConfig {
   int threads = 1;     // intra-op threads per rank
   std::string corpus;  // text file; "" = the Debian licence texts (datasets/text)
   double timeout_s = 60;
+  std::string device = "cpu";    // "cpu" | "cuda": rank r on GPU local_cuda_index(r) (device.h)
+  std::string backend = "gloo";  // "gloo" | "nccl"
   // Fault injection for the failure tests (live.extra.fault): "<kind>@<rank>:<step>" makes
   // `rank` fail at its step-th training iteration after reset (0-based): kind "throw" raises
   // an exception; "stall" hangs until killed and "exit" ends the rank process abruptly

@@ -21,7 +21,8 @@ int main() {
     const LiveRankConfig config = LiveRankConfig::parse(store_get_string(*store, kConfigKey));
     StoreChannel channel(store, env.rank);
     const std::string error = run_rank_on_store(
-        store, env, [&](CommWorld& w) { serve_rank(w, config, channel); }, config.timeout_s);
+        store, env, [&](CommWorld& w) { serve_rank(w, config, channel); }, config.timeout_s,
+        parse_backend(config.backend));
     if (error.empty()) return 0;
     std::cerr << error << std::endl;
   } catch (const std::exception& e) {

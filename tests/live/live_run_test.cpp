@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "env/registry.h"
+#include "runtime/live/device.h"
 #include "tests/live/live_test_spec.h"
 
 namespace shardgym::live {
@@ -65,6 +66,34 @@ TEST(LiveRun, TrainsMeasuresAndRepartitionsBetweenSteps) {
   EXPECT_LT(losses.back(), losses.front() - 0.5);
   EXPECT_TRUE(std::isfinite(run.eval_loss(0)));
   EXPECT_EQ(run.context().step, 12);
+}
+
+// A device the build or the machine cannot give is refused by the constructor, naming the
+// keys, before any rank starts: CUDA in a CPU-only build or without a GPU, NCCL on the CPU.
+TEST(LiveRun, UnusableDevicesAreRejectedBeforeAnyRankStarts) {
+  auto why = [](const std::string& device, const std::string& backend, int ranks) {
+    ExperimentSpec spec = tiny_live_spec(ranks, "threads");
+    spec.live.device = device;
+    spec.live.backend = backend;
+    try {
+      LiveRun run(spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(why("cpu", "nccl", 2).find("live.device / live.backend: backend nccl needs device cuda"),
+            std::string::npos);
+  const std::string cuda = why("cuda", "", 2);
+  if (!built_with_cuda()) {
+    EXPECT_NE(cuda.find("needs a CUDA build"), std::string::npos) << cuda;
+  } else if (cuda_device_count() == 0) {
+    EXPECT_NE(cuda.find("no CUDA device"), std::string::npos) << cuda;
+  } else if (cuda_device_count() < 2) {
+    EXPECT_NE(cuda.find("NCCL refuses two ranks on one GPU"), std::string::npos) << cuda;
+  } else {
+    EXPECT_EQ(cuda, "");
+  }
 }
 
 TEST(LiveRun, InvalidPlansAreRejectedBeforeAnyRankSeesThem) {

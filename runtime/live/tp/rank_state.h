@@ -101,6 +101,8 @@ const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t global_b
 double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
                  bool train, BlockTimes* times);
 
-double now_s();
+// Wall clock in seconds; on a CUDA device after the kernels queued so far have finished, so
+// that differences of two readings cover the GPU work in between.
+double now_s(const c10::Device& device);
 
 }  // namespace shardgym::live

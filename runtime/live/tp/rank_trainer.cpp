@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
+#include "runtime/live/device.h"
 #include "runtime/live/tp/gpt_params.h"
 #include "runtime/live/tp/rank_state.h"
 
@@ -59,10 +60,15 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
   if (!why.empty()) throw std::invalid_argument("plan " + plan.to_string() + ": " + why);
   if (options.dtype != at::kFloat && options.dtype != at::kDouble)
     throw std::invalid_argument("RankTrainer: dtype must be float32 or float64");
+  if (!options.device.is_cpu() && !options.device.is_cuda())
+    throw std::invalid_argument("RankTrainer: device must be the CPU or a CUDA device, got " +
+                                options.device.str());
   if (options.threads > 0) at::set_num_threads(options.threads);
   st.groups = std::make_unique<Groups>(world);
   st.groups->create(plan_group_sets(model, plan, st.world));
-  const auto full = init_gpt_params(model, options.dtype, options.seed);
+  auto full = init_gpt_params(model, options.dtype, options.seed);
+  if (!options.device.is_cpu())
+    for (auto& kv : full) kv.second = kv.second.to(options.device);
   st.blocks.reserve(model.num_blocks());
   for (int b = 0; b < model.num_blocks(); ++b)
     st.blocks.push_back(make_block(model, b, plan.blocks[b], st.rank, st.world, *st.groups, &full));
@@ -86,11 +92,11 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
   for (int b = 0; b < B; ++b) {
     State* s = &st;
     st.probe_out.push_back([s, b] {
-      s->bwd_t0[b] = now_s();
+      s->bwd_t0[b] = now_s(s->options.device);
       s->bwd_w0[b] = s->groups->wait_s();
     });
     st.probe_in.push_back([s, b] {
-      s->bwd_t1[b] = now_s();
+      s->bwd_t1[b] = now_s(s->options.device);
       s->bwd_w1[b] = s->groups->wait_s();
     });
   }
@@ -104,13 +110,13 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
   for (LocalParam* p : st.all_params()) p->value.mutable_grad() = at::Tensor();
   const double loss = run_model(st, tokens, targets, /*train=*/true, times);
   for (size_t b = 0; b < st.blocks.size(); ++b) {
-    const double t0 = now_s(), w0 = st.groups->wait_s();
+    const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     std::vector<LocalParam*> ps;
     for (auto& p : st.blocks[b].params) ps.push_back(&p);
     sync_grads(*st.groups, ps);
     if (times) {
       const double wait = st.groups->wait_s() - w0;
-      times->bwd_s[b] += now_s() - t0 - wait;
+      times->bwd_s[b] += now_s(st.options.device) - t0 - wait;
       times->comm_s[b] += wait;
     }
   }
@@ -130,7 +136,8 @@ void RankTrainer::optimizer_step() {
     const double n = p->value.grad().norm().item<double>();
     local_sq += n * n / static_cast<double>(p->holders);
   }
-  at::Tensor sq = at::full({1}, local_sq, at::kDouble);
+  at::Tensor sq =
+      at::full({1}, local_sq, at::TensorOptions().dtype(at::kDouble).device(st.options.device));
   st.groups->world().world().all_reduce(sq);
   const double scale = clip_coefficient(std::sqrt(sq.item<double>()), st.options.clip);
   AdamWOptions o;
@@ -147,6 +154,7 @@ double RankTrainer::train_step(const at::Tensor& tokens, const at::Tensor& targe
                                BlockTimes* times) {
   const double loss = forward_backward(tokens, targets, times);
   optimizer_step();
+  synchronize(state_->options.device);  // the step ends when its GPU work has
   return loss;
 }
 
@@ -164,7 +172,8 @@ std::map<std::string, at::Tensor> gather_full(RankTrainer::State& st,
   const auto specs = full_param_specs(st.model);
   int64_t total = 0;
   for (const auto& s : specs) total += Box::whole(s.full_shape).numel();
-  at::Tensor flat = at::zeros({total}, at::TensorOptions().dtype(st.options.dtype));
+  at::Tensor flat = at::zeros(
+      {total}, at::TensorOptions().dtype(st.options.dtype).device(st.options.device));
   std::map<std::string, at::Tensor> out;
   int64_t off = 0;
   for (const auto& s : specs) {
@@ -207,8 +216,8 @@ void RankTrainer::load_full_params(const std::map<std::string, at::Tensor>& full
   check_full_params(state_->model, full);
   for (LocalParam* p : state_->all_params()) {
     p->value = box_view(full.at(p->shard.name), p->shard.box)
-                   .to(state_->options.dtype)
-                   .clone()
+                   .to(state_->options.device, state_->options.dtype, /*non_blocking=*/false,
+                       /*copy=*/true)
                    .set_requires_grad(true);
     p->adam = adamw_init(p->value);
   }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <ATen/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include "runtime/core/model_spec.h"
@@ -38,6 +39,10 @@ namespace shardgym::live {
 struct TrainerOptions {
   uint64_t seed = 0;                       // initial weights (gpt_params.h)
   at::ScalarType dtype = at::kFloat;       // kFloat or kDouble
+  // Where this rank's parameters, optimizer state and activations live: the CPU, or one CUDA
+  // device (cuda:LOCAL_RANK with NCCL). Batches may be handed over on the CPU; they are moved.
+  // Weights are drawn on the CPU from `seed` and then moved, so every device starts alike.
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
   double lr = 1e-3, weight_decay = 0.1, clip = 1.0;  // clip ≤ 0: no clipping
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   int threads = 0;                         // intra-op threads; 0 leaves LibTorch's setting
@@ -85,12 +90,14 @@ class RankTrainer {
   // repartition.cpp. Training then continues with the same mathematics.
   RepartitionStats repartition(const Plan& next);
 
-  // Collective. Full (unpartitioned) tensors by reference-GPT name, on every rank.
+  // Collective. Full (unpartitioned) tensors by reference-GPT name, on every rank (on the
+  // trainer's device).
   std::map<std::string, at::Tensor> gather_full_params();
   std::map<std::string, at::Tensor> gather_full_grads();
   // which: "exp_avg" or "exp_avg_sq".
   std::map<std::string, at::Tensor> gather_full_optimizer_state(const std::string& which);
-  // Local: takes this rank's boxes of full tensors (the same map on every rank); resets AdamW.
+  // Local: takes this rank's boxes of full tensors (the same map on every rank, any device);
+  // resets AdamW.
   void load_full_params(const std::map<std::string, at::Tensor>& full);
 
   // This rank's shards by name (views of the live parameters; for tests and meters).

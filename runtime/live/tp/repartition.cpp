@@ -19,7 +19,7 @@ namespace shardgym::live {
 
 RepartitionStats RankTrainer::repartition(const Plan& next) {
   State& st = *state_;
-  const double t0 = now_s();
+  const double t0 = now_s(st.options.device);
   if (next.size() != st.model.num_blocks())
     throw std::invalid_argument("repartition: plan has " + std::to_string(next.size()) +
                                 " blocks, model " + std::to_string(st.model.num_blocks()));
@@ -84,7 +84,7 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
   stats.blocks_changed = static_cast<int>(changed.size());
   stats.bytes_received = static_cast<double>(plan.elements_received()) *
                          static_cast<double>(c10::elementSize(st.options.dtype));
-  stats.seconds = now_s() - t0;
+  stats.seconds = now_s(st.options.device) - t0;
   return stats;
 }
 

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 
+#include "runtime/live/device.h"
 #include "runtime/live/tp/gemm.h"
 #include "runtime/live/tp/mappings.h"
 #include "runtime/live/tp/rank_state.h"
@@ -53,7 +54,8 @@ void make_exchange(const std::vector<Box>& from, const std::vector<Box>& to, con
 
 }  // namespace
 
-double now_s() {
+double now_s(const c10::Device& device) {
+  synchronize(device);
   using Clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
@@ -198,11 +200,11 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
     times->comm_s.assign(B, 0.0);
   }
   const int64_t rows = G / st.world;
-  at::Tensor tok = tokens.narrow(0, st.rank * rows, rows);
-  at::Tensor tgt = targets.narrow(0, st.rank * rows, rows);
+  at::Tensor tok = tokens.narrow(0, st.rank * rows, rows).to(st.options.device);
+  at::Tensor tgt = targets.narrow(0, st.rank * rows, rows).to(st.options.device);
   at::Tensor x = at::embedding(st.outer_value("wte"), tok) + st.outer_value("wpe").unsqueeze(0);
   for (int64_t b = 0; b < B; ++b) {
-    const double t0 = now_s(), w0 = st.groups->wait_s();
+    const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     if (probes) x = backward_probe(x, &st.probe_in[b]);
     if (ap.into_fwd[b]) x = redistribute(x, *ap.into_fwd[b], *ap.into_bwd[b], world);
     st.blocks[b].ctx.overlap = st.options.overlap_chunks;
@@ -210,7 +212,7 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
     if (probes) x = backward_probe(x, &st.probe_out[b]);
     if (times) {
       times->comm_s[b] = st.groups->wait_s() - w0;
-      times->fwd_s[b] = now_s() - t0 - times->comm_s[b];
+      times->fwd_s[b] = now_s(st.options.device) - t0 - times->comm_s[b];
     }
   }
   if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, world);

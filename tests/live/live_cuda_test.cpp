@@ -1,0 +1,96 @@
+// LiveRun on CUDA (label gpu; skips without a CUDA build and a GPU): the env-facing run with
+// its ranks' tensors on the GPU — ranks sharing one GPU over Gloo, and one rank per GPU over
+// NCCL, as threads and as processes.
+#include "runtime/live/live_run.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "runtime/live/device.h"
+#include "tests/live/live_test_spec.h"
+
+namespace shardgym::live {
+namespace {
+
+#define SKIP_WITHOUT_GPUS(n)                                                                   \
+  do {                                                                                         \
+    if (!built_with_cuda()) GTEST_SKIP() << "CPU-only build (scripts/build_cuda.sh builds CUDA)"; \
+    if (cuda_device_count() < (n))                                                             \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << cuda_device_count() << " visible"; \
+  } while (0)
+
+// Trains `steps` iterations, moving between two plans, and checks what every step reports.
+void train_and_check(LiveRun& run, const Plan& a, const Plan& b, int steps) {
+  run.reset(3, a);
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    const Plan& p = (i % 4 == 2) ? b : a;
+    const bool moves = p != run.plan();
+    const Measurement m = run.step(p);
+    ASSERT_TRUE(m.ok) << m.error;
+    EXPECT_EQ(m.memory_source, "cuda-allocator");
+    EXPECT_GT(m.step_latency_s, 0);
+    for (double peak : m.peak_memory_bytes) EXPECT_GT(peak, 0);
+    for (double f : m.block_fwd_s) EXPECT_GT(f, 0);
+    if (moves) EXPECT_GT(m.repartition_bytes, 0) << "step " << i;
+    losses.push_back(m.loss);
+  }
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.3);
+  EXPECT_LT(losses.back(), losses.front() - 0.5);
+  EXPECT_TRUE(std::isfinite(run.eval_loss(0)));
+}
+
+TEST(LiveCuda, FourRanksShareOneGpuOverGloo) {
+  SKIP_WITHOUT_GPUS(1);
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.live.device = "cuda";
+  spec.live.backend = "gloo";
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  train_and_check(run, Plan::uniform(Strategy::tp1d(2), blocks),
+                  Plan::parse("tp1d(t=4);dp;tp2d(d1=2,d2=2,first=row);tp1d(t=2,sp=1)", blocks),
+                  12);
+}
+
+TEST(LiveCuda, OneRankPerGpuOverNcclAsThreads) {
+  SKIP_WITHOUT_GPUS(1);
+  const int p = cuda_device_count() >= 2 ? 2 : 1;
+  ExperimentSpec spec = tiny_live_spec(p, "threads");
+  spec.live.device = "cuda";  // backend defaults to nccl
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  train_and_check(run, Plan::uniform(Strategy::dp(), blocks),
+                  Plan::uniform(Strategy::tp1d(p), blocks), 12);
+}
+
+TEST(LiveCuda, OneRankPerGpuOverNcclAsProcesses) {
+  SKIP_WITHOUT_GPUS(1);
+  const int p = cuda_device_count() >= 2 ? 2 : 1;
+  ExperimentSpec spec = tiny_live_spec(p, "processes");
+  spec.live.device = "cuda";
+  spec.live.backend = "nccl";
+  spec.live.timeout_s = 60;
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  train_and_check(run, Plan::uniform(Strategy::dp(), blocks),
+                  Plan::uniform(Strategy::tp1d(p), blocks), 12);
+}
+
+TEST(LiveCuda, NcclWithMoreRanksThanGpusIsRejectedBeforeAnyRankStarts) {
+  SKIP_WITHOUT_GPUS(1);
+  ExperimentSpec spec = tiny_live_spec(cuda_device_count() + 1, "threads");
+  spec.live.device = "cuda";
+  spec.live.backend = "nccl";
+  try {
+    LiveRun run(spec);
+    FAIL() << "accepted " << spec.live.ranks << " NCCL ranks on " << cuda_device_count()
+           << " GPU(s)";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("NCCL refuses two ranks on one GPU"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace shardgym::live

@@ -1,0 +1,166 @@
+// The tensor-parallel ranks on CUDA against the single-rank reference GPT on the CPU (label
+// gpu; every test skips without a CUDA build and a visible GPU):
+//   - ranks sharing one GPU (threads over Gloo, which stages through the host): every catalog
+//     strategy and random mixtures, P ∈ {1, 2, 4}, float64 (1e-9) and float32 (1e-5);
+//   - one rank per GPU over NCCL, P = 2 and 4 where that many GPUs are visible (NCCL refuses two
+//     ranks on one GPU);
+//   - the NCCL Comm itself on one GPU (groups of one rank through NCCL): every collective,
+//     including the flat all-gather / reduce-scatter along a dim other than 0;
+//   - training continues identically across repartitions on the GPU.
+#include <mutex>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "runtime/live/device.h"
+#include "runtime/live/launch.h"
+#include "runtime/live/tp/rank_trainer.h"
+#include "tests/live/model/equivalence_util.h"
+#ifdef SHARDGYM_WITH_CUDA
+#include "runtime/live/comm_nccl.h"
+#endif
+
+namespace shardgym::live {
+namespace {
+
+using testing::expect_equivalent;
+using testing::kTimeout;
+using testing::kTolDouble;
+using testing::kTolFloat;
+using testing::mixture_cases;
+using testing::perturbed_params;
+using testing::random_batch;
+using testing::RunOn;
+using testing::tiny_model;
+using testing::uniform_cases;
+
+#define SKIP_WITHOUT_GPUS(n)                                                                   \
+  do {                                                                                         \
+    if (!built_with_cuda()) GTEST_SKIP() << "CPU-only build (scripts/build_cuda.sh builds CUDA)"; \
+    if (cuda_device_count() < (n))                                                             \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << cuda_device_count() << " visible"; \
+  } while (0)
+
+RunOn shared_gpu() { return {c10::Device(c10::kCUDA, 0), CommBackend::kGloo}; }
+
+class SharedGpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat64) {
+  SKIP_WITHOUT_GPUS(1);
+  const ModelSpec m = tiny_model();
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()),
+                    shared_gpu());
+}
+
+TEST_P(SharedGpu, RandomMixturesMatchTheReferenceInFloat64) {
+  SKIP_WITHOUT_GPUS(1);
+  const ModelSpec m = tiny_model();
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
+                    mixture_cases(m, GetParam(), 8, 300 + GetParam()), shared_gpu());
+}
+
+TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
+  SKIP_WITHOUT_GPUS(1);
+  const ModelSpec m = tiny_model();
+  expect_equivalent(m, GetParam(), at::kFloat, kTolFloat, uniform_cases(m, GetParam()),
+                    shared_gpu());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpu, ::testing::Values(1, 2, 4));
+
+class NcclPerGpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(NcclPerGpu, EveryCatalogStrategyAndMixturesMatchTheReferenceInFloat64) {
+  SKIP_WITHOUT_GPUS(GetParam());
+  const ModelSpec m = tiny_model();
+  const RunOn on{c10::Device(c10::kCUDA, 0), CommBackend::kNccl};
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()), on);
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
+                    mixture_cases(m, GetParam(), 8, 400 + GetParam()), on);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, NcclPerGpu, ::testing::Values(2, 4));
+
+#ifdef SHARDGYM_WITH_CUDA
+// One rank, every group through NCCL: the collectives' plumbing (flat collectives along dim 1,
+// CPU tensors staged to the device, the async all-reduce) on a single GPU.
+TEST(NcclComm, EveryCollectiveOnOneGpu) {
+  SKIP_WITHOUT_GPUS(1);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  NcclOptions o;
+  o.timeout_s = 60;
+  o.nccl_singletons = true;
+  NcclCommWorld w(store, 0, 1, o);
+  Comm& c = w.world();
+  const at::Tensor x = at::arange(24, at::TensorOptions().dtype(at::kDouble).device(at::kCUDA))
+                           .reshape({2, 3, 4});
+  at::Tensor y = x.clone();
+  c.all_reduce(y);
+  EXPECT_TRUE(at::equal(y, x));
+  auto work = c.all_reduce_async(y);
+  work->wait();
+  EXPECT_TRUE(work->completed());
+  EXPECT_TRUE(at::equal(y, x));
+  for (int64_t dim : {0, 1, 2}) {
+    EXPECT_TRUE(at::equal(c.all_gather(x, dim), x)) << "all_gather dim " << dim;
+    EXPECT_TRUE(at::equal(c.reduce_scatter(x, dim), x)) << "reduce_scatter dim " << dim;
+  }
+  at::Tensor nc = x.transpose(0, 2);  // not contiguous: written back in place
+  c.all_reduce(nc);
+  EXPECT_TRUE(at::equal(nc, x.transpose(0, 2)));
+  at::Tensor host = at::ones({5}, at::kFloat);  // staged through the device and back
+  c.all_reduce(host);
+  EXPECT_TRUE(host.device().is_cpu());
+  EXPECT_TRUE(at::equal(host, at::ones({5}, at::kFloat)));
+  c.broadcast(y, 0);
+  c.barrier();
+  EXPECT_GE(c.stats().calls, 10);
+  EXPECT_GT(c.stats().bytes, -1.0);
+  EXPECT_EQ(c.stats().async_calls, 1);
+}
+#endif
+
+// Ten float64 iterations on the shared GPU with repartitions at 3 and 6 give the losses of ten
+// iterations that never repartition, and the repartitioned parameters live on the GPU.
+TEST(SharedGpuTraining, RepartitionKeepsTheLossesOfAStaticRun) {
+  SKIP_WITHOUT_GPUS(1);
+  const ModelSpec m = tiny_model();
+  const ParamMap init = perturbed_params(m, at::kDouble, 21);
+  const int B = m.num_blocks();
+  const Plan p0 = Plan::parse("uniform:tp1d(t=4)", B);
+  const Plan p1 = Plan::parse("uniform:tp2d(d1=2,d2=2,first=row)", B);
+  const Plan p2 = Plan::parse("uniform:tp1d(t=2)", B);
+  std::vector<double> fixed(10), moved(10);
+  std::mutex mu;
+  bool on_gpu = true;
+  run_threads(4, [&](CommWorld& w) {
+    TrainerOptions o;
+    o.dtype = at::kDouble;
+    o.device = c10::Device(c10::kCUDA, 0);
+    RankTrainer a(m, p0, w, o), b(m, p0, w, o);
+    a.load_full_params(init);
+    b.load_full_params(init);
+    for (int i = 0; i < 10; ++i) {
+      const auto batch = random_batch(m, m.global_batch, 100 + i);
+      if (i == 3) b.repartition(p1);
+      if (i == 6) b.repartition(p2);
+      const double la = a.train_step(batch.tokens, batch.targets);
+      const double lb = b.train_step(batch.tokens, batch.targets);
+      std::lock_guard<std::mutex> lock(mu);
+      if (w.rank() == 0) {
+        fixed[i] = la;
+        moved[i] = lb;
+      }
+      for (const auto& [name, t] : b.local_params()) on_gpu = on_gpu && t.is_cuda();
+    }
+  }, kTimeout);
+  EXPECT_TRUE(on_gpu);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_NEAR(moved[i], fixed[i], 1e-9 * std::abs(fixed[i])) << "iteration " << i;
+  }
+  EXPECT_LT(fixed[9], fixed[0]);
+}
+
+}  // namespace
+}  // namespace shardgym::live
