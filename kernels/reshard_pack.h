@@ -12,14 +12,21 @@
 #include <cstdint>
 #include <stdexcept>
 
+// Region's accessors run in CUDA kernels too (reshard_pack.cu).
+#ifdef __CUDACC__
+#define SHARDGYM_HOST_DEVICE __host__ __device__
+#else
+#define SHARDGYM_HOST_DEVICE
+#endif
+
 namespace shardgym::kernels {
 
 struct Region {
   int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
-  int64_t rows() const { return r1 - r0; }
-  int64_t cols() const { return c1 - c0; }
-  int64_t size() const { return rows() * cols(); }
-  bool empty() const { return rows() <= 0 || cols() <= 0; }
+  SHARDGYM_HOST_DEVICE int64_t rows() const { return r1 - r0; }
+  SHARDGYM_HOST_DEVICE int64_t cols() const { return c1 - c0; }
+  SHARDGYM_HOST_DEVICE int64_t size() const { return rows() * cols(); }
+  SHARDGYM_HOST_DEVICE bool empty() const { return rows() <= 0 || cols() <= 0; }
 };
 
 // Overlap of two regions (empty when they do not intersect).

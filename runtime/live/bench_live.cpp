@@ -213,7 +213,7 @@ BenchLiveResult bench_live(const BenchLiveOptions& o) {
   r.threads = o.threads;
   const bool cuda = o.device == "cuda";
   if (cuda) {
-    const std::string why = why_device_unusable("cuda", "gloo", 1);
+    const std::string why = why_device_unusable("cuda", "gloo", 1, /*threads=*/true);
     if (!why.empty()) throw std::invalid_argument("bench live --device cuda: " + why);
   } else if (o.device != "cpu") {
     throw std::invalid_argument("bench live: device '" + o.device + "': expected cpu or cuda");

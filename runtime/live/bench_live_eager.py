@@ -133,7 +133,7 @@ def loss_fn(p, tokens, targets, layers, heads, linear=torch.matmul, batched=torc
     h = p["wte"].shape[1]
     d = h // heads
     x = F.embedding(tokens, p["wte"]) + p["wpe"][:s].unsqueeze(0)
-    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    mask = torch.ones(s, s, dtype=torch.bool, device=tokens.device).triu(1)
     for i in range(layers):
         a, m = f"h.{i}.attn.", f"h.{i}.mlp."
         n = F.layer_norm(x, (h,), p[a + "ln.weight"], p[a + "ln.bias"], 1e-5)

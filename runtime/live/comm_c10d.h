@@ -122,6 +122,15 @@ class SelfComm : public CommBase {
 template <class PG>
 class C10dWork;
 
+// Staged asynchronous all-reduces (their result reaches the caller's tensor only in wait()),
+// in the order started. Callers may rely on "collectives of one group complete in the order
+// started" and wait only for the last handle, or run a blocking collective after them; so a
+// wait, or a blocking collective, first finishes every staged all-reduce started before it.
+template <class PG>
+struct Inflight {
+  std::vector<C10dWork<PG>*> works;
+};
+
 template <class PG>
 class C10dComm : public CommBase {
  public:
@@ -130,6 +139,7 @@ class C10dComm : public CommBase {
       : CommBase(global_rank, std::move(ranks)), pg_(std::move(pg)), timeout_(timeout) {}
 
   void all_reduce(at::Tensor& t) override {
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     const double p = size();
@@ -148,11 +158,14 @@ class C10dComm : public CommBase {
     stats_.bytes += 2 * (p - 1) / p * nbytes(t);
     stats_.calls += 1;
     stats_.async_calls += 1;
-    return std::make_unique<C10dWork<PG>>(*this, std::move(work), t, v[0]);
+    auto handle = std::make_unique<C10dWork<PG>>(*this, std::move(work), t, v[0]);
+    if (!t.is_same(v[0])) inflight_.works.push_back(handle.get());
+    return handle;
   }
 
   at::Tensor all_gather(const at::Tensor& t, int64_t dim) override {
     dim = checked_dim(t, dim, "all_gather");
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     std::vector<at::Tensor> in{to_wire(t)};
@@ -168,6 +181,7 @@ class C10dComm : public CommBase {
   at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim) override {
     dim = checked_dim(t, dim, "reduce_scatter");
     check_divisible(t, dim, "reduce_scatter");
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     const double p = size();
@@ -185,6 +199,7 @@ class C10dComm : public CommBase {
 
   void broadcast(at::Tensor& t, int root) override {
     if (root != rank_) check_peer(root, "broadcast");
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     c10d::BroadcastOptions opts;
@@ -199,6 +214,7 @@ class C10dComm : public CommBase {
 
   void send(const at::Tensor& t, int peer) override {
     check_peer(peer, "send");
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     std::vector<at::Tensor> v{to_wire(t)};
@@ -209,6 +225,7 @@ class C10dComm : public CommBase {
 
   void recv(at::Tensor& t, int peer) override {
     check_peer(peer, "recv");
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     std::vector<at::Tensor> v{to_wire_empty(t)};
@@ -219,6 +236,7 @@ class C10dComm : public CommBase {
   }
 
   void barrier() override {
+    finish_staged();
     before();
     const auto t0 = Clock::now();
     c10d::BarrierOptions opts;
@@ -240,6 +258,22 @@ class C10dComm : public CommBase {
   }
   virtual void before() {}
   virtual void after() {}
+
+  // Waits for every staged all-reduce still in flight, oldest first (see Inflight).
+  void finish_staged() {
+    while (!inflight_.works.empty()) inflight_.works.front()->wait();
+  }
+  // Waits for the staged all-reduces started before `w` (oldest first); forgets `w`.
+  void finish_staged_before(C10dWork<PG>* w) {
+    auto& v = inflight_.works;
+    while (!v.empty() && v.front() != w) v.front()->wait();
+    forget(w);
+  }
+  void forget(C10dWork<PG>* w) {
+    auto& v = inflight_.works;
+    v.erase(std::remove(v.begin(), v.end(), w), v.end());
+  }
+  Inflight<PG> inflight_;
 
   template <typename Launch>
   void run(const char* op, Launch&& launch) {
@@ -294,9 +328,12 @@ class C10dWork : public CommWork {
         buffer_(std::move(buffer)),
         started_(Clock::now()) {}
 
+  ~C10dWork() override { comm_.forget(this); }
+
   void wait() override {
     if (waited_) return;
     waited_ = true;
+    comm_.finish_staged_before(this);
     const auto t0 = Clock::now();
     CommStats& st = comm_.stats_;
     st.async_in_flight_s += std::chrono::duration<double>(t0 - started_).count();

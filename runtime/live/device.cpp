@@ -1,8 +1,10 @@
 #include "runtime/live/device.h"
 
 #include <cstdlib>
+#include <mutex>
 
 #ifdef SHARDGYM_WITH_CUDA
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -26,7 +28,8 @@ int cuda_device_count() {
 #endif
 }
 
-std::string why_device_unusable(const std::string& device, const std::string& backend, int ranks) {
+std::string why_device_unusable(const std::string& device, const std::string& backend, int ranks,
+                                bool threads) {
   if (device == "cpu") {
     if (backend == "nccl") return "backend nccl needs device cuda";
     return "";
@@ -41,6 +44,10 @@ std::string why_device_unusable(const std::string& device, const std::string& ba
     return "backend nccl runs one rank per GPU, and " + std::to_string(ranks) +
            " ranks need " + std::to_string(ranks) + " GPUs but " + std::to_string(n) +
            " are visible (NCCL refuses two ranks on one GPU; backend gloo can share one)";
+  if (threads && ranks > n)
+    return std::to_string(ranks) + " rank threads cannot share " + std::to_string(n) +
+           " GPU(s): LibTorch's autograd engine runs every backward of one GPU on one thread, so "
+           "a rank waiting in a collective would block its peers; use launch: processes";
   return "";
 }
 
@@ -63,8 +70,22 @@ void synchronize(const c10::Device& device) {
 #endif
 }
 
+#ifdef SHARDGYM_WITH_CUDA
+namespace {
+// The caching allocator knows a device only after CUDA's lazy initialisation, which the first
+// tensor on a CUDA device triggers; its statistics calls throw before that.
+void ensure_cuda_initialised(int index) {
+  static std::once_flag once;
+  std::call_once(once, [index] {
+    (void)at::empty({1}, at::TensorOptions().device(at::kCUDA, static_cast<c10::DeviceIndex>(index)));
+  });
+}
+}  // namespace
+#endif
+
 int64_t cuda_peak_allocated_bytes(int index) {
 #ifdef SHARDGYM_WITH_CUDA
+  ensure_cuda_initialised(index);
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
   return stats.allocated_bytes[0].peak;  // [0]: StatType AGGREGATE (all pools)
 #else
@@ -75,6 +96,7 @@ int64_t cuda_peak_allocated_bytes(int index) {
 
 void cuda_reset_peak(int index) {
 #ifdef SHARDGYM_WITH_CUDA
+  ensure_cuda_initialised(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(index);
 #else
   (void)index;

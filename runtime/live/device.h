@@ -14,9 +14,11 @@ namespace shardgym::live {
 bool built_with_cuda();
 // CUDA devices visible to this process; 0 without a CUDA build or without a GPU.
 int cuda_device_count();
-// Empty if `device` ("cpu" or "cuda") can run `ranks` ranks with `backend` ("gloo" or "nccl")
-// in this build on this machine; otherwise why not.
-std::string why_device_unusable(const std::string& device, const std::string& backend, int ranks);
+// Empty if `device` ("cpu" or "cuda") can run `ranks` ranks with `backend` ("gloo" or "nccl"),
+// as threads of one process (`threads`) or as processes, in this build on this machine;
+// otherwise why not.
+std::string why_device_unusable(const std::string& device, const std::string& backend, int ranks,
+                                bool threads);
 // The CUDA device of a rank: LOCAL_RANK when the launcher set it (one process per rank), else
 // the rank itself (ranks as threads), modulo the visible devices.
 int local_cuda_index(int rank);

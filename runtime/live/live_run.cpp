@@ -97,7 +97,8 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
                     : live_.device == "cuda" ? "nccl"
                                              : "gloo";
   // Rejected here, before any rank starts: a device this build or machine cannot give.
-  if (const std::string why = why_device_unusable(config_.device, config_.backend, p);
+  if (const std::string why = why_device_unusable(config_.device, config_.backend, p,
+                                              live_.launch == "threads");
       !why.empty()) {
     throw std::invalid_argument("live.device / live.backend: " + why);
   }

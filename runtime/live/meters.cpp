@@ -11,6 +11,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 #include <c10/core/alignment.h>
 #include <c10/core/impl/alloc_cpu.h>
 
@@ -59,9 +60,22 @@ void counting_free(void* data) {
   c10::free_cpu(base);
 }
 
+// LibTorch 2.3 made allocate() non-const and added copy_data().
+#define SHARDGYM_TORCH_2_3 (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
+#if SHARDGYM_TORCH_2_3
+#define SHARDGYM_ALLOCATE_CONST
+#else
+#define SHARDGYM_ALLOCATE_CONST const
+#endif
+
 class CountingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+#if SHARDGYM_TORCH_2_3
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
+  c10::DataPtr allocate(size_t n) SHARDGYM_ALLOCATE_CONST override {
     if (n == 0) return {nullptr, nullptr, &counting_free, c10::Device(c10::DeviceType::CPU)};
     char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     Header* h = reinterpret_cast<Header*>(base);

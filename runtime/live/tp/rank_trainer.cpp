@@ -130,14 +130,15 @@ void RankTrainer::optimizer_step() {
   State& st = *state_;
   const auto params = st.all_params();
   // Global norm: each element once, so a box held by k ranks counts 1/k on each.
-  double local_sq = 0;
+  // Summed on the device: one host synchronisation per step, not one per parameter.
+  std::vector<at::Tensor> parts;
+  parts.reserve(params.size());
   for (LocalParam* p : params) {
     if (!p->value.grad().defined()) p->value.mutable_grad() = at::zeros_like(p->value);
-    const double n = p->value.grad().norm().item<double>();
-    local_sq += n * n / static_cast<double>(p->holders);
+    const at::Tensor n = p->value.grad().norm().to(at::kDouble);
+    parts.push_back(n * n / static_cast<double>(p->holders));
   }
-  at::Tensor sq =
-      at::full({1}, local_sq, at::TensorOptions().dtype(at::kDouble).device(st.options.device));
+  at::Tensor sq = at::stack(parts).sum().reshape({1});
   st.groups->world().world().all_reduce(sq);
   const double scale = clip_coefficient(std::sqrt(sq.item<double>()), st.options.clip);
   AdamWOptions o;

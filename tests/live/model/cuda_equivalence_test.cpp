@@ -1,7 +1,11 @@
 // The tensor-parallel ranks on CUDA against the single-rank reference GPT on the CPU (label
 // gpu; every test skips without a CUDA build and a visible GPU):
-//   - ranks sharing one GPU (threads over Gloo, which stages through the host): every catalog
-//     strategy and random mixtures, P ∈ {1, 2, 4}, float64 (1e-9) and float32 (1e-5);
+//   - one rank on the GPU (a thread): every catalog strategy and random mixtures, float64
+//     (1e-9) and float32 (1e-5);
+//   - ranks sharing one GPU, P ∈ {2, 4}: processes (cuda_equivalence_worker.cpp) over Gloo,
+//     which stages through the host — not threads: LibTorch's autograd engine runs every
+//     backward of one device on one thread, so a rank thread waiting in a collective inside
+//     its backward would block its peers' backward for good;
 //   - one rank per GPU over NCCL, P = 2 and 4 where that many GPUs are visible (NCCL refuses two
 //     ranks on one GPU);
 //   - the NCCL Comm itself on one GPU (groups of one rank through NCCL): every collective,
@@ -15,6 +19,7 @@
 
 #include "runtime/live/device.h"
 #include "runtime/live/launch.h"
+#include "runtime/live/launch_process.h"
 #include "runtime/live/tp/rank_trainer.h"
 #include "tests/live/model/equivalence_util.h"
 #ifdef SHARDGYM_WITH_CUDA
@@ -67,7 +72,22 @@ TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
                     shared_gpu());
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpu, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpu, ::testing::Values(1));
+
+class SharedGpuProcesses : public ::testing::TestWithParam<int> {};
+
+TEST_P(SharedGpuProcesses, EveryCatalogStrategyAndMixturesMatchTheReferenceInFloat64) {
+  SKIP_WITHOUT_GPUS(1);
+  const auto results = run_processes(GetParam(), {SHARDGYM_CUDA_EQUIVALENCE_WORKER, "float64"}, 300);
+  ASSERT_EQ(results.size(), size_t(GetParam()));
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << "rank " << r.rank << ": " << r.output;
+  const std::string& out = results[0].output;
+  const size_t at = out.find("max loss_err");
+  ASSERT_NE(at, std::string::npos) << out;
+  std::printf("%s", out.substr(at).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpuProcesses, ::testing::Values(2, 4));
 
 class NcclPerGpu : public ::testing::TestWithParam<int> {};
 
@@ -121,28 +141,30 @@ TEST(NcclComm, EveryCollectiveOnOneGpu) {
 }
 #endif
 
-// Ten float64 iterations on the shared GPU with repartitions at 3 and 6 give the losses of ten
-// iterations that never repartition, and the repartitioned parameters live on the GPU.
+// Ten float64 iterations on the GPU with plan changes at 3 and 6 give the losses of ten
+// iterations that never change, and the parameters stay on the GPU.
 TEST(SharedGpuTraining, RepartitionKeepsTheLossesOfAStaticRun) {
   SKIP_WITHOUT_GPUS(1);
   const ModelSpec m = tiny_model();
   const ParamMap init = perturbed_params(m, at::kDouble, 21);
   const int B = m.num_blocks();
-  const Plan p0 = Plan::parse("uniform:tp1d(t=4)", B);
-  const Plan p1 = Plan::parse("uniform:tp2d(d1=2,d2=2,first=row)", B);
-  const Plan p2 = Plan::parse("uniform:tp1d(t=2)", B);
+  // One rank: the moves change only chunking and recomputation (the placement of a world of
+  // one cannot change); the multi-rank repartitions on a GPU run in live_cuda_test (processes).
+  const Plan p0 = Plan::parse("uniform:dp", B);
+  const Plan p1 = Plan::parse("uniform:tp1d(t=1,chunks=2)", B);
+  const Plan p2 = Plan::parse("uniform:dp(recompute=1)", B);
   std::vector<double> fixed(10), moved(10);
   std::mutex mu;
   bool on_gpu = true;
-  run_threads(4, [&](CommWorld& w) {
+  run_threads(1, [&](CommWorld& w) {
     TrainerOptions o;
     o.dtype = at::kDouble;
     o.device = c10::Device(c10::kCUDA, 0);
     RankTrainer a(m, p0, w, o), b(m, p0, w, o);
     a.load_full_params(init);
     b.load_full_params(init);
+    const auto batch = random_batch(m, m.global_batch, 100);  // one batch: the loss must fall
     for (int i = 0; i < 10; ++i) {
-      const auto batch = random_batch(m, m.global_batch, 100 + i);
       if (i == 3) b.repartition(p1);
       if (i == 6) b.repartition(p2);
       const double la = a.train_step(batch.tokens, batch.targets);
