@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -41,6 +42,17 @@ inline double elapsed_s(Clock::time_point t0) {
 
 inline double nbytes(const at::Tensor& t) {
   return static_cast<double>(t.numel() * t.element_size());
+}
+
+// Writes a collective's result into the caller's tensor the way a backend reducing in place
+// does: below autograd. Recorded by autograd, the copy would become the tensor's history in
+// place of the mapping that produced it (an overlapped g's StartReduce), and the gradient of
+// everything before it would be zero; it would also count as an in-place modification.
+inline void write_back(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.is_same(src)) return;
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  at::Tensor d = dst;
+  d.copy_(src);
 }
 
 inline std::chrono::milliseconds to_ms(double s) {
@@ -146,7 +158,7 @@ class C10dComm : public CommBase {
     std::vector<at::Tensor> v{to_wire(t)};
     run("all_reduce", [&] { return pg_->allreduce(v); });
     after();
-    if (!t.is_same(v[0])) t.copy_(v[0]);
+    write_back(t, v[0]);
     account(t0, 2 * (p - 1) / p * nbytes(t));
   }
 
@@ -208,7 +220,7 @@ class C10dComm : public CommBase {
     std::vector<at::Tensor> v{to_wire(t)};
     run("broadcast", [&] { return pg_->broadcast(v, opts); });
     after();
-    if (!t.is_same(v[0])) t.copy_(v[0]);
+    write_back(t, v[0]);
     account(t0, rank_ == root ? nbytes(t) : 0);
   }
 
@@ -231,7 +243,7 @@ class C10dComm : public CommBase {
     std::vector<at::Tensor> v{to_wire_empty(t)};
     run("recv", [&] { return pg_->recv(v, peer, /*tag=*/0); });
     after();
-    if (!t.is_same(v[0])) t.copy_(v[0]);
+    write_back(t, v[0]);
     account(t0, 0);
   }
 
@@ -345,7 +357,7 @@ class C10dWork : public CommWork {
       st.wait_s += elapsed_s(t0);
       throw;
     }
-    if (!target_.is_same(buffer_)) target_.copy_(buffer_);
+    write_back(target_, buffer_);
     st.wait_s += elapsed_s(t0);
   }
   bool completed() override { return waited_ || work_->isCompleted(); }

@@ -32,28 +32,26 @@ using detail::to_ms;
 // NCCL (comm_nccl.cpp) is the backend for one rank per GPU.
 class GlooComm : public detail::C10dComm<c10d::ProcessGroupGloo> {
  public:
-  using C10dComm::C10dComm;
+  GlooComm(int global_rank, std::vector<int> ranks, c10::intrusive_ptr<c10d::ProcessGroupGloo> pg,
+           std::chrono::milliseconds timeout, bool stage_copies)
+      : C10dComm(global_rank, std::move(ranks), std::move(pg), timeout),
+        stage_copies_(stage_copies) {}
 
-  // A staged (CUDA) all-reduce runs to completion here: with it in flight, the chunked
-  // schedules gave wrong gradients for chunks = 2 on a shared H100 (relative error 1.0 in
-  // cuda_equivalence_test, P = 2 and 4); blocking, they match the reference to 1e-15. The
-  // cause is not found; CPU tensors keep the overlap.
-  std::unique_ptr<CommWork> all_reduce_async(at::Tensor& t) override {
-    if (t.is_cuda()) return Comm::all_reduce_async(t);
-    return C10dComm::all_reduce_async(t);
-  }
 
  protected:
   at::Tensor to_wire(const at::Tensor& t) override {
-    if (t.is_cuda()) {
+    if (t.is_cuda() || stage_copies_) {
       return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
     }
     return C10dComm::to_wire(t);
   }
   at::Tensor to_wire_empty(const at::Tensor& t) override {
-    if (t.is_cuda()) return at::empty(t.sizes(), t.options().device(at::kCPU));
+    if (t.is_cuda() || stage_copies_) return at::empty(t.sizes(), t.options().device(at::kCPU));
     return C10dComm::to_wire_empty(t);
   }
+
+ private:
+  bool stage_copies_;
 };
 
 }  // namespace
@@ -128,7 +126,8 @@ Comm& GlooCommWorld::group(const std::vector<int>& ranks) {
       throw CommError("rank " + std::to_string(rank_) + ": creating group " + format_ranks(ranks) +
                       " failed: " + cause_of(e));
     }
-    comm = std::make_unique<GlooComm>(rank_, ranks, std::move(pg), to_ms(options_.timeout_s));
+    comm = std::make_unique<GlooComm>(rank_, ranks, std::move(pg), to_ms(options_.timeout_s),
+                                      options_.stage_copies);
     ++groups_created_;
   }
   Comm& ref = *comm;

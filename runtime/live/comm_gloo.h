@@ -40,6 +40,9 @@ struct GlooOptions {
   double timeout_s = 30;  // per collective and per rendezvous
   // Address this rank's Gloo device binds to; empty: this host's name (multi-machine runs).
   std::string hostname = "127.0.0.1";
+  // Every collective works on a copy of its tensor and writes the result back, as it does for
+  // CUDA tensors (staged through the host): runs those paths on the CPU (tests).
+  bool stage_copies = false;
 };
 
 class GlooCommWorld : public CommWorld {

@@ -38,6 +38,7 @@ std::unique_ptr<CommWorld> make_comm_world(const c10::intrusive_ptr<c10d::Store>
   GlooOptions o;
   o.timeout_s = options.timeout_s;
   o.hostname = options.hostname;
+  o.stage_copies = options.stage_copies;
   return std::make_unique<GlooCommWorld>(store, rank, world_size, o);
 }
 

@@ -27,6 +27,7 @@ struct WorldOptions {
   // Gloo: address this rank's device binds to; empty: this host's name (multi-machine runs).
   std::string hostname = "127.0.0.1";
   int device_index = 0;  // NCCL: this rank's GPU
+  bool stage_copies = false;  // Gloo: GlooOptions::stage_copies (tests)
 };
 
 // Collective over all `world_size` ranks. NCCL in a CPU-only build throws

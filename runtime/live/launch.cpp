@@ -85,16 +85,27 @@ struct ThreadRanks::Shared {
   int world = 0;
 };
 
+namespace {
+WorldOptions world_options(double timeout_s, CommBackend backend) {
+  WorldOptions o;
+  o.backend = backend;
+  o.timeout_s = timeout_s;
+  return o;
+}
+}  // namespace
+
 ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s,
                          CommBackend backend)
+    : ThreadRanks(world_size, std::move(fn), world_options(timeout_s, backend)) {}
+
+ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn,
+                         const WorldOptions& options)
     : shared_(std::make_shared<Shared>()) {
   if (world_size < 1) throw std::invalid_argument("run_threads: world_size must be >= 1");
-  if (!(timeout_s > 0)) throw std::invalid_argument("run_threads: timeout_s must be positive");
+  if (!(options.timeout_s > 0))
+    throw std::invalid_argument("run_threads: timeout_s must be positive");
   shared_->world = world_size;
   auto store = c10::make_intrusive<c10d::HashStore>();
-  WorldOptions options;
-  options.backend = backend;
-  options.timeout_s = timeout_s;
   const auto t0 = Clock::now();
   auto body = std::make_shared<std::function<void(CommWorld&)>>(std::move(fn));
   threads_.reserve(world_size);
@@ -157,7 +168,12 @@ bool ThreadRanks::wait_done(double timeout_s) const {
 
 void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s,
                  CommBackend backend) {
-  ThreadRanks ranks(world_size, fn, timeout_s, backend);
+  run_threads(world_size, fn, world_options(timeout_s, backend));
+}
+
+void run_threads(int world_size, const std::function<void(CommWorld&)>& fn,
+                 const WorldOptions& options) {
+  ThreadRanks ranks(world_size, fn, options);
   ranks.join();
 }
 

@@ -43,6 +43,10 @@ class RankError : public std::runtime_error {
 // all ranks returned; throws RankError if any rank failed.
 void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s,
                  CommBackend backend = CommBackend::kGloo);
+// The same with every option of the ranks' worlds (timeout_s from `options`; device_index is
+// set per rank).
+void run_threads(int world_size, const std::function<void(CommWorld&)>& fn,
+                 const WorldOptions& options);
 
 // The same, started in the background: the constructor returns once the threads run; join()
 // (also called by the destructor, which swallows the error) waits for all of them.
@@ -50,6 +54,7 @@ class ThreadRanks {
  public:
   ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s,
               CommBackend backend = CommBackend::kGloo);
+  ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, const WorldOptions& options);
   ~ThreadRanks();
   ThreadRanks(const ThreadRanks&) = delete;
   ThreadRanks& operator=(const ThreadRanks&) = delete;

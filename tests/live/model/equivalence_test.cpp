@@ -51,6 +51,22 @@ TEST_P(Equivalence, MixturesMatchTheReferenceInFloat32) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Equivalence, ::testing::Values(1, 2, 4));
 
+// Collectives that work on a copy and write the result back (as CUDA tensors over Gloo do,
+// staged through the host): the write-back must stay out of autograd's history, or the
+// overlapped chunks (chunks = 2) lose the gradient of everything before their all-reduce.
+class StagedEquivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(StagedEquivalence, EveryStrategyAndMixturesMatchTheReferenceThroughCopyingComms) {
+  const ModelSpec m = tiny_model();
+  testing::RunOn staged;
+  staged.stage_copies = true;
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()), staged);
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
+                    mixture_cases(m, GetParam(), 6, 600 + GetParam()), staged);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, StagedEquivalence, ::testing::Values(2, 4));
+
 class MeshEquivalence : public ::testing::TestWithParam<int> {};
 
 TEST_P(MeshEquivalence, DegenerateMeshesMatchTheReferenceInFloat64) {

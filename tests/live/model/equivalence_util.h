@@ -84,6 +84,7 @@ inline std::vector<Case> mixture_cases(const ModelSpec& m, int world, int n, uin
 struct RunOn {
   c10::Device device = c10::Device(c10::kCPU);
   CommBackend backend = CommBackend::kGloo;
+  bool stage_copies = false;  // Gloo: collectives on copies, written back (GlooOptions)
 };
 
 inline std::vector<Outcome> run_cases(const ModelSpec& m, int world, at::ScalarType dtype,
@@ -117,7 +118,13 @@ inline std::vector<Outcome> run_cases(const ModelSpec& m, int world, at::ScalarT
       if (got.loss_err > out[c].loss_err) out[c].loss_err = got.loss_err;
       if (got.grad_err >= out[c].grad_err) out[c] = Outcome{out[c].loss_err, got.grad_err, got.worst};
     }
-  }, kTimeout, on.backend);
+  }, [&] {
+    WorldOptions wo;
+    wo.backend = on.backend;
+    wo.timeout_s = kTimeout;
+    wo.stage_copies = on.stage_copies;
+    return wo;
+  }());
   return out;
 }
 
