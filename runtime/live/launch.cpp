@@ -51,6 +51,9 @@ bool run_rank(int rank, Connect&& connect, const std::function<void(CommWorld&)>
   try {
     world = connect();
     fn(*world);
+  } catch (const RankAborted& e) {
+    ok = false;
+    *failure = {rank, e.what(), std::chrono::duration<double>(Clock::now() - t0).count(), true};
   } catch (const std::exception& e) {
     ok = false;
     *failure = {rank, message_of(e), std::chrono::duration<double>(Clock::now() - t0).count()};
@@ -145,7 +148,10 @@ void ThreadRanks::join() {
   }
   if (!failures.empty()) {
     std::stable_sort(failures.begin(), failures.end(),
-                     [](const RankFailure& a, const RankFailure& b) { return a.at_s < b.at_s; });
+                     [](const RankFailure& a, const RankFailure& b) {
+                       if (a.aborted != b.aborted) return b.aborted;
+                       return a.at_s < b.at_s;
+                     });
     throw RankError(std::move(failures));
   }
 }

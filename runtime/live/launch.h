@@ -25,11 +25,20 @@ struct RankFailure {
   int rank = -1;
   std::string what;  // the rank's error message (a CommError names the operation and group)
   double at_s = 0;   // seconds since the launch started
+  bool aborted = false;  // the rank left by RankAborted: a consequence, never the root cause
+};
+
+// Thrown by a rank's function to leave because its driver gave up the run after another rank
+// failed: the rank fails (so the launcher skips the closing barrier with peers that are gone)
+// but is listed after every real failure, whatever the timing.
+class RankAborted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class RankError : public std::runtime_error {
  public:
-  // `failures` sorted by time: the first is the root cause.
+  // `failures` sorted by time, aborted ranks last: the first is the root cause.
   explicit RankError(std::vector<RankFailure> failures);
   const std::vector<RankFailure>& failures() const { return failures_; }
   int first_rank() const { return failures_.front().rank; }

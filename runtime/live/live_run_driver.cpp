@@ -90,7 +90,7 @@ class ThreadDriver : public RankDriver {
       }
     }
     try {
-      shutdown();
+      shutdown(RankOp::kAbort);
     } catch (const RankError& e) {
       error = e.what();  // root cause first, across all ranks
     }
@@ -106,10 +106,10 @@ class ThreadDriver : public RankDriver {
   }
 
  private:
-  void shutdown() {
+  void shutdown(RankOp op = RankOp::kStop) {
     if (!ranks_) return;
     RankCommand stop_cmd;
-    stop_cmd.op = RankOp::kStop;
+    stop_cmd.op = op;
     {
       std::lock_guard<std::mutex> lock(box_->mu);
       stop_cmd.seq = box_->cmd.seq + 1;

@@ -89,10 +89,11 @@ class ProcessDriver : public RankDriver {
   }
 
  private:
-  // Posts a stop, gives the ranks `timeout_s` to leave, returns those that did not.
-  std::vector<int> shutdown() {
+  // Posts a stop (kAbort after a failure), gives the ranks `timeout_s` to leave, returns those
+  // that did not.
+  std::vector<int> shutdown(RankOp op = RankOp::kStop) {
     RankCommand s;
-    s.op = RankOp::kStop;
+    s.op = op;
     s.seq = last_.seq + 1;
     post(s);
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
@@ -109,7 +110,7 @@ class ProcessDriver : public RankDriver {
   std::string fail(int seq) {
     std::vector<int> stuck;
     try {
-      stuck = shutdown();
+      stuck = shutdown(RankOp::kAbort);
     } catch (const std::exception&) {
       procs_->kill_all();
     }

@@ -12,6 +12,7 @@
 #include "runtime/core/plan.h"
 #include "runtime/live/comm_gloo.h"
 #include "runtime/live/device.h"
+#include "runtime/live/launch.h"
 #include "runtime/live/meters.h"
 #include "runtime/live/rank_protocol.h"
 #include "runtime/live/tp/rank_trainer.h"
@@ -86,6 +87,10 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
     const RankCommand cmd = channel.next(last);
     last = cmd.seq;
     if (cmd.op == RankOp::kStop) return;
+    // A peer failed and the driver gave up the run: this rank may never have seen the command
+    // that failed (the mailbox holds the latest command only), so its peers are gone; failing
+    // here skips the launcher's closing barrier, which would wait out the timeout for them.
+    if (cmd.op == RankOp::kAbort) throw RankAborted("stopped after another rank failed");
     RankReport rep;
     rep.seq = cmd.seq;
     rep.rank = rank;

@@ -105,6 +105,7 @@ RankOp parse_op(const std::string& s) {
   if (s == "step") return RankOp::kStep;
   if (s == "eval") return RankOp::kEval;
   if (s == "stop") return RankOp::kStop;
+  if (s == "abort") return RankOp::kAbort;
   throw std::invalid_argument("RankCommand: unknown op '" + s + "'");
 }
 
@@ -120,6 +121,8 @@ const char* op_name(RankOp op) {
       return "eval";
     case RankOp::kStop:
       return "stop";
+    case RankOp::kAbort:
+      return "abort";
   }
   return "?";
 }

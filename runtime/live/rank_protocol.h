@@ -45,7 +45,9 @@ struct FaultSpec {
 // Throws std::invalid_argument naming the accepted form.
 FaultSpec parse_fault(const std::string& text);
 
-enum class RankOp { kReset, kStep, kEval, kStop };
+// kStop: leave the loop (then the launcher's closing barrier); kAbort: a peer failed, leave by
+// failing, so that no rank waits in a closing barrier for peers that are gone.
+enum class RankOp { kReset, kStep, kEval, kStop, kAbort };
 const char* op_name(RankOp op);  // "reset", "step", ... for messages and the wire format
 
 struct RankCommand {

@@ -180,7 +180,7 @@ TEST(LiveRun, ThrowingRankEndsTheStepWithItsNameAndTheRunStops) {
   EXPECT_FALSE(m.ok);
   EXPECT_NE(m.error.find("rank 2 failed: step (command 3): injected fault"), std::string::npos)
       << m.error;
-  EXPECT_LT(s, spec.live.timeout_s) << "peers must stop on the closed sockets";
+  EXPECT_LT(s, spec.live.timeout_s) << "peers must stop on the closed sockets: " << m.error;
   EXPECT_FALSE(run.running());
   EXPECT_EQ(thread_count(), threads_before) << "every rank thread is joined";
   const Measurement after = run.step(run.plan());
