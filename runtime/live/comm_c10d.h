@@ -61,6 +61,12 @@ inline std::chrono::milliseconds to_ms(double s) {
 
 std::string format_group(const std::vector<int>& ranks);  // "group[0,1]" / "self[2]"
 
+// Checks a CommWorld::group() argument (sorted, unique, inside the world, containing `rank`)
+// and returns `rank`'s index inside it; throws std::invalid_argument naming the group.
+int group_rank_of(const std::vector<int>& ranks, int rank, int world_size);
+// [0, 1, ..., world_size - 1]
+std::vector<int> all_ranks(int world_size);
+
 // Shared by every Comm kind: identity, names, argument checks.
 class CommBase : public Comm {
  public:

@@ -20,6 +20,24 @@ std::string format_group(const std::vector<int>& ranks) {
   return (ranks.size() > 1 ? "group" : "self") + format_ranks(ranks);
 }
 
+int group_rank_of(const std::vector<int>& ranks, int rank, int world_size) {
+  const bool sorted = std::is_sorted(ranks.begin(), ranks.end()) &&
+                      std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
+  const bool in_range = !ranks.empty() && ranks.front() >= 0 && ranks.back() < world_size;
+  if (!sorted || !in_range || !std::binary_search(ranks.begin(), ranks.end(), rank)) {
+    throw std::invalid_argument("rank " + std::to_string(rank) + ": group " + format_ranks(ranks) +
+                                " must be sorted, unique, inside [0," + std::to_string(world_size) +
+                                ") and contain this rank");
+  }
+  return static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank) - ranks.begin());
+}
+
+std::vector<int> all_ranks(int world_size) {
+  std::vector<int> all(world_size);
+  for (int i = 0; i < world_size; ++i) all[i] = i;
+  return all;
+}
+
 }  // namespace detail
 
 namespace {
@@ -83,8 +101,7 @@ GlooCommWorld::GlooCommWorld(const c10::intrusive_ptr<c10d::Store>& store, int r
     throw CommError("rank " + std::to_string(rank) + ": cannot create a Gloo device on '" +
                     options_.hostname + "': " + cause_of(e));
   }
-  std::vector<int> all(world_size);
-  for (int i = 0; i < world_size; ++i) all[i] = i;
+  const std::vector<int> all = detail::all_ranks(world_size);
   world_comm_ = &group(all);
   static_cast<detail::CommBase*>(world_comm_)->set_name("world" + format_ranks(all));
 }
@@ -98,20 +115,11 @@ GlooCommWorld::~GlooCommWorld() {
 Comm& GlooCommWorld::group(const std::vector<int>& ranks) {
   auto it = groups_.find(ranks);
   if (it != groups_.end()) return *it->second;
-  const bool sorted = std::is_sorted(ranks.begin(), ranks.end()) &&
-                      std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
-  const bool in_range = !ranks.empty() && ranks.front() >= 0 && ranks.back() < world_size_;
-  if (!sorted || !in_range || !std::binary_search(ranks.begin(), ranks.end(), rank_)) {
-    throw std::invalid_argument("rank " + std::to_string(rank_) + ": group " + format_ranks(ranks) +
-                                " must be sorted, unique, inside [0," +
-                                std::to_string(world_size_) + ") and contain this rank");
-  }
+  const int group_rank = detail::group_rank_of(ranks, rank_, world_size_);
   std::unique_ptr<Comm> comm;
   if (ranks.size() == 1) {
     comm = std::make_unique<detail::SelfComm>(rank_, ranks);
   } else {
-    const int group_rank =
-        static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank_) - ranks.begin());
     auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(options_.timeout_s));
     opts->devices.push_back(device_);
     // One worker thread per group: its collectives (async ones included) run one at a time,

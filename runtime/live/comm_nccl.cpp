@@ -105,8 +105,7 @@ NcclCommWorld::NcclCommWorld(const c10::intrusive_ptr<c10d::Store>& store, int r
   setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(options_.device_index));
   store_->setTimeout(to_ms(options_.timeout_s));
-  std::vector<int> all(world_size);
-  for (int i = 0; i < world_size; ++i) all[i] = i;
+  const std::vector<int> all = detail::all_ranks(world_size);
   world_comm_ = &group(all);
   static_cast<detail::CommBase*>(world_comm_)->set_name("world" + format_ranks(all));
 }
@@ -116,20 +115,11 @@ NcclCommWorld::~NcclCommWorld() { groups_.clear(); }
 Comm& NcclCommWorld::group(const std::vector<int>& ranks) {
   auto it = groups_.find(ranks);
   if (it != groups_.end()) return *it->second;
-  const bool sorted = std::is_sorted(ranks.begin(), ranks.end()) &&
-                      std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();
-  const bool in_range = !ranks.empty() && ranks.front() >= 0 && ranks.back() < world_size_;
-  if (!sorted || !in_range || !std::binary_search(ranks.begin(), ranks.end(), rank_)) {
-    throw std::invalid_argument("rank " + std::to_string(rank_) + ": group " + format_ranks(ranks) +
-                                " must be sorted, unique, inside [0," +
-                                std::to_string(world_size_) + ") and contain this rank");
-  }
+  const int group_rank = detail::group_rank_of(ranks, rank_, world_size_);
   std::unique_ptr<Comm> comm;
   if (ranks.size() == 1 && !options_.nccl_singletons) {
     comm = std::make_unique<detail::SelfComm>(rank_, ranks);
   } else {
-    const int group_rank =
-        static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank_) - ranks.begin());
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = to_ms(options_.timeout_s);
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("n" + format_ranks(ranks), store_);

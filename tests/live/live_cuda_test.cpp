@@ -8,17 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "runtime/live/device.h"
+#include "tests/live/cuda_skip.h"
 #include "tests/live/live_test_spec.h"
 
 namespace shardgym::live {
 namespace {
-
-#define SKIP_WITHOUT_GPUS(n)                                                                   \
-  do {                                                                                         \
-    if (!built_with_cuda()) GTEST_SKIP() << "CPU-only build (scripts/build_cuda.sh builds CUDA)"; \
-    if (cuda_device_count() < (n))                                                             \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << cuda_device_count() << " visible"; \
-  } while (0)
 
 // Trains `steps` iterations, moving between two plans, and checks what every step reports.
 void train_and_check(LiveRun& run, const Plan& a, const Plan& b, int steps) {
@@ -46,7 +40,7 @@ void train_and_check(LiveRun& run, const Plan& a, const Plan& b, int steps) {
 
 // Ranks sharing a GPU are processes (threads would share its one autograd backward thread).
 TEST(LiveCuda, FourRankProcessesShareOneGpuOverGloo) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   ExperimentSpec spec = tiny_live_spec(4, "processes");
   spec.live.device = "cuda";
   spec.live.backend = "gloo";
@@ -59,7 +53,7 @@ TEST(LiveCuda, FourRankProcessesShareOneGpuOverGloo) {
 }
 
 TEST(LiveCuda, OneRankPerGpuOverNcclAsThreads) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const int p = cuda_device_count() >= 2 ? 2 : 1;
   ExperimentSpec spec = tiny_live_spec(p, "threads");
   spec.live.device = "cuda";  // backend defaults to nccl
@@ -70,7 +64,7 @@ TEST(LiveCuda, OneRankPerGpuOverNcclAsThreads) {
 }
 
 TEST(LiveCuda, OneRankPerGpuOverNcclAsProcesses) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const int p = cuda_device_count() >= 2 ? 2 : 1;
   ExperimentSpec spec = tiny_live_spec(p, "processes");
   spec.live.device = "cuda";
@@ -83,7 +77,7 @@ TEST(LiveCuda, OneRankPerGpuOverNcclAsProcesses) {
 }
 
 TEST(LiveCuda, RankThreadsSharingAGpuAreRejectedBeforeAnyRankStarts) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   ExperimentSpec spec = tiny_live_spec(cuda_device_count() + 1, "threads");
   spec.live.device = "cuda";
   spec.live.backend = "gloo";
@@ -96,7 +90,7 @@ TEST(LiveCuda, RankThreadsSharingAGpuAreRejectedBeforeAnyRankStarts) {
 }
 
 TEST(LiveCuda, NcclWithMoreRanksThanGpusIsRejectedBeforeAnyRankStarts) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   ExperimentSpec spec = tiny_live_spec(cuda_device_count() + 1, "threads");
   spec.live.device = "cuda";
   spec.live.backend = "nccl";

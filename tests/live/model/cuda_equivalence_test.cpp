@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "runtime/live/device.h"
+#include "tests/live/cuda_skip.h"
 #include "runtime/live/launch.h"
 #include "runtime/live/launch_process.h"
 #include "runtime/live/tp/rank_trainer.h"
@@ -40,33 +41,26 @@ using testing::RunOn;
 using testing::tiny_model;
 using testing::uniform_cases;
 
-#define SKIP_WITHOUT_GPUS(n)                                                                   \
-  do {                                                                                         \
-    if (!built_with_cuda()) GTEST_SKIP() << "CPU-only build (scripts/build_cuda.sh builds CUDA)"; \
-    if (cuda_device_count() < (n))                                                             \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << cuda_device_count() << " visible"; \
-  } while (0)
-
 RunOn shared_gpu() { return {c10::Device(c10::kCUDA, 0), CommBackend::kGloo}; }
 
 class SharedGpu : public ::testing::TestWithParam<int> {};
 
 TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat64) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const ModelSpec m = tiny_model();
   expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()),
                     shared_gpu());
 }
 
 TEST_P(SharedGpu, RandomMixturesMatchTheReferenceInFloat64) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const ModelSpec m = tiny_model();
   expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
                     mixture_cases(m, GetParam(), 8, 300 + GetParam()), shared_gpu());
 }
 
 TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const ModelSpec m = tiny_model();
   expect_equivalent(m, GetParam(), at::kFloat, kTolFloat, uniform_cases(m, GetParam()),
                     shared_gpu());
@@ -77,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpu, ::testing::Values(1));
 class SharedGpuProcesses : public ::testing::TestWithParam<int> {};
 
 TEST_P(SharedGpuProcesses, EveryCatalogStrategyAndMixturesMatchTheReferenceInFloat64) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const auto results = run_processes(GetParam(), {SHARDGYM_CUDA_EQUIVALENCE_WORKER, "float64"}, 300);
   ASSERT_EQ(results.size(), size_t(GetParam()));
   for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << "rank " << r.rank << ": " << r.output;
@@ -92,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpuProcesses, ::testing::Values(2, 4));
 class NcclPerGpu : public ::testing::TestWithParam<int> {};
 
 TEST_P(NcclPerGpu, EveryCatalogStrategyAndMixturesMatchTheReferenceInFloat64) {
-  SKIP_WITHOUT_GPUS(GetParam());
+  SHARDGYM_SKIP_WITHOUT_GPUS(GetParam());
   const ModelSpec m = tiny_model();
   const RunOn on{c10::Device(c10::kCUDA, 0), CommBackend::kNccl};
   expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()), on);
@@ -106,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, NcclPerGpu, ::testing::Values(2, 4));
 // One rank, every group through NCCL: the collectives' plumbing (flat collectives along dim 1,
 // CPU tensors staged to the device, the async all-reduce) on a single GPU.
 TEST(NcclComm, EveryCollectiveOnOneGpu) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   auto store = c10::make_intrusive<c10d::HashStore>();
   NcclOptions o;
   o.timeout_s = 60;
@@ -144,7 +138,7 @@ TEST(NcclComm, EveryCollectiveOnOneGpu) {
 // Ten float64 iterations on the GPU with plan changes at 3 and 6 give the losses of ten
 // iterations that never change, and the parameters stay on the GPU.
 TEST(SharedGpuTraining, RepartitionKeepsTheLossesOfAStaticRun) {
-  SKIP_WITHOUT_GPUS(1);
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const ModelSpec m = tiny_model();
   const ParamMap init = perturbed_params(m, at::kDouble, 21);
   const int B = m.num_blocks();
