@@ -75,6 +75,9 @@ class Comm {
   virtual at::Tensor all_gather(const at::Tensor& t, int64_t dim) = 0;
   // Sum over the group, then this rank's 1/size slice along `dim` (dim must divide).
   virtual at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim) = 0;
+  // Whether reduce_scatter is the backend's own collective (NCCL), moving (P-1)/P of the
+  // tensor, rather than an all-reduce and a slice (Gloo), moving twice that.
+  virtual bool native_reduce_scatter() const { return false; }
   // Every rank gets root's tensor (root: rank inside the group).
   virtual void broadcast(at::Tensor& t, int root) = 0;
   // Point-to-point, for repartitioning (peer: rank inside the group).

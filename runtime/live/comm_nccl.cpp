@@ -29,6 +29,8 @@ class NcclComm : public detail::C10dComm<c10d::ProcessGroupNCCL> {
            std::chrono::milliseconds timeout, at::Device device)
       : C10dComm(global_rank, std::move(ranks), std::move(pg), timeout), device_(device) {}
 
+  bool native_reduce_scatter() const override { return true; }
+
   // NCCL's flat collectives work on dim 0: other dims are moved there and back.
   at::Tensor all_gather(const at::Tensor& t, int64_t dim) override {
     dim = checked_dim(t, dim, "all_gather");

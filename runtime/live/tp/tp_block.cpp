@@ -45,24 +45,35 @@ at::Tensor run_blocking(const BlockContext& ctx, const at::Tensor& x,
 // first, so the LayerNorms and gradient awaits of every chunk are created before any chunk's
 // core: the backward then runs every chunk's core (each starting its input-gradient
 // all-reduce as it finishes) before the first await.
+// Sequence parallel (sp=1): the output reduce-scatter is written as an all-reduce in flight
+// followed by keeping this rank's slice (scatter_to_group, whose backward all-gather is the
+// reduce-scatter's), which is how a backend without a native reduce-scatter computes it
+// anyway: the same operations, overlapped. Its input all-gather and that all-gather's
+// backward reduce-scatter stay blocking.
 at::Tensor run_overlapped(const BlockContext& ctx, const std::vector<at::Tensor>& parts,
                           const std::vector<at::Tensor>& params) {
   Comm& g1 = *ctx.g1;
+  const bool sp = ctx.place.sp;
   const size_t k = parts.size();
   std::vector<GradAllReduce> links(k);
   std::vector<at::Tensor> n(k), y(k);
   for (size_t i = 0; i < k; ++i) {
-    n[i] = await_grad_all_reduce(layer_norm(ctx, parts[i], params), links[i]);
+    n[i] = layer_norm(ctx, parts[i], params);
+    if (!sp) n[i] = await_grad_all_reduce(n[i], links[i]);
   }
   std::vector<std::unique_ptr<CommWork>> pending(k);
   for (size_t i = 0; i < k; ++i) {
-    y[i] = core(ctx, copy_to_group_async(n[i], g1, links[i]), params);
-    y[i] = reduce_from_group_async(y[i], g1, &pending[i]);
+    const at::Tensor in =
+        sp ? gather_to_parallel(n[i], g1, 1) : copy_to_group_async(n[i], g1, links[i]);
+    y[i] = reduce_from_group_async(core(ctx, in, params), g1, &pending[i]);
     if (i > 0) pending[i - 1]->wait();
   }
   pending[k - 1]->wait();
   std::vector<at::Tensor> outs;
-  for (size_t i = 0; i < k; ++i) outs.push_back(parts[i] + y[i] + params[5]);
+  for (size_t i = 0; i < k; ++i) {
+    const at::Tensor yi = sp ? scatter_to_group(y[i], g1, 1) : y[i];
+    outs.push_back(parts[i] + yi + params[5]);
+  }
   return at::cat(outs, 0);
 }
 
@@ -76,7 +87,11 @@ at::Tensor run_chunks(const BlockContext& ctx, const at::Tensor& x,
                                 std::to_string(x.size(0)));
   }
   const std::vector<at::Tensor> parts = x.chunk(k, 0);
-  if (ctx.overlap && !ctx.place.sp && ctx.g1->size() > 1) return run_overlapped(ctx, parts, params);
+  // sp=1 overlaps only where the reduce-scatter is an all-reduce anyway (Gloo): over NCCL's
+  // native reduce-scatter the all-reduce would move twice the bytes.
+  const bool overlap = ctx.overlap && ctx.g1->size() > 1 &&
+                       (!ctx.place.sp || !ctx.g1->native_reduce_scatter());
+  if (overlap) return run_overlapped(ctx, parts, params);
   std::vector<at::Tensor> outs;
   for (const at::Tensor& part : parts) outs.push_back(run_blocking(ctx, part, params));
   return at::cat(outs, 0);

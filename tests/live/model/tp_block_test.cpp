@@ -60,7 +60,8 @@ bool bitwise_equal(const Outcome& a, const Outcome& b) {
 }
 
 // Every G1 all-reduce of a chunked block is asynchronous: per block, k forward (g) and k
-// backward (f) ones. The DP gradient sums and the loss all-reduce stay blocking.
+// backward (f) ones (sequence parallel: the k forward ones). The DP gradient sums and the loss
+// all-reduce stay blocking.
 TEST(ChunkOverlap, ChunkedPlansStartEveryG1AllReduceAsynchronously) {
   const ModelSpec m = tiny_model();
   const int blocks = m.num_blocks();
@@ -70,9 +71,13 @@ TEST(ChunkOverlap, ChunkedPlansStartEveryG1AllReduceAsynchronously) {
     EXPECT_EQ(r.g1.async_calls, blocks * 2 * 2) << plan;
     EXPECT_GT(r.g1.async_in_flight_s, 0.0) << plan;
   }
-  // Off for one chunk, for sequence parallelism, and when disabled.
+  // Sequence parallelism over Gloo: the k forward reduce-scatters (all-reduce + own slice) are
+  // in flight; the input all-gathers and the backward stay blocking.
+  const Outcome sp = run_plan(m, "uniform:tp1d(t=2,sp=1,chunks=2)", at::kDouble, true);
+  EXPECT_EQ(sp.g1.async_calls, blocks * 2);
+  EXPECT_GT(sp.g1.async_in_flight_s, 0.0);
+  // Off for one chunk and when disabled.
   EXPECT_EQ(run_plan(m, "uniform:tp1d(t=2)", at::kDouble, true).g1.async_calls, 0);
-  EXPECT_EQ(run_plan(m, "uniform:tp1d(t=2,sp=1,chunks=2)", at::kDouble, true).g1.async_calls, 0);
   EXPECT_EQ(run_plan(m, "uniform:tp1d(t=2,chunks=2)", at::kDouble, false).g1.async_calls, 0);
 }
 
@@ -82,7 +87,8 @@ TEST(ChunkOverlap, OverlapChangesNoBit) {
   const ModelSpec m = tiny_model();
   for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
     for (const char* plan : {"uniform:tp1d(t=2,chunks=2)", "uniform:tp1d(t=2,chunks=2,recompute=1)",
-                             "uniform:tp2d(d1=2,d2=1,first=col,chunks=2)"}) {
+                             "uniform:tp2d(d1=2,d2=1,first=col,chunks=2)",
+                             "uniform:tp1d(t=2,sp=1,chunks=2)"}) {
       EXPECT_TRUE(bitwise_equal(run_plan(m, plan, dtype, true), run_plan(m, plan, dtype, false)))
           << plan << (dtype == at::kDouble ? " float64" : " float32");
     }
