@@ -143,8 +143,9 @@ std::string check_env_id(const YamlField& f) {
 
 constexpr const char* kLiveEnv = "shardgym/TPLive-v0";
 
-// What the live backend needs beyond the schema: one rank per cluster device, a batch the
-// ranks can split, and room for the byte-level tokenizer (runtime/live/live_run.cpp).
+// What the live backend needs beyond the schema: one rank per cluster device, no simulated
+// scenario, a batch the ranks can split, and room for the byte-level tokenizer
+// (runtime/live/live_run.cpp).
 void check_live(const YamlField& root, const ExperimentSpec& spec) {
   const int world = spec.cluster.world_size();
   if (spec.live.ranks != world) {
@@ -155,6 +156,19 @@ void check_live(const YamlField& root, const ExperimentSpec& spec) {
                       "live.ranks = " + std::to_string(spec.live.ranks) + " but the cluster has " +
                           std::to_string(world) + " devices; " + kLiveEnv +
                           " runs one rank per device");
+  }
+  // A live run measures itself: the simulator's scenario events and timing noise have nothing
+  // to act on there, and ignoring them silently would mislabel every figure of the run.
+  if (!spec.scenario.events.empty() || spec.scenario.noise > 0) {
+    const YamlField sc = root.child("scenario");
+    const auto events = sc.optional("events");
+    const bool ev = !spec.scenario.events.empty();
+    const auto noise = sc.optional("noise");
+    const YamlField& at = ev ? (events ? *events : sc) : (noise ? *noise : sc);
+    throw ConfigError(at.file(), ev ? "scenario.events" : "scenario.noise", at.line(),
+                      std::string(kLiveEnv) + " measures a real run and applies no " +
+                          (ev ? "scenario events" : "timing noise") +
+                          "; remove them, or use shardgym/TPSim-v0 to simulate them");
   }
   const YamlField model = root.child("model");
   if (spec.model.vocab < 256) {

@@ -239,6 +239,21 @@ TEST(ConfigTest, LiveConfigNeedsOneRankPerDevice) {
   }
 }
 
+TEST(ConfigTest, LiveConfigRejectsScenarioEvents) {
+  if (!env_registered("shardgym/TPLive-v0")) {
+    std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
+    return;
+  }
+  try {
+    load_experiment(data("live_with_events.yaml"));
+    FAIL() << "accepted a straggler event for a live run";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "scenario.events") << e.what();
+    EXPECT_EQ(e.line(), 12) << e.what();  // the first event
+    EXPECT_NE(e.reason().find("applies no scenario events"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ConfigTest, MissingFileIsAConfigError) {
   try {
     load_experiment(data("does_not_exist.yaml"));
