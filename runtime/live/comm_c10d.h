@@ -277,15 +277,21 @@ class C10dComm : public CommBase {
   virtual void before() {}
   virtual void after() {}
 
-  // Waits for every staged all-reduce still in flight, oldest first (see Inflight).
+  // Waits for every staged all-reduce still in flight, oldest first (see Inflight). Each is
+  // taken off the list before it is waited, so a failure leaves no waited handle behind.
   void finish_staged() {
-    while (!inflight_.works.empty()) inflight_.works.front()->wait();
+    std::vector<C10dWork<PG>*> all;
+    all.swap(inflight_.works);
+    for (C10dWork<PG>* p : all) p->wait_self();
   }
-  // Waits for the staged all-reduces started before `w` (oldest first); forgets `w`.
+  // Takes `w` and the staged all-reduces started before it off the list and waits for those,
+  // oldest first (all of the list when `w` is not on it).
   void finish_staged_before(C10dWork<PG>* w) {
     auto& v = inflight_.works;
-    while (!v.empty() && v.front() != w) v.front()->wait();
-    forget(w);
+    const auto it = std::find(v.begin(), v.end(), w);
+    std::vector<C10dWork<PG>*> before(v.begin(), it);
+    v.erase(v.begin(), it == v.end() ? it : it + 1);
+    for (C10dWork<PG>* p : before) p->wait_self();
   }
   void forget(C10dWork<PG>* w) {
     auto& v = inflight_.works;
@@ -350,8 +356,13 @@ class C10dWork : public CommWork {
 
   void wait() override {
     if (waited_) return;
-    waited_ = true;
     comm_.finish_staged_before(this);
+    wait_self();
+  }
+  // wait() without first finishing the staged all-reduces started before this one.
+  void wait_self() {
+    if (waited_) return;
+    waited_ = true;
     const auto t0 = Clock::now();
     CommStats& st = comm_.stats_;
     st.async_in_flight_s += std::chrono::duration<double>(t0 - started_).count();
