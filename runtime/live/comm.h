@@ -98,9 +98,16 @@ class CommWorld {
   virtual ~CommWorld() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // This rank's index among the ranks of its machine (LOCAL_RANK), which picks its GPU; the
+  // rank itself unless the launcher says otherwise (make_comm_world).
+  int local_rank() const { return local_rank_ < 0 ? rank() : local_rank_; }
+  void set_local_rank(int local_rank) { local_rank_ = local_rank; }
   // Group over `ranks` (sorted global ranks that include rank()).
   virtual Comm& group(const std::vector<int>& ranks) = 0;
   virtual Comm& world() = 0;
+
+ private:
+  int local_rank_ = -1;
 };
 
 }  // namespace shardgym::live

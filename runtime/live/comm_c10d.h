@@ -140,14 +140,6 @@ class SelfComm : public CommBase {
 template <class PG>
 class C10dWork;
 
-// Staged asynchronous all-reduces (their result reaches the caller's tensor only in wait()),
-// in the order started. Callers may rely on "collectives of one group complete in the order
-// started" and wait only for the last handle, or run a blocking collective after them; so a
-// wait, or a blocking collective, first finishes every staged all-reduce started before it.
-template <class PG>
-struct Inflight {
-  std::vector<C10dWork<PG>*> works;
-};
 
 template <class PG>
 class C10dComm : public CommBase {
@@ -177,7 +169,7 @@ class C10dComm : public CommBase {
     stats_.calls += 1;
     stats_.async_calls += 1;
     auto handle = std::make_unique<C10dWork<PG>>(*this, std::move(work), t, v[0]);
-    if (!t.is_same(v[0])) inflight_.works.push_back(handle.get());
+    if (!t.is_same(v[0])) inflight_.push_back(handle.get());
     return handle;
   }
 
@@ -277,27 +269,30 @@ class C10dComm : public CommBase {
   virtual void before() {}
   virtual void after() {}
 
-  // Waits for every staged all-reduce still in flight, oldest first (see Inflight). Each is
+  // Waits for every staged all-reduce still in flight, oldest first (see inflight_). Each is
   // taken off the list before it is waited, so a failure leaves no waited handle behind.
   void finish_staged() {
     std::vector<C10dWork<PG>*> all;
-    all.swap(inflight_.works);
+    all.swap(inflight_);
     for (C10dWork<PG>* p : all) p->wait_self();
   }
   // Takes `w` and the staged all-reduces started before it off the list and waits for those,
   // oldest first (all of the list when `w` is not on it).
   void finish_staged_before(C10dWork<PG>* w) {
-    auto& v = inflight_.works;
+    auto& v = inflight_;
     const auto it = std::find(v.begin(), v.end(), w);
     std::vector<C10dWork<PG>*> before(v.begin(), it);
     v.erase(v.begin(), it == v.end() ? it : it + 1);
     for (C10dWork<PG>* p : before) p->wait_self();
   }
   void forget(C10dWork<PG>* w) {
-    auto& v = inflight_.works;
-    v.erase(std::remove(v.begin(), v.end(), w), v.end());
+    inflight_.erase(std::remove(inflight_.begin(), inflight_.end(), w), inflight_.end());
   }
-  Inflight<PG> inflight_;
+  // Staged asynchronous all-reduces (their result reaches the caller's tensor only in wait()),
+  // in the order started. Callers may rely on "collectives of one group complete in the order
+  // started" and wait only for the last handle, or run a blocking collective after them; so a
+  // wait, or a blocking collective, first finishes every staged all-reduce started before it.
+  std::vector<C10dWork<PG>*> inflight_;
 
   template <typename Launch>
   void run(const char* op, Launch&& launch) {

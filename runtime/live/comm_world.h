@@ -26,7 +26,8 @@ struct WorldOptions {
   double timeout_s = 30;  // per collective and per rendezvous
   // Gloo: address this rank's device binds to; empty: this host's name (multi-machine runs).
   std::string hostname = "127.0.0.1";
-  int device_index = 0;  // NCCL: this rank's GPU
+  // LOCAL_RANK (-1: the rank): CommWorld::local_rank(); NCCL's GPU is local_cuda_index of it.
+  int local_rank = -1;
   bool stage_copies = false;  // Gloo: GlooOptions::stage_copies (tests)
 };
 

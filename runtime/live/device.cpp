@@ -1,6 +1,5 @@
 #include "runtime/live/device.h"
 
-#include <cstdlib>
 #include <mutex>
 
 #ifdef SHARDGYM_WITH_CUDA
@@ -51,12 +50,9 @@ std::string why_device_unusable(const std::string& device, const std::string& ba
   return "";
 }
 
-int local_cuda_index(int rank) {
+int local_cuda_index(int local_rank) {
   const int n = cuda_device_count();
-  if (n <= 0) return 0;
-  int local = rank;
-  if (const char* v = std::getenv("LOCAL_RANK")) local = std::atoi(v);
-  return local % n;
+  return n <= 0 ? 0 : local_rank % n;
 }
 
 void synchronize(const c10::Device& device) {

@@ -19,9 +19,9 @@ int cuda_device_count();
 // otherwise why not.
 std::string why_device_unusable(const std::string& device, const std::string& backend, int ranks,
                                 bool threads);
-// The CUDA device of a rank: LOCAL_RANK when the launcher set it (one process per rank), else
-// the rank itself (ranks as threads), modulo the visible devices.
-int local_cuda_index(int rank);
+// The CUDA device of the rank with index `local_rank` on its machine (LOCAL_RANK; for ranks
+// as threads, the rank): local_rank modulo the visible devices.
+int local_cuda_index(int local_rank);
 // Blocks until every kernel queued on `device` has finished (no-op on the CPU), so that a
 // wall-clock reading taken after it covers the GPU work queued before it.
 void synchronize(const c10::Device& device);

@@ -16,7 +16,6 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "runtime/live/comm_world.h"
-#include "runtime/live/device.h"
 #include "runtime/live/launch_process.h"
 
 namespace shardgym::live {
@@ -117,7 +116,7 @@ ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn,
       RankFailure f;
       auto connect = [&] {
         WorldOptions o = options;
-        o.device_index = local_cuda_index(r);
+        o.local_rank = r;  // one process: rank r on GPU r
         return make_comm_world(store, r, world_size, o);
       };
       const bool ok = run_rank(r, connect, *body, t0, &f);
@@ -240,7 +239,7 @@ std::string run_rank_on_store(const c10::intrusive_ptr<c10d::Store>& store, cons
   WorldOptions options;
   options.backend = backend;
   options.timeout_s = timeout_s;
-  options.device_index = local_cuda_index(env.local_rank);
+  options.local_rank = env.local_rank;
   // On loopback the Gloo device binds to 127.0.0.1; across machines to this host's address.
   const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
   options.hostname = loopback ? "127.0.0.1" : "";

@@ -52,8 +52,8 @@ class RankError : public std::runtime_error {
 // all ranks returned; throws RankError if any rank failed.
 void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, double timeout_s,
                  CommBackend backend = CommBackend::kGloo);
-// The same with every option of the ranks' worlds (timeout_s from `options`; device_index is
-// set per rank).
+// The same with every option of the ranks' worlds (timeout_s from `options`; local_rank is
+// set per rank: the rank).
 void run_threads(int world_size, const std::function<void(CommWorld&)>& fn,
                  const WorldOptions& options);
 

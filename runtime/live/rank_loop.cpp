@@ -77,7 +77,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
   const FaultSpec fault = parse_fault(config.fault);
   const c10::Device device =
       config.device == "cuda"
-          ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_index(rank)))
+          ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_index(world.local_rank())))
           : c10::Device(c10::kCPU);
   std::unique_ptr<RankTrainer> trainer;
   std::unique_ptr<text::BatchSampler> sampler;

@@ -25,7 +25,7 @@ struct LiveRankConfig {
   int threads = 1;     // intra-op threads per rank
   std::string corpus;  // text file; "" = the Debian licence texts (datasets/text)
   double timeout_s = 60;
-  std::string device = "cpu";    // "cpu" | "cuda": rank r on GPU local_cuda_index(r) (device.h)
+  std::string device = "cpu";    // "cpu" | "cuda": rank on GPU local_cuda_index(its local rank)
   std::string backend = "gloo";  // "gloo" | "nccl"
   // Fault injection for the failure tests (live.extra.fault): "<kind>@<rank>:<step>" makes
   // `rank` fail at its step-th training iteration after reset (0-based): kind "throw" raises

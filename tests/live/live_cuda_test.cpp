@@ -52,28 +52,27 @@ TEST(LiveCuda, FourRankProcessesShareOneGpuOverGloo) {
                   12);
 }
 
-TEST(LiveCuda, OneRankPerGpuOverNcclAsThreads) {
-  SHARDGYM_SKIP_WITHOUT_GPUS(1);
+// One rank per GPU (two where there are two GPUs), NCCL being live.backend's default on cuda.
+void one_rank_per_gpu_over_nccl(const std::string& launch) {
   const int p = cuda_device_count() >= 2 ? 2 : 1;
-  ExperimentSpec spec = tiny_live_spec(p, "threads");
-  spec.live.device = "cuda";  // backend defaults to nccl
+  ExperimentSpec spec = tiny_live_spec(p, launch);
+  spec.live.device = "cuda";
+  if (launch == "processes") spec.live.timeout_s = 60;
   LiveRun run(spec);
+  ASSERT_EQ(run.rank_config().backend, "nccl");
   const int blocks = run.model().num_blocks();
   train_and_check(run, Plan::uniform(Strategy::dp(), blocks),
                   Plan::uniform(Strategy::tp1d(p), blocks), 12);
 }
 
+TEST(LiveCuda, OneRankPerGpuOverNcclAsThreads) {
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
+  one_rank_per_gpu_over_nccl("threads");
+}
+
 TEST(LiveCuda, OneRankPerGpuOverNcclAsProcesses) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  const int p = cuda_device_count() >= 2 ? 2 : 1;
-  ExperimentSpec spec = tiny_live_spec(p, "processes");
-  spec.live.device = "cuda";
-  spec.live.backend = "nccl";
-  spec.live.timeout_s = 60;
-  LiveRun run(spec);
-  const int blocks = run.model().num_blocks();
-  train_and_check(run, Plan::uniform(Strategy::dp(), blocks),
-                  Plan::uniform(Strategy::tp1d(p), blocks), 12);
+  one_rank_per_gpu_over_nccl("processes");
 }
 
 TEST(LiveCuda, RankThreadsSharingAGpuAreRejectedBeforeAnyRankStarts) {

@@ -30,35 +30,22 @@ int main(int argc, char** argv) {
         const int p = w.world_size();
         std::vector<Case> cases = uniform_cases(m, p);
         for (Case& c : mixture_cases(m, p, 6, 500 + p)) cases.push_back(std::move(c));
-        const ParamMap init = perturbed_params(m, dtype, 11);
-        const auto batch = random_batch(m, m.global_batch, 12);
-        ReferenceGpt ref(m, perturbed_params(m, at::kDouble, 11));
-        at::Tensor ref_loss = ref.loss(batch.tokens, batch.targets);
-        ref_loss.backward();
-        const ParamMap ref_grads = ref.grads();
-        const double want = ref_loss.item<double>();
+        const Reference ref = make_reference(m, dtype);
         TrainerOptions o;
         o.dtype = dtype;
-        o.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_index(env.local_rank)));
+        o.device = c10::Device(c10::kCUDA,
+                               static_cast<c10::DeviceIndex>(local_cuda_index(env.local_rank)));
         double loss_max = 0, grad_max = 0;
         for (const Case& c : cases) {
-          RankTrainer tr(m, c.plan, w, o);
-          tr.load_full_params(init);
-          const double loss = tr.forward_backward(batch.tokens, batch.targets);
-          ParamMap grads = tr.gather_full_grads();
-          bool on_gpu = true;
-          for (const auto& kv : tr.local_params()) on_gpu = on_gpu && kv.second.is_cuda();
-          for (auto& kv : grads) kv.second = kv.second.cpu();
-          std::string worst;
-          const double le = std::abs(loss - want) / std::abs(want);
-          const double ge = max_rel_err(grads, ref_grads, &worst);
-          loss_max = std::max(loss_max, le);
-          grad_max = std::max(grad_max, ge);
+          bool on_gpu = false;
+          const Outcome got = evaluate_case(m, c, w, o, ref, &on_gpu);
           if (!on_gpu) throw std::runtime_error(c.name + ": a shard is not on the GPU");
+          loss_max = std::max(loss_max, got.loss_err);
+          grad_max = std::max(grad_max, got.grad_err);
           if (w.rank() == 0)
-            std::printf("%s: loss_err %.2e grad_err %.2e (worst %s)\n", c.name.c_str(), le, ge,
-                        worst.c_str());
-          exceeded = exceeded || !(le <= tol) || !(ge <= tol);
+            std::printf("%s: loss_err %.2e grad_err %.2e (worst %s)\n", c.name.c_str(),
+                        got.loss_err, got.grad_err, got.worst.c_str());
+          exceeded = exceeded || !(got.loss_err <= tol) || !(got.grad_err <= tol);
         }
         if (w.rank() == 0)
           std::printf("max loss_err %.2e grad_err %.2e over %zu cases, P=%d, %s on %s\n",

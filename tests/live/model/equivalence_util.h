@@ -87,18 +87,58 @@ struct RunOn {
   bool stage_copies = false;  // Gloo: collectives on copies, written back (GlooOptions)
 };
 
+// The single-rank reference of every case: initial weights (in the ranks' dtype), one batch,
+// and the reference loss and gradients (float64, CPU).
+struct Reference {
+  ParamMap init;
+  Batch batch;
+  ParamMap grads;
+  double loss = 0;
+};
+
+inline Reference make_reference(const ModelSpec& m, at::ScalarType dtype) {
+  Reference r;
+  r.init = perturbed_params(m, dtype, 11);
+  r.batch = random_batch(m, m.global_batch, 12);
+  ReferenceGpt ref(m, perturbed_params(m, at::kDouble, 11));
+  at::Tensor loss = ref.loss(r.batch.tokens, r.batch.targets);
+  loss.backward();
+  r.grads = ref.grads();
+  r.loss = loss.item<double>();
+  return r;
+}
+
+// Collective: one case on this rank's world; relative errors of the loss and of the gathered
+// gradients (moved to the CPU) against the reference. `on_device`: every local shard of the
+// trainer lives on `o.device`'s kind of device.
+inline Outcome evaluate_case(const ModelSpec& m, const Case& c, CommWorld& w,
+                             const TrainerOptions& o, const Reference& ref,
+                             bool* on_device = nullptr) {
+  RankTrainer tr(m, c.plan, w, o);
+  tr.load_full_params(ref.init);
+  const double loss = tr.forward_backward(ref.batch.tokens, ref.batch.targets);
+  ParamMap grads = tr.gather_full_grads();
+  if (on_device) {
+    *on_device = true;
+    for (const auto& kv : tr.local_params())
+      *on_device = *on_device && kv.second.device().type() == o.device.type();
+  }
+  for (auto& kv : grads) kv.second = kv.second.cpu();
+  Outcome got;
+  got.loss_err = std::abs(loss - ref.loss) / std::abs(ref.loss);
+  got.grad_err = max_rel_err(grads, ref.grads, &got.worst);
+  return got;
+}
+
 inline std::vector<Outcome> run_cases(const ModelSpec& m, int world, at::ScalarType dtype,
                                       const std::vector<Case>& cases, const RunOn& on = {}) {
-  const ParamMap init = perturbed_params(m, dtype, 11);
-  const auto batch = random_batch(m, m.global_batch, 12);
-  ReferenceGpt ref(m, perturbed_params(m, at::kDouble, 11));
-  at::Tensor ref_loss = ref.loss(batch.tokens, batch.targets);
-  ref_loss.backward();
-  const ParamMap ref_grads = ref.grads();
-  const double want_loss = ref_loss.item<double>();
-
+  const Reference ref = make_reference(m, dtype);
   std::vector<Outcome> out(cases.size());
   std::mutex mu;
+  WorldOptions wo;
+  wo.backend = on.backend;
+  wo.timeout_s = kTimeout;
+  wo.stage_copies = on.stage_copies;
   run_threads(world, [&](CommWorld& w) {
     TrainerOptions o;
     o.dtype = dtype;
@@ -106,25 +146,12 @@ inline std::vector<Outcome> run_cases(const ModelSpec& m, int world, at::ScalarT
                    ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(w.rank()))
                    : on.device;
     for (size_t c = 0; c < cases.size(); ++c) {
-      RankTrainer tr(m, cases[c].plan, w, o);
-      tr.load_full_params(init);
-      const double loss = tr.forward_backward(batch.tokens, batch.targets);
-      ParamMap grads = tr.gather_full_grads();
-      for (auto& kv : grads) kv.second = kv.second.cpu();
-      Outcome got;
-      got.loss_err = std::abs(loss - want_loss) / std::abs(want_loss);
-      got.grad_err = max_rel_err(grads, ref_grads, &got.worst);
+      const Outcome got = evaluate_case(m, cases[c], w, o, ref);
       std::lock_guard<std::mutex> lock(mu);
       if (got.loss_err > out[c].loss_err) out[c].loss_err = got.loss_err;
       if (got.grad_err >= out[c].grad_err) out[c] = Outcome{out[c].loss_err, got.grad_err, got.worst};
     }
-  }, [&] {
-    WorldOptions wo;
-    wo.backend = on.backend;
-    wo.timeout_s = kTimeout;
-    wo.stage_copies = on.stage_copies;
-    return wo;
-  }());
+  }, wo);
   return out;
 }
 
