@@ -236,7 +236,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   if (!root.node().IsDefined() || root.node().IsNull()) root.fail("the file is empty");
   root.check_keys({"name", "env", "include", "model", "cluster", "scenario", "reward", "agent",
                    "catalog", "live", "episodes", "steps_per_episode", "seeds", "initial_plan",
-                   "replay_trace"});
+                   "replay_trace", "training", "published"});
   ExperimentSpec spec;
   spec.source_path = file;
   spec.source_text = text;
@@ -245,6 +245,8 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   if (auto env = root.optional("env")) spec.env_id = check_env_id(*env);
 
   spec.model = parse_model(root.child("model"));
+  if (auto t = root.optional("training")) parse_training(*t, spec.model);
+  if (auto p = root.optional("published")) spec.published = parse_published(*p);
   CatalogSource included;
   if (auto include = root.optional("include")) {
     included = read_includes(*include, base_dir, spec.model.dtype, spec.source_text);

@@ -43,7 +43,8 @@ double parse_peak_flops(const YamlField& f, DType dtype) {
 }
 
 DeviceType parse_device(const YamlField& f, DType dtype) {
-  f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w"});
+  f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w",
+                "gemm_efficiency", "attention_efficiency", "memory_efficiency"});
   DeviceType d;
   d.name = f.child("name").as_string();
   d.peak_flops = parse_peak_flops(f.child("peak_tflops"), dtype);
@@ -54,16 +55,32 @@ DeviceType parse_device(const YamlField& f, DType dtype) {
   d.busy_w = busy.as_double(0);
   if (d.busy_w < d.idle_w)
     busy.fail("busy power is below idle power (" + std::to_string(d.idle_w) + " W)");
+  auto fraction = [&](const char* key, double& out) {
+    if (auto e = f.optional(key)) {
+      out = e->as_double(0);
+      if (!(out > 0 && out <= 1)) e->fail("must be in (0, 1]");
+    }
+  };
+  fraction("gemm_efficiency", d.gemm_efficiency);
+  fraction("attention_efficiency", d.attention_efficiency);
+  fraction("memory_efficiency", d.memory_efficiency);
   return d;
 }
 
 LinkClass parse_link(const YamlField& f) {
-  f.check_keys({"name", "bandwidth_gbs", "latency_us", "energy_pj_per_byte"});
+  f.check_keys({"name", "bandwidth_gbs", "latency_us", "energy_pj_per_byte", "bus_efficiency",
+                "bulk_latency_us", "bulk_from_mib"});
   LinkClass l;
   l.name = f.child("name").as_string();
   l.bandwidth = f.child("bandwidth_gbs").as_positive_double() * kGB;
   l.latency_s = f.child("latency_us").as_double(0) * kMicro;
   if (auto e = f.optional("energy_pj_per_byte")) l.energy_per_byte = e->as_double(0) * kPico;
+  if (auto e = f.optional("bus_efficiency")) {
+    l.bus_efficiency = e->as_double(0);
+    if (!(l.bus_efficiency > 0 && l.bus_efficiency <= 1)) e->fail("must be in (0, 1]");
+  }
+  if (auto e = f.optional("bulk_latency_us")) l.bulk_latency_s = e->as_double(0) * kMicro;
+  if (auto e = f.optional("bulk_from_mib")) l.bulk_bytes = e->as_double(0) * 1048576.0;
   return l;
 }
 

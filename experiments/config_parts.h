@@ -32,6 +32,10 @@ void parse_hardware(const YamlField& map, DType dtype, CatalogSource& into);
 ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource included);
 
 ModelSpec parse_model(const YamlField& field);
+// `training:` (how the job runs: distributed optimizer, overlaps) into the model spec.
+void parse_training(const YamlField& field, ModelSpec& model);
+// `published:` (a measured run the simulator is validated against).
+PublishedRun parse_published(const YamlField& field);
 Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster);
 RewardSpec parse_reward(const YamlField& field);
 CatalogOptions parse_catalog_options(const YamlField& field);

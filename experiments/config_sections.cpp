@@ -6,7 +6,7 @@ namespace config_detail {
 
 ModelSpec parse_model(const YamlField& f) {
   f.check_keys({"name", "layers", "hidden", "heads", "ffn", "seq", "micro_batch", "global_batch",
-                "vocab", "dtype", "mixed_precision"});
+                "vocab", "dtype", "mixed_precision", "main_grads_fp32", "flash_attention"});
   ModelSpec m;
   if (auto name = f.optional("name")) m.name = name->as_string();
   m.layers = f.child("layers").as_int(1, 4096);
@@ -26,6 +26,8 @@ ModelSpec parse_model(const YamlField& f) {
     if (d == "fp64" || d == "float64") m.dtype = DType::kFloat64;
   }
   if (auto mp = f.optional("mixed_precision")) m.mixed_precision = mp->as_bool();
+  if (auto g = f.optional("main_grads_fp32")) m.main_grads_fp32 = g->as_bool();
+  if (auto fa = f.optional("flash_attention")) m.flash_attention = fa->as_bool();
   if (m.hidden % m.heads != 0) {
     f.child("heads").fail(std::to_string(m.heads) + " heads do not divide hidden size " +
                           std::to_string(m.hidden));
@@ -33,6 +35,28 @@ ModelSpec parse_model(const YamlField& f) {
   std::string problem = m.validate();
   if (!problem.empty()) f.fail(problem);
   return m;
+}
+
+void parse_training(const YamlField& f, ModelSpec& m) {
+  f.check_keys({"distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
+                "tp_comm_overlap"});
+  if (auto v = f.optional("distributed_optimizer")) m.distributed_optimizer = v->as_bool();
+  if (auto v = f.optional("overlap_grad_reduce")) m.overlap_grad_reduce = v->as_bool();
+  if (auto v = f.optional("overlap_param_gather")) m.overlap_param_gather = v->as_bool();
+  if (auto v = f.optional("tp_comm_overlap")) m.tp_comm_overlap = v->as_bool();
+}
+
+PublishedRun parse_published(const YamlField& f) {
+  f.check_keys({"source", "tflops_per_gpu", "iteration_s", "mfu", "note"});
+  PublishedRun p;
+  p.source = f.child("source").as_string();
+  if (auto v = f.optional("tflops_per_gpu")) p.tflops_per_gpu = v->as_positive_double();
+  if (auto v = f.optional("iteration_s")) p.iteration_s = v->as_positive_double();
+  if (auto v = f.optional("mfu")) p.mfu = v->as_positive_double();
+  if (auto v = f.optional("note")) p.note = v->as_string();
+  if (p.tflops_per_gpu <= 0 && p.iteration_s <= 0)
+    f.fail("needs tflops_per_gpu or iteration_s (the published figure to compare with)");
+  return p;
 }
 
 RewardSpec parse_reward(const YamlField& f) {

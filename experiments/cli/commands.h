@@ -35,6 +35,13 @@ struct CostArgs {
   bool json = false;
 };
 
+struct ValidateArgs {
+  std::vector<std::string> published;  // configs or folders of configs with `published:`
+  bool json = false;
+};
+// Predicted against published throughput and iteration time for every config.
+int run_validate_sim(const ValidateArgs& args, std::ostream& out);
+
 struct BenchArgs {
   bool json = false;
   double seconds = 2.0;

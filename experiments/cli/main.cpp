@@ -92,6 +92,20 @@ int main(int argc, char** argv) {
       ->required();
   cost->add_flag("--json", cost_args.json, "Print JSON instead of a table");
 
+  ValidateArgs validate_args;
+  auto* validate = app.add_subcommand(
+      "validate-sim", "The simulator against published, measured runs (throughput, time, memory).");
+  validate->footer(
+      "Each config carries a `published:` section: the measured figures and their source.\n"
+      "Its initial plan (with its pipeline part, @pp(...)) runs one noise-free iteration on the\n"
+      "simulator; model FLOP/s per GPU use the formula of shared/validation/published.md.\n"
+      "Example: shardgym validate-sim --published experiments/validation/");
+  validate->add_option("--published", validate_args.published,
+                       "Config files, or folders whose *.yaml are all validated")
+      ->required()
+      ->check(CLI::ExistingPath);
+  validate->add_flag("--json", validate_args.json, "Print JSON instead of a table");
+
   auto* bench = app.add_subcommand("bench", "Performance benchmarks.");
   bench->require_subcommand(1);
   BenchArgs bench_args;
@@ -227,6 +241,7 @@ int main(int argc, char** argv) {
     if (*train) return run_train(train_args, std::cout, std::cerr);
     if (*inspect) return run_inspect(trace_path, inspect_json, std::cout);
     if (*cost) return run_cost(cost_args, std::cout);
+    if (*validate) return run_validate_sim(validate_args, std::cout);
     if (*bench_sim) return run_bench_sim(bench_args, std::cout, std::cerr);
     if (*bench_live) return run_bench_live(live_args, std::cout);
     if (*compare) return run_compare(compare_args, std::cout, std::cerr);

@@ -1,5 +1,6 @@
 #include "runtime/core/cluster_spec.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -64,6 +65,26 @@ CommMatrix ClusterSpec::comm_matrix() const {
     }
   }
   return m;
+}
+
+ClusterSpec ClusterSpec::slice(int first, int count) const {
+  if (first < 0 || count < 1 || first + count > world_size())
+    throw std::out_of_range("ranks [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") outside a world of " +
+                            std::to_string(world_size()));
+  ClusterSpec out = *this;
+  out.nodes.clear();
+  int start = 0;
+  for (const auto& n : nodes) {
+    const int lo = std::max(start, first), hi = std::min(start + n.gpus, first + count);
+    if (hi > lo) {
+      NodeSpec part = n;
+      part.gpus = hi - lo;
+      out.nodes.push_back(part);
+    }
+    start += n.gpus;
+  }
+  return out;
 }
 
 std::string ClusterSpec::validate() const {

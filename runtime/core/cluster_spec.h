@@ -18,13 +18,24 @@ struct DeviceType {
   double memory_bw = 0;     // HBM bandwidth, B/s (roofline)
   double idle_w = 0;        // board power when idle
   double busy_w = 0;        // board power under sustained GEMM load
+  // Fractions of the datasheet peaks that real kernels reach (origins in hardware.yaml).
+  double gemm_efficiency = 0.80;       // large dense GEMMs (cuBLAS) / peak_flops
+  double attention_efficiency = 0.50;  // fused (flash) attention kernels / peak_flops
+  double memory_efficiency = 1.0;      // streaming (memory-bound) kernels / memory_bw
 };
 
 struct LinkClass {
   std::string name;          // "nvswitch", "pcie4", "ib-hdr100", ...
   double bandwidth = 0;      // B/s per direction per rank
-  double latency_s = 0;      // α of the α–β model
+  double latency_s = 0;      // α of the α–β model: per ring step, small messages
   double energy_per_byte = 0;  // J/B moved
+  // Collective efficiency as nccl-tests measures it (collective_model.h): bus bandwidth
+  // reached by large messages / `bandwidth`, and the per-step latency of NCCL's bulk protocol
+  // used for messages of at least `bulk_bytes` (below: `latency_s` at 120/128 of the bandwidth,
+  // NCCL's LL128). Defaults give the plain α–β ring.
+  double bus_efficiency = 1.0;
+  double bulk_latency_s = -1;  // < 0: same as latency_s
+  double bulk_bytes = 0;       // 0: every message uses the bulk protocol
 };
 
 struct NodeSpec {
@@ -60,6 +71,9 @@ struct ClusterSpec {
   int device_index(const std::string& name) const;
 
   CommMatrix comm_matrix() const;
+  // The ranks [first, first + count) as a cluster of their own (a pipeline stage): their
+  // nodes cut to the ranks they hold, the same device and link classes.
+  ClusterSpec slice(int first, int count) const;
   // Empty when consistent, else what is wrong (unknown device / link names, zero gpus, ...).
   std::string validate() const;
 };

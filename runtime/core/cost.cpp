@@ -133,15 +133,52 @@ double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const St
   return sum;
 }
 
+double attention_core_flops(const ModelSpec& m, BlockKind kind, double sequences) {
+  if (kind != BlockKind::kAttention) return 0;
+  const double core = 4 * sequences * m.seq * double(m.seq) * m.hidden;  // QKᵀ + ·V
+  return m.flash_attention ? core / 2 : core;  // a causal fused kernel skips the masked half
+}
+
 double block_forward_flops(const ModelSpec& m, BlockKind kind, double sequences) {
   const double n = sequences * m.seq, h = m.hidden, f = m.ffn_size();
-  if (kind == BlockKind::kAttention) return 8 * n * h * h + 4 * n * m.seq * h;  // QKV+out, QK, AV
-  return 4 * n * h * f;                                                        // fc1 + fc2
+  if (kind == BlockKind::kAttention) return 8 * n * h * h + attention_core_flops(m, kind, sequences);
+  return 4 * n * h * f;  // fc1 + fc2
 }
 
 double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
-  const double fwd = block_forward_flops(m, kind, local_batch(m, s, world)) / s.degree();
-  return fwd * (3.0 + (s.recompute ? 1.0 : 0.0));
+  const double b = local_batch(m, s, world), t = s.degree();
+  const double fwd = block_forward_flops(m, kind, b) / t;
+  const double core = attention_core_flops(m, kind, b) / t;
+  // Flash attention: the core's backward is 2.5× its forward instead of 2×.
+  double total = 3 * fwd + (m.flash_attention ? 0.5 * core : 0.0);
+  if (s.recompute) total += fwd;
+  else if (s.selective && !m.flash_attention) total += core;  // flash recomputes anyway
+  return total;
+}
+
+double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                int world) {
+  const double n = double(local_batch(m, s, world)) * m.seq;
+  const double h = m.hidden, f = m.ffn_size(), t = s.degree(), e = dtype_bytes(m.dtype);
+  // The residual stream is sharded by sequence parallelism (tp1d sp) and over d2 (tp2d).
+  double hs = h;
+  if (s.kind == StrategyKind::kTP1D && s.sp) hs = h / t;
+  if (s.kind == StrategyKind::kTP2D) hs = h / s.d2;
+  // LayerNorm (read, write) and bias + dropout + residual add (read 2, write 1, mask 1/e).
+  double elems = 2 * hs + (3 + 1 / e) * hs;
+  if (kind == BlockKind::kAttention) {
+    if (m.flash_attention) elems += 4 * h / t;  // Q, K, V read and O written by the kernel
+    return n * e * elems + attention_score_bytes(m, kind, s, world);
+  }
+  return n * e * (elems + 2 * f / t);  // bias + GeLU: read and write the fc1 output
+}
+
+double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
+  if (kind != BlockKind::kAttention || m.flash_attention) return 0;
+  const double b = local_batch(m, s, world), e = dtype_bytes(m.dtype);
+  const double scores = double(m.heads) / s.degree() * m.seq * double(m.seq) * b;
+  // scale-mask-softmax: read and write the scores; dropout: read, write, 1-byte mask.
+  return scores * (2 * e + 2 * e + 1);
 }
 
 double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s) {
@@ -169,6 +206,9 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
   const bool attn = kind == BlockKind::kAttention;
   const double t = s.degree();
   const bool sharded_seq = s.kind == StrategyKind::kTP1D && s.sp;
+  // Selective recomputation and flash attention keep no a·s² scores (Korthikanti Table 2:
+  // the 5·a·s/h term goes); flash keeps its output and log-sum-exp, counted in the s·b·h terms.
+  const double scores = (s.selective || m.flash_attention) ? 0.0 : 1.0;
   if (s.recompute) {
     // The block keeps only its input; an MLP after a recomputed attention of the same layer
     // recomputes from the layer input, as in full-layer recomputation (2·s·b·h per layer).
@@ -178,14 +218,14 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
   double bytes = 0;
   switch (s.kind) {
     case StrategyKind::kDP:  // 13·sbh + 5·as²b (attention incl. LN1), 21·sbh (MLP incl. LN2)
-      bytes = attn ? 13 * sbh + 5 * as2b : 21 * sbh;
+      bytes = attn ? 13 * sbh + 5 * scores * as2b : 21 * sbh;
       break;
     case StrategyKind::kTP1D:
-      if (sharded_seq) bytes = (attn ? 13 * sbh + 5 * as2b : 21 * sbh) / t;
-      else bytes = attn ? 5 * sbh + 8 * sbh / t + 5 * as2b / t : 5 * sbh + 16 * sbh / t;
+      if (sharded_seq) bytes = (attn ? 13 * sbh + 5 * scores * as2b : 21 * sbh) / t;
+      else bytes = attn ? 5 * sbh + 8 * sbh / t + 5 * scores * as2b / t : 5 * sbh + 16 * sbh / t;
       break;
     case StrategyKind::kTP2D:  // replicated parts sharded over d2; GEMM inputs as placed
-      bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 + 5 * as2b / t
+      bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 + 5 * scores * as2b / t
                    : 5 * sbh / s.d2 + 16 * sbh / s.d1;
       break;
   }

@@ -49,10 +49,25 @@ std::vector<Collective> block_grad_sync(const ModelSpec& m, BlockKind kind, cons
 double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                     int world);
 
-// Forward FLOPs of one block on `sequences` sequences (whole block, not per rank).
+// Forward FLOPs of one block on `sequences` sequences (whole block, not per rank), as the
+// hardware runs them: with flash attention QKᵀ and ·V skip the masked (causal) half.
 double block_forward_flops(const ModelSpec& m, BlockKind kind, double sequences);
-// Per-rank FLOPs of one iteration: fwd + bwd (2× fwd) + recompute (1× fwd) divided by degree.
+// Of those, the attention core (QKᵀ and ·V); 0 for an MLP block.
+double attention_core_flops(const ModelSpec& m, BlockKind kind, double sequences);
+// Per-rank FLOPs of one iteration: fwd + bwd (2× fwd) + recompute (full: 1× fwd; selective:
+// the attention core) divided by degree. Flash attention's backward recomputes QKᵀ: its core
+// backward is 2.5× the forward (5 GEMMs against 2; Dao 2023, FlashAttention-2, §3.1.2).
 double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world);
+
+// Bytes that the memory-bound kernels of one block move per rank in one pass (forward or
+// backward; backward moves twice the forward's): LayerNorm, bias + dropout + residual add,
+// GeLU, and without flash attention the scale-mask-softmax and attention dropout over the
+// a·s² scores. Counted per element read or written (Korthikanti et al. 2022, §4.1 lists the
+// same tensors); fused kernels of Megatron-Core (bias-GeLU, bias-dropout-add) counted once.
+double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s,
+                                int world);
+// Of those, what selective recomputation replays (softmax and dropout over the scores).
+double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world);
 
 // Parameters held by one rank for this block.
 double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s);

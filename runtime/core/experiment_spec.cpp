@@ -12,19 +12,21 @@ Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp) 
   int t = world;
   for (const auto& n : cluster.nodes) t = std::min(t, n.gpus);
   for (; t > 1; --t) {
-    const Strategy s = Strategy::tp1d(t, sp);
-    if (strategy_invalid_reason(s, model, BlockKind::kAttention, world).empty() &&
-        strategy_invalid_reason(s, model, BlockKind::kMlp, world).empty())
-      break;
+    Plan p = Plan::uniform(Strategy::tp1d(t, sp), model.num_blocks());
+    p.pipeline.micro_batches = plan_micro_batches(p, model, world);
+    if (p.validate(model, world).empty()) return p;
   }
-  const Strategy s = t > 1 ? Strategy::tp1d(t, sp) : Strategy::dp();
-  return Plan::uniform(s, model.num_blocks());
+  Plan p = Plan::uniform(Strategy::dp(), model.num_blocks());
+  p.pipeline.micro_batches = plan_micro_batches(p, model, world);
+  return p;
 }
 
 Plan resolve_plan(const std::string& text, const ModelSpec& model, const ClusterSpec& cluster) {
   if (text == "megatron") return megatron_plan(model, cluster, false);
   if (text == "megatron-sp") return megatron_plan(model, cluster, true);
   Plan p = Plan::parse(text, model.num_blocks());
+  // Fixed for the episode from here on: actions change strategies, not the micro-batch count.
+  p.pipeline.micro_batches = plan_micro_batches(p, model, cluster.world_size());
   const std::string why = p.validate(model, cluster.world_size());
   if (!why.empty()) throw std::invalid_argument("plan '" + text + "': " + why);
   return p;

@@ -45,6 +45,16 @@ struct LiveSpec {
   std::map<std::string, std::string> extra;
 };
 
+// A measured run that the config reproduces (experiments/validation/): the figures as published
+// and where they come from. `shardgym validate-sim` prints the simulator's error against them.
+struct PublishedRun {
+  std::string source;         // paper / repository, table, mark ([V] primary, [U] second-hand)
+  double tflops_per_gpu = 0;  // model FLOP/s per GPU (published.md formula), 0 = not given
+  double iteration_s = 0;     // seconds per iteration, 0 = not given
+  double mfu = 0;             // fraction of peak, 0 = not given
+  std::string note;
+};
+
 struct ExperimentSpec {
   std::string name;
   std::string env_id = "shardgym/TPSim-v0";
@@ -62,12 +72,14 @@ struct ExperimentSpec {
   std::string source_path;  // the YAML file it came from
   std::string source_text;  // its full text (stored in traces)
   std::string replay_trace;  // shardgym/TPReplay-v0: the trace file to play back
+  PublishedRun published;    // validation configs only
 };
 
 // Megatron-LM's usual static plan: tp1d with t = GPUs per node (reduced until it divides the
 // heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism.
 Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp = false);
-// Resolves "megatron", "megatron-sp" or a plan text.
+// Resolves "megatron", "megatron-sp" or a plan text; the result has an explicit micro-batch
+// count (plan_micro_batches), which actions on strategies keep.
 Plan resolve_plan(const std::string& text, const ModelSpec& model, const ClusterSpec& cluster);
 
 }  // namespace shardgym

@@ -1,5 +1,6 @@
 #include "runtime/core/model_spec.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -60,9 +61,17 @@ int64_t ModelSpec::embedding_params() const {
   return int64_t(vocab) * h + int64_t(seq) * h + 2 * h + int64_t(vocab) * h;
 }
 
-double ModelSpec::state_bytes_per_param() const {
-  if (mixed_precision) return 16.0;  // 2 (param) + 2 (grad) + 4 (master) + 4 + 4 (moments)
-  return 4.0 * dtype_bytes(dtype);   // param + grad + exp_avg + exp_avg_sq
+int ModelSpec::grad_bytes() const {
+  return mixed_precision && main_grads_fp32 ? 4 : dtype_bytes(dtype);
+}
+
+double ModelSpec::state_bytes_per_param(int dp) const {
+  // Mixed precision: 2 (param) + grad + 4 (master) + 4 + 4 (moments); else param + grad +
+  // exp_avg + exp_avg_sq in dtype. The distributed optimizer divides what the optimizer owns
+  // (master weights and moments) by DP (Megatron-LM docs/source/distrib_optimizer.md).
+  const double d = distributed_optimizer ? std::max(1, dp) : 1;
+  if (mixed_precision) return dtype_bytes(dtype) + grad_bytes() + 12.0 / d;
+  return 2.0 * dtype_bytes(dtype) + 2.0 * dtype_bytes(dtype) / d;
 }
 
 std::string ModelSpec::validate() const {

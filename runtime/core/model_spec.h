@@ -33,6 +33,16 @@ struct ModelSpec {
   // Mixed-precision AdamW keeps fp32 master weights + two moments: 16 B/param in total
   // (Korthikanti et al.). Off: params, grads and both moments in `dtype` (4·bytes/param).
   bool mixed_precision = true;
+  // Megatron-LM keeps (and data-parallel reduces) gradients in fp32 for bf16 training
+  // (arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32): 18 B/param with the above.
+  bool main_grads_fp32 = false;
+  // How the job runs (DESIGN.md §4; Megatron-LM flags in brackets). Off by default.
+  bool flash_attention = false;       // fused causal attention: no s² activations, half the
+                                      // QKᵀ/·V work, QKᵀ recomputed in its backward
+  bool distributed_optimizer = false; // [--use-distributed-optimizer] optimizer state / DP
+  bool overlap_grad_reduce = false;   // [--overlap-grad-reduce] DP reduction under backward
+  bool overlap_param_gather = false;  // [--overlap-param-gather] its all-gather under forward
+  bool tp_comm_overlap = false;       // [--tp-comm-overlap] TP collectives under the GEMMs
 
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   int num_blocks() const { return 2 * layers; }
@@ -45,8 +55,11 @@ struct ModelSpec {
   int64_t block_params(int block) const;
   // Embedding (token + position) and LM head; kept data-parallel, outside the action space.
   int64_t embedding_params() const;
-  // Bytes per parameter of params + grads + optimizer state (see mixed_precision).
-  double state_bytes_per_param() const;
+  // Bytes per parameter of params + grads + optimizer state (see mixed_precision), with
+  // `dp` data-parallel replicas sharing the optimizer state (distributed_optimizer).
+  double state_bytes_per_param(int dp = 1) const;
+  // Bytes of one gradient element (as stored and reduced).
+  int grad_bytes() const;
 
   // Empty string when the shapes are consistent, else what is wrong (hidden % heads, ...).
   std::string validate() const;

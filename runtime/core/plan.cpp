@@ -1,6 +1,9 @@
 #include "runtime/core/plan.h"
 
+#include <algorithm>
 #include <cctype>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include "runtime/core/catalog.h"
@@ -35,21 +38,144 @@ Strategy parse_entry(const std::string& text, const std::string& where) {
   }
 }
 
+int pipeline_int(const std::string& text, const std::string& key, const std::string& value) {
+  bool digits = !value.empty() && value.size() < 7;
+  for (char c : value) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (!digits || std::stoi(value) < 1)
+    throw std::invalid_argument("pipeline '" + text + "': " + key + "=" + value +
+                                " is not a positive integer");
+  return std::stoi(value);
+}
+
 }  // namespace
+
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::kGPipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+bool Pipeline::is_default() const {
+  return stages == 1 && micro_batches <= 1 && schedule == Schedule::k1F1B &&
+         virtual_stages == 1 && split.empty();
+}
+
+bool Pipeline::operator==(const Pipeline& o) const {
+  return stages == o.stages && micro_batches == o.micro_batches && schedule == o.schedule &&
+         virtual_stages == o.virtual_stages && split == o.split;
+}
+
+std::vector<int> Pipeline::layers_per_stage(int layers) const {
+  if (!split.empty()) return split;
+  const int p = std::max(1, stages);
+  std::vector<int> out(p, layers / p);
+  for (int s = p - layers % p; s < p; ++s) ++out[s];  // the remainder to the last stages
+  return out;
+}
+
+std::string Pipeline::to_string() const {
+  std::string out = "pp(";
+  auto add = [&](const std::string& kv) { out += (out.size() > 3 ? "," : "") + kv; };
+  if (stages != 1) add("p=" + std::to_string(stages));
+  if (micro_batches > 0) add("m=" + std::to_string(micro_batches));
+  if (schedule != Schedule::k1F1B) add(std::string("schedule=") + schedule_name(schedule));
+  if (virtual_stages != 1) add("v=" + std::to_string(virtual_stages));
+  if (!split.empty()) {
+    std::string parts;
+    for (int n : split) parts += (parts.empty() ? "" : "/") + std::to_string(n);
+    add("split=" + parts);
+  }
+  return out + ")";
+}
+
+Pipeline Pipeline::parse(const std::string& raw) {
+  const std::string text = trim(raw);
+  if (text.rfind("pp(", 0) != 0 || text.back() != ')')
+    throw std::invalid_argument("pipeline '" + text + "': expected pp(p=4,m=16,...)");
+  Pipeline p;
+  bool have_v = false;
+  for (const auto& item : shardgym::split(text.substr(3, text.size() - 4), ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw std::invalid_argument("pipeline '" + text + "': option '" + item + "' is not key=value");
+    const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    if (key == "p") {
+      p.stages = pipeline_int(text, key, value);
+    } else if (key == "m") {
+      p.micro_batches = pipeline_int(text, key, value);
+    } else if (key == "v") {
+      p.virtual_stages = pipeline_int(text, key, value);
+      have_v = true;
+    } else if (key == "schedule") {
+      if (value == "gpipe") p.schedule = Schedule::kGPipe;
+      else if (value == "1f1b") p.schedule = Schedule::k1F1B;
+      else if (value == "interleaved") p.schedule = Schedule::kInterleaved;
+      else
+        throw std::invalid_argument("pipeline '" + text + "': schedule '" + value +
+                                    "' is not gpipe, 1f1b or interleaved");
+    } else if (key == "split") {
+      for (const auto& n : shardgym::split(value, '/')) p.split.push_back(pipeline_int(text, key, n));
+    } else {
+      throw std::invalid_argument("pipeline '" + text + "': unknown option '" + key +
+                                  "' (p, m, schedule, v, split)");
+    }
+  }
+  if (have_v && p.virtual_stages > 1 && p.schedule != Schedule::kInterleaved)
+    throw std::invalid_argument("pipeline '" + text + "': v > 1 needs schedule=interleaved");
+  if (!p.split.empty() && static_cast<int>(p.split.size()) != p.stages)
+    throw std::invalid_argument("pipeline '" + text + "': split has " +
+                                std::to_string(p.split.size()) + " stages, p=" +
+                                std::to_string(p.stages));
+  return p;
+}
+
+std::vector<int> Plan::block_stages() const {
+  const std::vector<int> per = pipeline.layers_per_stage(size() / 2);
+  std::vector<int> out;
+  out.reserve(blocks.size());
+  for (int s = 0; s < static_cast<int>(per.size()); ++s)
+    for (int i = 0; i < 2 * per[s] && static_cast<int>(out.size()) < size(); ++i) out.push_back(s);
+  while (static_cast<int>(out.size()) < size()) out.push_back(pipeline.stages - 1);
+  return out;
+}
+
+int plan_micro_batches(const Plan& plan, const ModelSpec& model, int world) {
+  if (plan.pipeline.micro_batches > 0) return plan.pipeline.micro_batches;
+  const int stage_world = std::max(1, world / std::max(1, plan.pipeline.stages));
+  int t_max = 1;
+  for (const auto& s : plan.blocks) t_max = std::max(t_max, s.degree());
+  const int dp = std::max(1, stage_world / t_max);
+  const int g = model.global_batch > 0 ? model.global_batch : model.micro_batch * stage_world;
+  const int per_replica = g / dp;
+  if (model.micro_batch <= 0 || per_replica % model.micro_batch != 0) return 1;
+  return std::max(1, per_replica / model.micro_batch);
+}
+
+ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world) {
+  ModelSpec m = model;
+  const int g = model.global_batch > 0 ? model.global_batch : model.micro_batch * world;
+  m.global_batch = std::max(1, g / std::max(1, micro_batches));
+  return m;
+}
 
 Plan Plan::uniform(const Strategy& s, int num_blocks) {
   return Plan{std::vector<Strategy>(num_blocks, s)};
 }
 
 std::string Plan::to_string() const {
-  if (blocks.empty()) return "";
+  const std::string pp = pipeline.is_default() ? "" : "@" + pipeline.to_string();
+  if (blocks.empty()) return pp;
   bool same = true;
   for (const auto& b : blocks) same = same && b == blocks.front();
-  if (same) return "uniform:" + blocks.front().to_string();
+  if (same) return "uniform:" + blocks.front().to_string() + pp;
   bool alternating = size() % 2 == 0;
   for (int i = 2; alternating && i < size(); ++i) alternating = blocks[i] == blocks[i % 2];
   if (alternating)
-    return "attn=" + blocks[0].to_string() + "|mlp=" + blocks[1].to_string();
+    return "attn=" + blocks[0].to_string() + "|mlp=" + blocks[1].to_string() + pp;
   std::string out;
   for (int i = 0; i < size();) {
     int j = i;
@@ -59,11 +185,17 @@ std::string Plan::to_string() const {
     out += blocks[i].to_string();
     i = j;
   }
-  return out;
+  return out + pp;
 }
 
 Plan Plan::parse(const std::string& raw, int num_blocks) {
-  const std::string text = trim(raw);
+  std::string text = trim(raw);
+  const size_t at = text.find('@');
+  if (at != std::string::npos) {
+    Plan p = parse(text.substr(0, at), num_blocks);
+    p.pipeline = Pipeline::parse(text.substr(at + 1));
+    return p;
+  }
   if (text.empty()) throw std::invalid_argument("empty plan");
   if (text.rfind("uniform:", 0) == 0)
     return uniform(parse_entry(text.substr(8), "plan 'uniform:'"), num_blocks);
@@ -108,8 +240,40 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
   if (size() != model.num_blocks())
     return "plan has " + std::to_string(size()) + " blocks but the model has " +
            std::to_string(model.num_blocks());
+  const Pipeline& pp = pipeline;
+  std::ostringstream why_pp;
+  if (pp.stages < 1 || world % pp.stages != 0)
+    why_pp << "pipeline: p=" << pp.stages << " does not divide the world of " << world << " ranks";
+  else if (pp.stages > model.layers)
+    why_pp << "pipeline: p=" << pp.stages << " stages for " << model.layers << " layers";
+  else if (pp.schedule != Schedule::kInterleaved && pp.virtual_stages != 1)
+    why_pp << "pipeline: v=" << pp.virtual_stages << " needs schedule=interleaved";
+  if (why_pp.str().empty()) {
+    const std::vector<int> per = pp.layers_per_stage(model.layers);
+    int sum = 0;
+    for (int n : per) sum += n;
+    if (static_cast<int>(per.size()) != pp.stages)
+      why_pp << "pipeline: split lists " << per.size() << " stages, p=" << pp.stages;
+    else if (sum != model.layers)
+      why_pp << "pipeline: split adds up to " << sum << " layers, the model has " << model.layers;
+    for (size_t s = 0; why_pp.str().empty() && s < per.size(); ++s) {
+      if (per[s] < 1) why_pp << "pipeline: stage " << s << " has no layer";
+      else if (per[s] % pp.virtual_stages != 0)
+        why_pp << "pipeline: stage " << s << " has " << per[s] << " layers, not divisible into v="
+               << pp.virtual_stages << " virtual stages";
+    }
+  }
+  const int m = plan_micro_batches(*this, model, world);
+  const int g = model.global_batch > 0 ? model.global_batch : model.micro_batch * world;
+  if (why_pp.str().empty() && g % m != 0)
+    why_pp << "pipeline: m=" << m << " micro-batches do not divide the global batch of " << g;
+  if (why_pp.str().empty() && pp.schedule == Schedule::kInterleaved && m % pp.stages != 0)
+    why_pp << "pipeline: the interleaved schedule needs m (" << m << ") divisible by p (" << pp.stages << ")";
+  if (!why_pp.str().empty()) return why_pp.str();
+  const ModelSpec mb = micro_batch_model(model, m, world);
+  const int stage_world = world / pp.stages;
   for (int b = 0; b < size(); ++b) {
-    const std::string why = strategy_invalid_reason(blocks[b], model, ModelSpec::block_kind(b), world);
+    const std::string why = strategy_invalid_reason(blocks[b], mb, ModelSpec::block_kind(b), stage_world);
     if (!why.empty())
       return "block " + std::to_string(b) + " (layer " + std::to_string(b / 2) + " " +
              block_kind_name(ModelSpec::block_kind(b)) + "): " + why;

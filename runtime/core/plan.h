@@ -1,10 +1,22 @@
-// Plan: one Strategy per block (2·layers blocks).
+// Plan: one Strategy per block (2·layers blocks), and the pipeline they run in.
 //
 // Text forms (configs, CLI `--plan`, traces):
 //   uniform:tp1d(t=8)                 every block the same
 //   tp1d(t=8);tp2d(d1=2,d2=4,first=row);...   exactly num_blocks entries, ';'-separated
 //   24*tp1d(t=8);24*dp                 `K*S` repeats S K times (counts must add up)
 //   attn=tp1d(t=8)|mlp=tp2d(d1=2,d2=4,first=col)   every attention / every MLP block
+// each optionally followed by the pipeline part:
+//   ...@pp(p=4,m=16)                  4 stages, 16 micro-batches per iteration, 1F1B, even split
+//   ...@pp(p=4,m=16,schedule=interleaved,v=3)   interleaved 1F1B with 3 virtual stages per rank
+//   ...@pp(p=2,m=8,split=13/11)       uneven split: 13 layers on stage 0, 11 on stage 1
+//   ...@pp(m=4)                       no pipeline, 4 micro-batches (gradient accumulation)
+// Without `@pp(...)` the plan has one stage and m = 0: "derive m from model.micro_batch"
+// (resolve_plan does, see experiment_spec.h). DESIGN.md §3–§4.
+//
+// Stage s holds ranks [s·P/p, (s+1)·P/p) (Megatron's order: tensor fastest, pipeline
+// outermost) and layers [first_layer(s), first_layer(s+1)); a block's strategy acts within its
+// stage's P/p ranks. A micro-batch is G/m sequences over a stage: a block of degree t runs
+// (G/m)·t/(P/p) of them on each of its tensor-parallel groups.
 #pragma once
 
 #include <string>
@@ -15,21 +27,53 @@
 
 namespace shardgym {
 
+enum class Schedule { kGPipe, k1F1B, kInterleaved };
+const char* schedule_name(Schedule s);
+
+struct Pipeline {
+  int stages = 1;               // p
+  int micro_batches = 0;        // m per iteration; 0 = derive from model.micro_batch
+  Schedule schedule = Schedule::k1F1B;
+  int virtual_stages = 1;       // v model chunks per rank (interleaved only)
+  std::vector<int> split;       // layers per stage; empty = even (remainder to the last stages)
+
+  bool is_default() const;  // one stage, m ≤ 1 (derived or one): printed as nothing
+  // Layers held by each stage (the explicit split, or the even one).
+  std::vector<int> layers_per_stage(int layers) const;
+  std::string to_string() const;  // "pp(p=4,m=16,...)"; options in a fixed order
+  static Pipeline parse(const std::string& text);  // throws std::invalid_argument
+  bool operator==(const Pipeline& o) const;
+};
+
 struct Plan {
   std::vector<Strategy> blocks;
+  Pipeline pipeline;
 
   int size() const { return static_cast<int>(blocks.size()); }
+  int stages() const { return pipeline.stages; }
+  // Ranks in each pipeline stage: world / stages.
+  int stage_world(int world) const { return world / pipeline.stages; }
+  // Stage of every block (2 blocks per layer), from the pipeline's split.
+  std::vector<int> block_stages() const;
   // Shortest text form that parses back to this plan.
   std::string to_string() const;
   // Throws std::invalid_argument (wrong count, bad strategy: says which entry).
   static Plan parse(const std::string& text, int num_blocks);
   static Plan uniform(const Strategy& s, int num_blocks);
 
-  // Empty when every block is shape-valid for the model and world, else the first problem.
+  // Empty when the pipeline fits the model and world and every block is shape-valid within
+  // its stage for one micro-batch, else the first problem. An m of 0 is checked as derived.
   std::string validate(const ModelSpec& model, int world) const;
 
-  bool operator==(const Plan& o) const { return blocks == o.blocks; }
+  bool operator==(const Plan& o) const { return blocks == o.blocks && pipeline == o.pipeline; }
   bool operator!=(const Plan& o) const { return !(*this == o); }
 };
+
+// Micro-batches per iteration of `plan`: its explicit m, or (m = 0) Megatron's rule
+// m = G / (micro_batch · DP) with DP = (P/p) / the plan's largest block degree, at least 1.
+int plan_micro_batches(const Plan& plan, const ModelSpec& model, int world);
+// The model as one micro-batch sees it: global_batch = G/m (G of `world` ranks). With the
+// stage's world P/p, every per-block formula of cost.h then gives per-micro-batch quantities.
+ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world);
 
 }  // namespace shardgym

@@ -18,7 +18,7 @@ std::string trim(const std::string& s) {
 [[noreturn]] void fail(const std::string& text, const std::string& why) {
   throw std::invalid_argument("bad strategy '" + text + "': " + why +
                               " (expected e.g. dp, tp1d(t=4), tp1d(t=4,sp=1), "
-                              "tp2d(d1=2,d2=4,first=row), with optional chunks=k, recompute=1)");
+                              "tp2d(d1=2,d2=4,first=row), with optional chunks=k, recompute=1|sel)");
 }
 
 int parse_int(const std::string& text, const std::string& key, const std::string& value) {
@@ -64,7 +64,9 @@ Strategy Strategy::tp2d(int d1, int d2, bool row_first) {
 }
 
 bool Strategy::operator==(const Strategy& o) const {
-  if (kind != o.kind || chunks != o.chunks || recompute != o.recompute) return false;
+  if (kind != o.kind || chunks != o.chunks || recompute != o.recompute ||
+      selective != o.selective)
+    return false;
   switch (kind) {
     case StrategyKind::kDP: return true;
     case StrategyKind::kTP1D: return t == o.t && sp == o.sp;
@@ -93,6 +95,7 @@ std::string Strategy::to_string() const {
   }
   if (chunks != 1) add("chunks=" + std::to_string(chunks));
   if (recompute) add("recompute=1");
+  if (selective) add("recompute=sel");
   if (!opts.empty()) out << "(" << opts << ")";
   return out.str();
 }
@@ -143,7 +146,9 @@ Strategy Strategy::parse(const std::string& raw) {
     } else if (key == "chunks") {
       s.chunks = parse_int(text, key, value);
     } else if (key == "recompute") {
-      s.recompute = parse_flag(text, key, value);
+      if (value == "sel" || value == "selective") s.selective = true;
+      else if (value == "full") s.recompute = true;
+      else s.recompute = parse_flag(text, key, value);
     } else {
       fail(text, "option '" + key + "' does not apply to " + name);
     }

@@ -4,7 +4,9 @@
 //   tp1d(t=4)                       Megatron 1D of degree t, P/t replicas split the batch
 //   tp1d(t=4,sp=1)                  + sequence parallelism
 //   tp2d(d1=2,d2=4,first=row)       ATP 2D on a d1×d2 mesh (t = d1·d2)
-//   ...,chunks=2 / ...,recompute=1  chunked overlap / activation recomputation
+//   ...,chunks=2 / ...,recompute=1  chunked overlap / full activation recomputation
+//   ...,recompute=sel               selective recomputation (Korthikanti et al. 2022): only the
+//                                   attention core (QKᵀ, softmax, dropout, ·V) is recomputed
 //
 // `parse(to_string(s)) == s` for every strategy; parse rejects anything else with a message
 // that says which part is wrong. Options are printed in a fixed order so strings compare.
@@ -23,7 +25,8 @@ struct Strategy {
   bool row_first = true;   // tp2d: first=row | first=col
   bool sp = false;         // tp1d only
   int chunks = 1;          // ATP chunk-based overlap, k ≥ 1
-  bool recompute = false;  // activation recomputation
+  bool recompute = false;  // full activation recomputation of the block
+  bool selective = false;  // selective recomputation (attention core only); excludes recompute
 
   // Ranks that hold one copy of the block: 1 for dp, t for tp1d, d1·d2 for tp2d.
   int degree() const;

@@ -11,12 +11,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One ring over p ranks: `steps` latency hops and `frac`·X bytes sent per rank.
-double ring(double p, bool all_reduce, double bytes, double bw, double lat) {
+// LL128 carries 120 data bytes in every 128 (NCCL src/device/prims_ll128.h).
+constexpr double kLL128Payload = 120.0 / 128.0;
+
+// One ring over p ranks: `steps` latency hops and steps/p·X bytes sent per rank, at bus
+// bandwidth `bus` (B/s) in the bulk protocol, or LL128 below `bulk_bytes`.
+double ring(double p, bool all_reduce, double bytes, double bus, double lat, double bulk_lat,
+            double bulk_bytes) {
   if (p <= 1) return 0;
-  if (!(bw > 0)) throw std::invalid_argument("collective over a link of zero bandwidth");
+  if (!(bus > 0)) throw std::invalid_argument("collective over a link of zero bandwidth");
   const double steps = all_reduce ? 2 * (p - 1) : p - 1;
-  return steps * lat + steps / p * bytes / bw;
+  if (bytes < bulk_bytes) return steps * lat + steps / p * bytes / (bus * kLL128Payload);
+  return steps * bulk_lat + steps / p * bytes / bus;
 }
 
 }  // namespace
@@ -24,16 +30,24 @@ double ring(double p, bool all_reduce, double bytes, double bw, double lat) {
 bool GroupLinks::operator==(const GroupLinks& o) const {
   return size == o.size && nodes == o.nodes && per_node == o.per_node &&
          intra_bw == o.intra_bw && intra_lat == o.intra_lat && inter_bw == o.inter_bw &&
-         inter_lat == o.inter_lat && intra_link == o.intra_link && inter_link == o.inter_link;
+         inter_lat == o.inter_lat && intra_link == o.intra_link && inter_link == o.inter_link &&
+         intra_eff == o.intra_eff && inter_eff == o.inter_eff &&
+         intra_bulk_lat == o.intra_bulk_lat && inter_bulk_lat == o.inter_bulk_lat &&
+         intra_bulk_bytes == o.intra_bulk_bytes && inter_bulk_bytes == o.inter_bulk_bytes;
 }
 
 LinkState make_link_state(const ClusterSpec& cluster, const std::vector<double>& factor) {
   LinkState s;
-  s.matrix = cluster.comm_matrix();
-  s.node.resize(s.matrix.world);
-  for (int r = 0; r < s.matrix.world; ++r) s.node[r] = cluster.node_of(r);
+  s.world = cluster.world_size();
+  s.node.reserve(s.world);
+  for (int n = 0; n < cluster.num_nodes(); ++n) {
+    for (int g = 0; g < cluster.nodes[n].gpus; ++g) s.node.push_back(n);
+    s.intra.push_back(cluster.link_index(cluster.nodes[n].intra_link));
+  }
+  s.inter = cluster.link_index(cluster.inter_link);
   s.factor = factor;
   s.factor.resize(cluster.links.size(), 1.0);
+  s.classes = cluster.links;
   return s;
 }
 
@@ -54,7 +68,7 @@ GroupLinks describe_group(const std::vector<int>& ranks, const LinkState& links)
       double& best = same ? intra : inter;
       if (bw < best) {
         best = bw;
-        (same ? g.intra_link : g.inter_link) = links.matrix.link_of(i, j);
+        (same ? g.intra_link : g.inter_link) = links.link_of(i, j);
       }
       double& worst_lat = same ? g.intra_lat : g.inter_lat;
       worst_lat = std::max(worst_lat, lat);
@@ -62,17 +76,31 @@ GroupLinks describe_group(const std::vector<int>& ranks, const LinkState& links)
   }
   g.intra_bw = intra == kInf ? 0 : intra;
   g.inter_bw = inter == kInf ? 0 : inter;
+  auto protocol = [&](int link, double lat, double& eff, double& bulk_lat, double& bulk_bytes) {
+    bulk_lat = lat;
+    if (link < 0 || link >= static_cast<int>(links.classes.size())) return;
+    const LinkClass& c = links.classes[link];
+    eff = c.bus_efficiency;
+    bulk_bytes = c.bulk_bytes;
+    // The bulk latency scales with the group's worst latency as the small-message one does.
+    if (c.bulk_latency_s >= 0 && c.latency_s > 0) bulk_lat = lat * c.bulk_latency_s / c.latency_s;
+    else if (c.bulk_latency_s >= 0) bulk_lat = c.bulk_latency_s;
+  };
+  protocol(g.intra_link, g.intra_lat, g.intra_eff, g.intra_bulk_lat, g.intra_bulk_bytes);
+  protocol(g.inter_link, g.inter_lat, g.inter_eff, g.inter_bulk_lat, g.inter_bulk_bytes);
   return g;
 }
 
 double collective_time(CollOp op, double bytes, const GroupLinks& g) {
   if (g.size <= 1 || bytes <= 0) return 0;
   const bool ar = op == CollOp::kAllReduce;
-  if (g.nodes <= 1) return ring(g.size, ar, bytes, g.intra_bw, g.intra_lat);
-  const double q = g.per_node, n = g.nodes;
-  const double intra = ring(q, false, bytes, g.intra_bw, g.intra_lat);  // one RS or AG
-  const double inter = ring(n, ar, bytes / q, g.inter_bw, g.inter_lat);
-  return ar ? 2 * intra + inter : intra + inter;
+  if (g.nodes <= 1)
+    return ring(g.size, ar, bytes, g.intra_bw * g.intra_eff, g.intra_lat, g.intra_bulk_lat,
+                g.intra_bulk_bytes);
+  // One ring through every node; q rails per node carry its inter-node traffic.
+  double bus = g.inter_eff * g.inter_bw * g.per_node;
+  if (g.per_node > 1) bus = std::min(bus, g.intra_eff * g.intra_bw);
+  return ring(g.size, ar, bytes, bus, g.inter_lat, g.inter_bulk_lat, g.inter_bulk_bytes);
 }
 
 LinkBytes collective_link_bytes(CollOp op, double bytes, const GroupLinks& g) {
@@ -83,15 +111,17 @@ LinkBytes collective_link_bytes(CollOp op, double bytes, const GroupLinks& g) {
     out.intra = (ar ? 2.0 : 1.0) * (g.size - 1) / g.size * bytes;
     return out;
   }
-  const double q = g.per_node, n = g.nodes;
-  out.intra = (ar ? 2.0 : 1.0) * (q - 1) / q * bytes;
-  out.inter = (ar ? 2.0 : 1.0) * (n - 1) / n * bytes / q;
+  // The ring's p hops: n cross nodes, p − n stay inside one; every hop carries the same bytes.
+  const double p = g.size, n = g.nodes;
+  const double sent = (ar ? 2.0 : 1.0) * (p - 1) / p * bytes;
+  out.intra = sent * (p - n) / p;
+  out.inter = sent * n / p;
   return out;
 }
 
 std::vector<GroupShape> group_shapes(const Strategy& s, CommAxis axis, const LinkState& links) {
   std::vector<GroupShape> out;
-  const int world = links.matrix.world;
+  const int world = links.world;
   std::vector<uint8_t> seen(world, 0);
   for (int r = 0; r < world; ++r) {
     if (seen[r]) continue;

@@ -4,15 +4,22 @@
 // ranks it has on one node, and the bottleneck (lowest bandwidth, highest latency) of its
 // intra-node and inter-node links, with the scenario's bandwidth factors applied.
 //
-// Inside one node a ring is used: all-reduce takes 2(p−1) steps and sends 2(p−1)/p·X bytes
-// per rank, all-gather / reduce-scatter (p−1) steps and (p−1)/p·X. A group spanning n nodes
-// with q ranks per node runs the two-level algorithm (q parallel inter-node rings, one per
-// local rank, each on its own NIC):
-//   all-reduce     = RS_intra(X) + AR_inter(X/q) + AG_intra(X)
-//     t = 2·[(q−1)α_a + (q−1)/q·X/B_a] + 2(n−1)α_e + 2(n−1)/n·(X/q)/B_e
-//   all-gather     = AG_inter(X/q) + AG_intra(X)
-//   reduce-scatter = RS_intra(X) + RS_inter(X/q)
-//     t = (q−1)α_a + (q−1)/q·X/B_a + (n−1)α_e + (n−1)/n·(X/q)/B_e
+// NCCL's ring, as nccl-tests measures it: all-reduce takes 2(p−1) steps and sends 2(p−1)/p·X
+// bytes per rank, all-gather / reduce-scatter (p−1) steps and (p−1)/p·X:
+//   t = steps·α + steps/p·X/B_bus
+// B_bus is the bus bandwidth nccl-tests reports for large messages: the link bandwidth times
+// the link class's `bus_efficiency` (A100 NVLink 3: 235 of 300 GB/s, table C of
+// shared/validation/published.md). Messages below the link's `bulk_bytes` use NCCL's LL128
+// protocol: the small-message latency `latency_s` per step and 120/128 of B_bus (LL128 carries
+// 120 data bytes in 128); from `bulk_bytes` on, the bulk (Simple) protocol with its larger
+// per-step latency `bulk_latency_s`. Both latencies and the switch come from the nccl-tests
+// all-reduce size sweep (docs/simulator-fidelity.md).
+// A group spanning n nodes with q ranks on each runs one ring through all of them; with one
+// NIC per GPU (rails) each node's q ranks drive q NICs, so the ring's bus bandwidth is
+//   B_bus = min(eff_a·B_a, eff_e·B_e·q)       (q = 1: eff_e·B_e)
+// and each step costs the inter-node latency (NCCL's tuning model: a ring step that crosses
+// the network pays the network's latency). DGX H100, 4 nodes: min(0.82·450, 0.93·50·8) = 369
+// GB/s against 370 measured (table C).
 // X is the full tensor in bytes (all-reduce in/out, all-gather out, reduce-scatter in).
 #pragma once
 
@@ -30,19 +37,35 @@ struct GroupLinks {
   double intra_bw = 0, intra_lat = 0;  // bottleneck between group ranks of the same node
   double inter_bw = 0, inter_lat = 0;  // bottleneck between group ranks of different nodes
   int intra_link = -1, inter_link = -1;  // link-class indices of those bottlenecks
+  // Of those link classes: bus efficiency, bulk-protocol latency and the size it starts at.
+  double intra_eff = 1, inter_eff = 1;
+  double intra_bulk_lat = 0, inter_bulk_lat = 0;
+  double intra_bulk_bytes = 0, inter_bulk_bytes = 0;
   bool operator==(const GroupLinks& o) const;
 };
 
-// Link bandwidths as the scenario has them now: matrix bandwidth × factor[link class].
+// Link bandwidths as the scenario has them now: the link class's bandwidth × factor[class].
+// Computed per pair from node membership (as ClusterSpec::comm_matrix() would give), so that
+// thousands of ranks cost O(ranks) memory, not a dense P×P matrix.
 struct LinkState {
-  CommMatrix matrix;
-  std::vector<int> node;        // node of each rank
-  std::vector<double> factor;   // per ClusterSpec::links entry
-  double bw(int i, int j) const {
-    const int l = matrix.link_of(i, j);
-    return matrix.bw(i, j) * (l >= 0 ? factor[l] : 1.0);
+  int world = 0;
+  std::vector<LinkClass> classes;  // ClusterSpec::links
+  std::vector<int> node;           // node of each rank
+  std::vector<int> intra;          // intra-node link class of each node (-1: none)
+  int inter = -1;                  // link class between nodes
+  std::vector<double> factor;      // per ClusterSpec::links entry
+  int link_of(int i, int j) const {
+    if (i == j) return -1;
+    return node[i] == node[j] ? intra[node[i]] : inter;
   }
-  double lat(int i, int j) const { return matrix.lat(i, j); }
+  double bw(int i, int j) const {
+    const int l = link_of(i, j);
+    return l >= 0 ? classes[l].bandwidth * factor[l] : 0.0;
+  }
+  double lat(int i, int j) const {
+    const int l = link_of(i, j);
+    return l >= 0 ? classes[l].latency_s : 0.0;
+  }
 };
 
 LinkState make_link_state(const ClusterSpec& cluster, const std::vector<double>& factor);

@@ -15,8 +15,8 @@ double exposed(double comm, double compute, int k) {
 
 }  // namespace
 
-CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration)
-    : cluster_(cluster), calib_(std::move(calibration)) {
+CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTerms terms)
+    : cluster_(cluster), calib_(std::move(calibration)), terms_(terms) {
   const std::string bad = cluster_.validate();
   if (!bad.empty()) throw std::invalid_argument("cluster '" + cluster_.name + "': " + bad);
   world_ = cluster_.world_size();
@@ -40,7 +40,38 @@ void CostModel::set_conditions(const Conditions& c) {
 }
 
 double CostModel::moved_bytes_per_param() const {
-  return cond_.model.state_bytes_per_param() - dtype_bytes(cond_.model.dtype);
+  return cond_.model.state_bytes_per_param() - cond_.model.grad_bytes();
+}
+
+double CostModel::slowest_pass(const std::vector<Gemm>& dense, const std::vector<Gemm>& core,
+                               double core_flops, double mem_bytes, const std::string& kind,
+                               const PassWork& w, double& busy_j) const {
+  const int elem = dtype_bytes(cond_.model.dtype);
+  const bool builtin = calib_.source() == "builtin";
+  std::vector<double> per_device(cluster_.devices.size(), -1);
+  double slowest = 0;
+  for (int r = 0; r < world_; ++r) {
+    const int d = rank_device_[r];
+    const DeviceType& dev = cluster_.devices[d];
+    if (per_device[d] < 0) {
+      // The builtin table's shape efficiencies top out at 0.80; the device's gemm_efficiency
+      // rescales them (a calibration file gives absolute efficiencies).
+      const double peak = builtin ? dev.peak_flops * dev.gemm_efficiency / 0.80 : dev.peak_flops;
+      const double t_dense = gemm_time(dense, peak, dev.memory_bw, elem, calib_, dev.name, kind);
+      const double t_core =
+          cond_.model.flash_attention
+              ? core_flops / (dev.peak_flops * dev.attention_efficiency)
+              : gemm_time(core, peak, dev.memory_bw, elem, calib_, dev.name, kind);
+      const double t_mem = terms_.memory_bound && dev.memory_bw > 0
+                               ? mem_bytes / (dev.memory_bw * dev.memory_efficiency)
+                               : 0.0;
+      per_device[d] = w.dense * t_dense + w.core * t_core + w.mem * t_mem;
+    }
+    const double t = per_device[d] * cond_.slowdown[r];
+    slowest = std::max(slowest, t);
+    busy_j += (dev.busy_w - dev.idle_w) * t;
+  }
+  return slowest;
 }
 
 std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, const Strategy& s,
@@ -116,23 +147,71 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   const ModelSpec& m = cond_.model;
   BlockCost out;
   out.flops_per_rank = block_rank_flops(m, kind, s, world_);
-  double total_s = 0;
-  compute_times(block_gemms(m, kind, s, world_), out.flops_per_rank, block_kind_name(kind),
-                total_s, out.busy_energy_j);
-  const double passes = 3.0 + (s.recompute ? 1.0 : 0.0);  // fwd = 1, bwd = 2 (+1 recompute)
-  out.fwd_s = total_s / passes;
-  out.bwd_s = total_s - out.fwd_s;
+  // The forward's GEMMs: dense ones, and (attention) the batched QKᵀ and ·V of the core.
+  std::vector<Gemm> dense = block_gemms(m, kind, s, world_), core;
+  if (kind == BlockKind::kAttention) core.assign(dense.begin() + 2, dense.end()), dense.resize(2);
+  const double b = local_batch(m, s, world_);
+  const double core_flops = attention_core_flops(m, kind, b) / s.degree();
+  const double mem = block_memory_bound_bytes(m, kind, s, world_);
+  const std::string name = block_kind_name(kind);
+  // Pass weights: backward = 2× forward (flash's core: 2.5×, its QKᵀ recomputed); full
+  // recomputation replays the forward in the backward, selective the core and its softmax.
+  const double core_bwd = m.flash_attention ? 2.5 : 2.0;
+  PassWork fwd_w{1, 1, 1}, bwd_w{2, core_bwd, 2};
+  if (s.recompute) bwd_w = {3, core_bwd + 1, 3};
+  double busy_f = 0, busy_b = 0;
+  out.fwd_s = slowest_pass(dense, core, core_flops, mem, name, fwd_w, busy_f);
+  out.bwd_s = slowest_pass(dense, core, core_flops, mem, name, bwd_w, busy_b);
+  if (s.selective && !s.recompute && !m.flash_attention) {
+    double busy_sel = 0;
+    const double score_fraction = mem > 0 ? attention_score_bytes(m, kind, s, world_) / mem : 0;
+    out.bwd_s += slowest_pass(dense, core, core_flops, mem, name, {0, 1, score_fraction}, busy_sel);
+    busy_b += busy_sel;
+  }
+  out.busy_energy_j = busy_f + busy_b;
 
   auto* list = detail ? &out.collectives : nullptr;
   const auto tp = block_collectives(m, kind, s, world_);
   out.tp_comm_fwd_s = collectives_time(tp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
   out.tp_comm_bwd_s = collectives_time(tp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
-  const auto sync = block_grad_sync(m, kind, s, world_);
-  out.grad_sync_s = collectives_time(sync, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
-  out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, s.chunks) +
-               exposed(out.tp_comm_bwd_s, out.bwd_s, s.chunks) + out.grad_sync_s;
+  // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
+  const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
+                                                                  : s.chunks;
+  out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, k) + exposed(out.tp_comm_bwd_s, out.bwd_s, k);
 
-  out.state_bytes = m.state_bytes_per_param() * block_rank_params(m, kind, s);
+  // Per iteration: gradient reduction over the replicas, in the gradients' dtype.
+  const int dp = s.replicas(world_);
+  const double params = block_rank_params(m, kind, s);
+  if (dp > 1) {
+    const auto sync = block_grad_sync(m, kind, s, world_);
+    const double scale = double(m.grad_bytes()) / dtype_bytes(m.dtype);
+    std::vector<Collective> grads = sync;
+    for (auto& c : grads) {
+      c.elements *= scale;  // collectives_time counts elements in the model dtype
+      if (m.distributed_optimizer) c.op = CollOp::kReduceScatter;
+    }
+    out.grad_sync_s = collectives_time(grads, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+    if (m.distributed_optimizer) {
+      std::vector<Collective> gather = sync;
+      for (auto& c : gather) c.op = CollOp::kAllGather;
+      out.param_gather_s =
+          collectives_time(gather, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+    }
+  }
+  if (terms_.memory_bound) {
+    // AdamW: read the gradient, read and write master weights and both moments (fp32),
+    // write the parameter; over the memory bandwidth of the slowest device of the stage.
+    const double touched = m.mixed_precision ? m.grad_bytes() + 24.0 + dtype_bytes(m.dtype)
+                                             : 7.0 * dtype_bytes(m.dtype);
+    const double owners = m.distributed_optimizer ? dp : 1;
+    double bw = 0;
+    for (const auto& d : cluster_.devices)
+      if (d.memory_bw > 0) bw = bw > 0 ? std::min(bw, d.memory_bw * d.memory_efficiency) : d.memory_bw * d.memory_efficiency;
+    if (bw > 0) out.optimizer_s = params * touched / owners / bw;
+  }
+
+  out.params_per_rank = params;
+  out.state_bytes = m.state_bytes_per_param(dp) * params;
   out.activation_bytes = block_activation_bytes(m, kind, s, world_, false);
   out.activation_bytes_prev_recompute = block_activation_bytes(m, kind, s, world_, true);
   return out;
@@ -145,6 +224,17 @@ HeadCost CostModel::head_cost() const {
   const double n = seqs * m.seq;
   const std::vector<Gemm> gemms = {{n, double(m.hidden), double(m.vocab), 1}};
   compute_times(gemms, 3 * gemms[0].flops(), "head", out.compute_s, out.busy_energy_j);
+  if (terms_.memory_bound) {
+    // Cross-entropy over fp32 logits: written, read for the softmax, gradient written and read.
+    double t_ce = 0;
+    for (int r = 0; r < world_; ++r) {
+      const DeviceType& dev = cluster_.devices[rank_device_[r]];
+      if (dev.memory_bw > 0)
+        t_ce = std::max(t_ce, 4 * 4.0 * n * m.vocab / (dev.memory_bw * dev.memory_efficiency) *
+                                  cond_.slowdown[r]);
+    }
+    out.compute_s += t_ce;
+  }
   std::vector<int> all(world_);
   for (int r = 0; r < world_; ++r) all[r] = r;
   const GroupLinks g = describe_group(all, links_);

@@ -13,7 +13,19 @@
 //       exposed = C/k + (k−1)/k · max(0, C − T)        (k = 1: exposed = C).
 //   Each chunk's collective pays its own α (cost.h lists one collective per chunk).
 //   Gradient sync is not overlapped.
-// Memory per rank: state_bytes_per_param × block_rank_params + block_activation_bytes.
+//   With `tp_comm_overlap` a tp1d block's collectives are split into t pieces under its GEMMs
+//   (Megatron-Core / Transformer Engine ring exchange): the same formula with k = max(chunks, t).
+// Memory-bound kernels (cost.h block_memory_bound_bytes) take their bytes over the device's
+//   memory bandwidth × memory_efficiency; flash attention runs at attention_efficiency of peak;
+//   GEMMs at the calibration table's shape efficiency × the device's gemm_efficiency / 0.80
+//   (the builtin table tops out at 0.80).
+// Everything above is per micro-batch: the model it is given is micro_batch_model() and the
+//   world is one pipeline stage's (SimRun). Gradient reduction and the optimizer step are per
+//   iteration: grad_sync_s (all-reduce, or reduce-scatter with the distributed optimizer, of
+//   the block's gradients in grad_bytes()), param_gather_s (its all-gather of parameters) and
+//   optimizer_s (AdamW reading and writing its state once: grad + 24 B + param per parameter,
+//   over the replicas sharing it); SimRun overlaps them as the training flags say.
+// Memory per rank: state_bytes_per_param(dp) × block_rank_params + block_activation_bytes.
 // Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
 #pragma once
 
@@ -43,15 +55,24 @@ struct CollectiveCost {
   double time_s = 0;          // slowest group
 };
 
+// Which of the terms added with pipeline parallelism are on (tests turn them off to compare
+// with the model before them).
+struct CostTerms {
+  bool memory_bound = true;  // memory-bound kernels and the optimizer step
+};
+
 struct BlockCost {
   double flops_per_rank = 0;
-  double fwd_s = 0, bwd_s = 0;            // compute of the slowest rank
+  double fwd_s = 0, bwd_s = 0;            // compute of the slowest rank (+ memory-bound)
   double tp_comm_fwd_s = 0, tp_comm_bwd_s = 0;  // Σ collective times per pass, all chunks
-  double grad_sync_s = 0;
-  double comm_s = 0;                      // exposed: after chunk overlap, + grad sync
+  double grad_sync_s = 0;                 // per iteration (not in comm_s)
+  double param_gather_s = 0;              // per iteration, distributed optimizer only
+  double optimizer_s = 0;                 // per iteration
+  double comm_s = 0;                      // exposed TP communication, after overlap
   double comm_bytes_per_rank = 0;         // tensor-parallel + grad sync, sent per rank
   double busy_energy_j = 0;               // Σ_ranks (busy_w − idle_w)·compute time
   double link_energy_j = 0;               // all ranks' bytes × energy_per_byte
+  double params_per_rank = 0;
   double state_bytes = 0;                 // params + grads + optimizer state, per rank
   double activation_bytes = 0;            // per rank (MLP: its attention does not recompute)
   double activation_bytes_prev_recompute = 0;  // MLP whose attention recomputes
@@ -60,7 +81,7 @@ struct BlockCost {
 
 // Plan-independent part of an iteration: embedding + LM head (data-parallel over the world).
 struct HeadCost {
-  double compute_s = 0;      // LM head GEMM fwd + bwd, slowest rank
+  double compute_s = 0;      // LM head GEMM fwd + bwd + cross-entropy, slowest rank, per micro-batch
   double grad_sync_s = 0;    // all-reduce of the embedding + head gradients over the world
   double busy_energy_j = 0;
   double link_energy_j = 0;
@@ -71,7 +92,7 @@ struct HeadCost {
 
 class CostModel {
  public:
-  CostModel(const ClusterSpec& cluster, Calibration calibration);
+  CostModel(const ClusterSpec& cluster, Calibration calibration, CostTerms terms = {});
 
   // Installs new conditions (recomputes the link state). Throws std::invalid_argument if
   // the vectors do not match the cluster.
@@ -101,12 +122,21 @@ class CostModel {
   // energy above idle that it burns.
   void compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
                      double& slowest_s, double& busy_j) const;
+  // Seconds of one pass of a block on the slowest rank: dense GEMMs, the attention core and
+  // `mem_bytes` of memory-bound traffic, each weighted (fwd = 1, bwd = 2, ...).
+  struct PassWork {
+    double dense = 0, core = 0, mem = 0;
+  };
+  double slowest_pass(const std::vector<Gemm>& dense, const std::vector<Gemm>& core,
+                      double core_flops, double mem_bytes, const std::string& kind,
+                      const PassWork& w, double& busy_j) const;
   double collectives_time(const std::vector<Collective>& cs, const Strategy& s, bool forward,
                           double& bytes_per_rank, double& energy_j,
                           std::vector<CollectiveCost>* detail) const;
 
   ClusterSpec cluster_;
   Calibration calib_;
+  CostTerms terms_;
   int world_ = 0;
   Conditions cond_;
   LinkState links_;

@@ -64,7 +64,7 @@ TransferCost transfer(const std::vector<Holding>& have, const std::vector<Holdin
         if (useful - overlap3(have[q], need[r], have[r]) <= 1e-9 * total) continue;
         node_seen[links.node[q]] = 1;
         const double b = links.bw(q, r);
-        if (b < bw) bw = b, link = links.matrix.link_of(q, r);
+        if (b < bw) bw = b, link = links.link_of(q, r);
         lat = std::max(lat, links.lat(q, r));
       }
     };
@@ -133,7 +133,7 @@ Holding param_holding(const ModelSpec& m, BlockKind kind, const Strategy& s, int
 
 TransferCost redistribution_cost(const ModelSpec& m, const Strategy& from, const Strategy& to,
                                  const ClusterSpec& cluster, const LinkState& links) {
-  const int world = links.matrix.world;
+  const int world = links.world;
   std::vector<Holding> have(world), need(world);
   for (int r = 0; r < world; ++r) {
     have[r] = activation_holding(m, from, r, world);
@@ -152,7 +152,7 @@ TransferCost redistribution_cost(const ModelSpec& m, const Strategy& from, const
 TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy& from,
                               const Strategy& to, double bytes_per_param,
                               const ClusterSpec& cluster, const LinkState& links) {
-  const int world = links.matrix.world;
+  const int world = links.world;
   if (param_layout_key(from) == param_layout_key(to)) return {};
   std::vector<Holding> have(world), need(world);
   for (int r = 0; r < world; ++r) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "runtime/sim/pipeline_model.h"
+
 namespace shardgym {
 namespace {
 
@@ -53,7 +55,9 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
     : model_(checked_model(spec.model)),
       scenario_(spec.scenario),
       catalog_(model_, checked_world(spec.cluster), spec.catalog),
-      cost_(spec.cluster, std::move(options.calibration)),
+      cost_(spec.cluster, options.calibration, options.terms),
+      calibration_(std::move(options.calibration)),
+      terms_(options.terms),
       blocks_(model_.num_blocks()),
       world_(spec.cluster.world_size()),
       noise_(spec.scenario.noise) {
@@ -64,8 +68,10 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   event_steps_.erase(std::unique(event_steps_.begin(), event_steps_.end()), event_steps_.end());
   for (const auto& s : catalog_.entries()) entry_of(s);
   dp_entry_ = entry_of(Strategy::dp());
-  install(conditions_at(0));
+  idle_power_w_ = cost_.head_cost().idle_power_w;
   plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
+  configure(plan_.pipeline);
+  install(conditions_at(0));
   reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);
 }
 
@@ -89,6 +95,57 @@ Conditions SimRun::conditions_at(int step) const {
   return c;
 }
 
+Pipeline SimRun::resolved_pipeline(const Plan& plan) const {
+  Pipeline p = plan.pipeline;
+  p.micro_batches = plan_micro_batches(plan, model_, world_);
+  return p;
+}
+
+bool SimRun::configure(const Pipeline& pipe) const {
+  if (!stage_cost_.empty() && pipe == pipe_) return false;
+  const bool same_stages = !stage_cost_.empty() && pipe.stages == pipe_.stages;
+  pipe_ = pipe;
+  const int p = std::max(1, pipe.stages);
+  const_cast<int&>(stage_world_) = world_ / p;
+  if (!same_stages) {
+    stage_cost_.clear();
+    for (int s = 0; s < p; ++s)
+      stage_cost_.emplace_back(cost_.cluster().slice(s * stage_world_, stage_world_),
+                               calibration_, terms_);
+    block_cache_.assign(2 * p, {});
+    for (auto& c : block_cache_) c.resize(entries_.size());
+    redist_cache_.assign(p, std::vector<TransferSlot>(size_t(act_stride_) * act_stride_));
+    repart_cache_.assign(2 * p, std::vector<TransferSlot>(size_t(param_stride_) * param_stride_));
+  }
+  Plan shape;
+  shape.blocks.assign(blocks_, Strategy::dp());
+  shape.pipeline = pipe;
+  block_stage_ = shape.block_stages();
+  stage_capacity_.assign(p, 0.0);
+  for (int s = 0; s < p; ++s) {
+    const ClusterSpec& sc = stage_cost_[s].cluster();
+    double cap = sc.device_of(0).memory_bytes;
+    for (int r = 0; r < stage_world_; ++r) cap = std::min(cap, sc.device_of(r).memory_bytes);
+    stage_capacity_[s] = cap;
+  }
+  in_flight_.resize(p);
+  for (int s = 0; s < p; ++s)
+    in_flight_[s] = micro_batches_in_flight(pipe.schedule, p, pipe.micro_batches,
+                                            pipe.virtual_stages, s);
+  // Per-micro-batch conditions on every stage.
+  Conditions c = cost_.conditions();
+  c.model = micro_batch_model(c.model, pipe.micro_batches, world_);
+  for (int s = 0; s < p; ++s) {
+    Conditions cs = c;
+    cs.slowdown.assign(c.slowdown.begin() + s * stage_world_,
+                       c.slowdown.begin() + (s + 1) * stage_world_);
+    stage_cost_[s].set_conditions(cs);
+  }
+  ++gen_;
+  current_mem_ = -1;
+  return true;
+}
+
 void SimRun::install(const Conditions& c) {
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
@@ -96,8 +153,9 @@ void SimRun::install(const Conditions& c) {
                     now.link_factor == c.link_factor && now.slowdown == c.slowdown;
   if (same) return;
   cost_.set_conditions(c);
-  ++gen_;
-  current_mem_ = -1;
+  const Pipeline pipe = pipe_;
+  pipe_.micro_batches = -1;  // force configure() to reinstall the stages' conditions
+  configure(pipe);
   max_slowdown_ = *std::max_element(c.slowdown.begin(), c.slowdown.end());
 }
 
@@ -109,9 +167,11 @@ void SimRun::draw_link_measurement() {
 
 void SimRun::reset(uint64_t seed, const Plan& initial) {
   install(conditions_at(0));  // shape validity depends on the conditions (seq length)
+  const Pipeline before = pipe_;
   std::vector<int> idx;
   const std::string err = resolve(initial, idx);
   if (!err.empty()) {
+    configure(before);
     install(conditions_at(step_));  // leave the episode as it was
     throw std::invalid_argument("initial plan: " + err);
   }
@@ -120,6 +180,7 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
   idx_ = idx;
   current_mem_ = -1;
   plan_ = initial;
+  plan_.pipeline = pipe_;
   draw_link_measurement();
 }
 
@@ -134,8 +195,9 @@ Measurement SimRun::step(const Plan& plan) {
   evaluate(scratch_, &idx_, &noise_, m);
   for (int b = 0; b < blocks_; ++b)
     if (scratch_[b] != idx_[b]) plan_.blocks[b] = entries_[scratch_[b]];
+  plan_.pipeline = pipe_;
   idx_.swap(scratch_);
-  current_mem_ = m.peak_memory_bytes[0];  // evaluate() sums it as memory_of() does
+  current_mem_ = *std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end());
   ++step_;
   if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))
     install(conditions_at(step_));
@@ -152,20 +214,21 @@ RunContext SimRun::context() const {
   c.link_bw_factor = measured_link_;
   c.seq_factor = double(cost_.model().seq) / model_.seq;
   c.max_compute_slowdown = max_slowdown_;
-  c.memory_capacity = head().memory_capacity;
+  c.memory_capacity = *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
   return c;
 }
 
 std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
   Measurement m;
   std::vector<int> idx;
+  const Pipeline before = pipe_;
   const std::string err = resolve(plan, idx);
+  if (err.empty()) evaluate(idx, &idx_, nullptr, m);
+  configure(before);  // the plan in force keeps its stages
   if (!err.empty()) {
     m.ok = false;
     m.error = "sim estimate: " + err;
-    return m;
   }
-  evaluate(idx, &idx_, nullptr, m);
   return m;
 }
 

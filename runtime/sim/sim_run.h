@@ -18,6 +18,18 @@
 //
 // Threads. const methods fill the caches: use one run per thread (clone() for more).
 //
+// Micro-batches and stages (plan.h). Block costs are per micro-batch of the plan's m, on the
+// cost model of the block's pipeline stage (the stage's ranks as a cluster of their own). A
+// stage's micro-batch time is its blocks' forward + backward + exposed TP communication, its
+// activation redistributions and p2p sends, plus the LM head on the last stage; the
+// schedule (pipeline_model.h) turns them into the iteration time. Then, per stage, the
+// data-parallel gradient reduction (overlapped with the last micro-batch's backward in
+// Megatron-LM's 40M-parameter buckets with overlap_grad_reduce), the distributed optimizer's
+// parameter all-gather (under the next first forward with overlap_param_gather) and the
+// optimizer step; the slowest stage's tail counts. Peak memory per rank is its stage's state
+// plus its activations × the micro-batches in flight of the schedule; the fullest stage is
+// the one reported (all ranks of a stage hold the same bytes).
+//
 // Noise. Per block one compute factor (fwd and bwd) and one communication factor, one factor
 // each for redistribution, LM head and repartition, and one per link class for the measured
 // bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
@@ -39,6 +51,7 @@ namespace shardgym {
 
 struct SimOptions {
   Calibration calibration = default_calibration();
+  CostTerms terms;
 };
 
 class SimRun : public TrainingRun {
@@ -62,30 +75,41 @@ class SimRun : public TrainingRun {
   bool cloneable() const override { return true; }
   std::unique_ptr<TrainingRun> clone() const override;
 
-  // The cost model under the conditions of the next step (for reports and tests).
+  // The cost model under the conditions of the next step (for reports and tests): the whole
+  // cluster, for a whole-iteration model; stage_cost_model(s) is what block costs use.
   const CostModel& cost_model() const { return cost_; }
+  const CostModel& stage_cost_model(int stage) const { return stage_cost_.at(stage); }
+  // Pipeline and micro-batches of the plan in force (m explicit).
+  const Pipeline& pipeline() const { return pipe_; }
   const Scenario& scenario() const { return scenario_; }
 
  private:
   struct BlockSlot {  // cached BlockCost summary of one (kind, entry)
     uint32_t gen = 0;
     double fwd = 0, bwd = 0, comm = 0, busy_j = 0, link_j = 0;
-    double state = 0, act = 0, act_prev = 0;
+    double grad_sync = 0, param_gather = 0, optimizer = 0, params = 0;
+    double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
   };
   struct TransferSlot {  // cached TransferCost of one pair of layouts
     uint32_t gen = 0;
     double time = 0, bytes = 0, energy = 0;
   };
 
+  // Sets up the stages and micro-batches of `pipe` (m explicit); returns whether it changed.
+  bool configure(const Pipeline& pipe) const;
+  Pipeline resolved_pipeline(const Plan& plan) const;
   int entry_of(const Strategy& s) const;  // adds strategies outside the catalog
   int entry_of(const Strategy& s, uint64_t key) const;
   std::string resolve(const Plan& plan, std::vector<int>& idx) const;  // "" or the error
   void ensure_shapes() const;  // shape_ok_ for the current model
-  const HeadCost& head() const;
-  const BlockSlot& block(int kind, int entry) const;
-  const TransferSlot& redistribution(int from_entry, int to_entry) const;
-  const TransferSlot& repartition(int kind, int from_entry, int to_entry) const;
+  const HeadCost& head() const;  // on the last stage
+  const BlockSlot& block(int kind, int entry) const { return block(0, kind, entry); }
+  const BlockSlot& block(int stage, int kind, int entry) const;
+  const TransferSlot& redistribution(int stage, int from_entry, int to_entry) const;
+  const TransferSlot& repartition(int stage, int kind, int from_entry, int to_entry) const;
   double memory_of(const std::vector<int>& idx) const;
+  // Peak memory of each stage's ranks for plan `idx` (pipe_ in force).
+  void stage_memory(const std::vector<int>& idx, std::vector<double>& out) const;
   // Memory-fit tables of action_mask (sim_run_mask.cpp): for each group of catalog entries,
   // their own memory term sorted, and the mask rows admitting the first n of them.
   struct MaskTable {
@@ -104,6 +128,17 @@ class SimRun : public TrainingRun {
   Scenario scenario_;
   StrategyCatalog catalog_;
   CostModel cost_;
+  Calibration calibration_;
+  CostTerms terms_;
+  // Stages of the pipeline in force: their cost models, block stages, activations in flight.
+  mutable Pipeline pipe_;
+  mutable std::vector<CostModel> stage_cost_;
+  mutable std::vector<int> block_stage_;
+  mutable std::vector<double> in_flight_;
+  mutable std::vector<double> stage_scratch_;
+  mutable std::vector<double> stage_capacity_;  // smallest device memory of each stage
+  double idle_power_w_ = 0;                     // Σ_ranks idle_w
+  int stage_world_ = 0;
   int blocks_ = 0;
   int world_ = 0;
   std::vector<int> event_steps_;  // distinct event steps, sorted
@@ -119,10 +154,11 @@ class SimRun : public TrainingRun {
   int dp_entry_ = 0;
 
   // Caches, valid while their stamp equals gen_.
-  uint32_t gen_ = 1;
-  mutable std::vector<BlockSlot> block_cache_[2];
-  mutable std::vector<TransferSlot> redist_cache_;     // act ids, stride act_stride_
-  mutable std::vector<TransferSlot> repart_cache_[2];  // param ids, stride param_stride_
+  mutable uint32_t gen_ = 1;
+  // Per stage: [2·stage + kind] / [stage] / [2·stage + kind].
+  mutable std::vector<std::vector<BlockSlot>> block_cache_;
+  mutable std::vector<std::vector<TransferSlot>> redist_cache_;   // act ids, stride act_stride_
+  mutable std::vector<std::vector<TransferSlot>> repart_cache_;   // param ids, stride param_stride_
   mutable int act_stride_ = 0, param_stride_ = 0;
   mutable std::vector<uint8_t> shape_ok_[2];
   mutable uint32_t shape_gen_ = 0;

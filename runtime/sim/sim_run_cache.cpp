@@ -1,8 +1,11 @@
 // SimRun's caches and the evaluation of one plan (the hot path of step()).
 #include <algorithm>
 
+#include <cmath>
+
 #include "runtime/core/cost.h"
 #include "runtime/sim/layout.h"
+#include "runtime/sim/pipeline_model.h"
 #include "runtime/sim/sim_run.h"
 
 namespace shardgym {
@@ -17,9 +20,9 @@ uint64_t strategy_key(const Strategy& s) {
   if (s.kind == StrategyKind::kTP1D) a = uint64_t(s.t), sp = s.sp ? 1 : 0;
   if (s.kind == StrategyKind::kTP2D) a = uint64_t(s.d1), b = uint64_t(s.d2), row = s.row_first;
   const uint64_t chunks = uint64_t(s.chunks);
-  if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 19)) return kUnpackable;
+  if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
   return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |
-         uint64_t(s.recompute ? 1 : 0) << 63;
+         uint64_t(s.selective ? 1 : 0) << 62 | uint64_t(s.recompute ? 1 : 0) << 63;
 }
 
 size_t hash_slot(uint64_t key, size_t mask) {
@@ -61,7 +64,7 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
   shape_gen_ = 0;
   if (static_cast<int>(act_keys_.size()) > act_stride_) {
     act_stride_ = std::max<int>(2 * act_stride_, act_keys_.size());
-    redist_cache_.assign(size_t(act_stride_) * act_stride_, TransferSlot{});
+    for (auto& c : redist_cache_) c.assign(size_t(act_stride_) * act_stride_, TransferSlot{});
   }
   if (static_cast<int>(param_keys_.size()) > param_stride_) {
     param_stride_ = std::max<int>(2 * param_stride_, param_keys_.size());
@@ -93,7 +96,8 @@ void SimRun::ensure_shapes() const {
     const BlockKind bk = kind == 0 ? BlockKind::kAttention : BlockKind::kMlp;
     for (size_t e = 0; e < entries_.size(); ++e)
       shape_ok_[kind][e] =
-          strategy_invalid_reason(entries_[e], cost_.model(), bk, world_).empty() ? 1 : 0;
+          strategy_invalid_reason(entries_[e], stage_cost_[0].model(), bk, stage_world_).empty()
+              ? 1 : 0;
   }
   shape_gen_ = gen_;
 }
@@ -102,6 +106,18 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
   if (plan.size() != blocks_)
     return "plan has " + std::to_string(plan.size()) + " blocks, the model has " +
            std::to_string(blocks_);
+  if (!(plan.pipeline == pipe_)) {
+    const Pipeline pipe = resolved_pipeline(plan);
+    if (!(pipe == pipe_)) {
+      // The pipeline part is checked once per new pipeline (blocks are checked below).
+      Plan shape;
+      shape.blocks.assign(blocks_, Strategy::dp());
+      shape.pipeline = pipe;
+      const std::string why = shape.validate(cost_.model(), world_);
+      if (why.rfind("pipeline", 0) == 0) return why;
+      configure(pipe);
+    }
+  }
   idx.resize(blocks_);
   for (int b = 0; b < blocks_; ++b) {
     // Unchanged blocks skip the hash lookup.
@@ -116,111 +132,171 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
     const BlockKind kind = ModelSpec::block_kind(b);
     return "block " + std::to_string(b) + " (" + block_kind_name(kind) + "): " +
            entries_[idx[b]].to_string() + " is not valid: " +
-           strategy_invalid_reason(entries_[idx[b]], cost_.model(), kind, world_);
+           strategy_invalid_reason(entries_[idx[b]], stage_cost_[0].model(), kind, stage_world_);
   }
   return "";
 }
 
 const HeadCost& SimRun::head() const {
-  if (head_gen_ != gen_) head_ = cost_.head_cost(), head_gen_ = gen_;
+  if (head_gen_ != gen_) head_ = stage_cost_.back().head_cost(), head_gen_ = gen_;
   return head_;
 }
 
-const SimRun::BlockSlot& SimRun::block(int kind, int entry) const {
-  BlockSlot& s = block_cache_[kind][entry];
+const SimRun::BlockSlot& SimRun::block(int stage, int kind, int entry) const {
+  BlockSlot& s = block_cache_[2 * stage + kind][entry];
   if (s.gen == gen_) return s;
-  const BlockCost c =
-      cost_.block_cost(kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
+  const BlockCost c = stage_cost_[stage].block_cost(
+      kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
   s.fwd = c.fwd_s, s.bwd = c.bwd_s, s.comm = c.comm_s;
   s.busy_j = c.busy_energy_j, s.link_j = c.link_energy_j;
+  s.grad_sync = c.grad_sync_s, s.param_gather = c.param_gather_s, s.optimizer = c.optimizer_s;
+  s.params = c.params_per_rank;
   s.state = c.state_bytes, s.act = c.activation_bytes;
   s.act_prev = c.activation_bytes_prev_recompute;
   s.gen = gen_;
   return s;
 }
 
-const SimRun::TransferSlot& SimRun::redistribution(int from, int to) const {
-  TransferSlot& s = redist_cache_[size_t(act_id_[from]) * act_stride_ + act_id_[to]];
+const SimRun::TransferSlot& SimRun::redistribution(int stage, int from, int to) const {
+  TransferSlot& s = redist_cache_[stage][size_t(act_id_[from]) * act_stride_ + act_id_[to]];
   if (s.gen == gen_) return s;
-  const TransferCost c = cost_.redistribution(entries_[from], entries_[to]);
+  const TransferCost c = stage_cost_[stage].redistribution(entries_[from], entries_[to]);
   s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
   return s;
 }
 
-const SimRun::TransferSlot& SimRun::repartition(int kind, int from, int to) const {
-  TransferSlot& s = repart_cache_[kind][size_t(param_id_[from]) * param_stride_ + param_id_[to]];
+const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, int to) const {
+  TransferSlot& s =
+      repart_cache_[2 * stage + kind][size_t(param_id_[from]) * param_stride_ + param_id_[to]];
   if (s.gen == gen_) return s;
-  const TransferCost c = cost_.repartition(kind == 0 ? BlockKind::kAttention : BlockKind::kMlp,
-                                           entries_[from], entries_[to]);
+  const TransferCost c = stage_cost_[stage].repartition(
+      kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[from], entries_[to]);
   s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
   return s;
+}
+
+void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
+  const int p = static_cast<int>(stage_cost_.size());
+  out.assign(p, 0.0);
+  // Embedding on the first stage, LM head and its fp32 logits on the last, both split over
+  // the vocabulary by the tensor-parallel degree of the stage's edge block (Megatron-LM's
+  // VocabParallelEmbedding and column-parallel output layer); the logits as HeadCost has them.
+  const ModelSpec& mm = stage_cost_[0].model();
+  const double total = double(model_.embedding_params());
+  const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
+  const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
+  const int t_first = entries_[idx[0]].degree(), t_last = entries_[idx[blocks_ - 1]].degree();
+  out[0] += emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first);
+  out[p - 1] += (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) + head_act;
+  for (int b = 0; b < blocks_; ++b) {
+    const int st = block_stage_[b];
+    const BlockSlot& c = block(st, b & 1, idx[b]);
+    const bool after_recompute = (b & 1) && entries_[idx[b - 1]].recompute;
+    out[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
+  }
 }
 
 double SimRun::memory_of(const std::vector<int>& idx) const {
-  double mem = head().memory_bytes;
-  for (int b = 0; b < blocks_; ++b) {
-    const BlockSlot& c = block(b & 1, idx[b]);
-    const bool after_recompute = (b & 1) && entries_[idx[b - 1]].recompute;
-    mem += c.state + (after_recompute ? c.act_prev : c.act);
-  }
-  return mem;
+  stage_memory(idx, stage_scratch_);
+  return *std::max_element(stage_scratch_.begin(), stage_scratch_.end());
 }
 
 void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
                       LogNormalNoise* noise, Measurement& out) const {
   auto draw = [noise]() { return noise ? noise->next() : 1.0; };
   const HeadCost& h = head();
+  const int p = static_cast<int>(stage_cost_.size());
+  const double m = std::max(1, pipe_.micro_batches);
   out.block_fwd_s.resize(blocks_);
   out.block_bwd_s.resize(blocks_);
   out.block_comm_s.resize(blocks_);
-  double latency = 0, busy_j = 0, link_j = h.link_energy_j, mem = h.memory_bytes;
-  double redist_s = 0, redist_j = 0;
+  // Per stage: one micro-batch's time, the last micro-batch's backward and first forward
+  // (the overlap windows), gradient / parameter / optimizer work of the iteration.
+  std::vector<double> mb(p, 0.0), fwd1(p, 0.0), bwd1(p, 0.0), sync(p, 0.0), gather(p, 0.0),
+      opt(p, 0.0), params(p, 0.0);
+  double busy_j = 0, link_j = h.link_energy_j * m, redist_j = 0;
   for (int b = 0; b < blocks_; ++b) {
-    const int kind = b & 1;
-    const BlockSlot& c = block(kind, idx[b]);
+    const int kind = b & 1, st = block_stage_[b];
+    const BlockSlot& c = block(st, kind, idx[b]);
     const double nc = draw(), nm = draw();
     const double fwd = c.fwd * nc, bwd = c.bwd * nc, comm = c.comm * nm;
-    out.block_fwd_s[b] = fwd;
-    out.block_bwd_s[b] = bwd;
-    out.block_comm_s[b] = comm;
-    latency += fwd + bwd + comm;
-    busy_j += c.busy_j * nc;
-    link_j += c.link_j;
-    const bool after_recompute = kind == 1 && entries_[idx[b - 1]].recompute;
-    mem += c.state + (after_recompute ? c.act_prev : c.act);
+    out.block_fwd_s[b] = m * fwd;
+    out.block_bwd_s[b] = m * bwd;
+    out.block_comm_s[b] = m * comm + c.grad_sync * nm;
+    mb[st] += fwd + bwd + comm;
+    fwd1[st] += fwd;
+    bwd1[st] += bwd;
+    sync[st] += c.grad_sync * nm;
+    gather[st] += c.param_gather * nm;
+    opt[st] += c.optimizer;
+    params[st] += c.params;
+    busy_j += m * c.busy_j * nc;
+    link_j += m * c.link_j;
     // Embedding output takes block 0's layout for free (token ids are everywhere); later
-    // boundaries, and the data-parallel LM head, move activations if the layouts differ.
+    // boundaries inside a stage, and the data-parallel LM head, move activations if the
+    // layouts differ. A stage boundary sends the activations point to point instead.
     const int prev = b > 0 ? idx[b - 1] : -1;
-    if (prev >= 0 && act_id_[prev] != act_id_[idx[b]]) {
-      const TransferSlot& r = redistribution(prev, idx[b]);
-      redist_s += r.time, redist_j += r.energy;
+    if (prev >= 0 && block_stage_[b - 1] == st && act_id_[prev] != act_id_[idx[b]]) {
+      const TransferSlot& r = redistribution(st, prev, idx[b]);
+      mb[st] += r.time * draw(), redist_j += m * r.energy;
     }
   }
   if (act_id_[idx[blocks_ - 1]] != act_id_[dp_entry_]) {
-    const TransferSlot& r = redistribution(idx[blocks_ - 1], dp_entry_);
-    redist_s += r.time, redist_j += r.energy;
+    const TransferSlot& r = redistribution(p - 1, idx[blocks_ - 1], dp_entry_);
+    mb[p - 1] += r.time, redist_j += m * r.energy;
   }
-  const double nr = draw(), nh = draw(), np = draw();
-  latency += redist_s * nr + (h.compute_s + h.grad_sync_s) * nh;
-  busy_j += h.busy_energy_j * nh;
+  const double nh = draw(), np = draw();
+  mb[p - 1] += h.compute_s * nh;
+  busy_j += m * h.busy_energy_j * nh;
+  double latency = pipeline_time(mb, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
+  if (p > 1) {
+    // Point-to-point activations between consecutive stages (fwd and bwd); steady-state sends
+    // overlap compute (Megatron-LM), the fill and drain of the schedule do not.
+    const double bytes = double(stage_cost_[0].model().global_batch) / stage_world_ *
+                         model_.seq * model_.hidden * dtype_bytes(model_.dtype);
+    const LinkState& ls = cost_.links();
+    const double bw = ls.bw(0, stage_world_) *
+                      ls.classes[std::max(0, ls.link_of(0, stage_world_))].bus_efficiency;
+    const double hop = ls.lat(0, stage_world_) + (bw > 0 ? bytes / bw : 0.0);
+    const double v = pipe_.schedule == Schedule::kInterleaved ? pipe_.virtual_stages : 1;
+    latency += 2 * (p * v - 1) * hop;
+  }
+  // Iteration tail: the data-parallel work of the slowest stage. Megatron-LM's buckets hold
+  // max(40M, 1M·DP) parameters (distributed/distributed_data_parallel.py); state / bytes per
+  // parameter gives the stage's parameter count.
+  // The embedding and head gradients, reduced over the replicas of the vocabulary split.
+  double tail = h.grad_sync_s * nh / entries_[idx[blocks_ - 1]].degree();
+  double tail_max = 0;
+  for (int s = 0; s < p; ++s) {
+    const int buckets = std::max(1, static_cast<int>(std::ceil(params[s] / 4e7)));
+    const double v = pipe_.schedule == Schedule::kInterleaved ? pipe_.virtual_stages : 1;
+    const double g = model_.overlap_grad_reduce ? overlapped_exposed(sync[s], bwd1[s] / v, buckets)
+                                               : sync[s];
+    const double a = model_.overlap_param_gather ? overlapped_exposed(gather[s], fwd1[s] / v, buckets)
+                                                 : gather[s];
+    tail_max = std::max(tail_max, g + a + opt[s]);
+  }
+  latency += tail + tail_max;
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
   if (from) {
     for (int b = 0; b < blocks_; ++b) {
       const int a = (*from)[b], z = idx[b];
       if (a == z || param_id_[a] == param_id_[z]) continue;
-      const TransferSlot& r = repartition(b & 1, a, z);
+      const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
       rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;
     }
   }
   out.step_latency_s = latency;
   out.repartition_s = rep_s * np;
   out.repartition_bytes = rep_bytes;
-  out.energy_j = h.idle_power_w * (latency + out.repartition_s) + busy_j + link_j + redist_j + rep_j;
+  out.energy_j = idle_power_w_ * (latency + out.repartition_s) + busy_j + link_j + redist_j + rep_j;
   out.tokens = double(effective_global_batch(cost_.model(), world_)) * cost_.model().seq;
-  out.peak_memory_bytes.assign(world_, mem);
-  // Every rank holds the same bytes; the smallest device decides.
-  out.oom = mem > h.memory_capacity;
+  stage_memory(idx, stage_scratch_);
+  out.peak_memory_bytes.resize(world_);
+  for (int r = 0; r < world_; ++r) out.peak_memory_bytes[r] = stage_scratch_[r / stage_world_];
+  out.oom = false;
+  for (int s = 0; s < p; ++s) out.oom = out.oom || stage_scratch_[s] > stage_capacity_[s];
   out.ok = true;
   out.latency_source = out.memory_source = out.energy_source = "model";
 }

@@ -46,10 +46,26 @@ std::vector<uint8_t> SimRun::action_mask(int b) const {
   if (b < 0 || b >= blocks_)
     throw std::out_of_range("action_mask: block " + std::to_string(b) + " outside [0, " +
                             std::to_string(blocks_) + ")");
+  const int K = catalog_.size();
+  if (stage_cost_.size() > 1) {
+    // Pipelines: try each entry on the whole plan (stage memory is not one sum).
+    std::vector<uint8_t> mask(K, 0);
+    ensure_shapes();
+    std::vector<int> trial = idx_;
+    for (int e = 0; e < K; ++e) {
+      if (!shape_ok_[b & 1][e]) continue;
+      trial[b] = e;
+      stage_memory(trial, stage_scratch_);
+      bool fits = true;
+      for (size_t s = 0; s < stage_scratch_.size(); ++s)
+        fits = fits && stage_scratch_[s] <= stage_capacity_[s];
+      mask[e] = fits ? 1 : 0;
+    }
+    return mask;
+  }
   ensure_mask_tables();
   if (current_mem_ < 0) current_mem_ = memory_of(idx_);
-  const int K = catalog_.size();
-  const double cap = head().memory_capacity;
+  const double cap = stage_capacity_[0];
   // Number of entries of table t whose own term is ≤ limit.
   auto admitted = [&](int t, double limit) -> const uint8_t* {
     const auto& v = mask_tables_[t].values;

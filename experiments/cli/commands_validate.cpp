@@ -1,0 +1,121 @@
+// `shardgym validate-sim --published DIR`: the simulator against published, measured runs.
+//
+// Every config of DIR carries a `published:` section (figures and their source). Its initial
+// plan (with the pipeline part, `@pp(...)`) is run for one noise-free iteration on the
+// simulator; the iteration time gives model FLOP/s per GPU with the formula of
+// shared/validation/published.md,  72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) / (T · GPUs),
+// which counts no recomputation and the full (non-causal) attention, whatever ran.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "analysis/table.h"
+#include "experiments/cli/commands.h"
+#include "experiments/config.h"
+#include "runtime/sim/sim_run.h"
+
+namespace shardgym::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct Row {
+  std::string name, plan, source;
+  double predicted_s = 0, published_s = 0;
+  double predicted_tf = 0, published_tf = 0;
+  double peak_gib = 0, capacity_gib = 0;
+  bool fits = false;
+  double error = 0;  // predicted / published − 1 of throughput (or of time if only that)
+};
+
+double model_flops(const ModelSpec& m) {
+  const double b = effective_global_batch(m, 1), s = m.seq, l = m.layers, h = m.hidden;
+  return 72 * b * s * l * h * h * (1 + s / (6 * h) + double(m.vocab) / (12 * l * h));
+}
+
+Row validate_one(const std::string& path) {
+  const ExperimentSpec spec = load_experiment(path);
+  if (spec.published.source.empty())
+    throw BadInput(path + ": no `published:` section (source and figures) to validate against");
+  SimRun run(spec);
+  const Plan plan = run.plan();
+  const auto m = run.estimate(plan);
+  if (!m || !m->ok) throw BadInput(path + ": the simulator cannot run the initial plan: " + (m ? m->error : ""));
+  Row r;
+  r.name = spec.name;
+  r.plan = plan.to_string();
+  r.source = spec.published.source;
+  r.predicted_s = m->step_latency_s;
+  r.published_s = spec.published.iteration_s;
+  const int gpus = spec.cluster.world_size();
+  r.predicted_tf = model_flops(spec.model) / r.predicted_s / gpus / 1e12;
+  r.published_tf = spec.published.tflops_per_gpu;
+  if (r.published_tf <= 0 && r.published_s > 0)
+    r.published_tf = model_flops(spec.model) / r.published_s / gpus / 1e12;
+  const double peak = *std::max_element(m->peak_memory_bytes.begin(), m->peak_memory_bytes.end());
+  r.peak_gib = peak / double(1ull << 30);
+  r.capacity_gib = run.context().memory_capacity / double(1ull << 30);
+  r.fits = !m->oom;
+  r.error = r.predicted_tf / r.published_tf - 1;
+  return r;
+}
+
+}  // namespace
+
+int run_validate_sim(const ValidateArgs& args, std::ostream& out) {
+  std::vector<std::string> files;
+  for (const auto& p : args.published) {
+    if (fs::is_directory(p)) {
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+    } else {
+      files.push_back(p);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw BadInput("--published: no .yaml config found");
+  std::vector<Row> rows;
+  for (const auto& f : files) rows.push_back(validate_one(f));
+  std::vector<double> abs_err;
+  for (const auto& r : rows) abs_err.push_back(std::fabs(r.error));
+  std::sort(abs_err.begin(), abs_err.end());
+  const size_t n = abs_err.size();
+  const double median = n % 2 ? abs_err[n / 2] : (abs_err[n / 2 - 1] + abs_err[n / 2]) / 2;
+  const double worst = abs_err.back();
+  int fit = 0;
+  for (const auto& r : rows) fit += r.fits ? 1 : 0;
+  if (args.json) {
+    out << "{\"rows\":[";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      out << (i ? "," : "") << "{\"name\":\"" << r.name << "\",\"plan\":\"" << r.plan
+          << "\",\"predicted_s\":" << r.predicted_s << ",\"published_s\":" << r.published_s
+          << ",\"predicted_tflops\":" << r.predicted_tf << ",\"published_tflops\":" << r.published_tf
+          << ",\"error\":" << r.error << ",\"peak_gib\":" << r.peak_gib
+          << ",\"fits\":" << (r.fits ? "true" : "false") << ",\"source\":\"" << r.source << "\"}";
+    }
+    out << "],\"median_abs_error\":" << median << ",\"max_abs_error\":" << worst
+        << ",\"fit\":" << fit << ",\"configs\":" << rows.size() << "}\n";
+    return 0;
+  }
+  out << "config                     predicted  published  pred/pub  iter s (pred / pub)   peak GiB / cap  fits  plan\n";
+  for (const auto& r : rows) {
+    std::ostringstream l;
+    l << std::left << std::setw(26) << r.name << " " << std::right << std::setw(7)
+      << fixed(r.predicted_tf, 1) << " TF " << std::setw(7) << fixed(r.published_tf, 1) << " TF  "
+      << std::setw(6) << fixed(r.predicted_tf / r.published_tf, 3) << "  " << std::setw(8)
+      << fixed(r.predicted_s, 3) << " / " << std::setw(7)
+      << (r.published_s > 0 ? fixed(r.published_s, 3) : std::string("-")) << "   " << std::setw(6)
+      << fixed(r.peak_gib, 1) << " / " << std::setw(4) << fixed(r.capacity_gib, 0) << "  "
+      << (r.fits ? "yes " : "NO  ") << "  " << r.plan;
+    out << l.str() << "\n";
+  }
+  out << "\nthroughput per GPU, |predicted/published - 1| over " << n << " runs: median "
+      << fixed(100 * median, 1) << " %, max " << fixed(100 * worst, 1) << " %; " << fit << " of "
+      << rows.size() << " fit memory\n\nsources:\n";
+  for (const auto& r : rows) out << "  " << r.name << ": " << r.source << "\n";
+  return 0;
+}
+
+}  // namespace shardgym::cli
