@@ -21,7 +21,9 @@ struct DeviceType {
   // Fractions of the datasheet peaks that real kernels reach (origins in hardware.yaml).
   double gemm_efficiency = 0.80;       // large dense GEMMs (cuBLAS) / peak_flops
   double attention_efficiency = 0.50;  // fused (flash) attention kernels / peak_flops
-  double memory_efficiency = 1.0;      // streaming (memory-bound) kernels / memory_bw
+  // Streaming (memory-bound) kernels / memory_bw; 0 = not stated: memory-bound kernels and
+  // the optimizer step are left out, as in the model before pipelines.
+  double memory_efficiency = 0;
 };
 
 struct LinkClass {

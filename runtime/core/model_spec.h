@@ -43,6 +43,8 @@ struct ModelSpec {
   bool overlap_grad_reduce = false;   // [--overlap-grad-reduce] DP reduction under backward
   bool overlap_param_gather = false;  // [--overlap-param-gather] its all-gather under forward
   bool tp_comm_overlap = false;       // [--tp-comm-overlap] TP collectives under the GEMMs
+  bool vocab_parallel = false;        // embedding and LM head split over the vocabulary by
+                                      // the edge blocks' TP degree (Megatron-LM's layers)
 
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   int num_blocks() const { return 2 * layers; }

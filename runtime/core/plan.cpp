@@ -64,7 +64,9 @@ bool Pipeline::is_default() const {
 }
 
 bool Pipeline::operator==(const Pipeline& o) const {
-  return stages == o.stages && micro_batches == o.micro_batches && schedule == o.schedule &&
+  // Without a pipeline, m = 0 means one micro-batch (plan_micro_batches).
+  auto norm = [](const Pipeline& p) { return p.stages == 1 && p.micro_batches == 0 ? 1 : p.micro_batches; };
+  return stages == o.stages && norm(*this) == norm(o) && schedule == o.schedule &&
          virtual_stages == o.virtual_stages && split == o.split;
 }
 
@@ -145,6 +147,7 @@ std::vector<int> Plan::block_stages() const {
 
 int plan_micro_batches(const Plan& plan, const ModelSpec& model, int world) {
   if (plan.pipeline.micro_batches > 0) return plan.pipeline.micro_batches;
+  if (plan.pipeline.is_default()) return 1;  // no pipeline part: the whole local batch at once
   const int stage_world = std::max(1, world / std::max(1, plan.pipeline.stages));
   int t_max = 1;
   for (const auto& s : plan.blocks) t_max = std::max(t_max, s.degree());

@@ -69,7 +69,8 @@ struct Plan {
   bool operator!=(const Plan& o) const { return !(*this == o); }
 };
 
-// Micro-batches per iteration of `plan`: its explicit m, or (m = 0) Megatron's rule
+// Micro-batches per iteration of `plan`: its explicit m; without a pipeline part 1 (the
+// whole local batch at once, as before pipelines); with `@pp(p=..)` and no m, Megatron's rule
 // m = G / (micro_batch · DP) with DP = (P/p) / the plan's largest block degree, at least 1.
 int plan_micro_batches(const Plan& plan, const ModelSpec& model, int world);
 // The model as one micro-batch sees it: global_batch = G/m (G of `world` ranks). With the

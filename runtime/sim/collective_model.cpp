@@ -97,6 +97,14 @@ double collective_time(CollOp op, double bytes, const GroupLinks& g) {
   if (g.nodes <= 1)
     return ring(g.size, ar, bytes, g.intra_bw * g.intra_eff, g.intra_lat, g.intra_bulk_lat,
                 g.intra_bulk_bytes);
+  if (g.inter_eff >= 1 && g.inter_bulk_bytes <= 0) {
+    // No nccl-tests figures for the network: the two-level α–β model (RS, AR over nodes, AG).
+    const double q = g.per_node, n = g.nodes;
+    const double intra = ring(q, false, bytes, g.intra_bw * g.intra_eff, g.intra_lat,
+                              g.intra_bulk_lat, g.intra_bulk_bytes);
+    const double inter = ring(n, ar, bytes / q, g.inter_bw, g.inter_lat, g.inter_lat, 0);
+    return ar ? 2 * intra + inter : intra + inter;
+  }
   // One ring through every node; q rails per node carry its inter-node traffic.
   double bus = g.inter_eff * g.inter_bw * g.per_node;
   if (g.per_node > 1) bus = std::min(bus, g.intra_eff * g.intra_bw);
@@ -109,6 +117,12 @@ LinkBytes collective_link_bytes(CollOp op, double bytes, const GroupLinks& g) {
   const bool ar = op == CollOp::kAllReduce;
   if (g.nodes <= 1) {
     out.intra = (ar ? 2.0 : 1.0) * (g.size - 1) / g.size * bytes;
+    return out;
+  }
+  if (g.inter_eff >= 1 && g.inter_bulk_bytes <= 0) {  // the two-level model (collective_time)
+    const double q = g.per_node, n = g.nodes;
+    out.intra = (ar ? 2.0 : 1.0) * (q - 1) / q * bytes;
+    out.inter = (ar ? 2.0 : 1.0) * (n - 1) / n * bytes / q;
     return out;
   }
   // The ring's p hops: n cross nodes, p − n stay inside one; every hop carries the same bytes.

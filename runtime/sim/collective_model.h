@@ -14,6 +14,8 @@
 // 120 data bytes in 128); from `bulk_bytes` on, the bulk (Simple) protocol with its larger
 // per-step latency `bulk_latency_s`. Both latencies and the switch come from the nccl-tests
 // all-reduce size sweep (docs/simulator-fidelity.md).
+// A network link without nccl-tests figures (bus_efficiency 1, no bulk size) keeps the
+// two-level α–β model: RS_intra(X) + AR_inter(X/q) + AG_intra(X) for an all-reduce.
 // A group spanning n nodes with q ranks on each runs one ring through all of them; with one
 // NIC per GPU (rails) each node's q ranks drive q NICs, so the ring's bus bandwidth is
 //   B_bus = min(eff_a·B_a, eff_e·B_e·q)       (q = 1: eff_e·B_e)

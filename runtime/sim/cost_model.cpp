@@ -62,7 +62,7 @@ double CostModel::slowest_pass(const std::vector<Gemm>& dense, const std::vector
           cond_.model.flash_attention
               ? core_flops / (dev.peak_flops * dev.attention_efficiency)
               : gemm_time(core, peak, dev.memory_bw, elem, calib_, dev.name, kind);
-      const double t_mem = terms_.memory_bound && dev.memory_bw > 0
+      const double t_mem = terms_.memory_bound && dev.memory_bw > 0 && dev.memory_efficiency > 0
                                ? mem_bytes / (dev.memory_bw * dev.memory_efficiency)
                                : 0.0;
       per_device[d] = w.dense * t_dense + w.core * t_core + w.mem * t_mem;
@@ -206,7 +206,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     const double owners = m.distributed_optimizer ? dp : 1;
     double bw = 0;
     for (const auto& d : cluster_.devices)
-      if (d.memory_bw > 0) bw = bw > 0 ? std::min(bw, d.memory_bw * d.memory_efficiency) : d.memory_bw * d.memory_efficiency;
+      if (d.memory_bw > 0 && d.memory_efficiency > 0)
+        bw = bw > 0 ? std::min(bw, d.memory_bw * d.memory_efficiency) : d.memory_bw * d.memory_efficiency;
     if (bw > 0) out.optimizer_s = params * touched / owners / bw;
   }
 
@@ -229,7 +230,7 @@ HeadCost CostModel::head_cost() const {
     double t_ce = 0;
     for (int r = 0; r < world_; ++r) {
       const DeviceType& dev = cluster_.devices[rank_device_[r]];
-      if (dev.memory_bw > 0)
+      if (dev.memory_bw > 0 && dev.memory_efficiency > 0)
         t_ce = std::max(t_ce, 4 * 4.0 * n * m.vocab / (dev.memory_bw * dev.memory_efficiency) *
                                   cond_.slowdown[r]);
     }

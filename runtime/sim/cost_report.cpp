@@ -69,13 +69,13 @@ CostReport make_cost_report(const SimRun& run, const Plan& plan) {
     br.fwd_s = c.fwd_s, br.bwd_s = c.bwd_s;
     br.tp_comm_s = c.tp_comm_fwd_s + c.tp_comm_bwd_s;
     br.grad_sync_s = c.grad_sync_s;
-    br.comm_s = c.comm_s;
+    br.comm_s = c.comm_s + c.grad_sync_s;  // exposed TP communication + gradient reduction
     br.comm_bytes_per_rank = c.comm_bytes_per_rank;
     br.state_bytes = c.state_bytes;
     const bool after_recompute = kind == BlockKind::kMlp && plan.blocks[b - 1].recompute;
     br.activation_bytes = after_recompute ? c.activation_bytes_prev_recompute : c.activation_bytes;
     if (b > 0) br.redistribution_s = cm.redistribution(plan.blocks[b - 1], s).time_s;
-    br.energy_j = head.idle_power_w * (c.fwd_s + c.bwd_s + c.comm_s) + c.busy_energy_j +
+    br.energy_j = head.idle_power_w * (c.fwd_s + c.bwd_s + br.comm_s) + c.busy_energy_j +
                   c.link_energy_j;
     for (const auto& cc : c.collectives) {
       CollectiveLine l;

@@ -70,6 +70,7 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   dp_entry_ = entry_of(Strategy::dp());
   idle_power_w_ = cost_.head_cost().idle_power_w;
   plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
+  cost_.set_conditions(conditions_at(0));
   configure(plan_.pipeline);
   install(conditions_at(0));
   reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);

@@ -185,7 +185,8 @@ void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out)
   const double total = double(model_.embedding_params());
   const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
   const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
-  const int t_first = entries_[idx[0]].degree(), t_last = entries_[idx[blocks_ - 1]].degree();
+  const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
+  const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
   out[0] += emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first);
   out[p - 1] += (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) + head_act;
   for (int b = 0; b < blocks_; ++b) {
@@ -265,7 +266,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // max(40M, 1M·DP) parameters (distributed/distributed_data_parallel.py); state / bytes per
   // parameter gives the stage's parameter count.
   // The embedding and head gradients, reduced over the replicas of the vocabulary split.
-  double tail = h.grad_sync_s * nh / entries_[idx[blocks_ - 1]].degree();
+  double tail = h.grad_sync_s * nh / (model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1);
   double tail_max = 0;
   for (int s = 0; s < p; ++s) {
     const int buckets = std::max(1, static_cast<int>(std::ceil(params[s] / 4e7)));

@@ -1,0 +1,176 @@
+// Pipeline schedules, micro-batches and the nccl-tests collective model (DESIGN.md §4).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/core/plan.h"
+#include "runtime/sim/collective_model.h"
+#include "runtime/sim/pipeline_model.h"
+#include "runtime/sim/sim_run.h"
+#include "sim_fixtures.h"
+
+namespace shardgym {
+namespace {
+
+using testing::cluster;
+using testing::experiment;
+using testing::gpt;
+using testing::h100_sxm;
+using testing::nvswitch;
+
+TEST(PipelineModel, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {1, 4, 16, 64}) {
+      const double c = 0.01;  // equal stages: one micro-batch's fwd + bwd
+      const std::vector<double> stages(p, c);
+      const double t = pipeline_time(stages, m, Schedule::k1F1B, 1);
+      const double ideal = m * c;
+      EXPECT_NEAR((t - ideal) / t, double(p - 1) / (m + p - 1), 1e-12) << "p=" << p << " m=" << m;
+      EXPECT_NEAR(bubble_fraction(p, m, 1), double(p - 1) / (m + p - 1), 1e-15);
+    }
+  }
+}
+
+TEST(PipelineModel, InterleavingDividesTheBubbleByV) {
+  const std::vector<double> stages(4, 1.0);
+  const double t1 = pipeline_time(stages, 8, Schedule::k1F1B, 1);
+  const double t3 = pipeline_time(stages, 8, Schedule::kInterleaved, 3);
+  EXPECT_DOUBLE_EQ(t1 - 8, 3.0);
+  EXPECT_DOUBLE_EQ(t3 - 8, 1.0);
+  EXPECT_NEAR(bubble_fraction(4, 8, 3), 3.0 / (24 + 3), 1e-15);
+}
+
+TEST(PipelineModel, TheSlowestStageSetsThePace) {
+  const std::vector<double> stages = {1.0, 2.0, 1.0};
+  // 10 micro-batches at the slowest stage's pace, plus the other stages' fill and drain.
+  EXPECT_DOUBLE_EQ(pipeline_time(stages, 10, Schedule::k1F1B, 1), 10 * 2.0 + 2.0);
+}
+
+TEST(PipelineModel, ActivationsInFlightPerSchedule) {
+  // 1F1B: stage s holds p − s micro-batches (at most m); GPipe all m.
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(Schedule::k1F1B, 4, 16, 1, 0), 4);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(Schedule::k1F1B, 4, 16, 1, 3), 1);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(Schedule::k1F1B, 4, 2, 1, 0), 2);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(Schedule::kGPipe, 4, 16, 1, 3), 16);
+  // Interleaved, stage 0: p·(1 + (p − 1)/(p·v)) (Korthikanti et al. 2022 §4.2.3).
+  const int p = 8, v = 3;
+  EXPECT_NEAR(micro_batches_in_flight(Schedule::kInterleaved, p, 64, v, 0),
+              p * (1 + (p - 1.0) / (p * v)), 1e-12);
+}
+
+TEST(PipelineModel, PlanTextRoundTripsWithThePipeline) {
+  const Plan p = Plan::parse("uniform:tp1d(t=8,sp=1,recompute=sel)@pp(p=4,m=16,schedule=interleaved,v=2,split=7/5/6/6)", 48);
+  EXPECT_EQ(p.pipeline.stages, 4);
+  EXPECT_EQ(p.pipeline.micro_batches, 16);
+  EXPECT_EQ(p.pipeline.virtual_stages, 2);
+  EXPECT_TRUE(p.blocks[0].selective);
+  EXPECT_EQ(Plan::parse(p.to_string(), 48), p);
+  const std::vector<int> st = p.block_stages();
+  EXPECT_EQ(st[13], 0);
+  EXPECT_EQ(st[14], 1);
+  EXPECT_EQ(st[47], 3);
+  EXPECT_THROW(Plan::parse("uniform:dp@pp(p=2,v=2)", 48), std::invalid_argument);  // v needs interleaved
+  EXPECT_THROW(Plan::parse("uniform:dp@pp(p=2,split=3)", 48), std::invalid_argument);
+  EXPECT_THROW(Plan::parse("uniform:dp@pp(p=2,bogus=1)", 48), std::invalid_argument);
+}
+
+TEST(PipelineModel, ValidateNamesWhatDoesNotDivide) {
+  ModelSpec m = gpt(24, 2048, 16, 2048, 1);
+  m.global_batch = 16;
+  Plan p = Plan::parse("uniform:tp1d(t=4)@pp(p=3,m=4)", 48);
+  EXPECT_NE(p.validate(m, 16).find("p=3 does not divide"), std::string::npos);
+  p = Plan::parse("uniform:tp1d(t=4)@pp(p=2,m=3)", 48);
+  EXPECT_NE(p.validate(m, 16).find("m=3 micro-batches do not divide"), std::string::npos);
+  p = Plan::parse("uniform:tp1d(t=4)@pp(p=2,m=4,split=20/5)", 48);
+  EXPECT_NE(p.validate(m, 16).find("split adds up to 25"), std::string::npos);
+  p = Plan::parse("uniform:tp1d(t=4)@pp(p=2,m=4)", 48);
+  EXPECT_EQ(p.validate(m, 16), "");
+  // Megatron's rule for m: G / (micro_batch · DP), DP = (P/p) / t.
+  p.pipeline.micro_batches = 0;
+  EXPECT_EQ(plan_micro_batches(p, m, 16), 16 / (1 * (8 / 4)));
+}
+
+// With one stage, one micro-batch and the new terms off, the iteration is what the model
+// before pipelines charged: Σ blocks (fwd + bwd + comm + grad sync) + redistribution + head.
+TEST(PipelineModel, OneStageOneMicroBatchTermsOffIsTheSumOfBlocks) {
+  ModelSpec m = gpt(4, 2048, 16, 1024, 8);
+  m.global_batch = 16;
+  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(m=1)";
+  SimOptions o;
+  o.terms.memory_bound = false;
+  SimRun run(spec, o);
+  const auto meas = run.estimate(run.plan());
+  ASSERT_TRUE(meas && meas->ok);
+  const CostModel& cm = run.stage_cost_model(0);
+  double sum = 0;
+  for (int b = 0; b < m.num_blocks(); ++b) {
+    const BlockCost c = cm.block_cost(ModelSpec::block_kind(b), run.plan().blocks[b]);
+    sum += c.fwd_s + c.bwd_s + c.comm_s + c.grad_sync_s;
+  }
+  const HeadCost h = cm.head_cost();
+  const double redist = cm.redistribution(run.plan().blocks.back(), Strategy::dp()).time_s;
+  EXPECT_NEAR(meas->step_latency_s, sum + h.compute_s + h.grad_sync_s + redist, 1e-12);
+}
+
+TEST(PipelineModel, MicroBatchesHoldOneMicroBatchOfActivations) {
+  ModelSpec m = gpt(8, 4096, 32, 2048, 1);
+  m.global_batch = 32;
+  ExperimentSpec spec = experiment(m, cluster(1, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(m=1)";
+  SimRun one(spec);
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(m=8)";
+  SimRun eight(spec);
+  const auto a = one.estimate(one.plan()), b = eight.estimate(eight.plan());
+  ASSERT_TRUE(a && b && a->ok && b->ok);
+  // Same work; activations of 1/8 of the batch at a time, so less memory.
+  EXPECT_LT(b->peak_memory_bytes[0], a->peak_memory_bytes[0]);
+  EXPECT_NEAR(b->step_latency_s / a->step_latency_s, 1.0, 0.25);
+}
+
+TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
+  ModelSpec m = gpt(8, 2048, 16, 1024, 1);
+  m.global_batch = 16;
+  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=8)";
+  SimRun run(spec);
+  Plan plan = run.plan();
+  plan.pipeline.split = {5, 3};  // one layer moved from stage 1 to stage 0
+  ASSERT_EQ(plan.validate(m, 16), "");
+  const auto even = run.estimate(run.plan()), moved = run.estimate(plan);
+  ASSERT_TRUE(even && moved && even->ok && moved->ok);
+  // Unbalanced stages: the slowest sets the pace.
+  EXPECT_GT(moved->step_latency_s, even->step_latency_s);
+  plan.pipeline.split = {8, 0};
+  EXPECT_NE(plan.validate(m, 16), "");
+  const auto bad = run.estimate(plan);
+  ASSERT_TRUE(bad);
+  EXPECT_FALSE(bad->ok);
+}
+
+// nccl-tests all_reduce_perf on 8 × A100 NVLink 3 (shared/validation/published.md, table C):
+// the collective model with the link parameters of experiments/hardware.yaml.
+TEST(CollectiveModel, ReproducesTheA100AllReduceSweepWithin15Percent) {
+  LinkClass nv{"nvswitch-a100", 300e9, 5.7e-6, 10e-12};
+  nv.bus_efficiency = 0.78;
+  nv.bulk_latency_s = 12.5e-6;
+  nv.bulk_bytes = 16.0 * (1 << 20);
+  ClusterSpec c = cluster(1, 8, h100_sxm(), nv);
+  c.nodes[0].intra_link = "nvswitch-a100";
+  const LinkState ls = make_link_state(c, {1.0, 1.0});
+  const GroupLinks g = describe_group({0, 1, 2, 3, 4, 5, 6, 7}, ls);
+  const double mib = 1 << 20;
+  const std::vector<std::pair<double, double>> sweep = {
+      {1 * mib, 101.9e-6},    {4 * mib, 101.5e-6},    {8 * mib, 133.5e-6},
+      {16 * mib, 276.6e-6},   {64 * mib, 684.6e-6},   {256 * mib, 2420.6e-6},
+      {512 * mib, 4218.4e-6}, {1024 * mib, 8203.9e-6}, {4096 * mib, 32136e-6},
+      {16384 * mib, 127997e-6}};
+  for (const auto& [bytes, measured] : sweep) {
+    const double t = collective_time(CollOp::kAllReduce, bytes, g);
+    EXPECT_NEAR(t / measured, 1.0, 0.15) << bytes / mib << " MiB: " << t * 1e6 << " us";
+  }
+}
+
+}  // namespace
+}  // namespace shardgym
