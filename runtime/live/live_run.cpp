@@ -9,6 +9,7 @@
 #include "runtime/core/cost.h"
 #include "runtime/live/device.h"
 #include "runtime/live/live_run_driver.h"
+#include "runtime/live/tp/micro_batches.h"
 
 namespace shardgym::live {
 namespace {
@@ -133,7 +134,7 @@ void LiveRun::stop_ranks() {
 
 std::string LiveRun::why_invalid(const Plan& plan) const {
   const int p = config_.world_size;
-  std::string why = plan.validate(config_.model, p);
+  std::string why = why_live_plan_invalid(config_.model, plan, p);
   if (!why.empty()) return why;
   const int g = effective_global_batch(config_.model, p);
   for (int b = 0; b < plan.size(); ++b) {
@@ -145,7 +146,16 @@ std::string LiveRun::why_invalid(const Plan& plan) const {
              " (replicas × chunks)";
     }
   }
-  return "";
+  return why_micro_batches_invalid(config_.model, plan, p, g, micro_batches_);
+}
+
+void LiveRun::set_micro_batches(int m) {
+  // The empty plan leaves only what no plan can change: m ≥ 1 and m | G/P.
+  const std::string why = why_micro_batches_invalid(
+      config_.model, Plan{}, config_.world_size,
+      effective_global_batch(config_.model, config_.world_size), m);
+  if (!why.empty()) throw std::invalid_argument("set_micro_batches: " + why);
+  micro_batches_ = m;
 }
 
 std::vector<RankReport> LiveRun::command(RankCommand cmd) {
@@ -195,6 +205,7 @@ Measurement LiveRun::step(const Plan& plan) {
   RankCommand cmd;
   cmd.op = RankOp::kStep;
   cmd.plan = plan.to_string();
+  cmd.micro_batches = micro_batches_;
   const Stopwatch wall;
   energy.start();
   std::vector<RankReport> reports;
@@ -272,7 +283,8 @@ std::vector<uint8_t> LiveRun::action_mask(int block) const {
     trial.blocks[block] = catalog_.at(k);
     const bool fits =
         capacity <= 0 ||
-        live_memory_estimate(config_.model, trial, config_.world_size).total() <= capacity;
+        live_memory_estimate(config_.model, trial, config_.world_size, micro_batches_).total() <=
+            capacity;
     mask[k] = fits && why_invalid(trial).empty();
   }
   return mask;

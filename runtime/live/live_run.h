@@ -13,10 +13,11 @@
 // Live figures are neither deterministic nor portable, and a live job cannot be cloned.
 //
 // Failures: a plan that is not shape-valid for the model, or whose blocks cannot split the
-// global batch, is rejected before any rank sees it (reset: std::invalid_argument; step:
-// ok = false). A rank that throws or stalls stops every rank within the timeout; step()
-// returns ok = false with the error naming the rank and the operation, all ranks are
-// joined (or killed), and the run stays stopped until the next reset().
+// global batch or its micro-batches, is rejected before any rank sees it (reset:
+// std::invalid_argument; step: ok = false). A rank that throws or stalls stops every rank
+// within the timeout; step() returns ok = false with the error naming the rank and the
+// operation, all ranks are joined (or killed), and the run stays stopped until the next
+// reset().
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,19 @@ class LiveRun : public TrainingRun {
   // Validation loss on the `index`-th validation batch (collective over the ranks).
   // Throws std::runtime_error if the run is stopped or the ranks fail.
   double eval_loss(int index = 0);
-  // Empty if `plan` can run: shapes (Plan::validate) and global-batch divisibility.
+  // Empty if `plan` can run: shapes over the whole batch and one pipeline stage
+  // (why_live_plan_invalid), global-batch divisibility and the micro-batches
+  // (micro_batches()).
   std::string why_invalid(const Plan& plan) const;
+  // Micro-batches per training iteration, from the next step() on and kept across reset():
+  // each replica's batch runs as m micro-batches with gradient accumulation, one gradient
+  // sync and one optimizer step (tp/micro_batches.h); 1, the default, runs it at once.
+  // Throws std::invalid_argument (naming m and the local batch) unless m ≥ 1 divides each
+  // rank's G/P sequences, which every plan needs. What depends on the plan (a block's chunks
+  // must split its micro-batch) is checked by why_invalid: step() returns ok = false and the
+  // action mask leaves such strategies out. A plan's own pipeline.micro_batches is not read.
+  void set_micro_batches(int m);
+  int micro_batches() const { return micro_batches_; }
   const LiveRankConfig& rank_config() const { return config_; }
   bool running() const { return driver_ != nullptr; }
   // Process ids of the rank processes (launch = processes), in rank order; empty otherwise.
@@ -83,6 +95,7 @@ class LiveRun : public TrainingRun {
   Plan plan_;
   int step_ = 0;
   int seq_ = 0;
+  int micro_batches_ = 1;
   std::string last_error_;
 };
 

@@ -50,7 +50,11 @@ double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& 
 
 }  // namespace
 
-MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, int world) {
+MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& plan, int world,
+                                    int micro_batches) {
+  ModelSpec model = batch_model;  // the activations below are those of one micro-batch
+  if (micro_batches > 1)
+    model.global_batch = effective_global_batch(batch_model, world) / micro_batches;
   MemoryEstimate e;
   const double per_param = model.state_bytes_per_param();
   double params = static_cast<double>(model.embedding_params());

@@ -130,7 +130,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
         const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
         BlockTimes times;
         const Stopwatch sw;
-        rep.loss = trainer->train_step(tokens, targets, &times);
+        rep.loss = trainer->train_step(tokens, targets, &times, cmd.micro_batches);
         rep.step_s = sw.elapsed_s();
         rep.fwd_s = times.fwd_s;
         rep.bwd_s = times.bwd_s;

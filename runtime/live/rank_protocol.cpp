@@ -187,6 +187,7 @@ std::string RankCommand::serialize() const {
   put(o, "plan", plan);
   put(o, "seed", std::to_string(seed));
   put(o, "eval_index", std::to_string(eval_index));
+  put(o, "micro_batches", std::to_string(micro_batches));
   return o.str();
 }
 
@@ -198,6 +199,7 @@ RankCommand RankCommand::parse(const std::string& text) {
   c.plan = f.str("plan");
   c.seed = f.u64("seed");
   c.eval_index = f.i32("eval_index");
+  c.micro_batches = f.i32("micro_batches");
   return c;
 }
 

@@ -56,6 +56,9 @@ struct RankCommand {
   std::string plan;    // kReset, kStep: Plan text
   uint64_t seed = 0;   // kReset: weights and data
   int eval_index = 0;  // kEval: which validation batch
+  // kStep: the iteration's batch runs as this many micro-batches with gradient accumulation
+  // (tp/micro_batches.h); the driver has checked that it divides every local batch.
+  int micro_batches = 1;
 
   std::string serialize() const;
   static RankCommand parse(const std::string& text);

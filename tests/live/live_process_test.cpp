@@ -1,6 +1,6 @@
 // LiveRun with launch = processes: 4 shardgym_rank_worker processes meet through the
-// driver's loopback TCPStore; a rank killed from outside, and a stalled rank, stop the run
-// with an error naming them, and no process is left behind.
+// driver's loopback TCPStore (micro-batch counts included); a rank killed from outside, and a
+// stalled rank, stop the run with an error naming them, and no process is left behind.
 #include <signal.h>
 
 #include <cerrno>
@@ -48,6 +48,33 @@ TEST(LiveRunProcesses, FourRankProcessesTrainAndRepartition) {
   }
   EXPECT_LT(last, first);  // 6 AdamW steps at lr 1e-2 from ln(256): a clear drop
   EXPECT_TRUE(std::isfinite(run.eval_loss(1)));
+}
+
+// The micro-batch count crosses the store channel: rank processes given m = 2 hold half the
+// activations at a time (peaks well below the whole batch's at these activation-heavy shapes)
+// and train to the same losses (float64: only the order of the sums differs).
+TEST(LiveRunProcesses, MicroBatchesReachTheRankProcesses) {
+  ExperimentSpec spec = process_spec();
+  spec.model.layers = 4;
+  spec.model.hidden = 64;
+  spec.model.seq = 64;
+  spec.live.precision = "float64";
+  LiveRun whole(spec), micro(spec);
+  micro.set_micro_batches(2);
+  const Plan plan = Plan::uniform(Strategy::tp1d(2), spec.model.num_blocks());
+  whole.reset(7, plan);
+  micro.reset(7, plan);
+  for (int i = 0; i < 3; ++i) {
+    const Measurement mw = whole.step(plan), mm = micro.step(plan);
+    ASSERT_TRUE(mw.ok) << mw.error;
+    ASSERT_TRUE(mm.ok) << mm.error;
+    EXPECT_NEAR(mm.loss, mw.loss, 1e-9 * mw.loss) << "step " << i;
+    ASSERT_EQ(mm.peak_memory_bytes.size(), 4u);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_LT(mm.peak_memory_bytes[r], 0.9 * mw.peak_memory_bytes[r])
+          << "step " << i << ", rank " << r;
+    }
+  }
 }
 
 TEST(LiveRunProcesses, KillingOneRankStopsTheRunWithinTheTimeout) {

@@ -157,6 +157,71 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
   expect_rejects(s, "launch = processes");
 }
 
+// Micro-batches travel in the step command. An m that no plan can take (it must divide each
+// rank's G/P sequences) is refused by the setter; one whose micro-batch a block's chunks
+// cannot split fails that step before any rank sees it, and the mask leaves that strategy
+// out. Trained from one seed, 2 micro-batches per iteration give the whole batch's losses.
+TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
+  RankCommand cmd;
+  cmd.op = RankOp::kStep;
+  cmd.plan = "uniform:dp";
+  cmd.micro_batches = 4;
+  EXPECT_NE(cmd.serialize().find("\nmicro_batches=4\n"), std::string::npos) << cmd.serialize();
+  EXPECT_EQ(RankCommand::parse(cmd.serialize()).micro_batches, 4);
+  EXPECT_EQ(RankCommand().micro_batches, 1);
+
+  ExperimentSpec spec = tiny_live_spec(4, "threads");  // G = 8: 2 sequences per rank
+  spec.live.precision = "float64";  // losses compared below to rounding of float64
+  spec.model.micro_batch = 8;       // the model asks for no micro-batching; the run sets m
+  LiveRun whole(spec), micro(spec);
+  EXPECT_EQ(micro.micro_batches(), 1);
+  for (int bad : {0, 4}) {
+    try {
+      micro.set_micro_batches(bad);
+      ADD_FAILURE() << "micro_batches = " << bad << " accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("micro_batches = " + std::to_string(bad)), std::string::npos) << what;
+      if (bad == 4) {
+        EXPECT_NE(what.find("local batch of 2 sequences"), std::string::npos) << what;
+      }
+    }
+  }
+  EXPECT_EQ(micro.micro_batches(), 1);
+  micro.set_micro_batches(2);
+  EXPECT_EQ(micro.micro_batches(), 2);
+
+  const int blocks = micro.model().num_blocks();
+  const Plan a = Plan::uniform(Strategy::tp1d(2), blocks);
+  Strategy dp_chunks = Strategy::dp();
+  dp_chunks.chunks = 2;  // 2 rows per rank: 2 chunks of 1, but 1 row per micro-batch
+  const Plan chunky = Plan::uniform(dp_chunks, blocks);
+  whole.reset(5, a);
+  micro.reset(5, a);
+  const int k = micro.catalog().index_of(dp_chunks);
+  ASSERT_GE(k, 0);
+  EXPECT_EQ(whole.action_mask(0)[k], 1);
+  EXPECT_EQ(micro.action_mask(0)[k], 0);
+  EXPECT_EQ(whole.why_invalid(chunky), "");
+  const Measurement bad = micro.step(chunky);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.error.find("micro_batches = 2: block 0 (dp(chunks=2)) takes 1 sequences"),
+            std::string::npos)
+      << bad.error;
+  EXPECT_TRUE(micro.running()) << "a refused m must not disturb the ranks";
+  // Pipeline stages are not run by the live runtime: refused, not run as one stage.
+  const std::string pp = micro.why_invalid(Plan::parse("uniform:tp1d(t=2)@pp(p=2)", blocks));
+  EXPECT_NE(pp.find("p=2 stages, but the live runtime runs one stage"), std::string::npos) << pp;
+  // float64, 3 AdamW steps: the two runs differ only in the order of the sums (~1e-16).
+  for (int i = 0; i < 3; ++i) {
+    const Measurement mw = whole.step(a), mm = micro.step(a);
+    ASSERT_TRUE(mw.ok) << mw.error;
+    ASSERT_TRUE(mm.ok) << mm.error;
+    EXPECT_NEAR(mm.loss, mw.loss, 1e-9 * mw.loss) << "step " << i;
+    for (int b = 0; b < blocks; ++b) EXPECT_GT(mm.block_fwd_s[b], 0);
+  }
+}
+
 int thread_count() {
   int n = 0;
   if (DIR* d = opendir("/proc/self/task")) {

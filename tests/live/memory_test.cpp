@@ -18,8 +18,9 @@ namespace {
 // well inside it for these shapes.
 constexpr double kTolerance = 0.15;
 
-void expect_peaks_match(ExperimentSpec spec, const std::string& what) {
+void expect_peaks_match(ExperimentSpec spec, const std::string& what, int micro_batches = 1) {
   LiveRun run(spec);
+  run.set_micro_batches(micro_batches);
   const int blocks = run.model().num_blocks();
   run.reset(0, Plan::uniform(Strategy::dp(), blocks));
   for (const char* text :
@@ -31,12 +32,21 @@ void expect_peaks_match(ExperimentSpec spec, const std::string& what) {
     ASSERT_TRUE(run.step(plan).ok);        // repartitions (its buffers count in this peak)
     const Measurement m = run.step(plan);  // a training iteration alone, AdamW moments held
     ASSERT_TRUE(m.ok) << m.error;
-    const double estimate = live_memory_estimate(run.model(), plan, 4).total();
+    const double estimate = live_memory_estimate(run.model(), plan, 4, micro_batches).total();
+    const double whole = live_memory_estimate(run.model(), plan, 4).total();
     ASSERT_EQ(m.peak_memory_bytes.size(), 4u);
     for (int r = 0; r < 4; ++r) {
       EXPECT_NEAR(m.peak_memory_bytes[r] / estimate, 1.0, kTolerance)
-          << what << ", " << text << ", rank " << r << ": measured " << m.peak_memory_bytes[r]
+          << what << ", m = " << micro_batches << ", " << text << ", rank " << r
+          << ": measured " << m.peak_memory_bytes[r]
           << " B, estimated " << estimate << " B";
+      // Micro-batching shows: the peak is out of reach of the whole batch's estimate.
+      if (micro_batches > 1) {
+        EXPECT_LT(m.peak_memory_bytes[r] / whole, 1.0 - kTolerance)
+            << what << ", m = " << micro_batches << ", " << text << ", rank " << r
+            << ": measured " << m.peak_memory_bytes[r] << " B, whole batch estimated " << whole
+            << " B";
+      }
     }
   }
 }
@@ -48,6 +58,16 @@ TEST(Memory, PeakPerRankMatchesTheEstimateActivationHeavy) {
   spec.model.hidden = 64;
   spec.model.seq = 64;
   expect_peaks_match(spec, "h=64 s=64");
+}
+
+// Gradient accumulation keeps one micro-batch's activations alive at a time: with 2
+// micro-batches the peaks match the estimate for 2 and stay clear of the whole batch's.
+TEST(Memory, PeakPerRankMatchesTheEstimateWithTwoMicroBatches) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.model.layers = 4;
+  spec.model.hidden = 64;
+  spec.model.seq = 64;
+  expect_peaks_match(spec, "h=64 s=64", 2);
 }
 
 TEST(Memory, PeakPerRankMatchesTheEstimateStateHeavy) {

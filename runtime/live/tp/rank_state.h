@@ -97,9 +97,20 @@ BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, in
 // Residual-stream exchange plans for global batch G (built on first use, then cached).
 const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t global_batch);
 
-// Forward (and backward when `train`) over the rank's shards; returns the global mean loss.
-double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
-                 bool train, BlockTimes* times);
+// Throws std::invalid_argument unless tokens and targets are int64 [G, seq] with G a
+// multiple of the world.
+void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
+                 const at::Tensor& targets);
+
+// Forward (and backward when `train`) of one batch (or micro-batch) over the rank's shards.
+// Returns this rank's share of the loss, detached, float64 [1]: its rows' summed token
+// cross-entropy divided by `mean_over` (the tokens of the whole iteration's batch, so that
+// the gradients of m micro-batches add up to the batch's); the shares of all ranks sum to the
+// loss (global_loss). `times` (optional, sized by the caller) gets each block's seconds added.
+at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
+                     bool train, BlockTimes* times, double mean_over);
+// Collective over the world: the sum of every rank's `share`.
+double global_loss(RankTrainer::State& st, const at::Tensor& share);
 
 // Wall clock in seconds; on a CUDA device after the kernels queued so far have finished, so
 // that differences of two readings cover the GPU work in between.

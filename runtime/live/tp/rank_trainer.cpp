@@ -10,6 +10,7 @@
 
 #include "runtime/live/device.h"
 #include "runtime/live/tp/gpt_params.h"
+#include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_state.h"
 
 namespace shardgym::live {
@@ -42,6 +43,13 @@ void sync_grads(Groups& groups, const std::vector<LocalParam*>& params) {
   }
 }
 
+// Micro-batch i of m (micro_batches.h): slice i of every rank's G/P rows, in rank order.
+at::Tensor micro_batch(const at::Tensor& batch, int world, int m, int i) {
+  if (m == 1) return batch;
+  const int64_t G = batch.size(0), S = batch.size(1);
+  return batch.reshape({world, m, G / (world * m), S}).select(1, i).reshape({G / m, S});
+}
+
 }  // namespace
 
 RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& world,
@@ -56,7 +64,7 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
   if (plan.size() != model.num_blocks())
     throw std::invalid_argument("plan has " + std::to_string(plan.size()) + " blocks, model " +
                                 std::to_string(model.num_blocks()));
-  const std::string why = plan.validate(model, st.world);
+  const std::string why = why_live_plan_invalid(model, plan, st.world);
   if (!why.empty()) throw std::invalid_argument("plan " + plan.to_string() + ": " + why);
   if (options.dtype != at::kFloat && options.dtype != at::kDouble)
     throw std::invalid_argument("RankTrainer: dtype must be float32 or float64");
@@ -105,11 +113,29 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
 RankTrainer::~RankTrainer() = default;
 
 double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor& targets,
-                                     BlockTimes* times) {
+                                     BlockTimes* times, int micro_batches) {
   State& st = *state_;
+  check_batch(st, tokens, targets);
+  const int64_t G = tokens.size(0);
+  const std::string why = why_micro_batches_invalid(st.model, st.plan, st.world, G, micro_batches);
+  if (!why.empty()) throw std::invalid_argument("rank " + std::to_string(st.rank) + ": " + why);
+  const size_t B = st.blocks.size();
+  if (times) {
+    times->fwd_s.assign(B, 0.0);
+    times->bwd_s.assign(B, 0.0);
+    times->comm_s.assign(B, 0.0);
+  }
   for (LocalParam* p : st.all_params()) p->value.mutable_grad() = at::Tensor();
-  const double loss = run_model(st, tokens, targets, /*train=*/true, times);
-  for (size_t b = 0; b < st.blocks.size(); ++b) {
+  // Every micro-batch's backward adds into the same .grad leaves (autograd accumulates).
+  const double mean_over = static_cast<double>(G) * st.model.seq;
+  at::Tensor share;
+  for (int i = 0; i < micro_batches; ++i) {
+    const at::Tensor s = run_model(st, micro_batch(tokens, st.world, micro_batches, i),
+                                   micro_batch(targets, st.world, micro_batches, i),
+                                   /*train=*/true, times, mean_over);
+    share = i == 0 ? s : share + s;
+  }
+  for (size_t b = 0; b < B; ++b) {
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     std::vector<LocalParam*> ps;
     for (auto& p : st.blocks[b].params) ps.push_back(&p);
@@ -123,7 +149,7 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
   std::vector<LocalParam*> outer;
   for (auto& p : st.outer) outer.push_back(&p);
   sync_grads(*st.groups, outer);
-  return loss;
+  return global_loss(st, share);
 }
 
 void RankTrainer::optimizer_step() {
@@ -152,8 +178,8 @@ void RankTrainer::optimizer_step() {
 }
 
 double RankTrainer::train_step(const at::Tensor& tokens, const at::Tensor& targets,
-                               BlockTimes* times) {
-  const double loss = forward_backward(tokens, targets, times);
+                               BlockTimes* times, int micro_batches) {
+  const double loss = forward_backward(tokens, targets, times, micro_batches);
   optimizer_step();
   synchronize(state_->options.device);  // the step ends when its GPU work has
   return loss;
@@ -161,7 +187,10 @@ double RankTrainer::train_step(const at::Tensor& tokens, const at::Tensor& targe
 
 double RankTrainer::eval_loss(const at::Tensor& tokens, const at::Tensor& targets) {
   c10::NoGradGuard no_grad;
-  return run_model(*state_, tokens, targets, /*train=*/false, nullptr);
+  check_batch(*state_, tokens, targets);
+  const double mean_over = static_cast<double>(tokens.size(0)) * state_->model.seq;
+  return global_loss(*state_,
+                     run_model(*state_, tokens, targets, /*train=*/false, nullptr, mean_over));
 }
 
 namespace {

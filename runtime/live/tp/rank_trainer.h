@@ -16,6 +16,8 @@
 // cross-entropy over the global batch, so gradients equal those of the single-rank reference
 // (reference_gpt.h): gradients of replicated shards are summed over the ranks that computed
 // different rows (the replicas; with sp=1 also the tensor group) — no extra scaling.
+// With m micro-batches (micro_batches.h) each micro-batch of G/m rows follows the same
+// convention and every row stays with the replica that computes it without micro-batches.
 // AdamW (adamw.h) runs on the local shards with global-norm clipping, each replicated element
 // counted once in the norm.
 #pragma once
@@ -67,7 +69,8 @@ struct RepartitionStats {
 class RankTrainer {
  public:
   // Collective (creates the plan's groups). Throws std::invalid_argument for a plan that does
-  // not fit the model or world (Plan::validate) or an unsupported dtype.
+  // not fit the model or world (why_live_plan_invalid: shapes over the whole batch, one
+  // pipeline stage) or an unsupported dtype.
   RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& world, TrainerOptions options);
   ~RankTrainer();
   RankTrainer(const RankTrainer&) = delete;
@@ -75,12 +78,17 @@ class RankTrainer {
 
   // Collective. tokens, targets: int64 [G, model.seq] global batch, the same on every rank; G must be
   // a multiple of P and of every block's replicas × chunks. Returns the global mean loss
-  // before the update. `times` (optional) gets one entry per block.
-  double train_step(const at::Tensor& tokens, const at::Tensor& targets, BlockTimes* times = nullptr);
+  // before the update. `times` (optional) gets one entry per block, summed over micro-batches.
+  // micro_batches = m runs the batch as m micro-batches with gradient accumulation
+  // (micro_batches.h): the same loss and gradients, one gradient sync and one update; an m
+  // that does not divide a local batch throws std::invalid_argument (on every rank, before
+  // any collective).
+  double train_step(const at::Tensor& tokens, const at::Tensor& targets,
+                    BlockTimes* times = nullptr, int micro_batches = 1);
   // The first half of train_step: forward, backward and gradient synchronisation, no update;
   // gather_full_grads() then returns these gradients (train_step leaves them too, unclipped).
   double forward_backward(const at::Tensor& tokens, const at::Tensor& targets,
-                          BlockTimes* times = nullptr);
+                          BlockTimes* times = nullptr, int micro_batches = 1);
   // The second half: global-norm clipping and AdamW on every local shard (collective).
   void optimizer_step();
   // Collective. Global mean loss without gradients.

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_state.h"
 
 namespace shardgym::live {
@@ -23,7 +24,7 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
   if (next.size() != st.model.num_blocks())
     throw std::invalid_argument("repartition: plan has " + std::to_string(next.size()) +
                                 " blocks, model " + std::to_string(st.model.num_blocks()));
-  const std::string why = next.validate(st.model, st.world);
+  const std::string why = why_live_plan_invalid(st.model, next, st.world);
   if (!why.empty()) throw std::invalid_argument("repartition to " + next.to_string() + ": " + why);
   c10::NoGradGuard no_grad;
   st.groups->create(plan_group_sets(st.model, next, st.world));

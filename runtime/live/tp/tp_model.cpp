@@ -177,8 +177,8 @@ const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t G) {
   return st.act_plans.emplace(G, std::move(ap)).first->second;
 }
 
-double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
-                 bool train, BlockTimes* times) {
+void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
+                 const at::Tensor& targets) {
   const ModelSpec& m = st.model;
   if (tokens.dim() != 2 || tokens.sizes() != targets.sizes() || tokens.size(1) != m.seq ||
       tokens.scalar_type() != at::kLong || targets.scalar_type() != at::kLong) {
@@ -187,18 +187,19 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
         << "], got " << tokens.sizes() << " and " << targets.sizes();
     throw std::invalid_argument(msg.str());
   }
+  if (tokens.size(0) % st.world != 0)
+    throw std::invalid_argument("global batch " + std::to_string(tokens.size(0)) +
+                                " is not a multiple of " + std::to_string(st.world) + " ranks");
+}
+
+at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
+                     bool train, BlockTimes* times, double mean_over) {
+  const ModelSpec& m = st.model;
+  check_batch(st, tokens, targets);
   const int64_t G = tokens.size(0), B = static_cast<int64_t>(st.blocks.size());
-  if (G % st.world != 0)
-    throw std::invalid_argument("global batch " + std::to_string(G) + " is not a multiple of " +
-                                std::to_string(st.world) + " ranks");
   const ActivationPlans& ap = activation_plans(st, G);
   Comm& world = st.groups->world().world();
   const bool probes = train && times;
-  if (times) {
-    times->fwd_s.assign(B, 0.0);
-    times->bwd_s.assign(B, 0.0);
-    times->comm_s.assign(B, 0.0);
-  }
   const int64_t rows = G / st.world;
   at::Tensor tok = tokens.narrow(0, st.rank * rows, rows).to(st.options.device);
   at::Tensor tgt = targets.narrow(0, st.rank * rows, rows).to(st.options.device);
@@ -211,8 +212,9 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
     x = block_forward(st.blocks[b].ctx, x, st.blocks[b].values());
     if (probes) x = backward_probe(x, &st.probe_out[b]);
     if (times) {
-      times->comm_s[b] = st.groups->wait_s() - w0;
-      times->fwd_s[b] = now_s(st.options.device) - t0 - times->comm_s[b];
+      const double wait = st.groups->wait_s() - w0;
+      times->comm_s[b] += wait;
+      times->fwd_s[b] += now_s(st.options.device) - t0 - wait;
     }
   }
   if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, world);
@@ -221,7 +223,7 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
   at::Tensor logits = linear_matmul(x, st.outer_value("lm_head.weight"));
   at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, m.vocab}), tgt.reshape({-1}), {},
                                            at::Reduction::Sum) /
-                    static_cast<double>(G * m.seq);
+                    mean_over;
   if (train) {
     std::fill(st.bwd_t0.begin(), st.bwd_t0.end(), 0.0);
     std::fill(st.bwd_t1.begin(), st.bwd_t1.end(), 0.0);
@@ -229,13 +231,17 @@ double run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Ten
     if (times) {
       for (int64_t b = 0; b < B; ++b) {
         const double wait = st.bwd_w1[b] - st.bwd_w0[b];
-        times->bwd_s[b] = st.bwd_t1[b] - st.bwd_t0[b] - wait;
+        times->bwd_s[b] += st.bwd_t1[b] - st.bwd_t0[b] - wait;
         times->comm_s[b] += wait;
       }
     }
   }
-  at::Tensor total = loss.detach().to(at::kDouble).reshape({1}).clone();
-  world.all_reduce(total);
+  return loss.detach().to(at::kDouble).reshape({1});
+}
+
+double global_loss(RankTrainer::State& st, const at::Tensor& share) {
+  at::Tensor total = share.to(at::kDouble).reshape({1}).clone();
+  st.groups->world().world().all_reduce(total);
   return total.item<double>();
 }
 

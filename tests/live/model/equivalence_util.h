@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ constexpr double kTolFloat = 1e-5;
 struct Case {
   std::string name;
   Plan plan;
+  int micro_batches = 1;  // gradient accumulation over this many micro-batches
 };
 
 struct Outcome {
@@ -59,6 +61,40 @@ inline std::vector<Case> degenerate_mesh_cases(const ModelSpec& m, int world) {
         out.push_back({"uniform:" + s, Plan::parse("uniform:" + s, m.num_blocks())});
       }
   return out;
+}
+
+// `cases` run as m micro-batches, those whose split the batch allows: m divides each rank's
+// G/P rows and every block's chunks divide its rows per micro-batch and replica. Counted here
+// from the batch arithmetic, not by the runtime's check, so that a check that refused too
+// much would show as missing cases (see covered_kinds).
+inline std::vector<Case> with_micro_batches(const std::vector<Case>& cases, int m, int world,
+                                            int64_t global_batch) {
+  std::vector<Case> out;
+  for (Case c : cases) {
+    bool fits = (global_batch / world) % m == 0;
+    for (const Strategy& s : c.plan.blocks)
+      fits = fits && (global_batch / s.replicas(world) / m) % s.chunks == 0;
+    if (!fits) continue;
+    c.name += " m=" + std::to_string(m);
+    c.micro_batches = m;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The strategy kinds that some block of `cases` uses: dp, tp1d, sp, tp2d-row, tp2d-col,
+// chunks, recompute.
+inline std::set<std::string> covered_kinds(const std::vector<Case>& cases) {
+  std::set<std::string> k;
+  for (const Case& c : cases)
+    for (const Strategy& s : c.plan.blocks) {
+      if (s.kind == StrategyKind::kDP) k.insert("dp");
+      if (s.kind == StrategyKind::kTP1D) k.insert(s.sp ? "sp" : "tp1d");
+      if (s.kind == StrategyKind::kTP2D) k.insert(s.row_first ? "tp2d-row" : "tp2d-col");
+      if (s.chunks > 1) k.insert("chunks");
+      if (s.recompute) k.insert("recompute");
+    }
+  return k;
 }
 
 inline std::vector<Case> mixture_cases(const ModelSpec& m, int world, int n, uint32_t seed) {
@@ -116,7 +152,8 @@ inline Outcome evaluate_case(const ModelSpec& m, const Case& c, CommWorld& w,
                              bool* on_device = nullptr) {
   RankTrainer tr(m, c.plan, w, o);
   tr.load_full_params(ref.init);
-  const double loss = tr.forward_backward(ref.batch.tokens, ref.batch.targets);
+  const double loss =
+      tr.forward_backward(ref.batch.tokens, ref.batch.targets, nullptr, c.micro_batches);
   ParamMap grads = tr.gather_full_grads();
   if (on_device) {
     *on_device = true;

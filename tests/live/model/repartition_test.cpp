@@ -1,6 +1,7 @@
 // Repartitioning while training: moving blocks (parameters and AdamW state) to new strategies
 // at iterations 3 and 6 leaves the 10 training losses those of never repartitioning — and of
-// the single-rank reference trainer — and each rank receives exactly the elements it lacks.
+// the single-rank reference trainer, also with 2 micro-batches per iteration — and each rank
+// receives exactly the elements it lacks.
 #include <chrono>
 #include <mutex>
 #include <random>
@@ -35,7 +36,9 @@ TrainerOptions options() {
   return o;
 }
 
-TEST(Repartition, TrainingLossesMatchNeverRepartitioningAndTheReference) {
+// `micro_batches` > 1: every iteration runs as that many micro-batches with gradient
+// accumulation, against the reference's whole-batch steps (one AdamW step per iteration).
+void expect_training_matches(int micro_batches) {
   const ModelSpec m = tiny_model();
   const int world = 4, iters = 10;
   const Plan p0 = Plan::parse("dp;tp1d(t=2);tp2d(d1=2,d2=2,first=row);tp1d(t=4,sp=1)", 4);
@@ -60,6 +63,7 @@ TEST(Repartition, TrainingLossesMatchNeverRepartitioningAndTheReference) {
   std::vector<double> bytes(world, 0);
   bool state_moved_exactly = true;
   double final_param_err = 0;
+  int64_t steps = -1;
   run_threads(world, [&](CommWorld& w) {
     RankTrainer a(m, p0, w, options()), b(m, p0, w, options());
     a.load_full_params(init);
@@ -77,8 +81,8 @@ TEST(Repartition, TrainingLossesMatchNeverRepartitioningAndTheReference) {
         }
         exact = exact && a.optimizer_step_count() == b.optimizer_step_count();
       }
-      la.push_back(a.train_step(batches[i].tokens, batches[i].targets));
-      lb.push_back(b.train_step(batches[i].tokens, batches[i].targets));
+      la.push_back(a.train_step(batches[i].tokens, batches[i].targets, nullptr, micro_batches));
+      lb.push_back(b.train_step(batches[i].tokens, batches[i].targets, nullptr, micro_batches));
     }
     std::string worst;
     const double perr = testing::max_rel_err(b.gather_full_params(), ref.gpt().params(), &worst);
@@ -88,7 +92,9 @@ TEST(Repartition, TrainingLossesMatchNeverRepartitioningAndTheReference) {
     bytes[w.rank()] = received;
     state_moved_exactly = state_moved_exactly && exact;
     final_param_err = std::max(final_param_err, perr);
+    steps = b.optimizer_step_count();
   }, kTimeout);
+  EXPECT_EQ(steps, iters) << "one optimizer step per iteration";
 
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(moved[r].size(), size_t(iters));
@@ -101,6 +107,16 @@ TEST(Repartition, TrainingLossesMatchNeverRepartitioningAndTheReference) {
   // Moments are copied, not recomputed: identical bits right after the first repartition.
   EXPECT_TRUE(state_moved_exactly);
   EXPECT_LT(final_param_err, kTol);
+}
+
+TEST(Repartition, TrainingLossesMatchNeverRepartitioningAndTheReference) {
+  expect_training_matches(1);
+}
+
+// Global batch 8 on 4 ranks: 2 micro-batches of one row per rank; p1's chunks=2 block
+// (tp1d(t=4), one replica) still gets 4 rows per micro-batch.
+TEST(Repartition, WithTwoMicroBatchesPerIterationTrainingStillMatchesTheReference) {
+  expect_training_matches(2);
 }
 
 // Parameters whose value is their flat index: a rank's holdings are the set of values it has,

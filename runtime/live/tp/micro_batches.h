@@ -1,0 +1,38 @@
+// Gradient accumulation in the live runtime: an iteration's global batch [G, S] runs as m
+// micro-batches, each a forward and a backward; gradients add up, and the gradient
+// synchronisation and the optimizer step run once per iteration (DESIGN.md §4).
+//
+// The split keeps every row with the replica that computes it without micro-batches: rank q's
+// rows [q·G/P, (q+1)·G/P) (embedding, LM head, dp blocks) are cut into m equal slices, and
+// micro-batch i is slice i of every rank, in rank order — a batch of G/m rows under the same
+// convention (rank_trainer.h). A block's replica r then takes, in micro-batch i, slice i of its
+// own rows [r·G/R, (r+1)·G/R). The loss is summed over the micro-batches with the mean taken
+// over all G·S tokens, so the loss and the gradients are the single batch's up to the order
+// of the sums.
+//
+// Torch-free, so that LiveRun can reject an m before any rank sees it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/core/model_spec.h"
+#include "runtime/core/plan.h"
+
+namespace shardgym::live {
+
+// The live runtime runs one pipeline stage over all P ranks and is handed m per iteration
+// (RankTrainer::train_step), so a plan's own pipeline part is not what it runs: empty if the
+// plan is shape-valid over the whole batch (Plan::validate with one stage and m = 1), else
+// why; a plan with p > 1 stages is refused rather than run as one stage. Its m (explicit, or
+// derived from model.micro_batch) is not read here.
+std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int world);
+
+// Empty if `micro_batches` micro-batches can run `plan` on a global batch of `global_batch`
+// sequences over `world` ranks, else why: m must be ≥ 1 and divide the local batch of every
+// tensor-parallel group (G/replicas for each block, G/P for the embedding and LM head), and a
+// block's micro-batch rows per replica must split into its chunks.
+std::string why_micro_batches_invalid(const ModelSpec& model, const Plan& plan, int world,
+                                      int64_t global_batch, int micro_batches);
+
+}  // namespace shardgym::live
