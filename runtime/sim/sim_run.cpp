@@ -107,7 +107,7 @@ bool SimRun::configure(const Pipeline& pipe) const {
   const bool same_stages = !stage_cost_.empty() && pipe.stages == pipe_.stages;
   pipe_ = pipe;
   const int p = std::max(1, pipe.stages);
-  const_cast<int&>(stage_world_) = world_ / p;
+  stage_world_ = world_ / p;
   if (!same_stages) {
     stage_cost_.clear();
     for (int s = 0; s < p; ++s)

@@ -138,7 +138,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<double> stage_scratch_;
   mutable std::vector<double> stage_capacity_;  // smallest device memory of each stage
   double idle_power_w_ = 0;                     // Σ_ranks idle_w
-  int stage_world_ = 0;
+  mutable int stage_world_ = 0;
   int blocks_ = 0;
   int world_ = 0;
   std::vector<int> event_steps_;  // distinct event steps, sorted
