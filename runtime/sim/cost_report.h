@@ -3,6 +3,8 @@
 //
 // Plain data so that a CLI, a test or a notebook can read it; to_json / to_table render it.
 // All figures are noise-free, per iteration, and per rank unless the name says otherwise.
+// Block figures are the block's stage's cost model at one micro-batch, times the
+// micro-batches (as SimRun charges them); the stages say how the schedule joins them.
 //
 //   SimRun run(spec);
 //   CostReport r = make_cost_report(run, Plan::parse("uniform:tp1d(t=8)", run.model().num_blocks()));
@@ -31,6 +33,7 @@ struct CollectiveLine {
 
 struct BlockReport {
   int block = 0;
+  int stage = 0;         // pipeline stage
   std::string kind;      // attention | mlp
   std::string strategy;  // Strategy::to_string
   double flops_per_rank = 0;
@@ -46,20 +49,40 @@ struct BlockReport {
   std::vector<CollectiveLine> collectives;
 };
 
+// One pipeline stage (a plan without `@pp` has one, holding every block and rank).
+struct StageReport {
+  int stage = 0;
+  int first_block = 0, blocks = 0, first_rank = 0, ranks = 0;
+  double micro_batch_s = 0;  // one micro-batch through the stage (LM head on the last)
+  double compute_s = 0;      // Σ its blocks' fwd + bwd, whole iteration
+  double comm_s = 0;         // Σ its blocks' exposed TP communication, whole iteration
+  double grad_sync_s = 0, param_gather_s = 0, optimizer_s = 0;  // before overlap
+  double tail_s = 0;         // what of those stays exposed after the schedule
+  double in_flight = 0;      // micro-batches of activations held at the peak
+  double peak_memory_bytes = 0, capacity_bytes = 0;
+};
+
 struct CostReport {
   std::string model, cluster, plan, calibration;
   int world = 0;
+  int stages = 1, micro_batches = 1, virtual_stages = 1;
+  std::string schedule;          // gpipe | 1f1b | interleaved
+  double schedule_s = 0;         // all micro-batches through the stages, bubble included
+  double bubble_fraction = 0;    // of equal stages: (p−1)/(m·v + p − 1)
+  double p2p_s = 0;              // stage-to-stage sends of the fill and drain
+  double tail_s = 0;             // slowest stage's exposed DP work + embedding/head sync
   double step_latency_s = 0;     // one iteration (as SimRun::estimate)
-  double compute_s = 0;          // Σ blocks fwd + bwd
-  double comm_s = 0;             // Σ blocks exposed communication
+  double compute_s = 0;          // Σ blocks fwd + bwd (all stages)
+  double comm_s = 0;             // Σ blocks exposed TP communication + gradient reduction
   double redistribution_s = 0;   // Σ block boundaries + last block → LM head
-  double head_s = 0;             // embedding / LM head compute + its gradient sync
+  double head_s = 0;             // LM head compute (all micro-batches) + its gradient sync
   double repartition_s = 0;      // from the run's current plan to this one
   double energy_j = 0;
   double tokens = 0;
   double peak_memory_bytes = 0;  // per rank
   double memory_capacity = 0;    // smallest device
   bool oom = false;
+  std::vector<StageReport> stage_reports;
   std::vector<BlockReport> blocks;
 };
 

@@ -233,6 +233,45 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
   return m;
 }
 
+IterationBreakdown SimRun::breakdown(const Plan& plan) const {
+  IterationBreakdown bd;
+  std::vector<int> idx;
+  const Pipeline before = pipe_;
+  const std::string err = resolve(plan, idx);
+  if (!err.empty()) {
+    configure(before);
+    throw std::invalid_argument("breakdown: " + err);
+  }
+  Measurement m;
+  evaluate(idx, nullptr, nullptr, m, &bd);
+  const int p = static_cast<int>(stage_cost_.size());
+  bd.pipeline = pipe_;
+  bd.bubble_fraction = p > 1 ? bubble_fraction(p, pipe_.micro_batches, pipe_.schedule ==
+                                   Schedule::kInterleaved ? pipe_.virtual_stages : 1)
+                             : 0.0;
+  bd.block_stage = block_stage_;
+  stage_memory(idx, stage_scratch_);
+  for (int s = 0; s < p; ++s) {
+    StageTimes& st = bd.stages[s];
+    st.first_rank = s * stage_world_, st.ranks = stage_world_;
+    st.in_flight = in_flight_[s];
+    st.peak_memory_bytes = stage_scratch_[s], st.capacity_bytes = stage_capacity_[s];
+  }
+  for (int b = 0; b < blocks_; ++b) {
+    StageTimes& st = bd.stages[block_stage_[b]];
+    if (st.blocks++ == 0) st.first_block = b;
+    const int stage = block_stage_[b];
+    bd.blocks.push_back(stage_cost_[stage].block_cost(ModelSpec::block_kind(b), entries_[idx[b]],
+                                                      true));
+    const bool inside = b > 0 && block_stage_[b - 1] == stage;
+    bd.redistribution_s.push_back(inside ? redistribution(stage, idx[b - 1], idx[b]).time : 0.0);
+  }
+  if (act_id_[idx[blocks_ - 1]] != act_id_[dp_entry_])
+    bd.head_redistribution_s = redistribution(p - 1, idx[blocks_ - 1], dp_entry_).time;
+  configure(before);  // the plan in force keeps its stages
+  return bd;
+}
+
 std::unique_ptr<TrainingRun> SimRun::clone() const { return std::make_unique<SimRun>(*this); }
 
 }  // namespace shardgym

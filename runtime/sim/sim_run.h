@@ -49,6 +49,36 @@
 
 namespace shardgym {
 
+// Where one iteration of a plan goes, stage by stage (SimRun::breakdown, `shardgym cost`).
+// Noise-free; times in seconds, per rank of the stage.
+struct StageTimes {
+  int first_block = 0, blocks = 0;  // blocks [first_block, first_block + blocks)
+  int first_rank = 0, ranks = 0;    // ranks [first_rank, first_rank + ranks)
+  double micro_batch_s = 0;  // one micro-batch: fwd + bwd + exposed TP comm + redistributions
+                             // (+ the LM head on the last stage)
+  double grad_sync_s = 0, param_gather_s = 0, optimizer_s = 0;  // iteration, before overlap
+  double tail_s = 0;         // exposed gradient reduction + parameter gather + optimizer step
+  double in_flight = 0;      // micro-batches whose activations the stage holds at its peak
+  double peak_memory_bytes = 0, capacity_bytes = 0;
+};
+
+struct IterationBreakdown {
+  Pipeline pipeline;         // m explicit
+  double schedule_s = 0;     // the schedule of all micro-batches (pipeline_model.h)
+  double p2p_s = 0;          // stage-to-stage sends of the fill and drain
+  double bubble_fraction = 0;  // (p−1)/(m·v + p − 1): idle share of equal stages
+  double head_s = 0;         // LM head + loss of one micro-batch, on the last stage
+  double head_sync_s = 0;    // embedding / LM head gradient reduction
+  double step_latency_s = 0;   // schedule + p2p + head sync + the slowest stage's tail
+  std::vector<StageTimes> stages;
+  std::vector<int> block_stage;
+  std::vector<BlockCost> blocks;  // per micro-batch on the block's stage, with collectives
+  // Per micro-batch: activations into block b from block b − 1 of the same stage (fwd + bwd;
+  // a stage boundary sends point to point instead), and from the last block to the LM head.
+  std::vector<double> redistribution_s;
+  double head_redistribution_s = 0;
+};
+
 struct SimOptions {
   Calibration calibration = default_calibration();
   CostTerms terms;
@@ -79,6 +109,10 @@ class SimRun : public TrainingRun {
   // cluster, for a whole-iteration model; stage_cost_model(s) is what block costs use.
   const CostModel& cost_model() const { return cost_; }
   const CostModel& stage_cost_model(int stage) const { return stage_cost_.at(stage); }
+  // Stage by stage, block by block: where an iteration of `plan` goes under the conditions of
+  // the next step (the plan in force is unchanged). Throws std::invalid_argument if `plan` is
+  // not valid here.
+  IterationBreakdown breakdown(const Plan& plan) const;
   // Pipeline and micro-batches of the plan in force (m explicit).
   const Pipeline& pipeline() const { return pipe_; }
   const Scenario& scenario() const { return scenario_; }
@@ -118,8 +152,10 @@ class SimRun : public TrainingRun {
   };
   void ensure_mask_tables() const;
   // Fills `out` for running `idx` after `from` (nullptr: no repartition). noise: nullptr = none.
+  // `stages` (optional) receives the per-stage figures.
   void evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                LogNormalNoise* noise, Measurement& out) const;
+                LogNormalNoise* noise, Measurement& out,
+                IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
   void install(const Conditions& c);  // invalidates the caches if `c` differs
   void draw_link_measurement();

@@ -203,7 +203,7 @@ double SimRun::memory_of(const std::vector<int>& idx) const {
 }
 
 void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                      LogNormalNoise* noise, Measurement& out) const {
+                      LogNormalNoise* noise, Measurement& out, IterationBreakdown* bd) const {
   auto draw = [noise]() { return noise ? noise->next() : 1.0; };
   const HeadCost& h = head();
   const int p = static_cast<int>(stage_cost_.size());
@@ -250,6 +250,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   mb[p - 1] += h.compute_s * nh;
   busy_j += m * h.busy_energy_j * nh;
   double latency = pipeline_time(mb, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
+  const double schedule_s = latency;
   if (p > 1) {
     // Point-to-point activations between consecutive stages (fwd and bwd); steady-state sends
     // overlap compute (Megatron-LM), the fill and drain of the schedule do not.
@@ -267,7 +268,9 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // parameter gives the stage's parameter count.
   // The embedding and head gradients, reduced over the replicas of the vocabulary split.
   double tail = h.grad_sync_s * nh / (model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1);
+  const double p2p_s = latency - schedule_s;
   double tail_max = 0;
+  if (bd) bd->stages.assign(p, StageTimes{});
   for (int s = 0; s < p; ++s) {
     const int buckets = std::max(1, static_cast<int>(std::ceil(params[s] / 4e7)));
     const double v = pipe_.schedule == Schedule::kInterleaved ? pipe_.virtual_stages : 1;
@@ -276,8 +279,19 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     const double a = model_.overlap_param_gather ? overlapped_exposed(gather[s], fwd1[s] / v, buckets)
                                                  : gather[s];
     tail_max = std::max(tail_max, g + a + opt[s]);
+    if (bd) {
+      StageTimes& st = bd->stages[s];
+      st.micro_batch_s = mb[s];
+      st.grad_sync_s = sync[s], st.param_gather_s = gather[s], st.optimizer_s = opt[s];
+      st.tail_s = g + a + opt[s];
+    }
   }
   latency += tail + tail_max;
+  if (bd) {
+    bd->schedule_s = schedule_s, bd->p2p_s = p2p_s, bd->head_sync_s = tail;
+    bd->head_s = h.compute_s;
+    bd->step_latency_s = latency;
+  }
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
   if (from) {

@@ -1,6 +1,8 @@
 // The per-block cost breakdown behind `shardgym cost` (cost_report.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/sim/cost_report.h"
 #include "tests/sim/sim_fixtures.h"
 
@@ -43,6 +45,45 @@ TEST(CostReport, RendersJsonAndTable) {
   EXPECT_NE(table.find("tp1d(t=4)"), std::string::npos);
   EXPECT_NE(table.find("iteration"), std::string::npos);
   EXPECT_THROW(make_cost_report(spec(), Plan::parse("uniform:tp1d(t=3)", 4)), std::invalid_argument);
+}
+
+
+TEST(CostReport, StagesOfAPipelinedPlan) {
+  const Plan plan = Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=4)", 4);
+  const CostReport r = make_cost_report(spec(), plan);
+  ASSERT_EQ(r.stage_reports.size(), 2u);
+  EXPECT_EQ(r.stages, 2);
+  EXPECT_EQ(r.micro_batches, 4);
+  EXPECT_EQ(r.schedule, "1f1b");
+  EXPECT_DOUBLE_EQ(r.bubble_fraction, 1.0 / 5.0);  // (p−1)/(m+p−1)
+  const StageReport &s0 = r.stage_reports[0], &s1 = r.stage_reports[1];
+  EXPECT_EQ(s0.first_block, 0);
+  EXPECT_EQ(s0.blocks, 2);
+  EXPECT_EQ(s1.first_block, 2);
+  EXPECT_EQ(s1.first_rank, 4);
+  EXPECT_EQ(s1.ranks, 4);
+  EXPECT_EQ(r.blocks[1].stage, 0);
+  EXPECT_EQ(r.blocks[2].stage, 1);
+  EXPECT_DOUBLE_EQ(s0.in_flight, 2);  // 1F1B: min(m, p − s)
+  EXPECT_DOUBLE_EQ(s1.in_flight, 1);
+  // A stage's micro-batch holds its blocks' compute; the last one also the LM head.
+  for (const auto& st : r.stage_reports) {
+    double blocks = 0;
+    for (int b = st.first_block; b < st.first_block + st.blocks; ++b)
+      blocks += (r.blocks[b].fwd_s + r.blocks[b].bwd_s) / r.micro_batches;
+    EXPECT_GE(st.micro_batch_s, blocks * (1 - 1e-12));
+  }
+  EXPECT_GT(s1.micro_batch_s, s0.micro_batch_s);
+  // 1F1B: m · the slowest stage + the others' fill and drain (pipeline_model.h).
+  const double slow = std::max(s0.micro_batch_s, s1.micro_batch_s);
+  const double fast = std::min(s0.micro_batch_s, s1.micro_batch_s);
+  EXPECT_NEAR(r.schedule_s, 4 * slow + fast, 1e-12 * r.schedule_s);
+  EXPECT_GT(r.p2p_s, 0);
+  EXPECT_NEAR(r.schedule_s + r.p2p_s + r.tail_s, r.step_latency_s, 1e-12 * r.step_latency_s);
+  EXPECT_DOUBLE_EQ(std::max(s0.peak_memory_bytes, s1.peak_memory_bytes), r.peak_memory_bytes);
+  const std::string table = to_table(r, false);
+  EXPECT_NE(table.find("pipeline       2 stages, 4 micro-batches, 1f1b"), std::string::npos);
+  EXPECT_NE(to_json(r).find("\"stages\":[{\"stage\":0"), std::string::npos);
 }
 
 }  // namespace
