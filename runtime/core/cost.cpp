@@ -8,9 +8,10 @@ namespace {
 
 // Collectives over a group of one rank move nothing: they are left out.
 void add(std::vector<Collective>& out, CollOp op, CommAxis axis, int group, double x, bool fwd,
-         const char* what, int chunks) {
+         const char* what, int chunks, bool under_wgrad = false) {
   if (group <= 1 || x <= 0) return;
-  for (int c = 0; c < chunks; ++c) out.push_back({op, axis, group, x / chunks, fwd, what});
+  for (int c = 0; c < chunks; ++c)
+    out.push_back({op, axis, group, x / chunks, fwd, what, under_wgrad});
 }
 
 // Megatron 1D (Shoeybi et al.; SP: Korthikanti et al.). Per block: f before the
@@ -33,14 +34,17 @@ void megatron_1d(std::vector<Collective>& out, BlockKind kind, const Strategy& s
   fwd(false);
   if (s.recompute) fwd(true);
   if (s.sp) {
-    add(out, CollOp::kReduceScatter, CommAxis::kTensor, t, n * h, false, attn ? "attn.in g(rs) bwd" : "mlp.in g(rs) bwd", k);
+    add(out, CollOp::kReduceScatter, CommAxis::kTensor, t, n * h, false, attn ? "attn.in g(rs) bwd" : "mlp.in g(rs) bwd", k, true);
     add(out, CollOp::kAllGather, CommAxis::kTensor, t, n * h, false, attn ? "attn.out g~(ag) bwd" : "mlp.out g~(ag) bwd", k);
   } else {
-    add(out, CollOp::kAllReduce, CommAxis::kTensor, t, n * h, false, attn ? "attn.qkv f bwd" : "mlp.fc1 f bwd", k);
+    add(out, CollOp::kAllReduce, CommAxis::kTensor, t, n * h, false, attn ? "attn.qkv f bwd" : "mlp.fc1 f bwd", k, true);
   }
 }
 
-// ATP 2D (Cheng et al. 2023, reconstructed from the authors' public code). Weights
+// ATP 2D (Cheng et al. 2023, reconstructed from the authors' public code). The all-reduce of
+// the QKV / fc1 input gradient over d1 is marked under_wgrad as Megatron's is: it does not
+// depend on that GEMM's weight gradient, so the same overlap applies (not checked against
+// ATP's code; both schemes get it so that neither is favoured). Weights
 // A[in,out] placed [Shard(0) on one axis, Shard(1) on the other]; the residual stream is
 // [N, h/d2], sharded over the d2 axis, replicated over d1.
 void atp_2d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, double n, double h,
@@ -65,10 +69,10 @@ void atp_2d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, dou
   if (kind == BlockKind::kAttention) {
     add(out, CollOp::kReduceScatter, D2, d2, n * h / d1, false, "attn.out rs(d2) bwd", k);
     add(out, CollOp::kAllGather, D2, d2, n * 3 * h / d1, false, "attn.qkv ag(d2) bwd", k);
-    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "attn.qkv ar(d1) bwd", k);
+    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "attn.qkv ar(d1) bwd", k, true);
   } else {
     add(out, CollOp::kAllReduce, D2, d2, n * f / d1, false, "mlp.fc2 ar(d2) bwd", k);
-    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "mlp.fc1 ar(d1) bwd", k);
+    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "mlp.fc1 ar(d1) bwd", k, true);
   }
 }
 

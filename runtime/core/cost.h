@@ -31,6 +31,10 @@ struct Collective {
   double elements;  // X: the full tensor (all-reduce in/out, all-gather out, reduce-scatter in)
   bool forward;     // forward pass (false: backward)
   const char* what; // "attn.out fwd g", for breakdowns
+  // Backward collective of the input gradient of a column-parallel GEMM, which Megatron-LM
+  // launches asynchronously and overlaps with that GEMM's weight-gradient GEMM
+  // (LinearWithGradAccumulationAndAsyncCommunication, core/tensor_parallel/layers.py).
+  bool under_wgrad = false;
   // Elements each rank sends with a ring algorithm: 2(p−1)/p·X or (p−1)/p·X.
   double elements_sent_per_rank() const;
 };

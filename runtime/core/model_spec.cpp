@@ -65,6 +65,18 @@ int ModelSpec::grad_bytes() const {
   return mixed_precision && main_grads_fp32 ? 4 : dtype_bytes(dtype);
 }
 
+double ModelSpec::optimizer_bytes_per_param() const {
+  const double e = dtype_bytes(dtype);
+  if (!mixed_precision) return e + 7 * e;  // norm; Adam reads g, w, m, v and writes w, m, v
+  double bytes = 0;
+  if (!main_grads_fp32) bytes += e + 4;          // model gradient → fp32 main gradient
+  if (dtype == DType::kFloat16) bytes += 4 + 4;     // unscale in place, checking for inf / NaN
+  bytes += 4;                                    // gradient norm (clipping)
+  bytes += 4 * 4 + 3 * 4;                        // Adam on fp32 master weights and moments
+  bytes += 4 + e;                                // master weights → model weights
+  return bytes;
+}
+
 double ModelSpec::state_bytes_per_param(int dp) const {
   // Mixed precision: 2 (param) + grad + 4 (master) + 4 + 4 (moments); else param + grad +
   // exp_avg + exp_avg_sq in dtype. The distributed optimizer divides what the optimizer owns

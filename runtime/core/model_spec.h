@@ -62,6 +62,14 @@ struct ModelSpec {
   double state_bytes_per_param(int dp = 1) const;
   // Bytes of one gradient element (as stored and reduced).
   int grad_bytes() const;
+  // HBM bytes moved per parameter by one optimizer step on the rank that owns the parameter
+  // (the distributed optimizer's shard), in Megatron-LM's order (optimizer/optimizer.py,
+  // MixedPrecisionOptimizer.step): copy 16-bit gradients into fp32 main gradients (unless they
+  // are kept in fp32), unscale and check for inf/NaN (fp16 loss scaling), the gradient norm
+  // for clipping, Adam (read gradient, weight and both moments, write the three), copy the
+  // fp32 weights back into the model's. Zeroing the gradient buffer for the next iteration
+  // (grad_bytes() on every rank, for every parameter) is not included.
+  double optimizer_bytes_per_param() const;
 
   // Empty string when the shapes are consistent, else what is wrong (hidden % heads, ...).
   std::string validate() const;

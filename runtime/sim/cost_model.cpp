@@ -118,7 +118,7 @@ void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
 
 double CostModel::collectives_time(const std::vector<Collective>& cs, const Strategy& s,
                                    bool forward, double& bytes_per_rank, double& energy_j,
-                                   std::vector<CollectiveCost>* detail) const {
+                                   std::vector<CollectiveCost>* detail, double* under_wgrad) const {
   std::array<std::vector<GroupShape>, 4> shapes;
   std::array<bool, 4> have{};
   const double elem = dtype_bytes(cond_.model.dtype);
@@ -137,6 +137,7 @@ double CostModel::collectives_time(const std::vector<Collective>& cs, const Stra
       energy_j += double(g.count) * g.links.size * (lb.intra * e_a + lb.inter * e_e);
     }
     total += t;
+    if (under_wgrad && c.under_wgrad) *under_wgrad += t;
     bytes_per_rank += c.elements_sent_per_rank() * elem;
     if (detail) detail->push_back({c, c.elements_sent_per_rank() * elem, t});
   }
@@ -173,11 +174,22 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   auto* list = detail ? &out.collectives : nullptr;
   const auto tp = block_collectives(m, kind, s, world_);
   out.tp_comm_fwd_s = collectives_time(tp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
-  out.tp_comm_bwd_s = collectives_time(tp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+  double async_bwd = 0;
+  out.tp_comm_bwd_s = collectives_time(tp, s, false, out.comm_bytes_per_rank, out.link_energy_j,
+                                       list, &async_bwd);
+  // The input-gradient collective of the column-parallel GEMM (QKV, fc1) runs under that
+  // GEMM's weight-gradient GEMM, which has the forward GEMM's FLOPs (Collective::under_wgrad).
+  double& hidden_bwd = out.tp_comm_bwd_hidden_s;
+  if (async_bwd > 0) {
+    double busy_w = 0;
+    const double wgrad = slowest_pass({dense[0]}, {}, 0, 0, name, {1, 0, 0}, busy_w);
+    hidden_bwd = std::min(async_bwd, wgrad);
+  }
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
   const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
                                                                   : s.chunks;
-  out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, k) + exposed(out.tp_comm_bwd_s, out.bwd_s, k);
+  out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
+               exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
 
   // Per iteration: gradient reduction over the replicas, in the gradients' dtype.
   const int dp = s.replicas(world_);
@@ -199,16 +211,15 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     }
   }
   if (terms_.memory_bound) {
-    // AdamW: read the gradient, read and write master weights and both moments (fp32),
-    // write the parameter; over the memory bandwidth of the slowest device of the stage.
-    const double touched = m.mixed_precision ? m.grad_bytes() + 24.0 + dtype_bytes(m.dtype)
-                                             : 7.0 * dtype_bytes(m.dtype);
+    // The optimizer step (ModelSpec::optimizer_bytes_per_param) on the owned shard, and the
+    // gradient buffer zeroed in full, over the memory bandwidth of the stage's slowest device.
     const double owners = m.distributed_optimizer ? dp : 1;
     double bw = 0;
     for (const auto& d : cluster_.devices)
       if (d.memory_bw > 0 && d.memory_efficiency > 0)
         bw = bw > 0 ? std::min(bw, d.memory_bw * d.memory_efficiency) : d.memory_bw * d.memory_efficiency;
-    if (bw > 0) out.optimizer_s = params * touched / owners / bw;
+    if (bw > 0)
+      out.optimizer_s = params * (m.optimizer_bytes_per_param() / owners + m.grad_bytes()) / bw;
   }
 
   out.params_per_rank = params;

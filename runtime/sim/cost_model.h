@@ -68,6 +68,7 @@ struct BlockCost {
   double grad_sync_s = 0;                 // per iteration (not in comm_s)
   double param_gather_s = 0;              // per iteration, distributed optimizer only
   double optimizer_s = 0;                 // per iteration
+  double tp_comm_bwd_hidden_s = 0;        // of tp_comm_bwd_s, hidden under the wgrad GEMM
   double comm_s = 0;                      // exposed TP communication, after overlap
   double comm_bytes_per_rank = 0;         // tensor-parallel + grad sync, sent per rank
   double busy_energy_j = 0;               // Σ_ranks (busy_w − idle_w)·compute time
@@ -132,7 +133,8 @@ class CostModel {
                       const PassWork& w, double& busy_j) const;
   double collectives_time(const std::vector<Collective>& cs, const Strategy& s, bool forward,
                           double& bytes_per_rank, double& energy_j,
-                          std::vector<CollectiveCost>* detail) const;
+                          std::vector<CollectiveCost>* detail,
+                          double* under_wgrad = nullptr) const;
 
   ClusterSpec cluster_;
   Calibration calib_;

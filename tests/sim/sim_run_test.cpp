@@ -101,7 +101,10 @@ TEST(SimRun, EventsChangeCostsAtTheirStep) {
   EXPECT_GT(ms[3].block_comm_s[0], 3 * ms[2].block_comm_s[0]);  // 10× slower NVSwitch
   EXPECT_EQ(ms[3].block_fwd_s, ms[2].block_fwd_s);
   EXPECT_DOUBLE_EQ(ms[5].block_fwd_s[1], 3 * ms[4].block_fwd_s[1]);  // straggler: 3× compute
-  EXPECT_EQ(ms[5].block_comm_s, ms[4].block_comm_s);
+  // A slower rank hides as much of the input-gradient collective under its weight-gradient
+  // GEMM or more (CostModel::block_cost), never less.
+  for (size_t b = 0; b < ms[5].block_comm_s.size(); ++b)
+    EXPECT_LE(ms[5].block_comm_s[b], ms[4].block_comm_s[b]);
   EXPECT_EQ(ms[7].tokens, 2 * ms[6].tokens);
   EXPECT_EQ(ctx[2].phase, 0);
   EXPECT_EQ(ctx[3].phase, 1);  // the context describes the step about to be taken
