@@ -230,6 +230,14 @@ class StaticAgent : public Agent {
     RewardSpec weights = objective_for(*env_).weights;
     // The plan takes the env's stage count (see the header): with one stage, as before.
     Plan plan = resolve_static_plan(text, env_->run(), weights, stages_, stages_);
+    if (plan.pipeline.is_default() && stages_ > 1) {
+      // A plan without a pipeline part ("dp", one strategy) runs in the env's stages, evenly.
+      plan.pipeline = env_->run().plan().pipeline;
+      plan.pipeline.split.clear();
+      const TrainingRun& run = env_->run();
+      const std::string why = plan.validate(run.model(), run.cluster().world_size());
+      if (!why.empty()) throw std::invalid_argument(name_ + ": plan '" + text + "': " + why);
+    }
     if (plan.stages() != stages_)
       throw std::invalid_argument(name_ + ": plan '" + text + "' has " +
                                   std::to_string(plan.stages()) + " pipeline stages, the env " +
