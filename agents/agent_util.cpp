@@ -7,15 +7,20 @@
 #include <stdexcept>
 
 #include "env/partition_env.h"
+#include "env/pipeline_action.h"
 
 namespace shardgym::agents_detail {
 
+int pipeline_moves(const EnvSpec& spec) { return pipeline_choices(spec.pipeline_stages); }
+
 std::vector<std::vector<int>> allowed_entries(const std::vector<uint8_t>& mask, int blocks,
-                                              int catalog) {
-  if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog)
+                                              int catalog, int moves) {
+  if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog + moves)
     throw std::invalid_argument("action mask has " + std::to_string(mask.size()) +
-                                " entries, expected blocks*catalog = " + std::to_string(blocks) +
-                                "*" + std::to_string(catalog));
+                                " entries, expected blocks*catalog" +
+                                (moves > 0 ? " + pipeline moves" : "") + " = " +
+                                std::to_string(blocks) + "*" + std::to_string(catalog) +
+                                (moves > 0 ? " + " + std::to_string(moves) : ""));
   std::vector<std::vector<int>> out(blocks);
   for (int b = 0; b < blocks; ++b)
     for (int k = 0; k < catalog; ++k)
@@ -23,9 +28,25 @@ std::vector<std::vector<int>> allowed_entries(const std::vector<uint8_t>& mask, 
   return out;
 }
 
+std::vector<int> allowed_moves(const std::vector<uint8_t>& mask, int blocks, int catalog) {
+  std::vector<int> out;
+  const size_t first = static_cast<size_t>(blocks) * catalog;
+  for (size_t c = first; c < mask.size(); ++c)
+    if (mask[c]) out.push_back(static_cast<int>(c - first));
+  return out;
+}
+
 bool action_allowed(const Action& a, const std::vector<uint8_t>& mask, int catalog) {
-  if (static_cast<int64_t>(a.size()) * catalog != static_cast<int64_t>(mask.size())) return false;
-  for (size_t b = 0; b < a.size(); ++b) {
+  size_t blocks = a.size();
+  if (blocks * catalog != mask.size()) {
+    // B blocks and a pipeline choice: the mask has B·K entries and then the choices.
+    if (blocks == 0 || (blocks - 1) * catalog >= mask.size()) return false;
+    --blocks;
+    const int32_t c = a.back();
+    if (c < 0 || (blocks * catalog + c) >= mask.size() || !mask[blocks * catalog + c])
+      return false;
+  }
+  for (size_t b = 0; b < blocks; ++b) {
     if (a[b] < 0 || a[b] >= catalog) return false;
     if (!mask[b * catalog + a[b]]) return false;
   }
@@ -50,7 +71,12 @@ Action respect_mask(const Action& wanted, const Action& current, const std::vect
                     int catalog) {
   Action out(wanted.size());
   auto ok = [&](size_t b, int k) { return k >= 0 && k < catalog && mask[b * catalog + k]; };
-  for (size_t b = 0; b < wanted.size(); ++b) {
+  const size_t blocks = current.size();
+  if (wanted.size() > blocks) {
+    const size_t at = blocks * static_cast<size_t>(catalog) + wanted[blocks];
+    out[blocks] = wanted[blocks] > 0 && at < mask.size() && mask[at] ? wanted[blocks] : 0;
+  }
+  for (size_t b = 0; b < blocks && b < wanted.size(); ++b) {
     if (ok(b, wanted[b])) {
       out[b] = wanted[b];
     } else if (ok(b, current[b])) {

@@ -14,17 +14,26 @@
 
 namespace shardgym::agents_detail {
 
-// Allowed catalog entries of each block: mask[b*K + k] == 1. Throws if the size is wrong.
+// The env's pipeline component (env/pipeline_action.h): its number of choices, which follow
+// the B·K block entries in the mask and the B block entries in an action; 0 without one.
+int pipeline_moves(const EnvSpec& spec);
+
+// Allowed catalog entries of each block: mask[b*K + k] == 1. Throws if the size is not
+// blocks·catalog + moves.
 std::vector<std::vector<int>> allowed_entries(const std::vector<uint8_t>& mask, int blocks,
-                                              int catalog);
+                                              int catalog, int moves = 0);
+// Allowed pipeline choices: mask[B·K + c] == 1 (empty without a pipeline component).
+std::vector<int> allowed_moves(const std::vector<uint8_t>& mask, int blocks, int catalog);
+// `a` (B entries, or B + 1 with a pipeline choice) lies in the space and the mask.
 bool action_allowed(const Action& a, const std::vector<uint8_t>& mask, int catalog);
 
 // The plan in force, read from the observation (PartitionEnv layout: feature 0 of block b is
 // catalog index / K). Throws if the observation is too short.
 Action current_action(const Observation& obs, int blocks, int catalog);
 
-// Per block: `wanted` where the mask allows it, else `current` where allowed, else the first
-// allowed entry (else `current`: a block with no allowed entry cannot be helped).
+// Per block (current.size() blocks): `wanted` where the mask allows it, else `current` where
+// allowed, else the first allowed entry (else `current`: a block with no allowed entry cannot
+// be helped). A trailing pipeline choice in `wanted` is kept where allowed, else 0 (keep).
 Action respect_mask(const Action& wanted, const Action& current, const std::vector<uint8_t>& mask,
                     int catalog);
 

@@ -4,12 +4,14 @@
 #include <cmath>
 #include <istream>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 
 #include "agents/agent_util.h"
 #include "agents/analytic_cost.h"
 #include "agents/objective.h"
+#include "env/pipeline_action.h"
 
 namespace shardgym {
 namespace {
@@ -45,9 +47,13 @@ bool is_single_strategy(const std::string& text) {
 
 }  // namespace
 
-AtpResult atp_search(const TrainingRun& run, const RewardSpec& weights) {
+namespace {
+
+// ATP's search over uniform meshes with `stages` pipeline stages (1: no pipeline part).
+AtpResult atp_search_stages(const TrainingRun& run, const RewardSpec& weights, int stages) {
   const ModelSpec& model = run.model();
   const int blocks = model.num_blocks();
+  const int world = run.cluster().world_size();
   const std::vector<Strategy> meshes = atp_meshes(run.catalog());
   if (meshes.empty())
     throw std::runtime_error(
@@ -64,6 +70,11 @@ AtpResult atp_search(const TrainingRun& run, const RewardSpec& weights) {
   result.cost = std::numeric_limits<double>::infinity();
   for (const Strategy& s : meshes) {
     Plan plan = Plan::uniform(s, blocks);
+    if (stages > 1) {  // Megatron's micro-batch rule, as megatron_plan
+      plan.pipeline.stages = stages;
+      plan.pipeline.micro_batches = plan_micro_batches(plan, model, world);
+      if (!plan.validate(model, world).empty()) continue;  // t does not divide a stage
+    }
     AtpCandidate c{s, 0, true};
     if (can_estimate) {
       c.cost = objective.cost_of(run, plan);
@@ -82,22 +93,45 @@ AtpResult atp_search(const TrainingRun& run, const RewardSpec& weights) {
   }
   if (result.plan.size() == 0)
     throw std::runtime_error("atp: none of the " + std::to_string(meshes.size()) +
-                             " uniform meshes fits memory (" + result.source + ")");
+                             " uniform meshes fits memory (" + result.source + ")" +
+                             (stages > 1 ? " with " + std::to_string(stages) + " stages" : ""));
   return result;
 }
 
+}  // namespace
+
+AtpResult atp_search(const TrainingRun& run, const RewardSpec& weights, int max_stages,
+                     int min_stages) {
+  min_stages = std::max(1, min_stages);
+  const int world = run.cluster().world_size(), layers = run.model().layers;
+  std::optional<std::runtime_error> first_error;
+  // fewest_fitting_stages' rule; only runs that estimate can cost a pipeline.
+  const bool can_estimate = max_stages > min_stages && run.estimate(run.plan()).has_value();
+  for (int p = min_stages; p <= std::max(min_stages, max_stages) && p <= layers; ++p) {
+    if (world % p != 0 || (p != min_stages && (layers % p != 0 || !can_estimate))) continue;
+    try {
+      return atp_search_stages(run, weights, p);
+    } catch (const std::runtime_error& e) {
+      if (!first_error) first_error = e;
+    }
+  }
+  if (first_error) throw *first_error;
+  return atp_search_stages(run, weights, min_stages);
+}
+
 Plan resolve_static_plan(const std::string& text, const TrainingRun& run,
-                         const RewardSpec& weights) {
+                         const RewardSpec& weights, int max_stages, int min_stages) {
   const ModelSpec& model = run.model();
   Plan plan;
   if (text == "atp") {
-    plan = atp_search(run, weights).plan;
+    plan = atp_search(run, weights, max_stages, min_stages).plan;
   } else if (text == "dp") {
     plan = Plan::uniform(Strategy::dp(), model.num_blocks());
   } else if (is_single_strategy(text)) {
     plan = Plan::uniform(Strategy::parse(text), model.num_blocks());
   } else {
-    plan = resolve_plan(text, model, run.cluster());  // megatron, megatron-sp, plan text
+    plan = resolve_baseline_plan(text, run, min_stages,  // megatron, megatron-sp, plan text
+                                 std::max(min_stages, max_stages));
   }
   std::string problem = plan.validate(model, run.cluster().world_size());
   if (!problem.empty()) throw std::invalid_argument("static plan '" + text + "': " + problem);
@@ -122,15 +156,23 @@ namespace {
 class RandomAgent : public Agent {
  public:
   RandomAgent(std::string name, const EnvSpec& spec, uint64_t seed)
-      : name_(std::move(name)), blocks_(spec.num_blocks), catalog_(spec.catalog_size), rng_(seed) {}
+      : name_(std::move(name)),
+        blocks_(spec.num_blocks),
+        catalog_(spec.catalog_size),
+        moves_(agents_detail::pipeline_moves(spec)),
+        rng_(seed) {}
   std::string name() const override { return name_; }
   Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
-    auto allowed = agents_detail::allowed_entries(mask, blocks_, catalog_);
+    auto allowed = agents_detail::allowed_entries(mask, blocks_, catalog_, moves_);
     Action a(blocks_);
     for (int b = 0; b < blocks_; ++b) {
       if (allowed[b].empty())
         throw std::runtime_error("random: block " + std::to_string(b) + " has no allowed entry");
       a[b] = allowed[b][agents_detail::uniform_int(rng_, static_cast<int>(allowed[b].size()))];
+    }
+    if (moves_ > 0) {  // choice 0 (keep) is always allowed
+      const std::vector<int> c = agents_detail::allowed_moves(mask, blocks_, catalog_);
+      a.push_back(c[agents_detail::uniform_int(rng_, static_cast<int>(c.size()))]);
     }
     return a;
   }
@@ -141,14 +183,17 @@ class RandomAgent : public Agent {
 
  private:
   std::string name_;
-  int blocks_, catalog_;
+  int blocks_, catalog_, moves_;
   std::mt19937_64 rng_;
 };
 
 class StaticAgent : public Agent {
  public:
   StaticAgent(std::string name, std::string plan_text, const EnvSpec& spec)
-      : name_(std::move(name)), plan_text_(std::move(plan_text)), catalog_(spec.catalog_size) {}
+      : name_(std::move(name)),
+        plan_text_(std::move(plan_text)),
+        catalog_(spec.catalog_size),
+        stages_(spec.pipeline_stages) {}
   std::string name() const override { return name_; }
 
   // The plan is resolved at the first act() of the episode, when the env has been reset
@@ -162,8 +207,15 @@ class StaticAgent : public Agent {
     if (target_.empty()) resolve();
     // Where a block's target is masked now (memory with the other blocks as they are), keep
     // that block as it is; the next steps finish the move.
-    Action current = current_action(obs, static_cast<int>(target_.size()), catalog_);
-    return respect_mask(target_, current, mask, catalog_);
+    const int blocks = static_cast<int>(target_.size());
+    Action current = current_action(obs, blocks, catalog_);
+    Action wanted = target_;
+    if (stages_ > 1) {  // one boundary move per step towards the plan's split
+      Pipeline now = target_pipeline_;
+      now.split = split_from_observation(obs, stages_, blocks / 2);
+      wanted.push_back(pipeline_choice_toward(now, target_pipeline_, blocks / 2));
+    }
+    return respect_mask(wanted, current, mask, catalog_);
   }
 
  private:
@@ -176,14 +228,30 @@ class StaticAgent : public Agent {
     const ExperimentSpec* exp = find_experiment(*env_);
     if (text.empty()) text = exp && !exp->agent.plan.empty() ? exp->agent.plan : "megatron";
     RewardSpec weights = objective_for(*env_).weights;
-    Plan plan = resolve_static_plan(text, env_->run(), weights);
+    // The plan takes the env's stage count (see the header): with one stage, as before.
+    Plan plan = resolve_static_plan(text, env_->run(), weights, stages_, stages_);
+    if (plan.pipeline.is_default() && stages_ > 1) {
+      // A plan without a pipeline part ("dp", one strategy) runs in the env's stages, evenly.
+      plan.pipeline = env_->run().plan().pipeline;
+      plan.pipeline.split.clear();
+      const TrainingRun& run = env_->run();
+      const std::string why = plan.validate(run.model(), run.cluster().world_size());
+      if (!why.empty()) throw std::invalid_argument(name_ + ": plan '" + text + "': " + why);
+    }
+    if (plan.stages() != stages_)
+      throw std::invalid_argument(name_ + ": plan '" + text + "' has " +
+                                  std::to_string(plan.stages()) + " pipeline stages, the env " +
+                                  std::to_string(stages_) +
+                                  " (actions cannot change the number of stages)");
     target_ = plan_to_action(plan, env_->run().catalog());
+    target_pipeline_ = plan.pipeline;
   }
 
   std::string name_, plan_text_;
-  int catalog_;
+  int catalog_, stages_;
   Env* env_ = nullptr;
   Action target_;
+  Pipeline target_pipeline_;
 };
 
 }  // namespace

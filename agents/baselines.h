@@ -13,6 +13,13 @@
 // no chunking or recomputation) is costed and the cheapest one that fits memory wins. The
 // cost is the run's estimate() when it has one (the sim's hierarchical-link model), else the
 // closed-form α–β model of analytic_cost.h on the communication matrix.
+//
+// Pipelines (catalog.max_pipeline_stages > 1): Megatron and ATP pick their pipeline degree as
+// their users do (fewest_fitting_stages, training_run.h): the fewest stages with which the
+// model fits, with the TP degree / mesh chosen within a stage. In an env, whose plans keep the
+// p of its initial plan (the action cannot change p; `initial_plan: megatron` follows the rule
+// above), a static agent resolves its plan for exactly that p and moves the stage boundaries
+// one layer per step towards its plan's even split.
 #pragma once
 
 #include <string>
@@ -38,13 +45,16 @@ struct AtpResult {
   std::vector<AtpCandidate> candidates;
 };
 
-// Throws std::runtime_error when no mesh of the catalog fits memory.
-AtpResult atp_search(const TrainingRun& run, const RewardSpec& weights);
+// The cheapest uniform mesh with the fewest pipeline stages in [min_stages, max_stages] that
+// fits (one stage: as before pipelines). Throws std::runtime_error when no mesh fits memory.
+AtpResult atp_search(const TrainingRun& run, const RewardSpec& weights, int max_stages = 1,
+                     int min_stages = 1);
 
-// "megatron", "megatron-sp", "atp", "dp", a plan text or one strategy, for this run. Throws
-// std::invalid_argument when the plan does not parse or is not valid for the model.
+// "megatron", "megatron-sp", "atp", "dp", a plan text or one strategy, for this run; the
+// first three with the pipeline rule above. Throws std::invalid_argument when the plan does
+// not parse or is not valid for the model.
 Plan resolve_static_plan(const std::string& text, const TrainingRun& run,
-                         const RewardSpec& weights);
+                         const RewardSpec& weights, int max_stages = 1, int min_stages = 1);
 
 // The catalog index of every block of `plan`; throws std::invalid_argument naming the first
 // strategy that is not in the catalog.

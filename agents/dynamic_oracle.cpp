@@ -131,7 +131,10 @@ int horizon_of(Env& env) {
 class OracleAgent : public Agent {
  public:
   OracleAgent(std::string name, const EnvSpec& spec, bool dynamic)
-      : name_(std::move(name)), catalog_(spec.catalog_size), dynamic_(dynamic) {}
+      : name_(std::move(name)),
+        catalog_(spec.catalog_size),
+        moves_(agents_detail::pipeline_moves(spec)),
+        dynamic_(dynamic) {}
   std::string name() const override { return name_; }
 
   void begin_episode(Env& env) override {
@@ -150,7 +153,9 @@ class OracleAgent : public Agent {
     while (k + 1 < targets_.size() && t >= starts_[k + 1]) ++k;
     const int blocks = static_cast<int>(targets_[k].size());
     Action current = agents_detail::current_action(obs, blocks, catalog_);
-    return agents_detail::respect_mask(targets_[k], current, mask, catalog_);
+    Action wanted = targets_[k];
+    if (moves_ > 0) wanted.push_back(0);  // the oracles keep the stage boundaries (oracle.h)
+    return agents_detail::respect_mask(wanted, current, mask, catalog_);
   }
 
  private:
@@ -171,7 +176,7 @@ class OracleAgent : public Agent {
   }
 
   std::string name_;
-  int catalog_;
+  int catalog_, moves_;
   bool dynamic_;
   Env* env_ = nullptr;
   int start_ = 0;

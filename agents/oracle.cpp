@@ -165,8 +165,10 @@ OracleResult static_oracle(const TrainingRun& run, const PlanObjective& objectiv
     if (cat.index_of(reference.blocks[b]) < 0) reference.blocks[b] = cat.at(candidates[b][0]);
   ChainProblem problem = decompose_run(run, objective, reference, options, &result.estimates);
 
+  // Every plan keeps the pipeline in force (stages, boundaries, micro-batches).
   auto plan_of = [&](const std::vector<int>& entries) {
     Plan plan;
+    plan.pipeline = reference.pipeline;
     for (int k : entries) plan.blocks.push_back(cat.at(k));
     return plan;
   };
@@ -193,6 +195,7 @@ OracleResult static_oracle(const TrainingRun& run, const PlanObjective& objectiv
     if (!cat.why_invalid(BlockKind::kAttention, k).empty()) continue;
     if (!cat.why_invalid(BlockKind::kMlp, k).empty()) continue;
     others.push_back(Plan::uniform(cat.at(k), blocks));
+    others.back().pipeline = reference.pipeline;
   }
   for (size_t i = 0; i < others.size(); ++i) {
     double c, m;

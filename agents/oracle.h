@@ -18,6 +18,11 @@
 // reference and the best uniform plan as a safety net. Costs are those estimate() reports
 // from the plan in force: with an energy weight they include the repartition's energy.
 //
+// Pipelines. The oracles keep the pipeline in force (stages, boundaries, micro-batches) and
+// optimise the blocks' strategies within it; they never move a boundary. Peak memory is then
+// the fullest stage's, a maximum rather than a sum, so the decomposition is approximate and
+// the final estimate() check above is what keeps the chosen plan within memory.
+//
 // Dynamic oracle. Knows the future: walks a clone of the run to the end of the episode,
 // splits it into segments of constant conditions (scenario phases), solves the static oracle
 // in each, then picks per segment one plan among those optima and the plan in force by a

@@ -61,6 +61,9 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
 PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
     : blocks(spec.num_blocks),
       catalog(spec.catalog_size),
+      moves(agents_detail::pipeline_moves(spec)),
+      rows(spec.num_blocks + (moves > 0 ? 1 : 0)),
+      width(std::max(spec.catalog_size, moves)),
       config(cfg),
       gen(at::detail::createCPUGenerator(seed)) {
   if (blocks <= 0 || catalog <= 0)
@@ -68,16 +71,19 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (spec.observation_space.shape.size() != 1)
     throw std::invalid_argument("ppo: needs a flat observation (PartitionEnv layout)");
   obs_dim = static_cast<int>(spec.observation_space.shape[0]);
+  // The pipeline part of the observation (after the link classes) is read as more globals.
   globals = obs_dim - blocks * PartitionEnv::kBlockFeatures;
   if (globals < PartitionEnv::kGlobalFixed)
     throw std::invalid_argument("ppo: observation of " + std::to_string(obs_dim) +
                                 " values is too short for " + std::to_string(blocks) + " blocks");
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
-                              cfg.keep);
+                              cfg.keep, moves);
   if (cfg.keep) {
     torch::NoGradGuard no_grad;
     net->keep_bias.fill_(std::log(cfg.keep_p / (1 - cfg.keep_p) * std::max(1, catalog - 1)));
+    if (moves > 0)  // choice 0 keeps the boundaries: the same start against M − 1 moves
+      net->keep_bias[2].fill_(std::log(cfg.keep_p / (1 - cfg.keep_p) * std::max(1, moves - 1)));
   }
   optimizer = std::make_unique<torch::optim::Adam>(net->parameters(),
                                                    torch::optim::AdamOptions(cfg.lr).eps(1e-5));
@@ -86,9 +92,10 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
 std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,
                                             const std::vector<uint8_t>& mask) const {
   std::vector<uint8_t> out(mask);
-  if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog)
+  if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog + moves)
     throw std::invalid_argument("ppo: mask of " + std::to_string(mask.size()) +
-                                " entries, expected " + std::to_string(blocks * catalog));
+                                " entries, expected " + std::to_string(blocks * catalog + moves));
+  if (moves > 0) out[static_cast<size_t>(blocks) * catalog] = 1;  // keep: always allowed
   Action current;
   for (int b = 0; b < blocks; ++b) {
     bool any = false;
@@ -105,14 +112,27 @@ torch::Tensor PPO::Impl::obs_tensor(const std::vector<float>& flat, int64_t rows
       .clone();
 }
 
-torch::Tensor PPO::Impl::mask_tensor(const std::vector<uint8_t>& flat, int64_t rows) const {
-  return torch::from_blob(const_cast<uint8_t*>(flat.data()), {rows, blocks, catalog}, torch::kUInt8)
-      .to(torch::kBool);
+torch::Tensor PPO::Impl::mask_tensor(const std::vector<uint8_t>& flat, int64_t n) const {
+  if (moves == 0)
+    return torch::from_blob(const_cast<uint8_t*>(flat.data()), {n, blocks, catalog},
+                            torch::kUInt8)
+        .to(torch::kBool);
+  // Rows padded to W: the blocks' K entries, then the pipeline row's M.
+  const size_t in = static_cast<size_t>(blocks) * catalog + moves;
+  torch::Tensor out = torch::zeros({n, rows, width}, torch::kBool);
+  auto o = out.accessor<bool, 3>();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = flat.data() + i * in;
+    for (int b = 0; b < blocks; ++b)
+      for (int k = 0; k < catalog; ++k) o[i][b][k] = row[static_cast<size_t>(b) * catalog + k];
+    for (int c = 0; c < moves; ++c) o[i][blocks][c] = row[static_cast<size_t>(blocks) * catalog + c];
+  }
+  return out;
 }
 
 std::vector<float> PPO::Impl::values(const std::vector<float>& flat, int64_t rows) {
   torch::NoGradGuard no_grad;
-  std::vector<uint8_t> ones(static_cast<size_t>(rows) * blocks * catalog, 1);
+  std::vector<uint8_t> ones(static_cast<size_t>(rows) * (blocks * catalog + moves), 1);
   torch::Tensor v = net->forward(obs_tensor(flat, rows), mask_tensor(ones, rows)).second;
   return std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + rows);
 }
@@ -136,12 +156,14 @@ PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_v
   torch::Tensor obs = obs_tensor(r.obs, rows);
   torch::Tensor mask = mask_tensor(r.mask, rows);
   torch::Tensor act =
-      torch::from_blob(const_cast<int64_t*>(r.act.data()), {rows, blocks}, torch::kInt64).clone();
+      torch::from_blob(const_cast<int64_t*>(r.act.data()), {rows, this->rows}, torch::kInt64)
+          .clone();
   auto col = [&](const std::vector<float>& v) {
     return torch::from_blob(const_cast<float*>(v.data()), {rows}, torch::kFloat32).clone();
   };
   torch::Tensor old_logp =
-      torch::from_blob(const_cast<float*>(r.logp.data()), {rows, blocks}, torch::kFloat32).clone();
+      torch::from_blob(const_cast<float*>(r.logp.data()), {rows, this->rows}, torch::kFloat32)
+          .clone();
   torch::Tensor old_value = col(r.value), b_adv = col(adv), b_ret = col(ret);
 
   PPOUpdate u;
@@ -240,17 +262,20 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
         continue;
       if (p[0][b][acc[0][b]] - p[0][b][cur] <= config_.margin) acc[0][b] = cur;
     }
+    // The pipeline row: a move only with the margin over keeping the boundaries (choice 0).
+    if (m.moves > 0 && p[0][m.blocks][acc[0][m.blocks]] - p[0][m.blocks][0] <= config_.margin)
+      acc[0][m.blocks] = 0;
   } else {
     a = dist.mode();
   }
-  Action out(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.blocks);
+  Action out(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.rows);
   if (training_) {
     m.pending = true;
     m.pending_obs = obs;
     m.pending_mask = std::move(usable);
-    m.pending_act.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.blocks);
+    m.pending_act.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.rows);
     torch::Tensor lp = dist.block_log_prob(a);
-    m.pending_logp.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m.blocks);
+    m.pending_logp.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m.rows);
     m.pending_value = value.item<float>();
   }
   return out;

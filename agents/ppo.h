@@ -7,6 +7,8 @@
 // feeds one categorical head per block over the catalog; masked entries get logit −inf, so a
 // masked action is never sampled. Log-probability and entropy of a plan are sums over blocks
 // (CleanRL's MultiDiscrete). The value head reads the mean block embedding and the globals.
+// With a pipeline component (env/pipeline_action.h) one more categorical over the boundary
+// moves reads the same pooled input, with its own keep bonus on "keep the boundaries".
 // Because measured times, link bandwidths and the scenario phase are inputs, the policy
 // reacts to a change of conditions within an episode.
 //

@@ -17,9 +17,9 @@ namespace shardgym {
 struct PPORollout {
   int envs = 1;
   std::vector<float> obs;     // rows × D
-  std::vector<uint8_t> mask;  // rows × B·K
-  std::vector<int64_t> act;   // rows × B
-  std::vector<float> logp;    // rows × B: log-probability of each block's entry
+  std::vector<uint8_t> mask;  // rows × (B·K + M), the env's layout (M pipeline choices)
+  std::vector<int64_t> act;   // rows × R (R = B, + 1 with a pipeline component)
+  std::vector<float> logp;    // rows × R: log-probability of each block's entry (and move)
   std::vector<float> value, reward;
   std::vector<uint8_t> done;  // the episode ended at this step (no bootstrap from the next)
 
@@ -31,6 +31,7 @@ struct PPO::Impl {
   Impl(const EnvSpec& spec, const PPOConfig& config, uint64_t seed);
 
   int blocks, catalog, obs_dim, globals;
+  int moves, rows, width;  // pipeline choices M (0: none); R = B (+ 1); W = max(K, M)
   PPOConfig config;
   ppo_detail::PolicyNet net{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer;
@@ -44,7 +45,7 @@ struct PPO::Impl {
   std::vector<float> pending_obs;
   std::vector<uint8_t> pending_mask;
   std::vector<int64_t> pending_act;
-  std::vector<float> pending_logp;  // per block
+  std::vector<float> pending_logp;  // per row
   float pending_value = 0;
   bool have_next = false;
   std::vector<float> next_obs;
@@ -54,7 +55,8 @@ struct PPO::Impl {
   std::vector<uint8_t> usable_mask(const std::vector<float>& obs,
                                    const std::vector<uint8_t>& mask) const;
   torch::Tensor obs_tensor(const std::vector<float>& flat, int64_t rows) const;
-  torch::Tensor mask_tensor(const std::vector<uint8_t>& flat, int64_t rows) const;
+  // The env's masks (n × (B·K + M)) as bool [n, R, W].
+  torch::Tensor mask_tensor(const std::vector<uint8_t>& flat, int64_t n) const;
   // Values of observations (no grad), [rows].
   std::vector<float> values(const std::vector<float>& flat, int64_t rows);
 

@@ -1,5 +1,6 @@
 #include "agents/ppo_net.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -25,19 +26,21 @@ torch::Tensor dense(const torch::nn::Linear& l, const torch::Tensor& x) {
 }  // namespace
 
 PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int globals_,
-                             int hidden_, bool keep_)
+                             int hidden_, bool keep_, int moves_)
     : blocks(blocks_),
       catalog(catalog_),
       block_features(block_features_),
       globals(globals_),
       hidden(hidden_),
-      keep(keep_) {
+      keep(keep_),
+      moves(moves_) {
   const int in = block_features + 3 + globals;
   enc1 = register_module("enc1", layer(in, hidden, std::sqrt(2.0)));
   enc2 = register_module("enc2", layer(hidden, hidden, std::sqrt(2.0)));
   pi = register_module("pi", layer(hidden, catalog, 0.01));
   v1 = register_module("v1", layer(hidden + globals, hidden, std::sqrt(2.0)));
   v2 = register_module("v2", layer(hidden, 1, 1.0));
+  if (moves > 0) pi_pp = register_module("pi_pp", layer(hidden + globals, moves, 0.01));
   torch::Tensor extra = torch::zeros({blocks, 3});
   for (int b = 0; b < blocks; ++b) {
     extra[b][b % 2] = 1.0;
@@ -45,7 +48,7 @@ PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int
   }
   block_extra = register_buffer("block_extra", extra);
   block_kind = register_buffer("block_kind", torch::arange(blocks, torch::kLong).remainder(2));
-  if (keep) keep_bias = register_parameter("keep_bias", torch::zeros({2}));
+  if (keep) keep_bias = register_parameter("keep_bias", torch::zeros({moves > 0 ? 3 : 2}));
 }
 
 std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tensor& obs,
@@ -66,9 +69,21 @@ std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tens
     torch::Tensor onehot = torch::one_hot(current, catalog).to(torch::kFloat32);
     logits = logits + onehot * keep_bias.index_select(0, block_kind).view({1, blocks, 1});
   }
+  torch::Tensor pooled = torch::cat({h.mean(1), g}, 1);
+  if (moves > 0) {
+    const int width = std::max(catalog, moves);
+    torch::Tensor pp = dense(pi_pp, pooled);  // [N, M]
+    if (keep && with_keep) {
+      torch::Tensor bonus = torch::zeros({moves});
+      bonus[0] = 1.0;
+      pp = pp + bonus.unsqueeze(0) * keep_bias[2];
+    }
+    logits = torch::constant_pad_nd(logits, {0, width - catalog});
+    pp = torch::constant_pad_nd(pp, {0, width - moves}).unsqueeze(1);
+    logits = torch::cat({logits, pp}, 1);  // [N, B+1, W]
+  }
   logits = logits.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
-  torch::Tensor value =
-      dense(v2, torch::tanh(dense(v1, torch::cat({h.mean(1), g}, 1)))).squeeze(1);
+  torch::Tensor value = dense(v2, torch::tanh(dense(v1, pooled))).squeeze(1);
   return {logits, value};
 }
 

@@ -5,6 +5,9 @@
 //   h_b    = tanh(W2 · tanh(W1 · in_b))                                          [N, B, H]
 //   logits = W_pi · h_b (+ keep_kind on the block's current entry), −inf where masked [N, B, K]
 //   value  = w_v · tanh(W_v · [mean_b h_b, globals])                              [N]
+// With a pipeline component (M = 2p − 1 choices, env/pipeline_action.h) one more row of logits
+// comes from the pooled embedding, W_pp · [mean_b h_b, globals] (+ keep on choice 0), and
+// every row is padded to W = max(K, M) entries (the padding is masked): logits [N, B+1, W].
 // keep_kind: one learned logit bonus per block kind for the entry in force (read from the
 // block's first feature, catalog index / K). Keeping a plan is what avoids repartitions, and
 // without it "keep" must be learnt separately for every entry.
@@ -16,33 +19,38 @@
 namespace shardgym::ppo_detail {
 
 struct PolicyNetImpl : torch::nn::Module {
-  PolicyNetImpl(int blocks, int catalog, int block_features, int globals, int hidden, bool keep);
+  PolicyNetImpl(int blocks, int catalog, int block_features, int globals, int hidden, bool keep,
+                int moves = 0);
 
-  // Masked logits [N, B, K] and values [N]. mask: bool [N, B, K]. with_keep = false leaves
-  // out the keep bonus (the learned preference alone; PPO's `decode=pref`).
+  // Masked logits [N, R, W] and values [N] (R = B rows, + 1 with moves; W = max(K, moves)).
+  // mask: bool [N, R, W]. with_keep = false leaves out the keep bonus (the learned preference
+  // alone; PPO's `decode=pref`).
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& obs,
                                                   const torch::Tensor& mask,
                                                   bool with_keep = true);
 
   int blocks, catalog, block_features, globals, hidden;
   bool keep;
+  int moves;  // pipeline choices, 0 = none
   torch::nn::Linear enc1{nullptr}, enc2{nullptr}, pi{nullptr}, v1{nullptr}, v2{nullptr};
+  torch::nn::Linear pi_pp{nullptr};  // the pipeline row (moves > 0)
   torch::Tensor block_extra;  // [B, 3]: kind one-hot, position
   torch::Tensor block_kind;   // [B] long: 0 attention, 1 MLP
-  torch::Tensor keep_bias;    // [2] (a parameter when `keep`)
+  torch::Tensor keep_bias;    // [2], [3] with moves: per block kind, then choice 0 (keep)
 };
 TORCH_MODULE(PolicyNet);
 
-// Joint log-probability and entropy of per-block categoricals (sums over blocks), [N] each.
+// Joint log-probability and entropy of per-row categoricals (sums over the rows: blocks, and
+// the pipeline row), [N] each.
 struct PlanDistribution {
-  torch::Tensor log_probs;  // [N, B, K], −inf where masked
-  torch::Tensor mask;       // [N, B, K] bool
+  torch::Tensor log_probs;  // [N, R, W], −inf where masked
+  torch::Tensor mask;       // [N, R, W] bool
 
-  torch::Tensor log_prob(const torch::Tensor& actions) const;        // actions: long [N, B]
-  torch::Tensor block_log_prob(const torch::Tensor& actions) const;  // [N, B]
+  torch::Tensor log_prob(const torch::Tensor& actions) const;        // actions: long [N, R]
+  torch::Tensor block_log_prob(const torch::Tensor& actions) const;  // [N, R]
   torch::Tensor entropy() const;
-  torch::Tensor sample(at::Generator& gen) const;  // long [N, B]
-  torch::Tensor mode() const;                      // long [N, B]
+  torch::Tensor sample(at::Generator& gen) const;  // long [N, R]
+  torch::Tensor mode() const;                      // long [N, R]
 };
 PlanDistribution distribution(const torch::Tensor& masked_logits, const torch::Tensor& mask);
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "agents/agent_util.h"
 #include "agents/ppo_impl.h"
 #include "env/vector_env.h"
 
@@ -15,6 +16,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
   const auto t0 = std::chrono::steady_clock::now();
   const EnvSpec& spec = envs.spec();
   if (spec.num_blocks != m.blocks || spec.catalog_size != m.catalog ||
+      agents_detail::pipeline_moves(spec) != m.moves ||
       spec.observation_space.flat_size() != m.obs_dim)
     throw std::invalid_argument("ppo train: the vector env's spaces differ from the agent's");
   const int n = envs.size();
@@ -50,7 +52,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
       }
       std::vector<Action> actions(n);
       for (int i = 0; i < n; ++i)
-        actions[i].assign(a[i].data_ptr<int64_t>(), a[i].data_ptr<int64_t>() + m.blocks);
+        actions[i].assign(a[i].data_ptr<int64_t>(), a[i].data_ptr<int64_t>() + m.rows);
       VectorStep s = envs.step(actions);
       // Time-limit truncations bootstrap from the final observation's value (one batch).
       std::vector<int> boot;
@@ -66,7 +68,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
                                       : m.values(final_flat, static_cast<int64_t>(boot.size()));
       r.obs.insert(r.obs.end(), flat_obs.begin(), flat_obs.end());
       r.mask.insert(r.mask.end(), flat_mask.begin(), flat_mask.end());
-      r.act.insert(r.act.end(), a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + n * m.blocks);
+      r.act.insert(r.act.end(), a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + n * m.rows);
       for (int i = 0; i < n; ++i) {
         const bool failed = !s.infos[i].error.empty() || s.infos[i].measurement.oom;
         double reward = failed ? config_.fail_reward : s.rewards[i];
@@ -74,7 +76,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
           if (boot[j] == i) reward += config_.gamma * boot_v[j];
         const bool done = s.terminated[i] || s.truncated[i] || failed;
         r.logp.insert(r.logp.end(), logp[i].data_ptr<float>(),
-                      logp[i].data_ptr<float>() + m.blocks);
+                      logp[i].data_ptr<float>() + m.rows);
         r.value.push_back(value[i].item<float>());
         r.reward.push_back(static_cast<float>(reward));
         r.done.push_back(done ? 1 : 0);

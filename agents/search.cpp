@@ -17,13 +17,15 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using Allowed = std::vector<std::vector<int>>;
 
 // Proposal bookkeeping shared by the search agents: holding a changed plan for `settle`
-// steps, episode boundaries, the mask, save/load of the common part.
+// steps, episode boundaries, the mask, save/load of the common part. The search is over the
+// blocks' strategies: with a pipeline component the stage boundaries are kept (choice 0).
 class SearchAgent : public Agent {
  public:
   SearchAgent(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
       : name_(id.to_string()),
         blocks_(spec.num_blocks),
         catalog_(spec.catalog_size),
+        moves_(pipeline_moves(spec)),
         settle_(static_cast<int>(id.get("settle", 1.0))),
         restart_(id.get("restart", 0.05)),
         rng_(seed) {
@@ -37,19 +39,19 @@ class SearchAgent : public Agent {
 
   Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
     Action current = current_action(obs, blocks_, catalog_);
-    if (!pending_.empty()) return respect_mask(pending_, current, mask, catalog_);
-    Allowed allowed = allowed_entries(mask, blocks_, catalog_);
+    if (!pending_.empty()) return with_keep(respect_mask(pending_, current, mask, catalog_));
+    Allowed allowed = allowed_entries(mask, blocks_, catalog_, moves_);
     Action a = respect_mask(propose(current, allowed), current, mask, catalog_);
     pending_ = a;
     settle_left_ = a != current ? settle_ : 0;
-    return a;
+    return with_keep(a);
   }
 
   void observe(const Transition& t) override {
     if (!pending_.empty()) {
       if (t.failed) {
         pending_.clear();  // an error (out of memory) is no reward to compare: reject
-      } else if (t.action != pending_) {
+      } else if (t.action != with_keep(pending_)) {
         pending_.clear();  // the env was driven by someone else: nothing to judge
       } else if (settle_left_ > 0) {
         --settle_left_;
@@ -101,6 +103,12 @@ class SearchAgent : public Agent {
     return x;
   }
 
+  // The env's action for the blocks' entries `a`: boundaries kept.
+  Action with_keep(Action a) const {
+    if (moves_ > 0) a.push_back(0);
+    return a;
+  }
+
   bool fits(const Action& a, const Allowed& allowed) const {
     for (int b = 0; b < blocks_; ++b) {
       bool ok = false;
@@ -116,7 +124,7 @@ class SearchAgent : public Agent {
   }
 
   std::string name_;
-  int blocks_, catalog_;
+  int blocks_, catalog_, moves_;
   int settle_;
   double restart_;
   std::mt19937_64 rng_;

@@ -7,9 +7,11 @@
 //     if (r.terminated || r.truncated) break;
 //   }
 //
-// Action: one catalog index per block (MultiDiscrete, nvec = catalog size for every block).
-// The mask is flattened block-major: mask[b * K + k]. Observation: a flat float32 vector,
-// per-block features then global features (layout in partition_env.h).
+// Action: one catalog index per block (MultiDiscrete, nvec = catalog size for every block),
+// and with p > 1 pipeline stages one trailing component that moves a stage boundary
+// (env/pipeline_action.h). The mask is flattened block-major, mask[b * K + k], followed by
+// the pipeline component's entries. Observation: a flat float32 vector, per-block features
+// then global features (layout in partition_env.h).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,7 @@ struct EnvSpec {
   Space action_space;
   int num_blocks = 0;
   int catalog_size = 0;
+  int pipeline_stages = 1;    // p > 1: the action's last component moves stage boundaries
   int max_episode_steps = 0;  // 0 = none
   bool deterministic = true;
   std::string backend;        // "sim" | "live" | "replay"

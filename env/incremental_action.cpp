@@ -1,7 +1,9 @@
 #include "env/incremental_action.h"
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "env/pipeline_action.h"
 #include "runtime/core/training_run.h"
 
 namespace shardgym {
@@ -14,9 +16,10 @@ IncrementalAction::IncrementalAction(std::unique_ptr<Env> inner) : Wrapper(std::
     throw std::invalid_argument("IncrementalAction(" + spec_.id +
                                 "): the inner env has no blocks or an empty catalog");
   }
-  spec_.action_space =
-      Space::discrete("incremental_action", 1 + static_cast<int64_t>(blocks_) * choices_);
-  current_.assign(blocks_, 0);
+  moves_ = std::max(0, pipeline_choices(spec_.pipeline_stages) - 1);
+  spec_.action_space = Space::discrete("incremental_action",
+                                       1 + static_cast<int64_t>(blocks_) * choices_ + moves_);
+  current_.assign(blocks_ + (moves_ > 0 ? 1 : 0), 0);
 }
 
 void IncrementalAction::sync_current() {
@@ -47,7 +50,7 @@ ResetResult IncrementalAction::reset(std::optional<uint64_t> seed) {
 }
 
 Action IncrementalAction::expand(const Action& action) const {
-  const int64_t n = 1 + static_cast<int64_t>(blocks_) * choices_;
+  const int64_t n = 1 + static_cast<int64_t>(blocks_) * choices_ + moves_;
   if (action.size() != 1 || action[0] < 0 || action[0] >= n) {
     throw std::invalid_argument("IncrementalAction::step(" + spec_.id +
                                 "): expected one index in [0, " + std::to_string(n) + ")" +
@@ -56,8 +59,10 @@ Action IncrementalAction::expand(const Action& action) const {
                                                           " entries"));
   }
   Action full = current_;
-  if (action[0] > 0) {
-    const int flat = action[0] - 1;
+  const int flat = action[0] - 1;
+  if (flat >= blocks_ * choices_) {
+    full[blocks_] = flat - blocks_ * choices_ + 1;
+  } else if (flat >= 0) {
     full[flat / choices_] = flat % choices_;
   }
   return full;
@@ -81,12 +86,15 @@ std::vector<uint8_t> IncrementalAction::action_mask() const {
       bad_block = b;
     }
   }
-  std::vector<uint8_t> mask(1 + blocks_ * k, 0);
+  std::vector<uint8_t> mask(1 + blocks_ * k + moves_, 0);
   mask[0] = disallowed == 0 ? 1 : 0;
   for (int b = 0; b < blocks_; ++b) {
     if (disallowed > 1 || (disallowed == 1 && b != bad_block)) continue;
     for (size_t c = 0; c < k; ++c) mask[1 + b * k + c] = inner[b * k + c];
   }
+  // A boundary move keeps every block, so like the no-op it needs their entries allowed.
+  for (int j = 0; j < moves_ && disallowed == 0; ++j)
+    mask[1 + blocks_ * k + j] = inner[blocks_ * k + 1 + j];
   return mask;
 }
 

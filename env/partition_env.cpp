@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "env/pipeline_action.h"
+
 namespace shardgym {
 namespace {
 
@@ -49,7 +51,8 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   world_ = std::max(1, run_->cluster().world_size());
   if (blocks_ <= 0) throw std::invalid_argument("PartitionEnv '" + id + "': model has no blocks");
   if (choices_ <= 0) throw std::invalid_argument("PartitionEnv '" + id + "': empty catalog");
-  initial_plan_ = resolve_plan(spec.initial_plan, model, run_->cluster());
+  initial_plan_ =
+      resolve_baseline_plan(spec.initial_plan, *run_, 1, spec.catalog.max_pipeline_stages);
   if (initial_plan_.size() != blocks_) {
     throw std::invalid_argument("PartitionEnv '" + id + "': initial plan has " +
                                 std::to_string(initial_plan_.size()) + " blocks, model has " +
@@ -60,9 +63,12 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   for (int k = 0; k < choices_; ++k) {
     strategy_features(catalog.at(k), k, &catalog_features_[k * kStrategyFeatures]);
   }
+  stages_ = initial_plan_.stages();
+  moves_ = pipeline_choices(stages_);
+  pipeline_ = initial_plan_.pipeline;
   pending_ = initial_plan_;
   current_.assign(blocks_, -1);
-  mask_.assign(static_cast<size_t>(blocks_) * choices_, 0);
+  mask_.assign(static_cast<size_t>(blocks_) * choices_ + moves_, 0);
   row_epoch_.assign(blocks_, 0);
   ref_inv_.assign(static_cast<size_t>(blocks_) * 3, 1.0);
   for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
@@ -72,7 +78,7 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
     }
     shape_ok_.insert(shape_ok_.end(), shape.begin(), shape.end());
   }
-  const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_;
+  const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_ + moves_;
   last_obs_.assign(dim, 0.0f);
 
   const bool deterministic = run_->deterministic();
@@ -85,9 +91,12 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
       Space::box("observation", {dim}, 0.0, std::numeric_limits<double>::infinity());
   spec_.observation_space.deterministic = deterministic;
   spec_.observation_space.platform_dependent = spec_.backend == "live";
-  spec_.action_space = Space::multi_discrete("action", std::vector<int64_t>(blocks_, choices_));
+  std::vector<int64_t> nvec(blocks_, choices_);
+  if (moves_ > 0) nvec.push_back(moves_);
+  spec_.action_space = Space::multi_discrete("action", std::move(nvec));
   spec_.num_blocks = blocks_;
   spec_.catalog_size = choices_;
+  spec_.pipeline_stages = stages_;
   spec_.max_episode_steps = 0;
   spec_.deterministic = deterministic;
 }
@@ -130,6 +139,7 @@ ResetResult PartitionEnv::reset(std::optional<uint64_t> seed) {
   failure_.clear();
   started_ = true;
   sync_indices_from_plan();
+  pipeline_ = run_->plan().pipeline;
   std::fill(last_obs_.begin(), last_obs_.end(), 0.0f);
   const RunContext ctx = run_->context();
   invalidate_mask(ctx);
@@ -172,17 +182,47 @@ void PartitionEnv::ensure_row(int b) const {
   row_epoch_[b] = epoch_;
 }
 
+void PartitionEnv::ensure_pipeline_row() const {
+  if (moves_ == 0 || pipeline_epoch_ == epoch_) return;
+  uint8_t* row = mask_.data() + static_cast<size_t>(blocks_) * choices_;
+  row[0] = 1;  // keeping the boundaries is always allowed, as keeping a block is
+  Plan trial = run_->plan();
+  for (int c = 1; c < moves_; ++c) {
+    trial.pipeline = apply_pipeline_choice(pipeline_, c, blocks_ / 2);
+    bool nonempty = true;
+    for (int n : trial.pipeline.layers_per_stage(blocks_ / 2)) nonempty = nonempty && n > 0;
+    row[c] = nonempty && plan_fits(*run_, trial) ? 1 : 0;
+  }
+  pipeline_epoch_ = epoch_;
+}
+
 std::vector<uint8_t> PartitionEnv::action_mask() const {
   require_started();
   for (int b = 0; b < blocks_; ++b) ensure_row(b);
+  ensure_pipeline_row();
   return mask_;
 }
 
 void PartitionEnv::check_action(const Action& action) const {
-  if (static_cast<int>(action.size()) != blocks_) {
+  const int size = blocks_ + (moves_ > 0 ? 1 : 0);
+  if (static_cast<int>(action.size()) != size) {
     throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): action has " +
                                 std::to_string(action.size()) + " entries, expected one per " +
-                                "block (" + std::to_string(blocks_) + ")");
+                                "block (" + std::to_string(blocks_) + ")" +
+                                (moves_ > 0 ? " and one for the pipeline" : ""));
+  }
+  if (moves_ > 0) {
+    const int32_t c = action[blocks_];
+    if (c < 0 || c >= moves_)
+      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): pipeline choice " +
+                                  std::to_string(c) + " outside [0, " + std::to_string(moves_) +
+                                  ")");
+    ensure_pipeline_row();
+    if (c != 0 && !mask_[static_cast<size_t>(blocks_) * choices_ + c])
+      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): pipeline choice " +
+                                  std::to_string(c) + " (" +
+                                  apply_pipeline_choice(pipeline_, c, blocks_ / 2).to_string() +
+                                  ") is masked out (empties a stage, invalid or does not fit)");
   }
   const StrategyCatalog& catalog = run_->catalog();
   auto reject = [&](int b, int32_t a, const std::string& why) {
@@ -222,17 +262,23 @@ StepResult PartitionEnv::step(const Action& action) {
   check_action(action);
   const StrategyCatalog& catalog = run_->catalog();
   for (int b = 0; b < blocks_; ++b) pending_.blocks[b] = catalog.at(action[b]);
+  if (moves_ > 0)
+    pending_.pipeline = apply_pipeline_choice(pipeline_, action[blocks_], blocks_ / 2);
 
   Measurement m = run_->step(pending_);
   ++steps_;
   const RunContext ctx = run_->context();
   bool changed = false;
   if (m.ok) {  // an accepted step installs the requested plan
-    changed = !std::equal(action.begin(), action.end(), current_.begin());
-    if (changed) std::copy(action.begin(), action.end(), current_.begin());
+    changed = !std::equal(current_.begin(), current_.end(), action.begin());
+    if (changed) std::copy_n(action.begin(), blocks_, current_.begin());
   } else {
     sync_indices_from_plan();
     changed = true;
+  }
+  if (moves_ > 0 && !(run_->plan().pipeline == pipeline_)) {
+    pipeline_ = run_->plan().pipeline;
+    changed = true;  // stage memory, so every row, depends on the boundaries
   }
   if (changed || ctx.phase != mask_phase_ || ctx.seq_factor != mask_seq_factor_ ||
       ctx.memory_capacity != mask_capacity_) {
@@ -328,17 +374,43 @@ Observation PartitionEnv::observe(const Measurement& m, const RunContext& ctx) {
                               ? nonneg(ctx.link_bw_factor[l])
                               : 1.0f;
   }
+  if (moves_ > 0) {  // boundaries, then each stage's peak memory (pipeline_action.h)
+    float* pp = g + kGlobalFixed + links_;
+    const std::vector<int> per = pipeline_.layers_per_stage(blocks_ / 2);
+    int first = 0;
+    for (int s = 0; s + 1 < stages_; ++s) {
+      first += per[s];
+      pp[s] = nonneg(double(first) / (blocks_ / 2));
+    }
+    const size_t stage_world = static_cast<size_t>(world_ / stages_);
+    if (measured && m.peak_memory_bytes.size() == static_cast<size_t>(world_)) {
+      for (int s = 0; s < stages_; ++s) {
+        double peak = 0;
+        for (size_t r = s * stage_world; r < (s + 1) * stage_world; ++r)
+          peak = std::max(peak, m.peak_memory_bytes[r]);
+        pp[stages_ - 1 + s] = nonneg(peak / capacity(ctx));
+      }
+    }
+  }
   last_obs_ = obs;
   return obs;
 }
 
 Plan PartitionEnv::plan_from_action(const Action& action) const {
-  if (static_cast<int>(action.size()) != blocks_) {
+  const int size = blocks_ + (moves_ > 0 ? 1 : 0);
+  if (static_cast<int>(action.size()) != size) {
     throw std::invalid_argument("plan_from_action(" + spec_.id + "): action has " +
                                 std::to_string(action.size()) + " entries, expected " +
-                                std::to_string(blocks_));
+                                std::to_string(size));
   }
   Plan plan;
+  if (moves_ > 0) {
+    if (action[blocks_] < 0 || action[blocks_] >= moves_)
+      throw std::invalid_argument("plan_from_action(" + spec_.id + "): pipeline choice " +
+                                  std::to_string(action[blocks_]) + " outside [0, " +
+                                  std::to_string(moves_) + ")");
+    plan.pipeline = apply_pipeline_choice(pipeline_, action[blocks_], blocks_ / 2);
+  }
   plan.blocks.reserve(blocks_);
   for (int b = 0; b < blocks_; ++b) {
     if (action[b] < 0 || action[b] >= choices_) {
@@ -357,7 +429,15 @@ Action PartitionEnv::action_from_plan(const Plan& plan) const {
                                 std::to_string(plan.size()) + " blocks, expected " +
                                 std::to_string(blocks_));
   }
-  Action action(blocks_);
+  Action action(blocks_ + (moves_ > 0 ? 1 : 0), 0);
+  if (moves_ > 0) {
+    const int c = pipeline_choice_toward(pipeline_, plan.pipeline, blocks_ / 2);
+    if (!(apply_pipeline_choice(pipeline_, c, blocks_ / 2) == plan.pipeline))
+      throw std::invalid_argument("action_from_plan(" + spec_.id + "): " +
+                                  plan.pipeline.to_string() + " is not " +
+                                  pipeline_.to_string() + " or one boundary move from it");
+    action[blocks_] = c;
+  }
   for (int b = 0; b < blocks_; ++b) {
     const int idx = run_->catalog().index_of(plan.blocks[b]);
     if (idx < 0) {

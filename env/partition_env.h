@@ -11,6 +11,9 @@
 //     max_compute_slowdown, peak memory / capacity, latency / initial latency]
 //   then L link classes: measured bandwidth / nominal.
 //   Phase, factors and bandwidths are run.context(): the conditions of the step to come.
+//   With p > 1 pipeline stages, then 2p − 1 more (pipeline_action.h): the p − 1 stage
+//   boundaries (first layer of stage i+1 / layers), each stage's peak memory / capacity.
+//   With p = 1 the layout is exactly the one above.
 // Every entry is ≥ 0 (observation space Box(0, inf)). After a failed step the measured
 // entries keep their previous values.
 // Raw reward: −(w_lat·(latency + repartition)/tokens·1e6 + w_mem·peak/capacity
@@ -19,6 +22,13 @@
 // oom: the run installed it, so no action is valid any more), have reward 0, truncated = true
 // and info.error set; step() then throws std::logic_error until reset(). reset() measures one iteration of the
 // initial plan (the reference; returned as info.measurement).
+//
+// Action: B catalog indices, then with p > 1 stages the pipeline component (2p − 1 choices,
+// pipeline_action.h): MultiDiscrete(nvec = [K]*B (+ [2p − 1])). The mask is the concatenation
+// of the components' masks (sb3-contrib's MaskableMultiDiscrete layout): mask[b·K + k] for the
+// blocks, then mask[B·K + c] for the pipeline choices. Choice 0 (keep) is always allowed; a
+// move is allowed when the plan in force with that move alone is valid and fits memory
+// (plan_fits). As for blocks, each component is checked with the others as they are.
 //
 // The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are
 // recomputed only after the plan in force or the run's conditions (phase, sequence factor,
@@ -56,9 +66,12 @@ class PartitionEnv : public Env {
 
   const ExperimentSpec& experiment() const { return experiment_; }
   // Size and range are checked (std::invalid_argument naming the block); the mask is not.
+  // The pipeline component applies to the pipeline in force.
   Plan plan_from_action(const Action& action) const;
-  // Throws std::invalid_argument if a block's strategy is not in the catalog.
+  // Throws std::invalid_argument if a block's strategy is not in the catalog, or if the plan's
+  // pipeline is not the one in force or one boundary move away from it.
   Action action_from_plan(const Plan& plan) const;
+  int stages() const { return stages_; }
   const Plan& initial_plan() const { return initial_plan_; }
   const Measurement& reference() const { return reference_; }
 
@@ -68,6 +81,7 @@ class PartitionEnv : public Env {
   void check_action(const Action& action) const;  // size, range, mask
   void require_started() const;
   void ensure_row(int b) const;
+  void ensure_pipeline_row() const;
   void invalidate_mask(const RunContext& ctx);
   void sync_indices_from_plan();
   void strategy_features(const Strategy& s, int index, float* out) const;
@@ -86,6 +100,8 @@ class PartitionEnv : public Env {
   std::string failure_;  // set when the episode ended with a failed step
 
   int blocks_ = 0, choices_ = 0, links_ = 0, world_ = 1;
+  int stages_ = 1, moves_ = 0;  // p of the initial plan; pipeline_choices(p)
+  Pipeline pipeline_;           // the pipeline in force
   std::vector<float> catalog_features_;  // K × kStrategyFeatures
   std::vector<double> ref_inv_;          // B × 3: 1 / reference (fwd, bwd, comm)
   std::vector<uint8_t> shape_ok_;        // 2 × K: the catalog's attention and MLP shape masks
@@ -95,6 +111,7 @@ class PartitionEnv : public Env {
 
   mutable std::vector<uint8_t> mask_;       // B × K, row b valid if row_epoch_[b] == epoch_
   mutable std::vector<uint64_t> row_epoch_;
+  mutable uint64_t pipeline_epoch_ = 0;  // the pipeline row (mask_'s tail) is valid at epoch_
   uint64_t epoch_ = 1;
   int mask_phase_ = -1;  // conditions the cached rows were computed under
   double mask_seq_factor_ = 0, mask_capacity_ = 0;

@@ -61,7 +61,8 @@ std::unique_ptr<Env> make_bare_env(const std::string& id, const ExperimentSpec& 
 std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec) {
   std::unique_ptr<Env> env = make_bare_env(id, spec);
   if (spec.reward.normalize) {
-    Plan baseline = resolve_plan("megatron", env->run().model(), env->run().cluster());
+    Plan baseline =
+        resolve_baseline_plan("megatron", env->run(), 1, spec.catalog.max_pipeline_stages);
     env = std::make_unique<NormalizeReward>(std::move(env), spec.reward, std::move(baseline));
   }
   if (spec.steps_per_episode > 0) {

@@ -166,13 +166,18 @@ std::vector<int32_t> Space::sample(std::mt19937_64& rng, const std::vector<uint8
     case SpaceKind::kDiscrete:
     case SpaceKind::kMultiDiscrete: {
       const size_t dims = kind == SpaceKind::kDiscrete ? 1 : nvec.size();
-      int64_t stride = 0;
-      for (int64_t n : nvec) stride = std::max(stride, n);
-      if (mask && mask->size() != dims * static_cast<size_t>(stride)) {
+      int64_t stride = 0, total = 0;
+      for (int64_t n : nvec) stride = std::max(stride, n), total += n;
+      // Padded rows (dims × max(nvec)) or the components' masks one after the other
+      // (sum(nvec), sb3-contrib's layout and the env's); the two agree when nvec is uniform.
+      const bool concatenated = mask && mask->size() == static_cast<size_t>(total);
+      if (mask && !concatenated && mask->size() != dims * static_cast<size_t>(stride)) {
         throw std::invalid_argument("Space::sample '" + name + "': mask has " +
                                     std::to_string(mask->size()) + " entries, expected " +
-                                    std::to_string(dims * stride) + " (dims x max(nvec))");
+                                    std::to_string(dims * stride) + " (dims x max(nvec)) or " +
+                                    std::to_string(total) + " (sum(nvec))");
       }
+      size_t offset = 0;
       std::vector<int32_t> out(dims);
       for (size_t d = 0; d < dims; ++d) {
         const int64_t n = nvec[d];
@@ -180,7 +185,8 @@ std::vector<int32_t> Space::sample(std::mt19937_64& rng, const std::vector<uint8
           out[d] = static_cast<int32_t>(uniform_below(rng, static_cast<uint64_t>(n)));
           continue;
         }
-        const uint8_t* row = mask->data() + d * stride;
+        const uint8_t* row = mask->data() + (concatenated ? offset : d * stride);
+        offset += static_cast<size_t>(n);
         int64_t allowed = 0;
         for (int64_t k = 0; k < n; ++k) allowed += row[k] ? 1 : 0;
         if (allowed == 0) {

@@ -32,8 +32,8 @@ struct Space {
   // Membership: shape and bounds (ints for discrete kinds).
   bool contains(const std::vector<float>& x) const;
   bool contains(const std::vector<int32_t>& x) const;
-  // A uniform sample; for MultiDiscrete with a mask (flattened dims × max(nvec)), only
-  // entries with mask 1 are drawn.
+  // A uniform sample; for MultiDiscrete with a mask (flattened dims × max(nvec), or the
+  // dimensions' masks concatenated, sum(nvec) entries), only entries with mask 1 are drawn.
   std::vector<int32_t> sample(std::mt19937_64& rng,
                               const std::vector<uint8_t>* mask = nullptr) const;
   std::string to_string() const;

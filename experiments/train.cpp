@@ -54,7 +54,8 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   std::unique_ptr<Agent> agent = make_agent(spec.agent.id, env->spec(), seed);
   result.agent = agent->name();
   writer->set_agent(result.agent);
-  const Plan megatron = megatron_plan(spec.model, spec.cluster);
+  const Plan megatron =
+      resolve_baseline_plan("megatron", env->run(), 1, spec.catalog.max_pipeline_stages);
   Progress* progress = options.progress;
 
   // Learners with vectorised training (PPO) first train for agent.train_steps env steps on

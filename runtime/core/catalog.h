@@ -21,6 +21,10 @@ struct CatalogOptions {
   std::vector<int> chunks = {1, 2};
   bool with_recompute = true;
   int max_degree = 0;  // 0 = world
+  // Pipeline stages the static baselines ("megatron", "megatron-sp", "atp", also as the
+  // initial plan) may add until the model fits memory (training_run.h). 1 = never pipeline.
+  // Not a catalog entry: the env's pipeline comes from the initial plan.
+  int max_pipeline_stages = 1;
 };
 
 class StrategyCatalog {

@@ -7,18 +7,21 @@
 
 namespace shardgym {
 
-Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp) {
+Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp, int stages) {
   const int world = cluster.world_size();
-  int t = world;
+  const int stage_world = world / std::max(1, stages);
+  auto with_m = [&](Plan p) {
+    if (stages > 1) p.pipeline.stages = stages;
+    p.pipeline.micro_batches = plan_micro_batches(p, model, world);
+    return p;
+  };
+  int t = stage_world;
   for (const auto& n : cluster.nodes) t = std::min(t, n.gpus);
   for (; t > 1; --t) {
-    Plan p = Plan::uniform(Strategy::tp1d(t, sp), model.num_blocks());
-    p.pipeline.micro_batches = plan_micro_batches(p, model, world);
+    Plan p = with_m(Plan::uniform(Strategy::tp1d(t, sp), model.num_blocks()));
     if (p.validate(model, world).empty()) return p;
   }
-  Plan p = Plan::uniform(Strategy::dp(), model.num_blocks());
-  p.pipeline.micro_batches = plan_micro_batches(p, model, world);
-  return p;
+  return with_m(Plan::uniform(Strategy::dp(), model.num_blocks()));
 }
 
 Plan resolve_plan(const std::string& text, const ModelSpec& model, const ClusterSpec& cluster) {

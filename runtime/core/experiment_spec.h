@@ -76,8 +76,12 @@ struct ExperimentSpec {
 };
 
 // Megatron-LM's usual static plan: tp1d with t = GPUs per node (reduced until it divides the
-// heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism.
-Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp = false);
+// heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism. With
+// `stages` > 1: that many pipeline stages (even split, 1F1B, m by Megatron's rule), t as above
+// within a stage's world / stages ranks. Which p Megatron's users pick needs the memory a run
+// reports: resolve_baseline_plan (training_run.h).
+Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp = false,
+                   int stages = 1);
 // Resolves "megatron", "megatron-sp" or a plan text; the result has an explicit micro-batch
 // count (plan_micro_batches), which actions on strategies keep.
 Plan resolve_plan(const std::string& text, const ModelSpec& model, const ClusterSpec& cluster);

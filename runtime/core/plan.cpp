@@ -78,6 +78,19 @@ std::vector<int> Pipeline::layers_per_stage(int layers) const {
   return out;
 }
 
+Pipeline Pipeline::moved(int boundary, int delta, int layers) const {
+  std::vector<int> per = layers_per_stage(layers);
+  if (boundary < 0 || boundary + 1 >= static_cast<int>(per.size()))
+    throw std::out_of_range("pipeline: boundary " + std::to_string(boundary) + " outside [0, " +
+                            std::to_string(static_cast<int>(per.size()) - 1) + ")");
+  per[boundary] += delta;
+  per[boundary + 1] -= delta;
+  Pipeline out = *this;
+  out.split.clear();
+  if (per != out.layers_per_stage(layers)) out.split = std::move(per);
+  return out;
+}
+
 std::string Pipeline::to_string() const {
   std::string out = "pp(";
   auto add = [&](const std::string& kv) { out += (out.size() > 3 ? "," : "") + kv; };

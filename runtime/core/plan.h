@@ -41,6 +41,11 @@ struct Pipeline {
   // Layers held by each stage (the explicit split, or the even one).
   std::vector<int> layers_per_stage(int layers) const;
   std::string to_string() const;  // "pp(p=4,m=16,...)"; options in a fixed order
+  // This pipeline with the boundary between stages i and i+1 moved by `delta` layers (< 0:
+  // earlier, stage i hands its last layers to stage i+1), for a model of `layers` layers. The
+  // split is left empty when the result is the even one, so a move and its reverse give back
+  // an equal pipeline. A stage may end up with no layer: validate() says so.
+  Pipeline moved(int boundary, int delta, int layers) const;
   static Pipeline parse(const std::string& text);  // throws std::invalid_argument
   bool operator==(const Pipeline& o) const;
 };

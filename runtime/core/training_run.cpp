@@ -1,11 +1,41 @@
 #include "runtime/core/training_run.h"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "runtime/core/experiment_spec.h"
 
 namespace shardgym {
 
 std::unique_ptr<TrainingRun> TrainingRun::clone() const {
   throw std::logic_error("the '" + backend() + "' training run cannot be cloned");
+}
+
+bool plan_fits(const TrainingRun& run, const Plan& plan) {
+  const std::optional<Measurement> m = run.estimate(plan);
+  return m && m->ok && !m->oom;
+}
+
+Plan fewest_fitting_stages(const TrainingRun& run, int min_stages, int max_stages,
+                           const std::function<Plan(int)>& make) {
+  const int world = run.cluster().world_size(), layers = run.model().layers;
+  min_stages = std::max(1, min_stages);
+  for (int p = min_stages; p <= max_stages && p <= layers; ++p) {
+    if (world % p != 0 || (p != min_stages && layers % p != 0)) continue;
+    Plan plan = make(p);
+    if (plan.validate(run.model(), world).empty() && plan_fits(run, plan)) return plan;
+  }
+  return make(min_stages);
+}
+
+Plan resolve_baseline_plan(const std::string& text, const TrainingRun& run, int min_stages,
+                           int max_stages) {
+  if ((text != "megatron" && text != "megatron-sp") || max_stages <= 1)
+    return resolve_plan(text, run.model(), run.cluster());
+  const bool sp = text == "megatron-sp";
+  return fewest_fitting_stages(run, min_stages, max_stages, [&](int p) {
+    return megatron_plan(run.model(), run.cluster(), sp, p);
+  });
 }
 
 }  // namespace shardgym

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,5 +70,23 @@ class TrainingRun {
   virtual bool cloneable() const { return false; }
   virtual std::unique_ptr<TrainingRun> clone() const;  // throws std::logic_error if !cloneable
 };
+
+// Whether `plan` is valid and fits every rank's memory under the conditions of the next step,
+// by the run's estimate(); false where the run cannot estimate (live).
+bool plan_fits(const TrainingRun& run, const Plan& plan);
+
+// Megatron-LM users' pipeline rule: tensor parallelism within a node, then the fewest pipeline
+// stages with which the model fits (Narayanan et al. 2021, §3.3: "use tensor parallelism up to
+// the GPUs in a server, then pipeline parallelism across servers"). Returns make(p) for the
+// smallest p in [min_stages, max_stages] that divides the world and the layers and whose plan
+// fits `run`; make(min_stages) when none does or the run cannot estimate.
+Plan fewest_fitting_stages(const TrainingRun& run, int min_stages, int max_stages,
+                           const std::function<Plan(int)>& make);
+
+// resolve_plan, with "megatron" / "megatron-sp" given their pipeline by fewest_fitting_stages
+// (max_stages 1: exactly resolve_plan). The env, NormalizeReward's baseline and the static
+// agents resolve these names through here.
+Plan resolve_baseline_plan(const std::string& text, const TrainingRun& run, int min_stages,
+                           int max_stages);
 
 }  // namespace shardgym

@@ -105,9 +105,21 @@ Pipeline SimRun::resolved_pipeline(const Plan& plan) const {
 bool SimRun::configure(const Pipeline& pipe) const {
   if (!stage_cost_.empty() && pipe == pipe_) return false;
   const bool same_stages = !stage_cost_.empty() && pipe.stages == pipe_.stages;
+  const bool split_only = same_stages && pipe.micro_batches == pipe_.micro_batches &&
+                          pipe.schedule == pipe_.schedule &&
+                          pipe.virtual_stages == pipe_.virtual_stages;
   pipe_ = pipe;
   const int p = std::max(1, pipe.stages);
   stage_world_ = world_ / p;
+  Plan shape;
+  shape.blocks.assign(blocks_, Strategy::dp());
+  shape.pipeline = pipe;
+  if (split_only) {
+    // A moved boundary: stage cost models, in-flight counts and caches hold as they are.
+    block_stage_ = shape.block_stages();
+    current_mem_ = -1;
+    return true;
+  }
   if (!same_stages) {
     stage_cost_.clear();
     for (int s = 0; s < p; ++s)
@@ -118,9 +130,6 @@ bool SimRun::configure(const Pipeline& pipe) const {
     redist_cache_.assign(p, std::vector<TransferSlot>(size_t(act_stride_) * act_stride_));
     repart_cache_.assign(2 * p, std::vector<TransferSlot>(size_t(param_stride_) * param_stride_));
   }
-  Plan shape;
-  shape.blocks.assign(blocks_, Strategy::dp());
-  shape.pipeline = pipe;
   block_stage_ = shape.block_stages();
   stage_capacity_.assign(p, 0.0);
   for (int s = 0; s < p; ++s) {
@@ -187,13 +196,14 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
 
 Measurement SimRun::step(const Plan& plan) {
   Measurement m;
+  before_stage_ = block_stage_;
   const std::string err = resolve(plan, scratch_);
   if (!err.empty()) {
     m.ok = false;
     m.error = "sim step " + std::to_string(step_) + ": " + err;
     return m;
   }
-  evaluate(scratch_, &idx_, &noise_, m);
+  evaluate(scratch_, &idx_, before_stage_, &noise_, m);
   for (int b = 0; b < blocks_; ++b)
     if (scratch_[b] != idx_[b]) plan_.blocks[b] = entries_[scratch_[b]];
   plan_.pipeline = pipe_;
@@ -223,8 +233,9 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
   Measurement m;
   std::vector<int> idx;
   const Pipeline before = pipe_;
+  before_stage_ = block_stage_;
   const std::string err = resolve(plan, idx);
-  if (err.empty()) evaluate(idx, &idx_, nullptr, m);
+  if (err.empty()) evaluate(idx, &idx_, before_stage_, nullptr, m);
   configure(before);  // the plan in force keeps its stages
   if (!err.empty()) {
     m.ok = false;
@@ -243,7 +254,7 @@ IterationBreakdown SimRun::breakdown(const Plan& plan) const {
     throw std::invalid_argument("breakdown: " + err);
   }
   Measurement m;
-  evaluate(idx, nullptr, nullptr, m, &bd);
+  evaluate(idx, nullptr, block_stage_, nullptr, m, &bd);
   const int p = static_cast<int>(stage_cost_.size());
   bd.pipeline = pipe_;
   bd.bubble_fraction = p > 1 ? bubble_fraction(p, pipe_.micro_batches, pipe_.schedule ==

@@ -30,6 +30,11 @@
 // plus its activations × the micro-batches in flight of the schedule; the fullest stage is
 // the one reported (all ranks of a stage hold the same bytes).
 //
+// Repartition. A block whose strategy changes within its stage moves the bytes of layout.h;
+// a block that a moved stage boundary puts on another stage is received whole (its state:
+// parameters, gradients, optimizer state, as its new strategy shards them) by the new stage's
+// ranks from the old stage's, point to point over the link between them, ranks in parallel.
+//
 // Noise. Per block one compute factor (fwd and bwd) and one communication factor, one factor
 // each for redistribution, LM head and repartition, and one per link class for the measured
 // bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
@@ -151,10 +156,11 @@ class SimRun : public TrainingRun {
     std::vector<uint8_t> prefix;  // (values.size() + 1) rows of catalog-size bytes
   };
   void ensure_mask_tables() const;
-  // Fills `out` for running `idx` after `from` (nullptr: no repartition). noise: nullptr = none.
+  // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
+  // on the stages `from_stage` (the pipeline in force before). noise: nullptr = none.
   // `stages` (optional) receives the per-stage figures.
   void evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                LogNormalNoise* noise, Measurement& out,
+                const std::vector<int>& from_stage, LogNormalNoise* noise, Measurement& out,
                 IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
   void install(const Conditions& c);  // invalidates the caches if `c` differs
@@ -213,6 +219,7 @@ class SimRun : public TrainingRun {
   std::vector<int> idx_;
   std::vector<double> measured_link_;
   mutable std::vector<int> scratch_;
+  mutable std::vector<int> before_stage_;  // block stages before the plan being resolved
 };
 
 }  // namespace shardgym

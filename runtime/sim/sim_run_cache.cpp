@@ -203,7 +203,8 @@ double SimRun::memory_of(const std::vector<int>& idx) const {
 }
 
 void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                      LogNormalNoise* noise, Measurement& out, IterationBreakdown* bd) const {
+                      const std::vector<int>& from_stage, LogNormalNoise* noise,
+                      Measurement& out, IterationBreakdown* bd) const {
   auto draw = [noise]() { return noise ? noise->next() : 1.0; };
   const HeadCost& h = head();
   const int p = static_cast<int>(stage_cost_.size());
@@ -295,8 +296,20 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
   if (from) {
+    const LinkState& ls = cost_.links();
     for (int b = 0; b < blocks_; ++b) {
-      const int a = (*from)[b], z = idx[b];
+      const int a = (*from)[b], z = idx[b], st = block_stage_[b];
+      if (b < static_cast<int>(from_stage.size()) && from_stage[b] != st) {
+        // Moved to another stage by a boundary move (see the header).
+        const int src = from_stage[b] * stage_world_, dst = st * stage_world_;
+        const int l = ls.link_of(src, dst);
+        const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
+        const double bytes = block(st, b & 1, z).state;
+        rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
+        rep_bytes += bytes * stage_world_;
+        rep_j += bytes * stage_world_ * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+        continue;
+      }
       if (a == z || param_id_[a] == param_id_[z]) continue;
       const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
       rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;

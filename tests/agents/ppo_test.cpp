@@ -90,6 +90,35 @@ TEST_F(PPOTest, PreferenceDecodingKeepsTheEntryInForceWithinTheMargin) {
   EXPECT_TRUE(agents_detail::action_allowed(a, mask, catalog));
 }
 
+TEST_F(PPOTest, ActsAndTrainsOnAPipelinedEnv) {
+  ExperimentSpec spec = test_specs::pipelined(/*layers=*/8, /*stages=*/2);
+  spec.steps_per_episode = 8;
+  VectorEnv envs = vector_env(spec, 2);
+  ASSERT_EQ(envs.spec().action_space.nvec.size(), 17u);
+  PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,keep_p=0.5)")),
+          1);
+  PPOTrainResult r = ppo.train(envs, 2 * 8 * 2);
+  ASSERT_EQ(r.updates.size(), 2u);
+  for (const PPOUpdate& u : r.updates) {
+    EXPECT_TRUE(std::isfinite(u.policy_loss) && std::isfinite(u.value_loss));
+    EXPECT_TRUE(std::isfinite(u.entropy) && u.entropy > 0);
+  }
+  auto env = agent_tests::sim_env(spec);
+  agent_tests::Rollout out = agent_tests::rollout(*env, ppo, 0, 2, /*learn=*/true);
+  EXPECT_EQ(out.invalid, 0);
+  EXPECT_EQ(out.failed, 0);
+  int moves = 0;
+  for (const Action& a : out.actions) {
+    ASSERT_EQ(a.size(), 17u);
+    moves += a.back() != 0;
+  }
+  EXPECT_GT(moves, 0) << "keep_p=0.5: the sampled policy moves boundaries";
+  ppo.set_training(false);
+  Observation obs = env->reset(0).obs;
+  const auto mask = env->action_mask();
+  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask), mask, env->spec().catalog_size));
+}
+
 std::vector<double> curve(uint64_t seed) {
   ExperimentSpec spec = tiny_scenario();
   VectorEnv envs = vector_env(spec, 2);

@@ -6,6 +6,7 @@
 //   test_specs::add_link_drop(spec, /*step=*/3, "nvlink", 0.25);
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "runtime/core/experiment_spec.h"
@@ -55,6 +56,17 @@ inline ExperimentSpec tiny(int layers = 2, int gpus_per_node = 4, int nodes = 1)
   s.live.ranks = gpus_per_node * nodes;
   s.live.launch = "threads";
   s.live.timeout_s = 30;
+  return s;
+}
+
+// `layers` layers on 4 GPUs of one node in `stages` pipeline stages (tp1d(t=2) within a
+// stage of 2 ranks when stages = 2), m = 4 micro-batches, 1F1B, even split.
+inline ExperimentSpec pipelined(int layers = 8, int stages = 2) {
+  ExperimentSpec s = tiny(layers);
+  s.model.global_batch = 16;
+  const int t = std::max(1, 4 / stages);
+  s.initial_plan = "uniform:" + std::string(t > 1 ? "tp1d(t=" + std::to_string(t) + ")" : "dp") +
+                   "@pp(p=" + std::to_string(stages) + ",m=4)";
   return s;
 }
 

@@ -1,0 +1,55 @@
+#include "env/pipeline_action.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace shardgym {
+
+int pipeline_choices(int stages) { return stages > 1 ? 2 * stages - 1 : 0; }
+
+Pipeline apply_pipeline_choice(const Pipeline& pipe, int choice, int layers) {
+  const int n = pipeline_choices(pipe.stages);
+  if (choice == 0) return pipe;
+  if (choice < 0 || choice >= n)
+    throw std::out_of_range("pipeline choice " + std::to_string(choice) + " outside [0, " +
+                            std::to_string(std::max(1, n)) + ")");
+  const int boundary = (choice - 1) / 2;
+  return pipe.moved(boundary, choice % 2 == 1 ? -1 : +1, layers);
+}
+
+int pipeline_choice_toward(const Pipeline& from, const Pipeline& to, int layers) {
+  Pipeline same_split = to;
+  same_split.split = from.split;
+  if (from.stages < 2 || !(same_split == from)) return 0;
+  const std::vector<int> a = from.layers_per_stage(layers), b = to.layers_per_stage(layers);
+  if (a.size() != b.size()) return 0;
+  // First layer of stage i+1: the prefix sums. Move the first boundary that differs.
+  int ea = 0, eb = 0;
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    ea += a[i], eb += b[i];
+    if (ea > eb) return 1 + 2 * static_cast<int>(i);
+    if (ea < eb) return 2 + 2 * static_cast<int>(i);
+  }
+  return 0;
+}
+
+std::vector<int> split_from_observation(const std::vector<float>& obs, int stages, int layers) {
+  const size_t part = static_cast<size_t>(pipeline_choices(stages));
+  if (stages < 2) return {layers};
+  if (obs.size() < part)
+    throw std::invalid_argument("observation of " + std::to_string(obs.size()) +
+                                " values has no pipeline part of " + std::to_string(part));
+  std::vector<int> split(stages);
+  int prev = 0;
+  for (int i = 0; i + 1 < stages; ++i) {
+    const int first = static_cast<int>(std::lround(obs[obs.size() - part + i] * layers));
+    split[i] = first - prev;
+    prev = first;
+  }
+  split[stages - 1] = layers - prev;
+  return split;
+}
+
+}  // namespace shardgym
