@@ -7,9 +7,15 @@ namespace shardgym {
 
 double pipeline_time(const std::vector<double>& stage_micro_batch_s, int micro_batches,
                      Schedule schedule, int virtual_stages) {
-  if (stage_micro_batch_s.empty()) return 0;
-  const double slowest = *std::max_element(stage_micro_batch_s.begin(), stage_micro_batch_s.end());
-  const double sum = std::accumulate(stage_micro_batch_s.begin(), stage_micro_batch_s.end(), 0.0);
+  return pipeline_time(stage_micro_batch_s.data(), static_cast<int>(stage_micro_batch_s.size()),
+                       micro_batches, schedule, virtual_stages);
+}
+
+double pipeline_time(const double* stage_micro_batch_s, int stages, int micro_batches,
+                     Schedule schedule, int virtual_stages) {
+  if (stages <= 0) return 0;
+  const double slowest = *std::max_element(stage_micro_batch_s, stage_micro_batch_s + stages);
+  const double sum = std::accumulate(stage_micro_batch_s, stage_micro_batch_s + stages, 0.0);
   const double v = schedule == Schedule::kInterleaved ? std::max(1, virtual_stages) : 1;
   return std::max(1, micro_batches) * slowest + (sum - slowest) / v;
 }

@@ -21,6 +21,8 @@
 
 namespace shardgym {
 
+double pipeline_time(const double* stage_micro_batch_s, int stages, int micro_batches,
+                     Schedule schedule, int virtual_stages);
 double pipeline_time(const std::vector<double>& stage_micro_batch_s, int micro_batches,
                      Schedule schedule, int virtual_stages);
 // Idle fraction of an iteration of equal stages: (p−1)/(m·v + p − 1).

@@ -196,14 +196,16 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
 
 Measurement SimRun::step(const Plan& plan) {
   Measurement m;
-  before_stage_ = block_stage_;
+  // The stages' blocks before a pipeline change (only then can they differ).
+  const bool same_pipe = plan.pipeline == pipe_;
+  if (!same_pipe) before_stage_ = block_stage_;
   const std::string err = resolve(plan, scratch_);
   if (!err.empty()) {
     m.ok = false;
     m.error = "sim step " + std::to_string(step_) + ": " + err;
     return m;
   }
-  evaluate(scratch_, &idx_, before_stage_, &noise_, m);
+  evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, &noise_, m);
   for (int b = 0; b < blocks_; ++b)
     if (scratch_[b] != idx_[b]) plan_.blocks[b] = entries_[scratch_[b]];
   plan_.pipeline = pipe_;
@@ -233,9 +235,10 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
   Measurement m;
   std::vector<int> idx;
   const Pipeline before = pipe_;
-  before_stage_ = block_stage_;
+  const bool same_pipe = plan.pipeline == pipe_;
+  if (!same_pipe) before_stage_ = block_stage_;
   const std::string err = resolve(plan, idx);
-  if (err.empty()) evaluate(idx, &idx_, before_stage_, nullptr, m);
+  if (err.empty()) evaluate(idx, &idx_, same_pipe ? block_stage_ : before_stage_, nullptr, m);
   configure(before);  // the plan in force keeps its stages
   if (!err.empty()) {
     m.ok = false;

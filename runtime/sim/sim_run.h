@@ -143,8 +143,20 @@ class SimRun : public TrainingRun {
   void ensure_shapes() const;  // shape_ok_ for the current model
   const HeadCost& head() const;  // on the last stage
   const BlockSlot& block(int kind, int entry) const { return block(0, kind, entry); }
-  const BlockSlot& block(int stage, int kind, int entry) const;
-  const TransferSlot& redistribution(int stage, int from_entry, int to_entry) const;
+  // Cached costs; the fill_* functions compute a stale or missing slot (the hot path is inline).
+  const BlockSlot& block(int stage, int kind, int entry) const {
+    const BlockSlot& s = block_cache_[2 * stage + kind][entry];
+    return s.gen == gen_ ? s : fill_block(stage, kind, entry);
+  }
+  const BlockSlot& fill_block(int stage, int kind, int entry) const;
+  const TransferSlot& redistribution(int stage, int from_entry, int to_entry) const {
+    const TransferSlot& s =
+        redist_cache_[stage][size_t(act_id_[from_entry]) * act_stride_ + act_id_[to_entry]];
+    return s.gen == gen_ ? s : fill_redistribution(stage, from_entry, to_entry);
+  }
+  const TransferSlot& fill_redistribution(int stage, int from_entry, int to_entry) const;
+  // Embedding state on the first stage, LM head state and logits on the last (adds to `out`).
+  void edge_memory(const std::vector<int>& idx, std::vector<double>& out) const;
   const TransferSlot& repartition(int stage, int kind, int from_entry, int to_entry) const;
   double memory_of(const std::vector<int>& idx) const;
   // Peak memory of each stage's ranks for plan `idx` (pipe_ in force).
@@ -178,6 +190,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<int> block_stage_;
   mutable std::vector<double> in_flight_;
   mutable std::vector<double> stage_scratch_;
+  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 7 per stage
   mutable std::vector<double> stage_capacity_;  // smallest device memory of each stage
   double idle_power_w_ = 0;                     // Σ_ranks idle_w
   mutable int stage_world_ = 0;

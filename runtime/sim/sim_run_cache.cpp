@@ -142,9 +142,8 @@ const HeadCost& SimRun::head() const {
   return head_;
 }
 
-const SimRun::BlockSlot& SimRun::block(int stage, int kind, int entry) const {
+const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) const {
   BlockSlot& s = block_cache_[2 * stage + kind][entry];
-  if (s.gen == gen_) return s;
   const BlockCost c = stage_cost_[stage].block_cost(
       kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
   s.fwd = c.fwd_s, s.bwd = c.bwd_s, s.comm = c.comm_s;
@@ -157,9 +156,8 @@ const SimRun::BlockSlot& SimRun::block(int stage, int kind, int entry) const {
   return s;
 }
 
-const SimRun::TransferSlot& SimRun::redistribution(int stage, int from, int to) const {
+const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int to) const {
   TransferSlot& s = redist_cache_[stage][size_t(act_id_[from]) * act_stride_ + act_id_[to]];
-  if (s.gen == gen_) return s;
   const TransferCost c = stage_cost_[stage].redistribution(entries_[from], entries_[to]);
   s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
   return s;
@@ -175,9 +173,8 @@ const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, i
   return s;
 }
 
-void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
+void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) const {
   const int p = static_cast<int>(stage_cost_.size());
-  out.assign(p, 0.0);
   // Embedding on the first stage, LM head and its fp32 logits on the last, both split over
   // the vocabulary by the tensor-parallel degree of the stage's edge block (Megatron-LM's
   // VocabParallelEmbedding and column-parallel output layer); the logits as HeadCost has them.
@@ -189,6 +186,11 @@ void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out)
   const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
   out[0] += emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first);
   out[p - 1] += (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) + head_act;
+}
+
+void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
+  out.assign(stage_cost_.size(), 0.0);
+  edge_memory(idx, out);
   for (int b = 0; b < blocks_; ++b) {
     const int st = block_stage_[b];
     const BlockSlot& c = block(st, b & 1, idx[b]);
@@ -214,8 +216,13 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   out.block_comm_s.resize(blocks_);
   // Per stage: one micro-batch's time, the last micro-batch's backward and first forward
   // (the overlap windows), gradient / parameter / optimizer work of the iteration.
-  std::vector<double> mb(p, 0.0), fwd1(p, 0.0), bwd1(p, 0.0), sync(p, 0.0), gather(p, 0.0),
-      opt(p, 0.0), params(p, 0.0);
+  // Peak memory per stage (stage_memory's sum, fused into this loop).
+  stage_acc_.assign(8 * size_t(p), 0.0);
+  double* mb = stage_acc_.data();
+  double *fwd1 = mb + p, *bwd1 = mb + 2 * p, *sync = mb + 3 * p, *gather = mb + 4 * p,
+         *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p;
+  stage_scratch_.assign(p, 0.0);
+  edge_memory(idx, stage_scratch_);
   double busy_j = 0, link_j = h.link_energy_j * m, redist_j = 0;
   for (int b = 0; b < blocks_; ++b) {
     const int kind = b & 1, st = block_stage_[b];
@@ -232,6 +239,8 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     gather[st] += c.param_gather * nm;
     opt[st] += c.optimizer;
     params[st] += c.params;
+    const bool after_recompute = kind && entries_[idx[b - 1]].recompute;
+    stage_scratch_[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
     busy_j += m * c.busy_j * nc;
     link_j += m * c.link_j;
     // Embedding output takes block 0's layout for free (token ids are everywhere); later
@@ -240,17 +249,19 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     const int prev = b > 0 ? idx[b - 1] : -1;
     if (prev >= 0 && block_stage_[b - 1] == st && act_id_[prev] != act_id_[idx[b]]) {
       const TransferSlot& r = redistribution(st, prev, idx[b]);
-      mb[st] += r.time * draw(), redist_j += m * r.energy;
+      redist[st] += r.time, redist_j += m * r.energy;
     }
   }
   if (act_id_[idx[blocks_ - 1]] != act_id_[dp_entry_]) {
     const TransferSlot& r = redistribution(p - 1, idx[blocks_ - 1], dp_entry_);
-    mb[p - 1] += r.time, redist_j += m * r.energy;
+    redist[p - 1] += r.time, redist_j += m * r.energy;
   }
-  const double nh = draw(), np = draw();
+  const double nr = draw(), nh = draw(), np = draw();
+  for (int s = 0; s < p; ++s) mb[s] += redist[s] * nr;
   mb[p - 1] += h.compute_s * nh;
   busy_j += m * h.busy_energy_j * nh;
-  double latency = pipeline_time(mb, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
+  double latency =
+      pipeline_time(mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
   const double schedule_s = latency;
   if (p > 1) {
     // Point-to-point activations between consecutive stages (fwd and bwd); steady-state sends
@@ -320,9 +331,12 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   out.repartition_bytes = rep_bytes;
   out.energy_j = idle_power_w_ * (latency + out.repartition_s) + busy_j + link_j + redist_j + rep_j;
   out.tokens = double(effective_global_batch(cost_.model(), world_)) * cost_.model().seq;
-  stage_memory(idx, stage_scratch_);
-  out.peak_memory_bytes.resize(world_);
-  for (int r = 0; r < world_; ++r) out.peak_memory_bytes[r] = stage_scratch_[r / stage_world_];
+  if (p == 1) {
+    out.peak_memory_bytes.assign(world_, stage_scratch_[0]);
+  } else {
+    out.peak_memory_bytes.resize(world_);
+    for (int r = 0; r < world_; ++r) out.peak_memory_bytes[r] = stage_scratch_[r / stage_world_];
+  }
   out.oom = false;
   for (int s = 0; s < p; ++s) out.oom = out.oom || stage_scratch_[s] > stage_capacity_[s];
   out.ok = true;
