@@ -178,14 +178,19 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
   // Embedding on the first stage, LM head and its fp32 logits on the last, both split over
   // the vocabulary by the tensor-parallel degree of the stage's edge block (Megatron-LM's
   // VocabParallelEmbedding and column-parallel output layer); the logits as HeadCost has them.
-  const ModelSpec& mm = stage_cost_[0].model();
-  const double total = double(model_.embedding_params());
-  const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
-  const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
   const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
   const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
-  out[0] += emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first);
-  out[p - 1] += (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) + head_act;
+  if (edge_gen_ != gen_ || edge_t_[0] != t_first || edge_t_[1] != t_last) {
+    const ModelSpec& mm = stage_cost_[0].model();
+    const double total = double(model_.embedding_params());
+    const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
+    const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
+    edge_[0] = emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first);
+    edge_[1] = (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) + head_act;
+    edge_t_[0] = t_first, edge_t_[1] = t_last, edge_gen_ = gen_;
+  }
+  out[0] += edge_[0];
+  out[p - 1] += edge_[1];
 }
 
 void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
@@ -306,7 +311,8 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   }
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
-  if (from) {
+  // Nothing moves when every block keeps its strategy and stage.
+  if (from && !(*from == idx && &from_stage == &block_stage_)) {
     const LinkState& ls = cost_.links();
     for (int b = 0; b < blocks_; ++b) {
       const int a = (*from)[b], z = idx[b], st = block_stage_[b];
