@@ -149,8 +149,23 @@ void overwrite_attr_int64(const H5Error& err, hid_t obj, const std::string& name
 
 bool has_attr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
 
+namespace {
+
+// A scalar attribute must hold exactly one value: H5Aread writes every element it holds, and
+// the readers below give it room for one (a file is untrusted input).
+void require_one_value(const H5Error& err, hid_t attr, const std::string& name) {
+  H5Id space(err.check_id(H5Aget_space(attr), "attribute dataspace"));
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n != 1)
+    err.fail("attribute '" + name + "' holds " + std::to_string(static_cast<long long>(n)) +
+             " values, want 1");
+}
+
+}  // namespace
+
 std::string read_attr_string(const H5Error& err, hid_t obj, const std::string& name) {
   H5Id attr = open_attr(err, obj, name);
+  require_one_value(err, attr.get(), name);
   H5Id type(err.check_id(H5Aget_type(attr.get()), "attribute type"));
   if (H5Tget_class(type.get()) != H5T_STRING) err.fail("attribute '" + name + "' is not a string");
   if (H5Tis_variable_str(type.get()) > 0) {
@@ -170,6 +185,7 @@ std::string read_attr_string(const H5Error& err, hid_t obj, const std::string& n
 
 int64_t read_attr_int64(const H5Error& err, hid_t obj, const std::string& name) {
   H5Id attr = open_attr(err, obj, name);
+  require_one_value(err, attr.get(), name);
   int64_t v = 0;
   err.check(H5Aread(attr.get(), H5T_NATIVE_INT64, &v), "read attribute '" + name + "'");
   return v;
@@ -177,6 +193,7 @@ int64_t read_attr_int64(const H5Error& err, hid_t obj, const std::string& name) 
 
 uint64_t read_attr_uint64(const H5Error& err, hid_t obj, const std::string& name) {
   H5Id attr = open_attr(err, obj, name);
+  require_one_value(err, attr.get(), name);
   uint64_t v = 0;
   err.check(H5Aread(attr.get(), H5T_NATIVE_UINT64, &v), "read attribute '" + name + "'");
   return v;
@@ -184,6 +201,7 @@ uint64_t read_attr_uint64(const H5Error& err, hid_t obj, const std::string& name
 
 double read_attr_double(const H5Error& err, hid_t obj, const std::string& name) {
   H5Id attr = open_attr(err, obj, name);
+  require_one_value(err, attr.get(), name);
   double v = 0;
   err.check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v), "read attribute '" + name + "'");
   return v;

@@ -129,5 +129,50 @@ TEST_F(TraceErrors, HdfFileThatIsNotATrace) {
   expect_error(path("future.h5"), "unsupported trace schema version 2");
 }
 
+// A scalar attribute replaced by an array (issue: values from the file reached the stack):
+// refused with the attribute named, for the root's and an episode's attributes alike.
+TEST_F(TraceErrors, ScalarAttributeHoldingAnArray) {
+  auto replace_with_array = [&](const std::string& name, const char* group, const char* attr,
+                                hid_t file_type) {
+    fs::copy_file(write_good(), name, fs::copy_options::overwrite_existing);
+    hid_t file = H5Fopen(name.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    hid_t obj = H5Oopen(file, group, H5P_DEFAULT);
+    ASSERT_GE(obj, 0);
+    ASSERT_GE(H5Adelete(obj, attr), 0) << attr;
+    const hsize_t n = 64;
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t a = H5Acreate2(obj, attr, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<int64_t> ones(n, 1);
+    if (H5Tget_class(file_type) == H5T_STRING) {
+      std::vector<const char*> strs(n, "x");
+      H5Awrite(a, file_type, strs.data());
+    } else {
+      H5Awrite(a, H5T_NATIVE_INT64, ones.data());
+    }
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Oclose(obj);
+    H5Fclose(file);
+  };
+  replace_with_array(path("version.h5"), "/", "version", H5T_STD_I64LE);
+  expect_error(path("version.h5"), "attribute 'version' holds 64 values, want 1");
+  hid_t str = H5Tcopy(H5T_C_S1);
+  H5Tset_size(str, H5T_VARIABLE);
+  replace_with_array(path("format.h5"), "/", "format", str);
+  expect_error(path("format.h5"), "attribute 'format' holds 64 values, want 1");
+  H5Tclose(str);
+  // A damaged episode is listed as incomplete with the reason; the others stay readable.
+  replace_with_array(path("seed.h5"), "/episodes/episode_0", "seed", H5T_STD_U64LE);
+  TraceReader r(path("seed.h5"));
+  ASSERT_EQ(r.episodes().size(), 3u);
+  EXPECT_FALSE(r.episodes()[0].complete);
+  EXPECT_NE(r.episodes()[0].error.find("attribute 'seed' holds 64 values, want 1"),
+            std::string::npos)
+      << r.episodes()[0].error;
+  EXPECT_TRUE(r.episodes()[1].complete);
+  EXPECT_NO_THROW(r.read_episode(r.episodes()[1].index));
+}
+
 }  // namespace
 }  // namespace shardgym
