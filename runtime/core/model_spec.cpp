@@ -98,6 +98,15 @@ std::string ModelSpec::validate() const {
   else if (micro_batch <= 0) err << "micro_batch must be positive (got " << micro_batch << ")";
   else if (global_batch < 0) err << "global_batch must be ≥ 0 (got " << global_batch << ")";
   else if (vocab <= 0) err << "vocab must be positive (got " << vocab << ")";
+  // Sizes far beyond any model trained so far (hidden 25,600 and vocabularies of 256 k at
+  // most in the published runs) are refused: products such as 4·hidden are ints.
+  else if (hidden > kMaxHidden) err << "hidden " << hidden << " is above the limit " << kMaxHidden;
+  else if (ffn > 4 * kMaxHidden) err << "ffn " << ffn << " is above the limit " << 4 * kMaxHidden;
+  else if (layers > kMaxLayers) err << "layers " << layers << " is above the limit " << kMaxLayers;
+  else if (seq > kMaxTokens) err << "seq " << seq << " is above the limit " << kMaxTokens;
+  else if (vocab > kMaxTokens) err << "vocab " << vocab << " is above the limit " << kMaxTokens;
+  else if (micro_batch > kMaxTokens || global_batch > kMaxTokens)
+    err << "batch " << std::max(micro_batch, global_batch) << " is above the limit " << kMaxTokens;
   return err.str();
 }
 

@@ -46,6 +46,11 @@ struct ModelSpec {
   bool vocab_parallel = false;        // embedding and LM head split over the vocabulary by
                                       // the edge blocks' TP degree (Megatron-LM's layers)
 
+  // Upper limits validate() enforces (int products such as 4·hidden stay in range).
+  static constexpr int kMaxHidden = 1 << 20;
+  static constexpr int kMaxLayers = 1 << 16;
+  static constexpr int kMaxTokens = 1 << 24;  // seq, vocab, batches
+
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   int num_blocks() const { return 2 * layers; }
   static BlockKind block_kind(int block) { return block % 2 == 0 ? BlockKind::kAttention : BlockKind::kMlp; }

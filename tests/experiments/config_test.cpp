@@ -118,6 +118,31 @@ TEST(ConfigTest, MinimalConfigTakesDefaults) {
   EXPECT_DOUBLE_EQ(s.cluster.links[0].energy_per_byte, 0);
 }
 
+// Sizes whose products overflow (4·hidden is an int) are refused with file, line and reason,
+// instead of figures computed from a wrapped-around value.
+TEST(ConfigTest, AbsurdModelSizesAreRefused) {
+  std::ifstream in(data("minimal.yaml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto error_for = [&](const std::string& from, const std::string& to) {
+    std::string t = text.str();
+    t.replace(t.find(from), from.size(), to);
+    try {
+      parse_experiment(t, "inline.yaml");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string hidden = error_for("hidden: 1024", "hidden: 536870912");
+  EXPECT_NE(hidden.find("inline.yaml:2"), std::string::npos) << hidden;
+  EXPECT_NE(hidden.find("hidden 536870912 is above the limit 1048576"), std::string::npos) << hidden;
+  EXPECT_NE(error_for("seq: 512", "seq: 1000000000").find("seq 1000000000 is above"),
+            std::string::npos);
+  EXPECT_NE(error_for("layers: 2", "layers: 100000").find("100000"), std::string::npos);
+  EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
+}
+
 TEST(ConfigTest, EventsAreSortedByStep) {
   std::ifstream in(data("minimal.yaml"));
   std::stringstream text;
