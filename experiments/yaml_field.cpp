@@ -50,7 +50,15 @@ std::string YamlField::describe_found() const {
   if (!node_.IsDefined() || node_.IsNull()) return "nothing";
   if (node_.IsMap()) return "a mapping";
   if (node_.IsSequence()) return "a list";
-  return "'" + node_.Scalar() + "'";
+  // A whole file that is one scalar is not echoed (`include: /etc/passwd` must not print the
+  // file); other scalars are quoted only in part and on one line.
+  if (path_.empty()) return "plain text of " + std::to_string(node_.Scalar().size()) + " characters";
+  constexpr size_t kShown = 40;
+  std::string v = node_.Scalar();
+  const size_t nl = v.find_first_of("\r\n");
+  const bool cut = v.size() > kShown || nl != std::string::npos;
+  v = v.substr(0, std::min(kShown, nl));
+  return "'" + v + (cut ? "...' (" + std::to_string(node_.Scalar().size()) + " characters)" : "'");
 }
 
 std::string YamlField::key_path(const std::string& key) const {

@@ -143,6 +143,28 @@ TEST(ConfigTest, AbsurdModelSizesAreRefused) {
   EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
 }
 
+// An included file that is not YAML is named, not echoed (`include: /etc/passwd`).
+TEST(ConfigTest, IncludedTextIsNotEchoed) {
+  const std::string secret = (std::filesystem::temp_directory_path() / "shardgym_secret.txt").string();
+  {
+    std::ofstream out(secret);
+    out << "root:x:0:0:secret-token-123:/root:/bin/bash\nsecond line of the secret\n";
+  }
+  std::string what;
+  try {
+    parse_experiment("include: " + secret + "\nmodel: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n",
+                     "inline.yaml");
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  std::filesystem::remove(secret);
+  ASSERT_FALSE(what.empty());
+  EXPECT_NE(what.find(secret), std::string::npos) << what;
+  EXPECT_NE(what.find("plain text of"), std::string::npos) << what;
+  EXPECT_EQ(what.find("secret-token"), std::string::npos) << what;
+  EXPECT_EQ(what.find("root:x"), std::string::npos) << what;
+}
+
 TEST(ConfigTest, EventsAreSortedByStep) {
   std::ifstream in(data("minimal.yaml"));
   std::stringstream text;
