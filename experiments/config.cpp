@@ -2,6 +2,7 @@
 #include "experiments/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -28,8 +29,22 @@ std::string compose(const std::string& file, const std::string& key, int line,
   return out + (out.empty() ? "" : ": ") + reason;
 }
 
+// Configs and catalogs are small text files; anything else (a device, a FIFO, a huge file)
+// is refused before it is read.
+constexpr std::uintmax_t kMaxConfigBytes = 16u << 20;
+
 std::string read_file(const std::string& path, const std::string& error_file,
                       const std::string& error_key, int error_line) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+    throw ConfigError(error_file, error_key, error_line,
+                      "'" + path + "' is not a regular file (a directory, device or pipe)");
+  const std::uintmax_t size = fs::is_regular_file(st) ? fs::file_size(path, ec) : 0;
+  if (!ec && size > kMaxConfigBytes)
+    throw ConfigError(error_file, error_key, error_line,
+                      "'" + path + "' is " + std::to_string(size) + " bytes, above the " +
+                          std::to_string(kMaxConfigBytes) + " a config may have");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw ConfigError(error_file, error_key, error_line,
@@ -241,7 +256,18 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   spec.source_path = file;
   spec.source_text = text;
   spec.name = fs::path(file).stem().string();
-  if (auto name = root.optional("name")) spec.name = name->as_string();
+  if (auto name = root.optional("name")) {
+    spec.name = name->as_string();
+    // The name becomes runs/<name>/: one plain path component, nothing that leaves runs/.
+    const bool plain = !spec.name.empty() && spec.name != "." && spec.name != ".." &&
+                       std::all_of(spec.name.begin(), spec.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                                c == '_' || c == '.';
+                       });
+    if (!plain)
+      name->fail("'" + spec.name + "' is not a plain run name (letters, digits, '-', '_', '.'); "
+                 "it becomes the folder runs/<name>/");
+  }
   if (auto env = root.optional("env")) spec.env_id = check_env_id(*env);
 
   spec.model = parse_model(root.child("model"));

@@ -1,5 +1,6 @@
 #include "datasets/text/corpus.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -69,6 +70,16 @@ TextCorpus TextCorpus::load(const std::vector<std::string>& paths, double valida
   if (paths.empty()) throw std::invalid_argument("TextCorpus::load: no files given");
   std::string text;
   for (const auto& path : paths) {
+    // A corpus is a regular text file of bounded size: a device or pipe (`/dev/zero`) would
+    // be read until memory runs out.
+    constexpr std::uintmax_t kMaxBytes = std::uintmax_t(1) << 30;
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+      throw std::runtime_error("TextCorpus::load: '" + path + "' is not a regular file");
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxBytes)
+      throw std::runtime_error("TextCorpus::load: '" + path + "' is " + std::to_string(size) +
+                               " bytes, above the limit of " + std::to_string(kMaxBytes));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("TextCorpus::load: cannot read '" + path + "'");
     std::ostringstream s;

@@ -165,6 +165,31 @@ TEST(ConfigTest, IncludedTextIsNotEchoed) {
   EXPECT_EQ(what.find("root:x"), std::string::npos) << what;
 }
 
+// Devices, pipes and names that leave runs/ are refused before anything is read or written.
+TEST(ConfigTest, UnboundedInputsAndEscapingNamesAreRefused) {
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_experiment(text, "inline.yaml");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string model = "model: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n";
+  EXPECT_NE(error_of("include: /dev/zero\n" + model).find("'/dev/zero' is not a regular file"),
+            std::string::npos);
+  for (const char* name : {"../x", "/abs/path", "a/b", ".."}) {
+    const std::string what = error_of(std::string("name: '") + name + "'\n" + model);
+    EXPECT_NE(what.find("is not a plain run name"), std::string::npos) << name << ": " << what;
+  }
+  try {
+    load_experiment("/dev/zero");
+    ADD_FAILURE() << "/dev/zero loaded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ConfigTest, EventsAreSortedByStep) {
   std::ifstream in(data("minimal.yaml"));
   std::stringstream text;
