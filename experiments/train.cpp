@@ -143,6 +143,8 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
       reward_sum += r.reward;
       if (failed) {
         ++stats.failed_steps;
+        if (!m.oom && stats.error.empty())
+          stats.error = !r.info.error.empty() ? r.info.error : m.error.empty() ? "failed step" : m.error;
       } else {
         tokens += m.tokens;
         time_s += m.step_latency_s + m.repartition_s;

@@ -47,6 +47,7 @@ struct EpisodeStats {
   double megatron_throughput = 0;
   double repartition_s = 0;  // total repartition time charged in the episode
   int failed_steps = 0;      // failed steps (error or out of memory); one ends the episode
+  std::string error;         // the failed step's error when it was not out of memory
   std::string final_plan;
 };
 

@@ -61,7 +61,16 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
         << ", the best greedy evaluation) before the recorded episodes, which evaluate it\n";
   }
   if (!result.checkpoint_path.empty()) out << "checkpoint: " << result.checkpoint_path << "\n";
-  return 0;
+  // An episode ended by an error (a dead rank, a failed collective), not by running out of
+  // memory, fails the command after the trace is written.
+  int errors = 0;
+  for (const EpisodeStats& e : result.episodes) {
+    if (e.error.empty()) continue;
+    err << "shardgym train: episode " << e.episode + 1 << " ended by an error at step "
+        << e.steps << ": " << e.error << "\n";
+    ++errors;
+  }
+  return errors > 0 ? 1 : 0;
 }
 
 int run_inspect(const std::string& trace, bool json, std::ostream& out) {

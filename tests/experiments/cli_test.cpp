@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -285,6 +286,35 @@ TEST(CliTest, BenchLearnReportsTheOracleAndACurve) {
                                "' --agent megatron --max-steps 10");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("does not learn"), std::string::npos) << bad.output;
+}
+
+// A rank that fails ends its episode; the trace is written and train exits 1 naming the error
+// (it used to exit 0 with "ended by a failed step").
+TEST(CliTest, TrainExitsOneWhenARankFails) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardgym_cli_fault_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream in(src("experiments/live-quickstart.yaml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string cfg = text.str();
+  const std::string anchor = "    clip: \"1.0\"\n";
+  ASSERT_NE(cfg.find(anchor), std::string::npos);
+  cfg.replace(cfg.find(anchor), anchor.size(), anchor + "    fault: \"throw@1:1\"\n");
+  cfg.replace(cfg.find("agent:\n  id: random"), 20, "agent:\n  id: dp    ");
+  {
+    std::ofstream out(dir / "fault.yaml");
+    out << cfg;
+  }
+  CliResult r = shardgym_cli("train '" + (dir / "fault.yaml").string() + "' --out '" +
+                             (dir / "run").string() + "' --steps 4");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("shardgym train: episode 1 ended by an error at step"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(fs::exists(dir / "run" / "trace.h5")) << r.output;
+  fs::remove_all(dir);
 }
 
 TEST(CliTest, BadConfigExitsTwoNamingTheKey) {
