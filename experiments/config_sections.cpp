@@ -100,7 +100,8 @@ LiveSpec parse_live(const YamlField& f) {
   if (auto x = f.optional("precision")) {
     l.precision = x->as_choice({"float32", "float64"});  // what the CPU live runtime runs
   }
-  if (auto x = f.optional("timeout_s")) l.timeout_s = x->as_positive_double();
+  // Up to a day: Gloo's timeout is an int of milliseconds.
+  if (auto x = f.optional("timeout_s")) l.timeout_s = x->as_double(0.001, 86400);
   if (auto x = f.optional("threads_per_rank")) l.threads_per_rank = x->as_int(1, 256);
   if (auto x = f.optional("device")) l.device = x->as_choice({"cpu", "cuda"});
   if (auto x = f.optional("backend")) {
@@ -110,8 +111,11 @@ LiveSpec parse_live(const YamlField& f) {
     }
   }
   if (auto x = f.optional("extra")) {
-    x->expect_map();
+    // The keys the live runtime reads (runtime/live/live_run.cpp); anything else is a typo.
+    x->check_keys({"lr", "weight_decay", "clip", "fault", "worker"});
     for (const std::string& key : x->keys()) l.extra[key] = x->child(key).as_string();
+    for (const char* key : {"lr", "weight_decay", "clip"})
+      if (auto v = x->optional(key)) v->as_double(0, 1e6);  // a number, checked here
   }
   return l;
 }

@@ -190,6 +190,32 @@ TEST(ConfigTest, UnboundedInputsAndEscapingNamesAreRefused) {
   }
 }
 
+// live.extra takes only the keys the live runtime reads, with numbers checked at load, and
+// live.timeout_s stays in Gloo's range (1e300 overflowed into "Invalid timeout").
+TEST(ConfigTest, LiveExtraAndTimeoutAreChecked) {
+  std::ifstream in(experiments("live-quickstart.yaml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto error_for = [&](const std::string& from, const std::string& to) {
+    std::string t = text.str();
+    t.replace(t.find(from), from.size(), to);
+    try {
+      parse_experiment(t, experiments("inline.yaml"));
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_for("    clip: \"1.0\"", "    clip: \"1.0\"\n    bogus: \"1\"")
+                .find("live.extra.bogus: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_for("    lr: \"3e-3\"", "    lr: \"abc\"").find("live.extra.lr: expected a number"),
+            std::string::npos);
+  EXPECT_NE(error_for("  timeout_s: 60", "  timeout_s: 1e300").find("live.timeout_s: must be between"),
+            std::string::npos);
+  EXPECT_EQ(error_for("  timeout_s: 60", "  timeout_s: 30"), "");
+}
+
 TEST(ConfigTest, EventsAreSortedByStep) {
   std::ifstream in(data("minimal.yaml"));
   std::stringstream text;
