@@ -118,24 +118,32 @@ TEST(ConfigTest, MinimalConfigTakesDefaults) {
   EXPECT_DOUBLE_EQ(s.cluster.links[0].energy_per_byte, 0);
 }
 
+// The error parse_experiment throws for the config at `path` with `from` replaced by `to`
+// ("" if it parses); the text is parsed as if it were a file next to `path`.
+std::string edit_error(const std::string& path, const std::string& from, const std::string& to) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string t = text.str();
+  const size_t at = t.find(from);
+  if (at == std::string::npos) return "test bug: '" + from + "' not in " + path;
+  t.replace(at, from.size(), to);
+  try {
+    parse_experiment(t, (std::filesystem::path(path).parent_path() / "inline.yaml").string());
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Sizes whose products overflow (4·hidden is an int) are refused with file, line and reason,
 // instead of figures computed from a wrapped-around value.
 TEST(ConfigTest, AbsurdModelSizesAreRefused) {
-  std::ifstream in(data("minimal.yaml"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto error_for = [&](const std::string& from, const std::string& to) {
-    std::string t = text.str();
-    t.replace(t.find(from), from.size(), to);
-    try {
-      parse_experiment(t, "inline.yaml");
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+  auto error_for = [](const std::string& from, const std::string& to) {
+    return edit_error(data("minimal.yaml"), from, to);
   };
   const std::string hidden = error_for("hidden: 1024", "hidden: 536870912");
-  EXPECT_NE(hidden.find("inline.yaml:2"), std::string::npos) << hidden;
+  EXPECT_NE(hidden.find("inline.yaml:2:"), std::string::npos) << hidden;
   EXPECT_NE(hidden.find("hidden 536870912 is above the limit 1048576"), std::string::npos) << hidden;
   EXPECT_NE(error_for("seq: 512", "seq: 1000000000").find("seq 1000000000 is above"),
             std::string::npos);
@@ -193,18 +201,8 @@ TEST(ConfigTest, UnboundedInputsAndEscapingNamesAreRefused) {
 // live.extra takes only the keys the live runtime reads, with numbers checked at load, and
 // live.timeout_s stays in Gloo's range (1e300 overflowed into "Invalid timeout").
 TEST(ConfigTest, LiveExtraAndTimeoutAreChecked) {
-  std::ifstream in(experiments("live-quickstart.yaml"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto error_for = [&](const std::string& from, const std::string& to) {
-    std::string t = text.str();
-    t.replace(t.find(from), from.size(), to);
-    try {
-      parse_experiment(t, experiments("inline.yaml"));
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+  auto error_for = [](const std::string& from, const std::string& to) {
+    return edit_error(experiments("live-quickstart.yaml"), from, to);
   };
   EXPECT_NE(error_for("    clip: \"1.0\"", "    clip: \"1.0\"\n    bogus: \"1\"")
                 .find("live.extra.bogus: unknown key"),
