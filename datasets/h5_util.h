@@ -80,6 +80,10 @@ std::string read_attr_string(const H5Error& err, hid_t obj, const std::string& n
 int64_t read_attr_int64(const H5Error& err, hid_t obj, const std::string& name);
 uint64_t read_attr_uint64(const H5Error& err, hid_t obj, const std::string& name);
 double read_attr_double(const H5Error& err, hid_t obj, const std::string& name);
+// At most kMaxAttrValues: these arrays hold one value per block or per rank (a config allows
+// 65,536 layers; an attribute lives in an object header, which HDF5 keeps under 64 KiB unless
+// it spills into dense storage).
+constexpr hssize_t kMaxAttrValues = 1 << 20;
 std::vector<double> read_attr_doubles(const H5Error& err, hid_t obj, const std::string& name);
 
 // Shape of a dataset (rank 1 or 2); `where` names it in errors.

@@ -1,32 +1,41 @@
 #include "datasets/trace_reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cctype>
+#include <climits>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 #include "datasets/h5_util.h"
+#include "datasets/isolated_read.h"
+#include "datasets/trace_wire.h"
 
 namespace shardgym {
 
-struct TraceReader::Impl {
-  explicit Impl(std::string p) : path(std::move(p)), err(path) {}
+namespace {
+
+// The HDF5 side of reading, run in the child process that read_isolated() forks. `budget` is
+// the most bytes of data the file may make it allocate (see read_budget()).
+struct FileReader {
+  FileReader(std::string p, uint64_t budget) : path(std::move(p)), err(path), budget(budget) {}
   std::string path;
   h5::H5Error err;
   h5::H5Id file;
-  TraceAttributes attributes;
-  std::vector<std::string> strategies;
-  std::vector<TraceEpisodeInfo> episodes;
+  uint64_t budget;
+  TraceHeader header;
 
   void open();
   void read_root();
   void read_strategies();
   void list_episodes();
-  TraceEpisode read(const TraceEpisodeInfo& info) const;
+  TraceEpisode read(const TraceEpisodeInfo& info);
+  // Takes `elements` × `bytes_each` out of the budget, or fails naming `what`.
+  void charge(const std::string& what, uint64_t elements, uint64_t bytes_each);
 };
-
-namespace {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -47,13 +56,41 @@ std::string shape_text(const std::vector<hsize_t>& dims) {
   return out + ")";
 }
 
+// Deflate, the only filter the writer uses, expands data at most 1032:1 (zlib's technical
+// details, "Maximum compression factor"); so a file of S bytes holds at most about 1032·S
+// bytes of data, whatever its datasets declare. Reads are also capped at 4 GiB each.
+constexpr uint64_t kDeflateMaxRatio = 1032;
+constexpr uint64_t kMaxReadBytes = 4ull << 30;
+
+uint64_t read_budget(uint64_t file_bytes) {
+  return std::min(kMaxReadBytes, kDeflateMaxRatio * file_bytes + (1u << 20));
+}
+
+IsolationLimits isolation_limits(uint64_t budget) {
+  IsolationLimits limits;
+  limits.max_reply_bytes = budget + (64u << 20);  // data plus the encoding's lengths
+  limits.max_extra_memory_bytes = 2 * budget + (512u << 20);  // data, its copy, HDF5's caches
+  if (const char* t = std::getenv("SHARDGYM_TRACE_READ_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double v = std::strtod(t, &end);
+    if (end != t && *end == '\0' && v > 0 && v <= 86400) limits.timeout_s = v;
+  }
+  return limits;
+}
+
 }  // namespace
 
-void TraceReader::Impl::open() {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) err.fail("no such file");
-  if (fs::is_directory(path, ec)) err.fail("is a directory, not a trace file");
+void FileReader::charge(const std::string& what, uint64_t elements, uint64_t bytes_each) {
+  if (elements > budget / bytes_each) {
+    err.fail(what + " declares " + std::to_string(elements) + " elements of " +
+             std::to_string(bytes_each) + " bytes, more than this file can hold (at most " +
+             std::to_string(budget) + " bytes of data left for this read: 1032 × the file "
+             "size, deflate's largest expansion, capped at 4 GiB)");
+  }
+  budget -= elements * bytes_each;
+}
+
+void FileReader::open() {
   htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 < 0) err.fail_hdf5("cannot read the file");
   if (is_hdf5 == 0) {
@@ -76,11 +113,12 @@ void TraceReader::Impl::open() {
   file = h5::H5Id(id);
 }
 
-void TraceReader::Impl::read_root() {
+void FileReader::read_root() {
   hid_t root = file.get();
   if (!h5::has_attr(root, "format")) {
     err.fail("not a shardgym trace (the root group has no 'format' attribute)");
   }
+  TraceAttributes& attributes = header.attributes;
   attributes.format = h5::read_attr_string(err, root, "format");
   if (attributes.format != kTraceFormat) {
     err.fail("not a shardgym trace (format = '" + attributes.format + "', expected '" +
@@ -99,11 +137,12 @@ void TraceReader::Impl::read_root() {
   attributes.host = h5::read_attr_string(err, root, "host");
 }
 
-void TraceReader::Impl::read_strategies() {
+void FileReader::read_strategies() {
   if (H5Lexists(file.get(), "strategies", H5P_DEFAULT) <= 0) err.fail("missing /strategies");
   h5::H5Id dset(err.check_id(H5Dopen2(file.get(), "strategies", H5P_DEFAULT), "open /strategies"));
   auto dims = h5::dataset_shape(err, dset.get(), "/strategies");
   if (dims.size() != 1) err.fail("/strategies has shape " + shape_text(dims) + ", want (S)");
+  charge("/strategies", dims[0], h5::kStrategyStringBytes);
   h5::H5Id type = h5::strategy_string_type(err);
   std::vector<char> buf(dims[0] * h5::kStrategyStringBytes);
   if (dims[0] > 0) {
@@ -112,11 +151,11 @@ void TraceReader::Impl::read_strategies() {
   }
   for (hsize_t i = 0; i < dims[0]; ++i) {
     const char* s = buf.data() + i * h5::kStrategyStringBytes;
-    strategies.emplace_back(s, strnlen(s, h5::kStrategyStringBytes));
+    header.strategies.emplace_back(s, strnlen(s, h5::kStrategyStringBytes));
   }
 }
 
-void TraceReader::Impl::list_episodes() {
+void FileReader::list_episodes() {
   if (H5Lexists(file.get(), "episodes", H5P_DEFAULT) <= 0) err.fail("missing /episodes group");
   h5::H5Id group(err.check_id(H5Gopen2(file.get(), "episodes", H5P_DEFAULT), "open /episodes"));
   for (const std::string& name : h5::link_names(err, group.get(), "/episodes")) {
@@ -142,18 +181,56 @@ void TraceReader::Impl::list_episodes() {
       info.complete = false;
       info.error = e.what();
     }
-    episodes.push_back(std::move(info));
+    header.episodes.push_back(std::move(info));
   }
-  std::sort(episodes.begin(), episodes.end(),
+  std::sort(header.episodes.begin(), header.episodes.end(),
             [](const TraceEpisodeInfo& a, const TraceEpisodeInfo& b) { return a.index < b.index; });
 }
 
-TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>(path)) {
-  h5::silence_hdf5();
-  impl_->open();
-  impl_->read_root();
-  impl_->read_strategies();
-  impl_->list_episodes();
+struct TraceReader::Impl {
+  std::string path;
+  uint64_t budget = 0;
+  IsolationLimits limits;
+  TraceHeader header;
+};
+
+namespace {
+
+// A trace path must name a regular file: a FIFO or a device would block or never end.
+uint64_t regular_file_size(const h5::H5Error& err, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) err.fail("no such file");
+    err.fail(std::string("cannot read it: ") + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) err.fail("is a directory, not a trace file");
+  if (!S_ISREG(st.st_mode)) err.fail("is not a regular file (a FIFO, socket or device?)");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+}  // namespace
+
+TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  const h5::H5Error err(path);
+  impl_->budget = read_budget(regular_file_size(err, path));
+  impl_->limits = isolation_limits(impl_->budget);
+  const uint64_t budget = impl_->budget;
+  const std::string bytes =
+      read_isolated("trace '" + path + "'", impl_->limits, [&](std::string& out) {
+        h5::silence_hdf5();
+        FileReader f(path, budget);
+        f.open();
+        f.read_root();
+        f.read_strategies();
+        f.list_episodes();
+        out = encode(f.header);
+      });
+  try {
+    impl_->header = decode_header(bytes);
+  } catch (const std::runtime_error& e) {
+    err.fail(e.what());
+  }
 }
 
 TraceReader::~TraceReader() = default;
@@ -161,30 +238,48 @@ TraceReader::TraceReader(TraceReader&&) noexcept = default;
 TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
 
 const std::string& TraceReader::path() const { return impl_->path; }
-const TraceAttributes& TraceReader::attributes() const { return impl_->attributes; }
-const std::vector<std::string>& TraceReader::strategies() const { return impl_->strategies; }
-const std::vector<TraceEpisodeInfo>& TraceReader::episodes() const { return impl_->episodes; }
+const TraceAttributes& TraceReader::attributes() const { return impl_->header.attributes; }
+const std::vector<std::string>& TraceReader::strategies() const {
+  return impl_->header.strategies;
+}
+const std::vector<TraceEpisodeInfo>& TraceReader::episodes() const {
+  return impl_->header.episodes;
+}
 
 int TraceReader::complete_episodes() const {
-  return static_cast<int>(std::count_if(impl_->episodes.begin(), impl_->episodes.end(),
-                                        [](const TraceEpisodeInfo& e) { return e.complete; }));
+  const auto& eps = impl_->header.episodes;
+  return static_cast<int>(
+      std::count_if(eps.begin(), eps.end(), [](const TraceEpisodeInfo& e) { return e.complete; }));
 }
 
 TraceEpisode TraceReader::read_episode(int index) const {
-  h5::silence_hdf5();
-  for (const auto& info : impl_->episodes) {
+  const h5::H5Error err(impl_->path);
+  for (const auto& info : impl_->header.episodes) {
     if (info.index != index) continue;
     if (!info.complete) {
-      impl_->err.fail(info.name + " is incomplete (the writer stopped before its end" +
-                      (info.error.empty() ? std::string(")") : "; " + info.error + ")"));
+      err.fail(info.name + " is incomplete (the writer stopped before its end" +
+               (info.error.empty() ? std::string(")") : "; " + info.error + ")"));
     }
-    return impl_->read(info);
+    const std::string& path = impl_->path;
+    const uint64_t budget = impl_->budget;
+    const std::string bytes =
+        read_isolated("trace '" + path + "'", impl_->limits, [&](std::string& out) {
+          h5::silence_hdf5();
+          FileReader f(path, budget);
+          f.open();
+          out = encode(f.read(info));
+        });
+    try {
+      return decode_episode(bytes);
+    } catch (const std::runtime_error& e) {
+      err.fail(e.what());
+    }
   }
-  impl_->err.fail("no episode_" + std::to_string(index) + " (the trace has " +
-                  std::to_string(impl_->episodes.size()) + " episodes)");
+  err.fail("no episode_" + std::to_string(index) + " (the trace has " +
+           std::to_string(impl_->header.episodes.size()) + " episodes)");
 }
 
-TraceEpisode TraceReader::Impl::read(const TraceEpisodeInfo& info) const {
+TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
   TraceEpisode ep;
   ep.info = info;
   const std::string where = "/episodes/" + info.name;
@@ -199,7 +294,8 @@ TraceEpisode TraceReader::Impl::read(const TraceEpisodeInfo& info) const {
   };
   const auto rewards_shape = shape_of("rewards");
   const hsize_t n = rewards_shape[0];
-  if (rewards_shape.size() != 1 || static_cast<int>(n) != info.steps) {
+  if (rewards_shape.size() != 1 || n > static_cast<hsize_t>(INT_MAX) ||
+      static_cast<int>(n) != info.steps) {
     err.fail(info.name + ": rewards has shape " + shape_text(rewards_shape) + " but the episode " +
              "says " + std::to_string(info.steps) + " steps");
   }
@@ -210,6 +306,9 @@ TraceEpisode TraceReader::Impl::read(const TraceEpisodeInfo& info) const {
       err.fail(info.name + ": '" + name + "' has shape " + shape_text(dims) + ", want (" +
                std::to_string(rows) + ", W)");
     }
+    if (dims[1] > static_cast<hsize_t>(INT_MAX)) {
+      err.fail(info.name + ": '" + name + "' is " + std::to_string(dims[1]) + " wide");
+    }
     return static_cast<int>(dims[1]);
   };
   ep.obs_dim = width("observations", n + 1);
@@ -217,6 +316,11 @@ TraceEpisode TraceReader::Impl::read(const TraceEpisodeInfo& info) const {
   ep.num_blocks = width("plans", n);
   ep.world = width("metrics/peak_memory_bytes", n);
   const size_t N = n, B = ep.num_blocks;
+  // Everything below is allocated from these shapes: charge it before any allocation.
+  charge(info.name + " observations", N + 1, uint64_t(ep.obs_dim) * sizeof(float) + 1);
+  charge(info.name + " actions and plans", N, uint64_t(ep.action_dim + B) * 4 + 1);
+  charge(info.name + " per-rank and per-block metrics", N, (uint64_t(ep.world) + 3 * B) * 8 + 1);
+  charge(info.name + " per-step columns", N, 7 * 8 + 4 + 1);
   auto doubles = [&](const std::string& name, size_t count) {
     std::vector<double> v(count);
     h5::read_all(err, gid, name, H5T_NATIVE_DOUBLE, v.data(), count);
@@ -260,6 +364,7 @@ TraceEpisode TraceReader::Impl::read(const TraceEpisodeInfo& info) const {
   if (H5Lexists(gid, "scalars", H5P_DEFAULT) > 0) {
     h5::H5Id sg(err.check_id(H5Gopen2(gid, "scalars", H5P_DEFAULT), "open scalars"));
     for (const std::string& name : h5::link_names(err, sg.get(), info.name + "/scalars")) {
+      charge(info.name + "/scalars/" + name, N, 8 + 1);
       ep.scalars[name] = doubles("scalars/" + name, N);
     }
   }

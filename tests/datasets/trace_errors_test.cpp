@@ -1,5 +1,8 @@
 // Damaged and foreign files: every case is a std::runtime_error that names the path and says
 // what is wrong; none crashes or prints HDF5's error stack.
+#include <sys/stat.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -172,6 +175,84 @@ TEST_F(TraceErrors, ScalarAttributeHoldingAnArray) {
       << r.episodes()[0].error;
   EXPECT_TRUE(r.episodes()[1].complete);
   EXPECT_NO_THROW(r.read_episode(r.episodes()[1].index));
+}
+
+
+// A damaged global heap (where HDF5 keeps every variable-length string) crashes HDF5 1.10 itself
+// (issue: one flipped bit took down every reader). The parse runs in a child process, so the
+// reader gets an error naming the crash instead of dying with it.
+TEST_F(TraceErrors, DamagedGlobalHeapCrashesOnlyTheReadingProcess) {
+  const std::string good = write_good();
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t heap = bytes.find("GCOL");
+  ASSERT_NE(heap, std::string::npos) << "the fixture trace has no global heap collection";
+  // Collection header: "GCOL", version, 3 reserved, 8-byte collection size. The first object
+  // follows: 2-byte index, 2-byte reference count, 4 reserved, 8-byte object size.
+  const uint64_t absurd = uint64_t(1) << 62;
+  bytes.replace(heap + 16 + 8, 8, reinterpret_cast<const char*>(&absurd), 8);
+  const std::string bad = path("heap.h5");
+  std::ofstream(bad, std::ios::binary) << bytes;
+  expect_error(bad, "the HDF5 library ");  // crashed (signal) or, under a sanitizer, failed
+}
+
+// A 20 KB file that declares a 50-million-entry strategy table (issue: grew to 6 GB before
+// bad_alloc) is refused from its declared size, before anything is allocated.
+TEST_F(TraceErrors, DeclaredSizesBeyondWhatTheFileCanHold) {
+  const std::string p = path("table.h5");
+  fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
+  hid_t file = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  ASSERT_GE(H5Ldelete(file, "strategies", H5P_DEFAULT), 0);
+  const hsize_t n = 50'000'000, chunk = 1024;
+  hid_t space = H5Screate_simple(1, &n, nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 1, &chunk);  // chunked and never written: no storage at all
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, 128);
+  hid_t d = H5Dcreate2(file, "strategies", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  H5Dclose(d);
+  H5Tclose(type);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(file);
+  ASSERT_LT(fs::file_size(p), 1u << 20);
+  expect_error(p, "/strategies declares 50000000 elements");
+}
+
+// A FIFO (or any non-regular file) would block the reader forever: refused by its type.
+TEST_F(TraceErrors, FifoIsRefused) {
+  const std::string p = path("fifo.h5");
+  fs::remove(p);
+  ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
+  expect_error(p, "is not a regular file");
+}
+
+// Listing episode groups is linear (issue: 4,000 groups took 10 s, 20,000 more than 300 s,
+// through H5Lget_name_by_idx). 20,000 groups: the bound leaves a 10x margin on this machine.
+TEST_F(TraceErrors, ManyEpisodeGroupsListFast) {
+  const std::string p = path("many.h5");
+  fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
+  hid_t file = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t episodes = H5Gopen2(file, "episodes", H5P_DEFAULT);
+  for (int k = 100; k < 20'100; ++k) {
+    const std::string name = "episode_" + std::to_string(k);
+    H5Gclose(H5Gcreate2(episodes, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  }
+  H5Gclose(episodes);
+  H5Fclose(file);
+  const auto start = std::chrono::steady_clock::now();
+  TraceReader r(p);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.episodes().size(), 20'003u);
+  EXPECT_EQ(r.complete_episodes(), 3);
+  EXPECT_FALSE(r.episodes().back().complete);
+  EXPECT_LT(s, 30.0) << "listing 20,003 episode groups took " << s << " s";
 }
 
 }  // namespace
