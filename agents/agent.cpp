@@ -12,6 +12,7 @@ namespace {
 struct Entry {
   std::string description;
   AgentFactory factory;
+  AgentParamsCheck check;
 };
 
 std::map<std::string, Entry>& agent_registry() {
@@ -124,8 +125,8 @@ std::string ParsedId::to_string() const {
 }
 
 AgentRegistration::AgentRegistration(const std::string& name, const std::string& description,
-                                     AgentFactory f) {
-  if (!agent_registry().emplace(name, Entry{description, std::move(f)}).second)
+                                     AgentFactory f, AgentParamsCheck check) {
+  if (!agent_registry().emplace(name, Entry{description, std::move(f), std::move(check)}).second)
     throw std::logic_error("agent '" + name + "' registered twice");
 }
 
@@ -140,6 +141,17 @@ std::string agent_description(const std::string& name) {
   if (it == agent_registry().end())
     throw std::invalid_argument("unknown agent '" + name + "' (known: " + known_agents() + ")");
   return it->second.description;
+}
+
+void no_agent_params(const ParsedId& id) { id.check_keys({}); }
+
+void check_agent_id(const std::string& id) {
+  ParsedId parsed = ParsedId::parse(id);
+  auto it = agent_registry().find(parsed.name);
+  if (it == agent_registry().end())
+    throw std::invalid_argument("unknown agent '" + parsed.name + "' in '" + id +
+                                "' (known: " + known_agents() + ")");
+  it->second.check(parsed);
 }
 
 std::unique_ptr<Agent> make_agent(const std::string& id, const EnvSpec& spec, uint64_t seed) {

@@ -91,15 +91,26 @@ struct ParsedId {
 
 using AgentFactory =
     std::function<std::unique_ptr<Agent>(const ParsedId& id, const EnvSpec& spec, uint64_t seed)>;
+// Checks an id's parameters without an env (keys, numbers, ranges), throwing
+// std::invalid_argument exactly where the factory would: the config loader runs it, so a bad
+// parameter is an error at load time, with file and line, not at the first episode.
+using AgentParamsCheck = std::function<void(const ParsedId& id)>;
 
 struct AgentRegistration {
-  AgentRegistration(const std::string& name, const std::string& description, AgentFactory f);
+  AgentRegistration(const std::string& name, const std::string& description, AgentFactory f,
+                    AgentParamsCheck check);
 };
-#define REGISTER_SHARDGYM_AGENT(name, description, factory) \
-  static ::shardgym::AgentRegistration SHARDGYM_CONCAT(shardgym_agent_reg_, __LINE__)(name, description, factory)
+#define REGISTER_SHARDGYM_AGENT(name, description, factory, check)                         \
+  static ::shardgym::AgentRegistration SHARDGYM_CONCAT(shardgym_agent_reg_, __LINE__)(name, \
+                                                                     description, factory, check)
+// The check of agents without parameters.
+void no_agent_params(const ParsedId& id);
 
 std::vector<std::string> registered_agent_names();
 std::string agent_description(const std::string& name);
+// Parses `id` and runs its agent's parameter check; throws std::invalid_argument (unknown
+// agent, bad syntax, bad parameter).
+void check_agent_id(const std::string& id);
 // Throws std::invalid_argument naming the known agents.
 std::unique_ptr<Agent> make_agent(const std::string& id, const EnvSpec& spec, uint64_t seed);
 

@@ -13,32 +13,34 @@ AgentFactory static_plan(const std::string& plan) {
   };
 }
 
+void static_params(const ParsedId& id) { id.check_keys({"plan"}); }
+
 REGISTER_SHARDGYM_AGENT("random", "uniform over each block's allowed entries (seeded)",
-                        make_random_agent);
+                        make_random_agent, no_agent_params);
 REGISTER_SHARDGYM_AGENT("static",
                         "one plan all episode: static(plan=megatron|megatron-sp|atp|dp|PLAN)",
-                        static_plan(""));
+                        static_plan(""), static_params);
 REGISTER_SHARDGYM_AGENT("megatron", "static Megatron-LM plan (tp1d within a node, dp across)",
-                        static_plan("megatron"));
+                        static_plan("megatron"), no_agent_params);
 REGISTER_SHARDGYM_AGENT("megatron-sp", "static Megatron-LM plan with sequence parallelism",
-                        static_plan("megatron-sp"));
+                        static_plan("megatron-sp"), no_agent_params);
 REGISTER_SHARDGYM_AGENT("atp", "static ATP plan: best uniform 2D mesh by ATP's planner",
-                        static_plan("atp"));
-REGISTER_SHARDGYM_AGENT("dp", "static pure data parallelism", static_plan("dp"));
+                        static_plan("atp"), no_agent_params);
+REGISTER_SHARDGYM_AGENT("dp", "static pure data parallelism", static_plan("dp"), no_agent_params);
 REGISTER_SHARDGYM_AGENT("random-search", "online random search over plans, keeps the best",
-                        make_random_search_agent);
+                        make_random_search_agent, check_random_search_params);
 REGISTER_SHARDGYM_AGENT("greedy", "online coordinate descent over blocks from rewards",
-                        make_greedy_agent);
+                        make_greedy_agent, check_greedy_params);
 REGISTER_SHARDGYM_AGENT("anneal", "online simulated annealing over plans from rewards",
-                        make_anneal_agent);
+                        make_anneal_agent, check_anneal_params);
 REGISTER_SHARDGYM_AGENT("oracle",
                         "static oracle: exact chain DP on the cost model under the episode's "
                         "starting conditions (needs estimate())",
-                        make_oracle_agent);
+                        make_oracle_agent, no_agent_params);
 REGISTER_SHARDGYM_AGENT("dynamic-oracle",
                         "re-plans per scenario phase knowing the future, paying repartitions "
                         "(needs estimate() and a cloneable run)",
-                        make_dynamic_oracle_agent);
+                        make_dynamic_oracle_agent, no_agent_params);
 
 }  // namespace
 }  // namespace shardgym

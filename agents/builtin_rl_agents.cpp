@@ -8,7 +8,7 @@ namespace {
 REGISTER_SHARDGYM_AGENT("ppo",
                         "PPO (LibTorch): shared per-block encoder, masked categorical head per "
                         "block, GAE; ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,...)",
-                        make_ppo_agent);
+                        make_ppo_agent, [](const ParsedId& id) { PPOConfig::from_id(id); });
 
 }  // namespace
 }  // namespace shardgym

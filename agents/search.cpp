@@ -16,22 +16,62 @@ using namespace agents_detail;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using Allowed = std::vector<std::vector<int>>;
 
+// Every parameter of the three agents, parsed and checked without an env (also what the
+// config loader runs, through the registrations' parameter checks).
+struct SearchOptions {
+  int settle = 1;
+  double restart = 0.05;
+  int64_t budget = 32;                     // random-search
+  double tol = 0;                          // greedy
+  bool by_kind = false;                    // greedy, anneal
+  double t0 = 0.05, decay = 0.98, t_min = 1e-3;  // anneal
+
+  enum class Kind { kRandomSearch, kGreedy, kAnneal };
+  static SearchOptions from_id(const ParsedId& id, Kind kind) {
+    switch (kind) {
+      case Kind::kRandomSearch: id.check_keys({"budget", "settle", "restart"}); break;
+      case Kind::kGreedy: id.check_keys({"scope", "tol", "settle", "restart"}); break;
+      case Kind::kAnneal: id.check_keys({"t0", "decay", "t_min", "scope", "settle", "restart"});
+    }
+    auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
+    SearchOptions o;
+    const double settle = id.get("settle", 1.0), budget = id.get("budget", 32.0);
+    if (!(settle >= 0 && settle <= 1e6 && settle == std::floor(settle)))
+      bad("settle must be a whole number >= 0");
+    if (!(budget >= 1 && budget <= 1e12 && budget == std::floor(budget)))
+      bad("budget must be a whole number >= 1");
+    o.settle = static_cast<int>(settle);
+    o.budget = static_cast<int64_t>(budget);
+    o.restart = id.get("restart", o.restart);
+    if (!(o.restart > 0)) bad("restart must be > 0");
+    o.tol = id.get("tol", o.tol);
+    if (!(o.tol >= 0)) bad("tol must be >= 0");
+    const std::string scope = id.get("scope", std::string("block"));
+    if (scope != "block" && scope != "kind")
+      bad("scope must be block or kind, not '" + scope + "'");
+    o.by_kind = scope == "kind";
+    o.t0 = id.get("t0", o.t0);
+    o.decay = id.get("decay", o.decay);
+    o.t_min = id.get("t_min", o.t_min);
+    if (!(o.t0 > 0) || !(o.decay > 0 && o.decay < 1) || !(o.t_min > 0))
+      bad("need t0 > 0, 0 < decay < 1, t_min > 0");
+    return o;
+  }
+};
+
 // Proposal bookkeeping shared by the search agents: holding a changed plan for `settle`
 // steps, episode boundaries, the mask, save/load of the common part. The search is over the
 // blocks' strategies: with a pipeline component the stage boundaries are kept (choice 0).
 class SearchAgent : public Agent {
  public:
-  SearchAgent(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
+  SearchAgent(const ParsedId& id, const SearchOptions& o, const EnvSpec& spec, uint64_t seed)
       : name_(id.to_string()),
         blocks_(spec.num_blocks),
         catalog_(spec.catalog_size),
         moves_(pipeline_moves(spec)),
-        settle_(static_cast<int>(id.get("settle", 1.0))),
-        restart_(id.get("restart", 0.05)),
-        rng_(seed) {
-    if (settle_ < 0) throw std::invalid_argument(name_ + ": settle must be >= 0");
-    if (restart_ <= 0) throw std::invalid_argument(name_ + ": restart must be > 0");
-  }
+        settle_(o.settle),
+        restart_(o.restart),
+        rng_(seed) {}
   std::string name() const override { return name_; }
   bool learns() const override { return true; }
 
@@ -142,8 +182,8 @@ class SearchAgent : public Agent {
 
 class RandomSearch : public SearchAgent {
  public:
-  RandomSearch(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
-      : SearchAgent(id, spec, seed), budget_(static_cast<int64_t>(id.get("budget", 32.0))) {}
+  RandomSearch(const ParsedId& id, const SearchOptions& o, const EnvSpec& spec, uint64_t seed)
+      : SearchAgent(id, o, spec, seed), budget_(o.budget) {}
 
  protected:
   Action propose(const Action& current, const Allowed& allowed) override {
@@ -187,13 +227,8 @@ class RandomSearch : public SearchAgent {
 
 class Greedy : public SearchAgent {
  public:
-  Greedy(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
-      : SearchAgent(id, spec, seed), tol_(id.get("tol", 0.0)) {
-    std::string scope = id.get("scope", std::string("block"));
-    if (scope != "block" && scope != "kind")
-      throw std::invalid_argument(name_ + ": scope must be block or kind, not '" + scope + "'");
-    by_kind_ = scope == "kind";
-  }
+  Greedy(const ParsedId& id, const SearchOptions& o, const EnvSpec& spec, uint64_t seed)
+      : SearchAgent(id, o, spec, seed), tol_(o.tol), by_kind_(o.by_kind) {}
 
  protected:
   Action propose(const Action& current, const Allowed& allowed) override {
@@ -281,19 +316,13 @@ class Greedy : public SearchAgent {
 
 class Anneal : public SearchAgent {
  public:
-  Anneal(const ParsedId& id, const EnvSpec& spec, uint64_t seed)
-      : SearchAgent(id, spec, seed),
-        t0_(id.get("t0", 0.05)),
-        decay_(id.get("decay", 0.98)),
-        t_min_(id.get("t_min", 1e-3)),
-        temperature_(t0_) {
-    std::string scope = id.get("scope", std::string("block"));
-    if (scope != "block" && scope != "kind")
-      throw std::invalid_argument(name_ + ": scope must be block or kind, not '" + scope + "'");
-    by_kind_ = scope == "kind";
-    if (!(t0_ > 0) || !(decay_ > 0 && decay_ < 1) || !(t_min_ > 0))
-      throw std::invalid_argument(name_ + ": need t0 > 0, 0 < decay < 1, t_min > 0");
-  }
+  Anneal(const ParsedId& id, const SearchOptions& o, const EnvSpec& spec, uint64_t seed)
+      : SearchAgent(id, o, spec, seed),
+        t0_(o.t0),
+        decay_(o.decay),
+        t_min_(o.t_min),
+        temperature_(t0_),
+        by_kind_(o.by_kind) {}
 
  protected:
   Action propose(const Action& current, const Allowed& allowed) override {
@@ -354,20 +383,26 @@ class Anneal : public SearchAgent {
 
 }  // namespace
 
+using Kind = SearchOptions::Kind;
+
 std::unique_ptr<Agent> make_random_search_agent(const ParsedId& id, const EnvSpec& spec,
                                                 uint64_t seed) {
-  id.check_keys({"budget", "settle", "restart"});
-  return std::make_unique<RandomSearch>(id, spec, seed);
+  return std::make_unique<RandomSearch>(id, SearchOptions::from_id(id, Kind::kRandomSearch), spec,
+                                        seed);
 }
 
 std::unique_ptr<Agent> make_greedy_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
-  id.check_keys({"scope", "tol", "settle", "restart"});
-  return std::make_unique<Greedy>(id, spec, seed);
+  return std::make_unique<Greedy>(id, SearchOptions::from_id(id, Kind::kGreedy), spec, seed);
 }
 
 std::unique_ptr<Agent> make_anneal_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
-  id.check_keys({"t0", "decay", "t_min", "scope", "settle", "restart"});
-  return std::make_unique<Anneal>(id, spec, seed);
+  return std::make_unique<Anneal>(id, SearchOptions::from_id(id, Kind::kAnneal), spec, seed);
 }
+
+void check_random_search_params(const ParsedId& id) {
+  SearchOptions::from_id(id, Kind::kRandomSearch);
+}
+void check_greedy_params(const ParsedId& id) { SearchOptions::from_id(id, Kind::kGreedy); }
+void check_anneal_params(const ParsedId& id) { SearchOptions::from_id(id, Kind::kAnneal); }
 
 }  // namespace shardgym

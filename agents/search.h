@@ -27,5 +27,9 @@ std::unique_ptr<Agent> make_random_search_agent(const ParsedId& id, const EnvSpe
                                                 uint64_t seed);
 std::unique_ptr<Agent> make_greedy_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
 std::unique_ptr<Agent> make_anneal_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
+// Their parameter checks (no env needed): throw std::invalid_argument as the factories would.
+void check_random_search_params(const ParsedId& id);
+void check_greedy_params(const ParsedId& id);
+void check_anneal_params(const ParsedId& id);
 
 }  // namespace shardgym

@@ -13,6 +13,7 @@
 #include "env/registry.h"
 #include "experiments/config_parts.h"
 #include "experiments/yaml_field.h"
+#include "runtime/core/catalog.h"
 #include "runtime/core/cost.h"
 
 namespace shardgym {
@@ -114,6 +115,23 @@ Plan check_plan(const YamlField& field, const std::string& text, const ModelSpec
   return plan;
 }
 
+// Every block kind must have at least one shape-valid catalog entry: otherwise every action
+// is masked and the run could only fail at its first step.
+void check_catalog(const YamlField& field, const ExperimentSpec& spec) {
+  const int world = spec.cluster.world_size();
+  const StrategyCatalog catalog(spec.model, world, spec.catalog);
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+    const auto& mask = catalog.shape_mask(kind);
+    if (std::find(mask.begin(), mask.end(), 1) != mask.end()) continue;
+    field.fail("no catalog entry is valid for the " +
+               std::string(kind == BlockKind::kAttention ? "attention" : "MLP") +
+               " blocks of this model on " + std::to_string(world) + " GPUs, so every action " +
+               "would be masked (first of " + std::to_string(catalog.size()) + ": " +
+               (catalog.size() > 0 ? catalog.why_invalid(kind, 0) : std::string("none")) +
+               "); allow more entries, e.g. chunks: [1]");
+  }
+}
+
 AgentSpec parse_agent(const YamlField& f, const ModelSpec& model, const ClusterSpec& cluster) {
   f.check_keys({"id", "plan", "checkpoint", "train_steps"});
   AgentSpec a;
@@ -132,6 +150,11 @@ AgentSpec parse_agent(const YamlField& f, const ModelSpec& model, const ClusterS
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       id->fail("unknown agent '" + name + "' (registered: " + list + ")" +
                (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
+    }
+    try {
+      check_agent_id(a.id);  // its parameters: keys, numbers, ranges
+    } catch (const std::invalid_argument& e) {
+      id->fail(e.what());
     }
   }
   if (auto plan = f.optional("plan")) {
@@ -249,12 +272,17 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
                                 const std::string& base_dir) {
   YamlField root(parse_yaml(text, file), file, "", 1);
   if (!root.node().IsDefined() || root.node().IsNull()) root.fail("the file is empty");
-  root.check_keys({"name", "env", "include", "model", "cluster", "scenario", "reward", "agent",
-                   "catalog", "live", "episodes", "steps_per_episode", "seeds", "initial_plan",
-                   "replay_trace", "training", "published"});
+  const std::vector<std::string> keys = {
+      "name", "env", "include", "model", "cluster", "scenario", "reward", "agent", "catalog",
+      "live", "episodes", "steps_per_episode", "seeds", "initial_plan", "replay_trace",
+      "training", "published"};
+  root.check_keys(keys);
   ExperimentSpec spec;
   spec.source_path = file;
   spec.source_text = text;
+  for (const std::string& key : keys) {
+    if (auto f = root.optional(key)) spec.key_lines[key] = f->line();
+  }
   spec.name = fs::path(file).stem().string();
   if (auto name = root.optional("name")) {
     spec.name = name->as_string();
@@ -282,6 +310,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   if (auto s = root.optional("scenario")) spec.scenario = parse_scenario(*s, spec.cluster);
   if (auto r = root.optional("reward")) spec.reward = parse_reward(*r);
   if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
+  check_catalog(root.optional("catalog").value_or(root), spec);
   if (auto l = root.optional("live")) spec.live = parse_live(*l);
   if (auto a = root.optional("agent")) spec.agent = parse_agent(*a, spec.model, spec.cluster);
   if (auto trace = root.optional("replay_trace")) {

@@ -119,9 +119,14 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
     ResetResult reset = env->reset(stats.seed);
     if (reset.info.measurement.oom) {
       // A config problem, not a runtime failure: report it like the loader would.
-      throw ConfigError(spec.source_path, "initial_plan", 0,
-                        "plan '" + reset.info.plan.to_string() +
-                            "' does not fit device memory (check it with `shardgym cost`)");
+      // At the key's line; without the key, the default plan's model is what does not fit.
+      const bool given = spec.key_lines.count("initial_plan") > 0;
+      const auto line = spec.key_lines.find(given ? "initial_plan" : "model");
+      throw ConfigError(spec.source_path, "initial_plan",
+                        line != spec.key_lines.end() ? line->second : 0,
+                        "plan '" + reset.info.plan.to_string() + "'" +
+                            (given ? "" : " (the default initial plan, megatron)") +
+                            " does not fit device memory (check it with `shardgym cost`)");
     }
     agent->begin_episode(*env);  // after reset: static agents read the run's state there
     agent->set_training(!trained);

@@ -57,6 +57,11 @@ void check_agent_id(const std::string& id, const char* option) {
     throw BadInput(std::string(option) + ": unknown agent '" + name + "'" +
                    (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
   }
+  try {
+    shardgym::check_agent_id(id);  // its parameters, before any episode runs
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(std::string(option) + ": " + e.what());
+  }
 }
 
 int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {

@@ -71,6 +71,9 @@ struct ExperimentSpec {
   std::vector<uint64_t> seeds = {0};
   std::string source_path;  // the YAML file it came from
   std::string source_text;  // its full text (stored in traces)
+  // Line of each top-level key in source_path, for errors found after loading (e.g. an
+  // initial plan that does not fit memory at reset).
+  std::map<std::string, int> key_lines;
   std::string replay_trace;  // shardgym/TPReplay-v0: the trace file to play back
   PublishedRun published;    // validation configs only
 };

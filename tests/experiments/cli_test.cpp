@@ -333,7 +333,9 @@ TEST(CliTest, InitialPlanThatDoesNotFitExitsTwo) {
                              "' --out '" + out.string() + "' --steps 2");
   fs::remove_all(out);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("initial_plan: plan 'uniform:tp1d(t=8)' does not fit device memory"),
+  // With a line, like every load-time error: the model's, as the plan is the default one.
+  EXPECT_NE(r.output.find("initial_plan_oom.yaml:2: initial_plan: plan 'uniform:tp1d(t=8)' "
+                          "(the default initial plan, megatron) does not fit device memory"),
             std::string::npos)
       << r.output;
 }

@@ -129,7 +129,8 @@ std::string edit_error(const std::string& path, const std::string& from, const s
   if (at == std::string::npos) return "test bug: '" + from + "' not in " + path;
   t.replace(at, from.size(), to);
   try {
-    parse_experiment(t, (std::filesystem::path(path).parent_path() / "inline.yaml").string());
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    parse_experiment(t, (dir / "inline.yaml").string(), dir.string());
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -149,6 +150,42 @@ TEST(ConfigTest, AbsurdModelSizesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_for("layers: 2", "layers: 100000").find("100000"), std::string::npos);
   EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
+}
+
+// Agent parameters are checked at load, with file, line and reason (issue: ppo(ent=abc) and
+// ppo(bogus=1) failed only at the first episode, and `cost` accepted them). PPO's parameters
+// are checked in builds without LibTorch too.
+TEST(ConfigTest, AgentParametersAreCheckedAtLoad) {
+  auto error_for = [](const std::string& to) {
+    return edit_error(experiments("quickstart.yaml"), "id: ppo(ent=0.03)", "id: " + to);
+  };
+  const std::string ent = error_for("ppo(ent=abc)");
+  EXPECT_NE(ent.find("experiments/inline.yaml:37:"), std::string::npos) << ent;
+  EXPECT_NE(ent.find("ppo: parameter ent='abc' is not a number"), std::string::npos) << ent;
+  EXPECT_NE(error_for("ppo(bogus=1)").find("unknown parameter 'bogus'"), std::string::npos);
+  EXPECT_NE(error_for("ppo(gamma=2)").find("gamma and lambda must lie in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_for("greedy(scope=all)").find("scope must be block or kind"), std::string::npos);
+  EXPECT_NE(error_for("anneal(decay=1.5)").find("0 < decay < 1"), std::string::npos);
+  EXPECT_NE(error_for("random-search(budget=0.5)").find("budget must be a whole number"),
+            std::string::npos);
+  EXPECT_NE(error_for("megatron(plan=dp)").find("unknown parameter 'plan'"), std::string::npos);
+  EXPECT_NE(error_for("oracle(x=1)").find("unknown parameter 'x'"), std::string::npos);
+  EXPECT_EQ(error_for("static(plan=dp)"), "");
+  EXPECT_EQ(error_for("anneal(decay=0.9,scope=kind)"), "");
+}
+
+// A catalog in which no entry is valid for some block kind is refused at load (issue: it was
+// accepted and every action was masked at step 0).
+TEST(ConfigTest, CatalogWithEveryEntryMaskedIsRefused) {
+  const std::string e =
+      edit_error(data("minimal.yaml"), "cluster:", "catalog: {chunks: [64]}\ncluster:");
+  EXPECT_NE(e.find("inline.yaml:3: catalog: no catalog entry is valid for the attention blocks"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("chunks=64 does not divide the local batch"), std::string::npos) << e;
+  EXPECT_EQ(edit_error(data("minimal.yaml"), "cluster:", "catalog: {chunks: [1, 64]}\ncluster:"),
+            "");
 }
 
 // An included file that is not YAML is named, not echoed (`include: /etc/passwd`).
