@@ -41,6 +41,14 @@ REGISTER_SHARDGYM_AGENT("dynamic-oracle",
                         "re-plans per scenario phase knowing the future, paying repartitions "
                         "(needs estimate() and a cloneable run)",
                         make_dynamic_oracle_agent, no_agent_params);
+REGISTER_SHARDGYM_AGENT("hindsight-static",
+                        "the best static plan in hindsight: one plan for the whole episode, "
+                        "chosen knowing its phases (needs estimate() and a cloneable run)",
+                        make_hindsight_static_agent, no_agent_params);
+REGISTER_SHARDGYM_AGENT("phase-oracle",
+                        "each phase's static optimum, switched to at the phase's start, "
+                        "repartition paid (needs estimate() and a cloneable run)",
+                        make_phase_oracle_agent, no_agent_params);
 
 }  // namespace
 }  // namespace shardgym

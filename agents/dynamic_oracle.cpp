@@ -13,12 +13,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Segment {
-  int first = 0, steps = 0, phase = 0;
-  std::unique_ptr<TrainingRun> before;  // the run one step before the segment (null for 0)
-  std::unique_ptr<TrainingRun> start;   // the run at the segment's first step
-};
-
 }  // namespace
 
 DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
@@ -29,21 +23,11 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
   DynamicSchedule schedule;
   if (horizon <= 0) return schedule;
   // Walk a copy of the run to the end of the episode, cutting at every change of phase.
-  std::vector<Segment> segs;
-  std::unique_ptr<TrainingRun> walker = run.clone();
-  std::unique_ptr<TrainingRun> before;
-  for (int i = 0; i < horizon; ++i) {
-    const int phase = walker->context().phase;
-    if (segs.empty() || phase != segs.back().phase)
-      segs.push_back({i, 0, phase, std::move(before), walker->clone()});
-    ++segs.back().steps;
-    before = walker->clone();
-    walker->step(walker->plan());
-  }
+  const std::vector<EpisodePhase> segs = episode_phases(run, horizon);
 
   // Candidates: the plan in force and every segment's static optimum.
   std::vector<Plan> cand = {run.plan()};
-  for (const Segment& s : segs) {
+  for (const EpisodePhase& s : segs) {
     Plan p = static_oracle(*s.start, objective_for(*s.start, objective.weights), options).plan;
     if (std::find(cand.begin(), cand.end(), p) == cand.end()) cand.push_back(p);
   }
@@ -130,11 +114,12 @@ int horizon_of(Env& env) {
 // the episode are known then), then follow their plan through the mask.
 class OracleAgent : public Agent {
  public:
-  OracleAgent(std::string name, const EnvSpec& spec, bool dynamic)
+  enum class Mode { kStatic, kDynamic, kHindsight, kPhase };
+  OracleAgent(std::string name, const EnvSpec& spec, Mode mode)
       : name_(std::move(name)),
         catalog_(spec.catalog_size),
         moves_(agents_detail::pipeline_moves(spec)),
-        dynamic_(dynamic) {}
+        mode_(mode) {}
   std::string name() const override { return name_; }
 
   void begin_episode(Env& env) override {
@@ -164,20 +149,33 @@ class OracleAgent : public Agent {
     const PlanObjective objective = objective_for(*env_);
     start_ = env_->elapsed_steps();
     starts_.clear();
-    if (!dynamic_) {
-      targets_.push_back(static_oracle(run, objective).action);
-      starts_.push_back(0);
-      return;
-    }
-    for (const OracleSegment& s : dynamic_oracle(run, objective, horizon_of(*env_)).segments) {
-      targets_.push_back(plan_to_action(s.plan, run.catalog()));
-      starts_.push_back(s.first_step);
+    switch (mode_) {
+      case Mode::kStatic:
+        targets_.push_back(static_oracle(run, objective).action);
+        starts_.push_back(0);
+        return;
+      case Mode::kHindsight:
+        targets_.push_back(plan_to_action(
+            hindsight_static(run, objective.weights, horizon_of(*env_)).plan, run.catalog()));
+        starts_.push_back(0);
+        return;
+      case Mode::kDynamic:
+      case Mode::kPhase: {
+        const int horizon = horizon_of(*env_);
+        const DynamicSchedule schedule = mode_ == Mode::kDynamic
+                                             ? dynamic_oracle(run, objective, horizon)
+                                             : phase_oracle(run, objective, horizon);
+        for (const OracleSegment& s : schedule.segments) {
+          targets_.push_back(plan_to_action(s.plan, run.catalog()));
+          starts_.push_back(s.first_step);
+        }
+      }
     }
   }
 
   std::string name_;
   int catalog_, moves_;
-  bool dynamic_;
+  Mode mode_;
   Env* env_ = nullptr;
   int start_ = 0;
   std::vector<Action> targets_;
@@ -188,13 +186,25 @@ class OracleAgent : public Agent {
 
 std::unique_ptr<Agent> make_oracle_agent(const ParsedId& id, const EnvSpec& spec, uint64_t) {
   id.check_keys({});
-  return std::make_unique<OracleAgent>(id.to_string(), spec, false);
+  return std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kStatic);
 }
 
 std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSpec& spec,
                                                  uint64_t) {
   id.check_keys({});
-  return std::make_unique<OracleAgent>(id.to_string(), spec, true);
+  return std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kDynamic);
+}
+
+std::unique_ptr<Agent> make_hindsight_static_agent(const ParsedId& id, const EnvSpec& spec,
+                                                   uint64_t) {
+  id.check_keys({});
+  return std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kHindsight);
+}
+
+std::unique_ptr<Agent> make_phase_oracle_agent(const ParsedId& id, const EnvSpec& spec,
+                                               uint64_t) {
+  id.check_keys({});
+  return std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kPhase);
 }
 
 }  // namespace shardgym

@@ -91,7 +91,19 @@ CompareResult compare(const ExperimentSpec& spec, const std::vector<std::string>
     c.agent = id;
     for (size_t i = 0; i < seeds.size(); ++i) {
       const EpisodeSummary& base = result.baseline_episodes[i];
-      EpisodeSummary s = id == options.baseline ? base : evaluate_one(spec, id, seeds[i], options);
+      EpisodeSummary s;
+      try {
+        s = id == options.baseline ? base : evaluate_one(spec, id, seeds[i], options);
+      } catch (const std::runtime_error& e) {
+        // One agent that cannot run here (an oracle on a live run) must not take the
+        // whole table down: it is reported as not run, with the reason.
+        c.not_run = e.what();
+        c.episodes.clear();
+        c.throughput_ratio.clear();
+        c.memory_ratio.clear();
+        c.energy_ratio.clear();
+        break;
+      }
       c.throughput_ratio.push_back(ratio(s.throughput, base.throughput));
       c.memory_ratio.push_back(ratio(s.peak_memory_bytes, base.peak_memory_bytes));
       c.energy_ratio.push_back(ratio(s.energy_per_token_j, base.energy_per_token_j));

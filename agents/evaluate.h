@@ -60,6 +60,9 @@ struct CompareOptions {
 
 struct AgentComparison {
   std::string agent;
+  // Why the agent could not run on this experiment (e.g. an oracle on a live run, which
+  // cannot estimate()); its episodes and ratios are then empty. "" = it ran.
+  std::string not_run;
   std::vector<EpisodeSummary> episodes;  // one per seed, in seed order
   std::vector<double> throughput_ratio;  // agent / baseline, per seed (> 1: faster)
   std::vector<double> memory_ratio;      // peak memory agent / baseline

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,8 +88,44 @@ struct DynamicSchedule {
 DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
                                const OracleOptions& options = {});
 
+// The episode cut into phases of constant conditions (scenario phases): `start` is the run at
+// the phase's first step, `before` one step earlier (null for the first phase). Walks a clone
+// of `run` with the plan in force. Throws std::runtime_error if the run cannot be cloned.
+struct EpisodePhase {
+  int first = 0, steps = 0, phase = 0;
+  std::unique_ptr<TrainingRun> before, start;
+};
+std::vector<EpisodePhase> episode_phases(const TrainingRun& run, int horizon);
+
+// The best static plan in hindsight: the one plan that, kept for the whole episode, costs
+// least over the episode's phases as they will happen (time, energy and memory terms of the
+// objective summed over steps, each phase weighted by its steps × tokens per step), and fits
+// memory in every phase. Exact chain DP over the phases' summed decompositions, checked by
+// estimate() in every phase, with the plan in force, each phase's static optimum and every
+// uniform plan as a safety net. The one-time repartition into the plan is not part of the
+// optimisation (every static plan pays one). "The best static plan" of every comparison.
+struct HindsightResult {
+  Plan plan;
+  double total_cost = 0;  // Σ over phases of weight × steady cost
+  int phases = 0;
+  bool exact = true;      // DP exact, memory bound tight, decomposition matched the estimates
+  std::string chosen_by;  // "dp", "reference", "phase optimum" or "uniform"
+  int64_t estimates = 0;
+};
+HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weights, int horizon,
+                                 const OracleOptions& options = {});
+
+// The phase oracle: each phase's static optimum, switched to at the phase's first step
+// (paying the repartition the env charges), without weighing whether the switch pays.
+DynamicSchedule phase_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
+                             const OracleOptions& options = {});
+
 std::unique_ptr<Agent> make_oracle_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
 std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSpec& spec,
                                                  uint64_t seed);
+std::unique_ptr<Agent> make_hindsight_static_agent(const ParsedId& id, const EnvSpec& spec,
+                                                   uint64_t seed);
+std::unique_ptr<Agent> make_phase_oracle_agent(const ParsedId& id, const EnvSpec& spec,
+                                               uint64_t seed);
 
 }  // namespace shardgym

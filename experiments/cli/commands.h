@@ -57,6 +57,7 @@ struct CompareArgs {
   std::string statistic = "iqm";
   uint64_t bootstrap_seed = 0;
   bool markdown = false;
+  bool no_references = false;  // leave out hindsight-static and dynamic-oracle
   std::string out;  // "" = no traces; else DIR/<agent>.h5
 };
 

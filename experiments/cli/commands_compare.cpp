@@ -69,6 +69,13 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   if (args.steps) spec.steps_per_episode = *args.steps;
   std::vector<std::string> agents = split_list(args.agents);
   if (agents.empty()) agents = {"atp", spec.agent.id};
+  // The references every comparison is read against: the best static plan in hindsight and
+  // the dynamic oracle (their ratio is the scenario's adaptivity headroom). On a backend that
+  // cannot estimate() they are reported as not run.
+  for (const char* reference : {"hindsight-static", "dynamic-oracle"}) {
+    if (!args.no_references && std::find(agents.begin(), agents.end(), reference) == agents.end())
+      agents.push_back(reference);
+  }
   for (const std::string& id : agents) check_agent_id(id, "--agents");
   std::vector<uint64_t> seeds = args.seeds.empty() ? spec.seeds : args.seeds;
   // A confidence interval over fewer than 5 runs says little: by default at least 5 seeds.
@@ -111,7 +118,8 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
 
   std::vector<AgentRuns> runs;
   for (const AgentComparison& c : result.agents) {
-    runs.push_back({c.agent, c.throughput_ratio, c.memory_ratio, c.energy_ratio});
+    if (c.not_run.empty())
+      runs.push_back({c.agent, c.throughput_ratio, c.memory_ratio, c.energy_ratio});
   }
   ComparisonOptions table;
   table.statistic = args.statistic == "mean"     ? Statistic::kMean
@@ -140,6 +148,26 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   failures(result.baseline, result.baseline_episodes);
   for (const AgentComparison& c : result.agents)
     if (c.agent != result.baseline) failures(c.agent, c.episodes);
+  for (const AgentComparison& c : result.agents)
+    if (!c.not_run.empty()) out << "not run: " << c.agent << ": " << c.not_run << "\n";
+  // Adaptivity headroom: what the best possible adaptation gains over the best fixed plan.
+  const AgentComparison* hindsight = nullptr;
+  const AgentComparison* dynamic = nullptr;
+  for (const AgentComparison& c : result.agents) {
+    if (c.agent == "hindsight-static" && c.not_run.empty()) hindsight = &c;
+    if (c.agent == "dynamic-oracle" && c.not_run.empty()) dynamic = &c;
+  }
+  if (hindsight && dynamic) {
+    std::vector<double> headroom;
+    for (size_t i = 0; i < hindsight->episodes.size(); ++i)
+      headroom.push_back(dynamic->episodes[i].throughput / hindsight->episodes[i].throughput);
+    const auto [lo, hi] = std::minmax_element(headroom.begin(), headroom.end());
+    double mean = 0;
+    for (double h : headroom) mean += h / static_cast<double>(headroom.size());
+    out << "adaptivity headroom (dynamic-oracle / hindsight-static throughput, per seed): mean "
+        << fixed(mean, 3) << ", range " << fixed(*lo, 3) << "-" << fixed(*hi, 3)
+        << "; the best static plan is hindsight-static\n";
+  }
   if (!writers.empty()) out << "traces: " << args.out << "/<agent>.h5\n";
   return 0;
 }

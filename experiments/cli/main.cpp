@@ -202,7 +202,11 @@ int main(int argc, char** argv) {
       "Each agent plays one evaluation episode per seed (learners first train for\n"
       "--train-episodes episodes on other seeds, or load --checkpoint); throughput, peak\n"
       "memory and energy per token are divided by static Megatron-LM's under the same seed.\n"
-      "--markdown prints the table for the README's Results section.");
+      "--markdown prints the table for the README's Results section. Two reference rows\n"
+      "are added: hindsight-static (the best single plan for the whole episode, chosen\n"
+      "knowing its phases: \"the best static plan\") and dynamic-oracle; their ratio is\n"
+      "printed as the scenario's adaptivity headroom (not run where the backend cannot\n"
+      "estimate(), e.g. live runs; --no-references leaves them out).");
   compare->add_option("config", compare_args.config, "Experiment config (YAML)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -224,6 +228,8 @@ int main(int argc, char** argv) {
   compare->add_option("--bootstrap-seed", compare_args.bootstrap_seed,
                       "Seed of the bootstrap resampling (default 0)");
   compare->add_flag("--markdown", compare_args.markdown, "Print a markdown table");
+  compare->add_flag("--no-references", compare_args.no_references,
+                    "Leave out the hindsight-static and dynamic-oracle reference rows");
   compare->add_option("--out", compare_args.out,
                       "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 

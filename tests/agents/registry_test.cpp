@@ -62,15 +62,24 @@ TEST(ParsedId, CheckKeysNamesTheUnknownOne) {
 }
 
 TEST(AgentRegistry, ListsTheBuiltInAgents) {
-  std::vector<std::string> expected = {"anneal", "atp",           "dp",          "dynamic-oracle",
-                                       "greedy", "megatron",      "megatron-sp", "oracle",
-                                       "random", "random-search", "static"};
-#ifdef SHARDGYM_TEST_WITH_PPO
-  expected.push_back("ppo");
-  std::sort(expected.begin(), expected.end());
-#endif
+  // `ppo` is listed in every build: without LibTorch its parameters are still checked and
+  // creating one says what is missing.
+  const std::vector<std::string> expected = {
+      "anneal",      "atp",    "dp",           "dynamic-oracle", "greedy",        "hindsight-static",
+      "megatron",    "megatron-sp", "oracle",  "phase-oracle",   "ppo",           "random",
+      "random-search", "static"};
   EXPECT_EQ(registered_agent_names(), expected);
   for (const auto& name : expected) EXPECT_FALSE(agent_description(name).empty()) << name;
+  EXPECT_NO_THROW(check_agent_id("ppo(ent=0.01)"));
+  EXPECT_THROW(check_agent_id("ppo(ent=abc)"), std::invalid_argument);
+#ifndef SHARDGYM_TEST_WITH_PPO
+  try {
+    make_agent("ppo", EnvSpec{}, 0);
+    ADD_FAILURE() << "ppo created in a build without LibTorch";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("needs LibTorch"), std::string::npos) << e.what();
+  }
+#endif
 }
 
 TEST(AgentRegistry, UnknownAgentErrorListsKnownNames) {

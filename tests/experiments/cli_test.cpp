@@ -239,10 +239,32 @@ TEST(CliTest, CompareAgainstMegatron) {
   // The baseline against itself is exactly 1 in every run.
   EXPECT_NE(r.output.find("| megatron | 2 | 1.00 [1.00, 1.00] |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| random | 2 |"), std::string::npos) << r.output;
+  // The reference rows and the scenario's adaptivity headroom come with every comparison.
+  EXPECT_NE(r.output.find("| hindsight-static | 2 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| dynamic-oracle | 2 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("adaptivity headroom (dynamic-oracle / hindsight-static"),
+            std::string::npos)
+      << r.output;
   CliResult bad = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
                                "' --agents ranodm --steps 2");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("did you mean 'random'"), std::string::npos) << bad.output;
+}
+
+// An agent that cannot run on the backend (an oracle on a live run) is reported as not run,
+// with the reason, under a table of the others (issue: compare aborted, printing no table).
+TEST(CliTest, CompareReportsAgentsThatCannotRunOnTheBackend) {
+#if !SHARDGYM_TEST_WITH_TORCH
+  GTEST_SKIP() << "the live runtime needs LibTorch";
+#endif
+  CliResult r = shardgym_cli("compare '" + src("experiments/live-quickstart.yaml") +
+                             "' --agents megatron,oracle --seeds 0 --steps 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("megatron     1     1.00 [1.00, 1.00]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("not run: oracle: oracle: the live run cannot estimate()"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("not run: hindsight-static"), std::string::npos) << r.output;
 }
 
 TEST(CliTest, EvalComparesAnAgentOrACheckpointWithMegatron) {
