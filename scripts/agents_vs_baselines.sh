@@ -22,7 +22,9 @@ for cfg in "${configs[@]}"; do
   "$bin" bench learn "$cfg" --oracle "$oracle" --budget-s "$budget" --threshold 0.97 \
     --save "runs/agents/$name-ppo.ckpt" 2>"runs/agents/$name-learn.log"
   echo "== $name: compare, seeds 0-4"
-  "$bin" compare "$cfg" --agents ppo,megatron-sp,atp,random,greedy,anneal,oracle,dynamic-oracle \
+  # compare adds hindsight-static (the best static plan) and dynamic-oracle, and prints the
+  # adaptivity headroom.
+  "$bin" compare "$cfg" --agents ppo,megatron-sp,atp,random,greedy,anneal,oracle,phase-oracle \
     --checkpoint "ppo=runs/agents/$name-ppo.ckpt" --seeds 0,1,2,3,4 --markdown \
     --out "runs/agents/$name" 2>/dev/null
 done
