@@ -30,6 +30,11 @@ ExperimentSpec conformance_spec() {
 
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+#ifndef SHARDGYM_TEST_WITH_PPO
+    if (GetParam() == "ppo") GTEST_SKIP() << "ppo needs LibTorch (SHARDGYM_WITH_TORCH=OFF)";
+#endif
+  }
   std::string path(const std::string& tag) const {
     std::string n = GetParam() + "_" + tag + ".agent";
     return (std::filesystem::temp_directory_path() /
