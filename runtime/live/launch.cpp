@@ -1,6 +1,7 @@
 #include "runtime/live/launch.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <c10/util/Exception.h>
@@ -85,6 +87,10 @@ struct ThreadRanks::Shared {
   std::vector<RankFailure> failures;
   int done = 0;
   int world = 0;
+  // The start gate: rank threads wait here until every one of them exists (started), or
+  // leave at once when one could not be created (cancelled).
+  bool started = false;
+  bool cancelled = false;
 };
 
 namespace {
@@ -101,7 +107,7 @@ ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, dou
     : ThreadRanks(world_size, std::move(fn), world_options(timeout_s, backend)) {}
 
 ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn,
-                         const WorldOptions& options)
+                         const WorldOptions& options, int refuse_start_rank)
     : shared_(std::make_shared<Shared>()) {
   if (world_size < 1) throw std::invalid_argument("run_threads: world_size must be >= 1");
   if (!(options.timeout_s > 0))
@@ -112,20 +118,51 @@ ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn,
   auto body = std::make_shared<std::function<void(CommWorld&)>>(std::move(fn));
   threads_.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
-    threads_.emplace_back([shared = shared_, store, options, t0, body, r, world_size] {
-      RankFailure f;
-      auto connect = [&] {
-        WorldOptions o = options;
-        o.local_rank = r;  // one process: rank r on GPU r
-        return make_comm_world(store, r, world_size, o);
-      };
-      const bool ok = run_rank(r, connect, *body, t0, &f);
-      std::lock_guard<std::mutex> lock(shared->mu);
-      if (!ok) shared->failures.push_back(std::move(f));
-      ++shared->done;
-      shared->cv.notify_all();
-    });
+    try {
+      if (r == refuse_start_rank) {
+        throw std::system_error(EAGAIN, std::generic_category(), "injected fault (nostart)");
+      }
+      threads_.emplace_back([shared = shared_, store, options, t0, body, r, world_size] {
+        {
+          std::unique_lock<std::mutex> lock(shared->mu);
+          shared->cv.wait(lock, [&] { return shared->started || shared->cancelled; });
+          if (shared->cancelled) return;
+        }
+        RankFailure f;
+        auto connect = [&] {
+          WorldOptions o = options;
+          o.local_rank = r;  // one process: rank r on GPU r
+          return make_comm_world(store, r, world_size, o);
+        };
+        const bool ok = run_rank(r, connect, *body, t0, &f);
+        std::lock_guard<std::mutex> lock(shared->mu);
+        if (!ok) shared->failures.push_back(std::move(f));
+        ++shared->done;
+        shared->cv.notify_all();
+      });
+    } catch (const std::exception& e) {
+      // No rank has touched the store yet: the ones started leave at the gate.
+      {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        shared_->cancelled = true;
+      }
+      shared_->cv.notify_all();
+      for (auto& t : threads_) t.join();
+      joined_ = true;
+      const std::string cause = e.what();  // std::system_error: "Resource temporarily ..."
+      throw RankError({{r,
+                        "cannot start rank thread " + std::to_string(r) + " of " +
+                            std::to_string(world_size) + ": " + cause +
+                            "; each thread counts against ulimit -u and reserves its stack "
+                            "(ulimit -s) in the address space (ulimit -v)",
+                        std::chrono::duration<double>(Clock::now() - t0).count()}});
+    }
   }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->started = true;
+  }
+  shared_->cv.notify_all();
 }
 
 ThreadRanks::~ThreadRanks() {
