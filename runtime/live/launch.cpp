@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,15 @@ namespace shardgym::live {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A rank that fails closes its sockets; a peer still sending to it gets SIGPIPE, whose default
+// action kills the whole process with no word (seen: `shardgym train` exit 141 in 1 of 24
+// runs with a throwing rank). Ignored, the send fails with EPIPE and Gloo's error reaches the
+// rank like any other, so every process that runs ranks ignores it.
+void ignore_sigpipe() {
+  static const bool once = [] { return std::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)once;
+}
 
 std::string message_of(const std::exception& e) {
   if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
@@ -113,6 +123,7 @@ ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn,
   if (!(options.timeout_s > 0))
     throw std::invalid_argument("run_threads: timeout_s must be positive");
   shared_->world = world_size;
+  ignore_sigpipe();
   auto store = c10::make_intrusive<c10d::HashStore>();
   const auto t0 = Clock::now();
   auto body = std::make_shared<std::function<void(CommWorld&)>>(std::move(fn));
@@ -272,6 +283,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessEnv& env, bool is_ser
 std::string run_rank_on_store(const c10::intrusive_ptr<c10d::Store>& store, const ProcessEnv& env,
                               const std::function<void(CommWorld&)>& fn, double timeout_s,
                               CommBackend backend) {
+  ignore_sigpipe();
   const auto t0 = Clock::now();
   WorldOptions options;
   options.backend = backend;

@@ -18,6 +18,8 @@
 //    of 64: Resource temporarily unavailable ..." from the constructor;
 //  - worlds this host cannot hold (file descriptors, threads, cores, memory) are refused before
 //    any rank starts (world_limits.h).
+// A process that runs ranks ignores SIGPIPE: a send to a peer that closed its sockets must fail
+// as an error the rank reports, not kill the process.
 // Either way every rank returns, every thread is joined (every child process reaped) and the
 // launcher throws RankError whose message starts with the earliest failure — the root cause —
 // e.g. "rank 2 failed: ...".

@@ -2,6 +2,7 @@
 // the threads already started joined at once — it used to destroy running std::threads
 // (std::terminate, exit 134).
 #include <dirent.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -45,6 +46,15 @@ TEST(ThreadRanks, AnUnstartableRankIsNamedAndTheStartedOnesAreJoinedAtOnce) {
   // Ranks 0 and 1 never reached the rendezvous: no timeout was waited out.
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
   EXPECT_EQ(threads_now(), before);
+}
+
+// A send to a peer that has closed its sockets must fail with EPIPE, not kill the process with
+// SIGPIPE (a throwing rank sometimes ended `shardgym train` with exit 141).
+TEST(ThreadRanks, RanksRunWithSigpipeIgnored) {
+  run_threads(2, [](CommWorld& w) { w.world().barrier(); }, 2.0);
+  struct sigaction now {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_IGN);
 }
 
 // A real limit: in a child process (gtest re-executes this test alone), the address space is
