@@ -15,6 +15,7 @@
 #include "experiments/yaml_field.h"
 #include "runtime/core/catalog.h"
 #include "runtime/core/cost.h"
+#include "runtime/live/world_limits.h"
 
 namespace shardgym {
 namespace fs = std::filesystem;
@@ -194,6 +195,18 @@ void check_live(const YamlField& root, const ExperimentSpec& spec) {
                       "live.ranks = " + std::to_string(spec.live.ranks) + " but the cluster has " +
                           std::to_string(world) + " devices; " + kLiveEnv +
                           " runs one rank per device");
+  }
+  // A world this host cannot hold (file descriptors, threads, cores) fails late and badly
+  // once ranks start (runtime/live/world_limits.h): refused here, where the key can be named.
+  live::LiveWorld w;
+  w.ranks = spec.live.ranks;
+  w.thread_launch = spec.live.launch == "threads";
+  w.threads_per_rank = spec.live.threads_per_rank;
+  if (const std::string why = live::why_world_does_not_fit(w, live::host_limits()); !why.empty()) {
+    const auto live = root.optional("live");
+    const auto ranks = live ? live->optional("ranks") : std::nullopt;
+    const YamlField& at = ranks ? *ranks : (live ? *live : root);
+    throw ConfigError(at.file(), "live.ranks", at.line(), why);
   }
   // A live run measures itself: the simulator's scenario events and timing noise have nothing
   // to act on there, and ignoring them silently would mislabel every figure of the run.

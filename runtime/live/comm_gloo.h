@@ -25,6 +25,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "runtime/live/comm.h"
+#include "runtime/live/group_sets.h"  // standard_group_sets
 
 namespace c10d {
 class Store;
@@ -72,13 +73,6 @@ class GlooCommWorld : public CommWorld {
   Comm* world_comm_ = nullptr;
   int groups_created_ = 0;
 };
-
-// Every rank set the strategies of DESIGN.md §3 use on a world of `world_size` ranks, in a
-// canonical order: for each TP degree t | P, the TP groups (t consecutive ranks) and the
-// DP groups (stride t); for each 2D mesh d1 x d2 = t, the axis-1 groups (d2 consecutive ranks
-// inside a TP group) and the axis-0 groups (stride d2 inside a TP group). Deduplicated,
-// singletons and the world included.
-std::vector<std::vector<int>> standard_group_sets(int world_size);
 
 // Creates (collectively) every standard group that contains `world.rank()`.
 void create_standard_groups(CommWorld& world);

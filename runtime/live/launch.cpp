@@ -1,13 +1,16 @@
 #include "runtime/live/launch.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <c10/util/Exception.h>
@@ -22,6 +25,15 @@ namespace shardgym::live {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A rank that fails closes its sockets; a peer still sending to it gets SIGPIPE, whose default
+// action kills the whole process with no word (seen: `shardgym train` exit 141 in 1 of 24
+// runs with a throwing rank). Ignored, the send fails with EPIPE and Gloo's error reaches the
+// rank like any other, so every process that runs ranks ignores it.
+void ignore_sigpipe() {
+  static const bool once = [] { return std::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)once;
+}
 
 std::string message_of(const std::exception& e) {
   if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
@@ -85,6 +97,10 @@ struct ThreadRanks::Shared {
   std::vector<RankFailure> failures;
   int done = 0;
   int world = 0;
+  // The start gate: rank threads wait here until every one of them exists (started), or
+  // leave at once when one could not be created (cancelled).
+  bool started = false;
+  bool cancelled = false;
 };
 
 namespace {
@@ -101,31 +117,63 @@ ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, dou
     : ThreadRanks(world_size, std::move(fn), world_options(timeout_s, backend)) {}
 
 ThreadRanks::ThreadRanks(int world_size, std::function<void(CommWorld&)> fn,
-                         const WorldOptions& options)
+                         const WorldOptions& options, int refuse_start_rank)
     : shared_(std::make_shared<Shared>()) {
   if (world_size < 1) throw std::invalid_argument("run_threads: world_size must be >= 1");
   if (!(options.timeout_s > 0))
     throw std::invalid_argument("run_threads: timeout_s must be positive");
   shared_->world = world_size;
+  ignore_sigpipe();
   auto store = c10::make_intrusive<c10d::HashStore>();
   const auto t0 = Clock::now();
   auto body = std::make_shared<std::function<void(CommWorld&)>>(std::move(fn));
   threads_.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
-    threads_.emplace_back([shared = shared_, store, options, t0, body, r, world_size] {
-      RankFailure f;
-      auto connect = [&] {
-        WorldOptions o = options;
-        o.local_rank = r;  // one process: rank r on GPU r
-        return make_comm_world(store, r, world_size, o);
-      };
-      const bool ok = run_rank(r, connect, *body, t0, &f);
-      std::lock_guard<std::mutex> lock(shared->mu);
-      if (!ok) shared->failures.push_back(std::move(f));
-      ++shared->done;
-      shared->cv.notify_all();
-    });
+    try {
+      if (r == refuse_start_rank) {
+        throw std::system_error(EAGAIN, std::generic_category(), "injected fault (nostart)");
+      }
+      threads_.emplace_back([shared = shared_, store, options, t0, body, r, world_size] {
+        {
+          std::unique_lock<std::mutex> lock(shared->mu);
+          shared->cv.wait(lock, [&] { return shared->started || shared->cancelled; });
+          if (shared->cancelled) return;
+        }
+        RankFailure f;
+        auto connect = [&] {
+          WorldOptions o = options;
+          o.local_rank = r;  // one process: rank r on GPU r
+          return make_comm_world(store, r, world_size, o);
+        };
+        const bool ok = run_rank(r, connect, *body, t0, &f);
+        std::lock_guard<std::mutex> lock(shared->mu);
+        if (!ok) shared->failures.push_back(std::move(f));
+        ++shared->done;
+        shared->cv.notify_all();
+      });
+    } catch (const std::exception& e) {
+      // No rank has touched the store yet: the ones started leave at the gate.
+      {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        shared_->cancelled = true;
+      }
+      shared_->cv.notify_all();
+      for (auto& t : threads_) t.join();
+      joined_ = true;
+      const std::string cause = e.what();  // std::system_error: "Resource temporarily ..."
+      throw RankError({{r,
+                        "cannot start rank thread " + std::to_string(r) + " of " +
+                            std::to_string(world_size) + ": " + cause +
+                            "; each thread counts against ulimit -u and reserves its stack "
+                            "(ulimit -s) in the address space (ulimit -v)",
+                        std::chrono::duration<double>(Clock::now() - t0).count()}});
+    }
   }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->started = true;
+  }
+  shared_->cv.notify_all();
 }
 
 ThreadRanks::~ThreadRanks() {
@@ -235,6 +283,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessEnv& env, bool is_ser
 std::string run_rank_on_store(const c10::intrusive_ptr<c10d::Store>& store, const ProcessEnv& env,
                               const std::function<void(CommWorld&)>& fn, double timeout_s,
                               CommBackend backend) {
+  ignore_sigpipe();
   const auto t0 = Clock::now();
   WorldOptions options;
   options.backend = backend;

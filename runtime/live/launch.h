@@ -1,12 +1,28 @@
 // Launching P ranks as threads of this process (c10d HashStore); launch_process.h does the
 // same with processes meeting through c10d's TCPStore.
 //
-// Contract on failure: a rank that throws records the failure (rank, message, time) and then
-// tears down its CommWorld, which closes its sockets, so peers blocked on it fail at once with
-// a CommError; a rank that stalls makes its peers' collectives time out after `timeout_s`.
+// Contract on failure — every run ends, with its root cause named, and nothing left running:
+//  - a rank that throws records the failure (rank, message, time) and tears down its
+//    CommWorld, which closes its sockets, so peers blocked on it fail at once with a CommError;
+//  - a rank that stalls (stops taking part) makes its peers' collectives time out after
+//    `timeout_s`; the driver (live_run_driver.h) then aborts the run and names the rank that
+//    never answered the command as the root cause ("rank 1 stalled: ..."). A stalled rank
+//    process is killed kStopGraceS after the abort; a rank thread cannot be killed, so it must
+//    leave when it sees the abort (RankChannel::abandoned; the injected stall does). The run
+//    ends within timeout_s + kEndGraceS (2 s) of the stall: kStopGraceS for ranks to leave,
+//    1 s to join threads or kill and reap processes (measured by scripts/live_faults.sh,
+//    docs/robustness.md);
+//  - a rank thread that cannot be created (std::system_error from std::thread: ulimit -u,
+//    ulimit -v) releases the threads already started, which wait at a start gate before any
+//    rendezvous, joins them and throws RankError "rank 37 failed: cannot start rank thread 37
+//    of 64: Resource temporarily unavailable ..." from the constructor;
+//  - worlds this host cannot hold (file descriptors, threads, cores, memory) are refused before
+//    any rank starts (world_limits.h).
+// A process that runs ranks ignores SIGPIPE: a send to a peer that closed its sockets must fail
+// as an error the rank reports, not kill the process.
 // Either way every rank returns, every thread is joined (every child process reaped) and the
 // launcher throws RankError whose message starts with the earliest failure — the root cause —
-// e.g. "rank 2 failed: ...". Nothing is left running.
+// e.g. "rank 2 failed: ...".
 #pragma once
 
 #include <functional>
@@ -20,6 +36,12 @@
 #include "runtime/live/comm_world.h"
 
 namespace shardgym::live {
+
+// How long a driver waits for ranks to leave after it aborted a run, before it kills them
+// (processes) or reports them (threads): healthy ranks see the abort within milliseconds.
+constexpr double kStopGraceS = 1.0;
+// The contract's grace: a failed run ends within timeout_s + kEndGraceS of the failure.
+constexpr double kEndGraceS = kStopGraceS + 1.0;
 
 struct RankFailure {
   int rank = -1;
@@ -57,13 +79,16 @@ void run_threads(int world_size, const std::function<void(CommWorld&)>& fn, doub
 void run_threads(int world_size, const std::function<void(CommWorld&)>& fn,
                  const WorldOptions& options);
 
-// The same, started in the background: the constructor returns once the threads run; join()
-// (also called by the destructor, which swallows the error) waits for all of them.
+// The same, started in the background: the constructor returns once every thread runs (none
+// starts its rendezvous before all exist); join() (also called by the destructor, which
+// swallows the error) waits for all of them. `refuse_start_rank` (fault injection, live.extra
+// fault "nostart@R"): creating that rank's thread fails as the system would, with EAGAIN.
 class ThreadRanks {
  public:
   ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, double timeout_s,
               CommBackend backend = CommBackend::kGloo);
-  ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, const WorldOptions& options);
+  ThreadRanks(int world_size, std::function<void(CommWorld&)> fn, const WorldOptions& options,
+              int refuse_start_rank = -1);
   ~ThreadRanks();
   ThreadRanks(const ThreadRanks&) = delete;
   ThreadRanks& operator=(const ThreadRanks&) = delete;

@@ -9,6 +9,8 @@
 #include "runtime/core/cost.h"
 #include "runtime/live/device.h"
 #include "runtime/live/live_run_driver.h"
+#include "runtime/live/memory_estimate.h"
+#include "runtime/live/world_limits.h"
 #include "runtime/live/tp/micro_batches.h"
 
 namespace shardgym::live {
@@ -105,13 +107,26 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   }
   if (auto f = live_.extra.find("fault"); f != live_.extra.end()) {
     // Rejected here, before any rank starts.
-    const std::string kind = parse_fault(f->second).kind;
-    if ((kind == "exit" || kind == "stall") && live_.launch == "threads") {
-      throw std::invalid_argument("live.extra.fault: '" + kind +
-                                  "' cannot be undone in a rank thread; it needs launch = "
-                                  "processes");
+    const FaultSpec fault = parse_fault(f->second);
+    if (fault.kind == "exit" && live_.launch == "threads") {
+      throw std::invalid_argument("live.extra.fault: 'exit' cannot be undone in a rank thread; "
+                                  "it needs launch = processes");
+    }
+    if (fault.kind == "nostart" && live_.launch != "threads") {
+      throw std::invalid_argument("live.extra.fault: 'nostart' fails the creation of a rank "
+                                  "thread; it needs launch = threads");
+    }
+    if (fault.rank >= p) {
+      throw std::invalid_argument("live.extra.fault: rank " + std::to_string(fault.rank) +
+                                  " outside live.ranks = " + std::to_string(p));
     }
     config_.fault = f->second;
+  }
+  // Rejected here, before any rank starts: a world this host cannot hold (the config loader
+  // has said so already for configs from files; the memory is checked at reset, with the plan).
+  if (const std::string why = why_world_does_not_fit(world_request(0), host_limits());
+      !why.empty()) {
+    throw std::invalid_argument("live.ranks: " + why);
   }
   catalog_ = StrategyCatalog(m, p, spec.catalog);
   const DeviceType& dev = cluster_.device_of(0);
@@ -126,6 +141,15 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
 }
 
 LiveRun::~LiveRun() { stop_ranks(); }
+
+LiveWorld LiveRun::world_request(double memory_per_rank) const {
+  LiveWorld w;
+  w.ranks = config_.world_size;
+  w.thread_launch = live_.launch == "threads";
+  w.threads_per_rank = config_.threads;
+  w.memory_per_rank = memory_per_rank;
+  return w;
+}
 
 void LiveRun::stop_ranks() {
   if (driver_) driver_->stop();
@@ -175,6 +199,17 @@ void LiveRun::reset(uint64_t seed, const Plan& initial) {
   const std::string why = why_invalid(initial);
   if (!why.empty()) throw std::invalid_argument("initial plan: " + why);
   stop_ranks();
+  // The plan is known now: the ranks' memory joins the check (host memory; a GPU's is the
+  // action mask's business).
+  const double per_rank =
+      config_.device == "cuda"
+          ? 0
+          : live_memory_estimate(config_.model, initial, config_.world_size, micro_batches_)
+                .total();
+  if (const std::string why = why_world_does_not_fit(world_request(per_rank), host_limits());
+      !why.empty()) {
+    throw std::invalid_argument("live.ranks: " + why);
+  }
   last_error_.clear();
   seq_ = 0;
   step_ = 0;

@@ -31,6 +31,7 @@
 #include "runtime/live/memory_estimate.h"
 #include "runtime/live/meters.h"
 #include "runtime/live/rank_protocol.h"
+#include "runtime/live/world_limits.h"
 
 namespace shardgym::live {
 
@@ -83,6 +84,8 @@ class LiveRun : public TrainingRun {
  private:
   std::vector<RankReport> command(RankCommand cmd);  // throws std::runtime_error
   void stop_ranks();
+  // This run's world for world_limits.h, with `memory_per_rank` bytes (0: not checked).
+  LiveWorld world_request(double memory_per_rank) const;
 
   LiveRankConfig config_;
   LiveSpec live_;

@@ -1,9 +1,11 @@
 // The thread driver: ranks as threads, commands through an in-process mailbox.
 #include "runtime/live/live_run_driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 
 #include "runtime/live/launch.h"
@@ -17,6 +19,7 @@ struct Mailbox {
   RankCommand cmd;  // the latest command (seq 0: none yet)
   std::vector<RankReport> reports;
   std::vector<bool> have;
+  std::vector<int> answered;  // per rank: the last command it replied to, accepted or late
   bool failed_report = false;
 };
 
@@ -30,13 +33,17 @@ class MailboxChannel : public RankChannel {
   }
   void reply(const RankReport& r) override {
     std::lock_guard<std::mutex> lock(box_->mu);
-    if (r.seq != box_->cmd.seq || r.rank < 0 || r.rank >= static_cast<int>(box_->have.size())) {
-      return;  // a late reply to a command the driver gave up on
-    }
+    if (r.rank < 0 || r.rank >= static_cast<int>(box_->have.size())) return;
+    box_->answered[r.rank] = std::max(box_->answered[r.rank], r.seq);
+    if (r.seq != box_->cmd.seq) return;  // a late reply to a command the driver gave up on
     box_->reports[r.rank] = r;
     box_->have[r.rank] = true;
     box_->failed_report = box_->failed_report || !r.ok;
     box_->cv.notify_all();
+  }
+  bool abandoned(int seq) override {
+    std::lock_guard<std::mutex> lock(box_->mu);
+    return box_->cmd.seq > seq;
   }
 
  private:
@@ -46,17 +53,19 @@ class MailboxChannel : public RankChannel {
 class ThreadDriver : public RankDriver {
  public:
   explicit ThreadDriver(const LiveRankConfig& config)
-      : box_(std::make_shared<Mailbox>()), world_(config.world_size) {
+      : box_(std::make_shared<Mailbox>()), world_(config.world_size), timeout_s_(config.timeout_s) {
     box_->reports.resize(world_);
     box_->have.assign(world_, false);
+    box_->answered.assign(world_, 0);
     auto box = box_;
+    const FaultSpec fault = parse_fault(config.fault);
     ranks_ = std::make_unique<ThreadRanks>(
         world_,
         [box, config](CommWorld& w) {
           MailboxChannel channel(box);
           serve_rank(w, config, channel);
         },
-        config.timeout_s, parse_backend(config.backend));
+        world_options(config), fault.kind == "nostart" ? fault.rank : -1);
   }
   ~ThreadDriver() override { stop(); }
 
@@ -80,8 +89,10 @@ class ThreadDriver : public RankDriver {
       }
     }
     std::string error = "ranks stopped without reporting";
+    RankOp op;
     {
       std::lock_guard<std::mutex> lock(box_->mu);
+      op = box_->cmd.op;
       for (const auto& r : box_->reports) {
         if (!r.ok && r.seq == seq) {
           error = "rank " + std::to_string(r.rank) + " failed: " + r.error;
@@ -89,10 +100,33 @@ class ThreadDriver : public RankDriver {
         }
       }
     }
+    std::vector<RankFailure> failures;
     try {
       shutdown(RankOp::kAbort);
     } catch (const RankError& e) {
       error = e.what();  // root cause first, across all ranks
+      failures = e.failures();
+    }
+    // A rank that never answered `seq` and left only when aborted stopped taking part: its
+    // peers' timeouts are its doing, so it is the root cause. (A rank that fails replies
+    // first; one that finishes replies, late or not.)
+    std::string stalled;
+    {
+      std::lock_guard<std::mutex> lock(box_->mu);
+      for (int r = 0; r < world_; ++r) {
+        if (box_->answered[r] >= seq) continue;
+        const auto f = std::find_if(failures.begin(), failures.end(),
+                                    [&](const RankFailure& x) { return x.rank == r; });
+        if (f != failures.end() && !f->aborted) continue;  // failed outside a command
+        stalled += (stalled.empty() ? "rank " : ", rank ") + std::to_string(r);
+      }
+    }
+    if (!stalled.empty()) {
+      std::ostringstream m;
+      m << stalled << " stalled: no answer to " << op_name(op) << " (command " << seq
+        << ") while its peers waited up to timeout_s = " << timeout_s_
+        << " s; stopped by the driver (then: " << error << ")";
+      error = m.str();
     }
     throw std::runtime_error(error);
   }
@@ -119,8 +153,16 @@ class ThreadDriver : public RankDriver {
     ranks->join();
   }
 
+  static WorldOptions world_options(const LiveRankConfig& config) {
+    WorldOptions o;
+    o.backend = parse_backend(config.backend);
+    o.timeout_s = config.timeout_s;
+    return o;
+  }
+
   std::shared_ptr<Mailbox> box_;
   int world_;
+  double timeout_s_;
   std::unique_ptr<ThreadRanks> ranks_;
 };
 

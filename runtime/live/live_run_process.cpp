@@ -8,6 +8,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "runtime/live/launch.h"
 #include "runtime/live/launch_process.h"
 #include "runtime/live/live_run_driver.h"
 #include "runtime/live/store_channel.h"
@@ -89,14 +90,16 @@ class ProcessDriver : public RankDriver {
   }
 
  private:
-  // Posts a stop (kAbort after a failure), gives the ranks `timeout_s` to leave, returns those
-  // that did not.
+  // Posts a stop (kAbort after a failure), gives the ranks time to leave — `timeout_s` for a
+  // stop, whose closing barrier may wait on a slow peer; kStopGraceS after an abort, which
+  // healthy ranks see within milliseconds — and returns those that did not (killed).
   std::vector<int> shutdown(RankOp op = RankOp::kStop) {
     RankCommand s;
     s.op = op;
     s.seq = last_.seq + 1;
     post(s);
-    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    const double wait_s = op == RankOp::kAbort ? kStopGraceS : timeout_s_;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s);
     while (procs_->running() > 0 && Clock::now() < deadline) procs_->poll(0.02);
     std::vector<int> stuck;
     for (int r = 0; r < world_; ++r) {
@@ -123,6 +126,13 @@ class ProcessDriver : public RankDriver {
     } catch (const std::exception&) {
       // Reports that cannot be read are replaced by the exit statuses below.
     }
+    std::vector<bool> answered(world_, false);
+    try {
+      for (int r = 0; r < world_; ++r) answered[r] = store_->check({report_key(seq, r)});
+    } catch (const std::exception&) {
+      // Unknown: no rank is named stalled.
+      answered.assign(world_, true);
+    }
     const char* op = last_.op == RankOp::kReset  ? "reset"
                      : last_.op == RankOp::kEval ? "eval"
                                                  : "step";
@@ -140,14 +150,26 @@ class ProcessDriver : public RankDriver {
                         (line.empty() ? "" : ": " + line));
       }
     }
-    // A rank that had to be killed never answered: its peers' timeouts are its doing.
+    // A rank that never answered and had to be killed stopped taking part: its peers'
+    // timeouts are its doing.
+    std::ostringstream grace, timeout;
+    grace << kStopGraceS;
+    timeout << timeout_s_;
     for (int r : stuck) {
+      if (answered[r]) continue;
       parts.push_back("rank " + std::to_string(r) + " stalled: no answer to " + op + " (command " +
-                      std::to_string(seq) + ") and no exit within " + std::to_string(timeout_s_) +
-                      " s after its peers failed; killed");
+                      std::to_string(seq) + ") while its peers waited up to timeout_s = " +
+                      timeout.str() +
+                      " s, and no exit within " + grace.str() + " s of the abort; killed");
     }
     for (const auto& f : failures) {
       parts.push_back("rank " + std::to_string(f.rank) + " failed: " + f.error);
+    }
+    // Ranks that answered but were slow to leave: consequences, listed last.
+    for (int r : stuck) {
+      if (!answered[r]) continue;
+      parts.push_back("rank " + std::to_string(r) + " did not exit within " + grace.str() +
+                      " s of the abort; killed");
     }
     procs_.reset();
     store_.reset();

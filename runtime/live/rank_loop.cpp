@@ -24,16 +24,25 @@ FaultSpec parse_fault(const std::string& text) {
   if (text.empty()) return f;
   const size_t at = text.find('@'), colon = text.find(':');
   try {
-    if (at == std::string::npos || colon == std::string::npos || colon < at) throw 0;
+    if (at == std::string::npos) throw 0;
     f.kind = text.substr(0, at);
     size_t used = 0;
-    f.rank = std::stoi(text.substr(at + 1, colon - at - 1), &used);
-    f.step = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1) throw 0;
-    if (f.kind != "throw" && f.kind != "stall" && f.kind != "exit") throw 0;
+    if (f.kind == "nostart") {
+      f.rank = std::stoi(text.substr(at + 1), &used);
+      if (used != text.size() - at - 1) throw 0;
+    } else {
+      if (colon == std::string::npos || colon < at) throw 0;
+      f.rank = std::stoi(text.substr(at + 1, colon - at - 1), &used);
+      if (used != colon - at - 1) throw 0;
+      f.step = std::stoi(text.substr(colon + 1), &used);
+      if (used != text.size() - colon - 1) throw 0;
+      if (f.kind != "throw" && f.kind != "stall" && f.kind != "exit") throw 0;
+    }
+    if (f.rank < 0) throw 0;
   } catch (...) {
     throw std::invalid_argument("fault '" + text +
-                                "': expected <throw|stall|exit>@<rank>:<step>, e.g. throw@2:3");
+                                "': expected <throw|stall|exit>@<rank>:<step> or nostart@<rank>, "
+                                "e.g. throw@2:3");
   }
   return f;
 }
@@ -47,12 +56,17 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
-// The injected fault, if it is this rank's turn.
-void maybe_fault(const FaultSpec& f, int rank, int step) {
+// The injected fault, if it is this rank's turn. A stall neither replies nor fails: the rank
+// just stops taking part in command `seq` until the driver abandons it (never, in a process).
+void maybe_fault(const FaultSpec& f, int rank, int step, RankChannel& channel, int seq) {
   if (f.kind.empty() || f.rank != rank || f.step != step) return;
   if (f.kind == "throw")
     throw std::runtime_error("injected fault (throw) at step " + std::to_string(step));
-  while (f.kind == "stall") std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (f.kind == "stall") {
+    while (!channel.abandoned(seq)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    throw RankAborted("injected fault (stall) at step " + std::to_string(step) +
+                      ", left when the driver gave the run up");
+  }
   if (f.kind == "exit") std::_Exit(3);
 }
 
@@ -124,7 +138,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
           rep.repartition_bytes = rs.bytes_received;
           rep.blocks_changed = rs.blocks_changed;
         }
-        maybe_fault(fault, rank, steps++);
+        maybe_fault(fault, rank, steps++, channel, cmd.seq);
         const text::TokenBatch b = sampler->next();
         const at::Tensor tokens = to_tensor(b.tokens, b.batch, b.seq);
         const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
@@ -141,6 +155,8 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
         rep.loss = trainer->eval_loss(to_tensor(b.tokens, b.batch, b.seq),
                                       to_tensor(b.targets, b.batch, b.seq));
       }
+    } catch (const RankAborted&) {
+      throw;  // a stalled rank leaves without answering: the driver names it from that
     } catch (const std::exception& e) {
       rep.ok = false;
       rep.error = op_name(cmd.op) + std::string(" (command ") + std::to_string(cmd.seq) +

@@ -29,8 +29,10 @@ struct LiveRankConfig {
   std::string backend = "gloo";  // "gloo" | "nccl"
   // Fault injection for the failure tests (live.extra.fault): "<kind>@<rank>:<step>" makes
   // `rank` fail at its step-th training iteration after reset (0-based): kind "throw" raises
-  // an exception; "stall" hangs until killed and "exit" ends the rank process abruptly
-  // without a word (both: process launch only). Empty: none.
+  // an exception; "stall" stops taking part without a word (a rank process hangs until
+  // killed; a rank thread, which cannot be killed, until the driver gives the run up);
+  // "exit" ends the rank process abruptly (process launch only). "nostart@<rank>": that
+  // rank's thread cannot be created (thread launch only). Empty: none.
   std::string fault;
 
   std::string serialize() const;
@@ -38,9 +40,9 @@ struct LiveRankConfig {
 };
 
 struct FaultSpec {
-  std::string kind;  // "" (none), "throw", "stall", "exit"
+  std::string kind;  // "" (none), "throw", "stall", "exit", "nostart"
   int rank = -1;
-  int step = -1;
+  int step = -1;  // -1 for nostart
 };
 // Throws std::invalid_argument naming the accepted form.
 FaultSpec parse_fault(const std::string& text);
@@ -89,6 +91,9 @@ class RankChannel {
   // Next command after `last_seq`; blocks until one is posted.
   virtual RankCommand next(int last_seq) = 0;
   virtual void reply(const RankReport& report) = 0;
+  // True once the driver has posted a command after `seq` (an abort or stop while this rank
+  // is still inside `seq`): how a stalled rank thread learns it may leave. Default: never.
+  virtual bool abandoned(int /*seq*/) { return false; }
 };
 
 // Runs commands until kStop. Throws (after replying ok = false) when a command fails.

@@ -320,7 +320,8 @@ TEST(CliTest, BenchLearnReportsTheOracleAndACurve) {
 }
 
 // A rank that fails ends its episode; the trace is written and train exits 1 naming the error
-// (it used to exit 0 with "ended by a failed step").
+// (it used to exit 0 with "ended by a failed step"). Likewise a rank that stalls (named, not
+// its peers that timed out) and a rank thread that cannot start (it used to abort, exit 134).
 TEST(CliTest, TrainExitsOneWhenARankFails) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
@@ -332,22 +333,35 @@ TEST(CliTest, TrainExitsOneWhenARankFails) {
   std::ifstream in(src("experiments/live-quickstart.yaml"));
   std::stringstream text;
   text << in.rdbuf();
-  std::string cfg = text.str();
-  const std::string anchor = "    clip: \"1.0\"\n";
-  ASSERT_NE(cfg.find(anchor), std::string::npos);
-  cfg.replace(cfg.find(anchor), anchor.size(), anchor + "    fault: \"throw@1:1\"\n");
-  cfg.replace(cfg.find("agent:\n  id: random"), 20, "agent:\n  id: dp    ");
-  {
-    std::ofstream out(dir / "fault.yaml");
-    out << cfg;
+  struct Case {
+    std::string fault, cause;
+    bool trace;  // the episode started, so its trace is written
+  };
+  for (const Case& c : {Case{"throw@1:1", "rank 1 failed: step (command 3): injected fault", true},
+                        Case{"stall@1:1", "rank 1 stalled: no answer to step (command 3)", true},
+                        Case{"nostart@1", "rank 1 failed: cannot start rank thread 1 of 4", false}}) {
+    std::string cfg = text.str();
+    const std::string anchor = "    clip: \"1.0\"\n";
+    ASSERT_NE(cfg.find(anchor), std::string::npos);
+    cfg.replace(cfg.find(anchor), anchor.size(), anchor + "    fault: \"" + c.fault + "\"\n");
+    cfg.replace(cfg.find("agent:\n  id: random"), 20, "agent:\n  id: dp    ");
+    cfg.replace(cfg.find("timeout_s: 60"), 13, "timeout_s: 2 ");
+    {
+      std::ofstream out(dir / "fault.yaml");
+      out << cfg;
+    }
+    fs::remove_all(dir / "run");
+    CliResult r = shardgym_cli("train '" + (dir / "fault.yaml").string() + "' --out '" +
+                               (dir / "run").string() + "' --steps 4");
+    EXPECT_EQ(r.code, 1) << c.fault << ": " << r.output;
+    EXPECT_NE(r.output.find(c.cause), std::string::npos) << c.fault << ": " << r.output;
+    if (c.trace) {
+      EXPECT_NE(r.output.find("shardgym train: episode 1 ended by an error at step"),
+                std::string::npos)
+          << r.output;
+      EXPECT_TRUE(fs::exists(dir / "run" / "trace.h5")) << r.output;
+    }
   }
-  CliResult r = shardgym_cli("train '" + (dir / "fault.yaml").string() + "' --out '" +
-                             (dir / "run").string() + "' --steps 4");
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("shardgym train: episode 1 ended by an error at step"),
-            std::string::npos)
-      << r.output;
-  EXPECT_TRUE(fs::exists(dir / "run" / "trace.h5")) << r.output;
   fs::remove_all(dir);
 }
 

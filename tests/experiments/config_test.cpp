@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include "env/registry.h"
 
@@ -252,6 +253,34 @@ TEST(ConfigTest, LiveExtraAndTimeoutAreChecked) {
   EXPECT_NE(error_for("  timeout_s: 60", "  timeout_s: 1e300").find("live.timeout_s: must be between"),
             std::string::npos);
   EXPECT_EQ(error_for("  timeout_s: 60", "  timeout_s: 30"), "");
+}
+
+// A live world this process cannot hold is refused at load, naming live.ranks, the limit and
+// its value (16 ranks under `ulimit -n 100` used to fail minutes later blaming name
+// resolution). Here the soft descriptor limit is lowered for the parse and restored.
+TEST(ConfigTest, LiveWorldsBeyondTheDescriptorLimitAreRefusedAtLoad) {
+  if (!env_registered("shardgym/TPLive-v0")) {
+    std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
+    return;
+  }
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 80;  // the 4 quickstart rank threads need about 96 (world_limits.h)
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::string error;
+  try {
+    load_experiment(experiments("live-quickstart.yaml"));
+  } catch (const ConfigError& e) {
+    error = e.what();
+    EXPECT_EQ(e.key(), "live.ranks");
+  }
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_NE(error.find("live.ranks: 4 rank threads need about"), std::string::npos) << error;
+  EXPECT_NE(error.find("file descriptors in this process; it may open 80 (ulimit -n)"),
+            std::string::npos)
+      << error;
+  EXPECT_NO_THROW(load_experiment(experiments("live-quickstart.yaml")));
 }
 
 TEST(ConfigTest, EventsAreSortedByStep) {

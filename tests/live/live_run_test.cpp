@@ -11,6 +11,7 @@
 
 #include "env/registry.h"
 #include "runtime/live/device.h"
+#include "runtime/live/launch.h"
 #include "tests/live/live_test_spec.h"
 
 namespace shardgym::live {
@@ -153,8 +154,11 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
   expect_rejects(s, "fault");
   s.live.extra["fault"] = "exit@1:2";
   expect_rejects(s, "launch = processes");
-  s.live.extra["fault"] = "stall@1:2";
-  expect_rejects(s, "launch = processes");
+  s.live.extra["fault"] = "nostart@4";
+  expect_rejects(s, "outside live.ranks");
+  s = tiny_live_spec(4, "processes");
+  s.live.extra["fault"] = "nostart@1";
+  expect_rejects(s, "launch = threads");
 }
 
 // Micro-batches travel in the step command. An m that no plan can take (it must divide each
@@ -253,6 +257,47 @@ TEST(LiveRun, ThrowingRankEndsTheStepWithItsNameAndTheRunStops) {
   EXPECT_NE(after.error.find("stopped"), std::string::npos) << after.error;
   run.reset(1, Plan::uniform(Strategy::dp(), blocks));  // a reset starts fresh ranks
   EXPECT_TRUE(run.step(run.plan()).ok);
+}
+
+// A rank thread that stops taking part is named as the root cause — not the peers whose
+// collectives timed out on it — within timeout_s plus the grace, and every thread is joined.
+// (The stall used to be refused for rank threads: nothing could end it.)
+TEST(LiveRun, AStalledRankThreadIsNamedWithinTheTimeoutPlusGrace) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.live.timeout_s = 1.5;
+  spec.live.extra["fault"] = "stall@1:1";
+  LiveRun run(spec);
+  const int threads_before = thread_count();
+  run.reset(0, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
+  ASSERT_TRUE(run.step(run.plan()).ok);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Measurement m = run.step(run.plan());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(m.ok);
+  EXPECT_EQ(m.error.find("live step 1: rank 1 stalled: no answer to step (command 3)"), 0u)
+      << m.error;
+  EXPECT_LT(s, spec.live.timeout_s + kEndGraceS) << m.error;
+  EXPECT_EQ(thread_count(), threads_before) << "every rank thread is joined";
+}
+
+// A rank thread that cannot be created ends the reset with its name; the started ones are
+// joined without waiting out any timeout.
+TEST(LiveRun, AnUnstartableRankThreadEndsTheResetWithItsName) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.live.extra["fault"] = "nostart@3";
+  LiveRun run(spec);
+  const int threads_before = thread_count();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run.reset(0, Plan::uniform(Strategy::dp(), run.model().num_blocks()));
+    FAIL() << "reset succeeded without rank 3";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()).find("rank 3 failed: cannot start rank thread 3 of 4"), 0u)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(thread_count(), threads_before);
+  EXPECT_FALSE(run.running());
 }
 
 TEST(LiveEnv, IsRegisteredAndStepsThroughPartitionEnv) {
