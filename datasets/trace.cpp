@@ -1,6 +1,7 @@
 #include "datasets/trace.h"
 
 #include <ctime>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -14,6 +15,11 @@ TraceMetadata make_trace_metadata(const ExperimentSpec& spec, const std::string&
   TraceMetadata meta;
   meta.env_id = spec.env_id;
   meta.config = spec.source_text;
+  if (!spec.source_path.empty()) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(spec.source_path, ec);
+    meta.config_path = ec ? spec.source_path : abs.lexically_normal().string();
+  }
   meta.git_sha = git_sha;
   meta.agent = spec.agent.id;
   meta.world = spec.cluster.world_size();

@@ -24,6 +24,8 @@ inline constexpr int kTraceVersion = 1;
 struct TraceMetadata {
   std::string env_id;
   std::string config;   // the experiment's full YAML text
+  std::string config_path;  // where that text was read from (absolute; "" = unknown): its
+                            // `include:` paths resolve from there when the trace is re-executed
   std::string git_sha;  // of the code that produced the trace; the caller supplies it
   std::string host;     // "" = describe_host()
   std::string agent;    // agent of the episodes (TraceWriter::set_agent changes it)
@@ -45,6 +47,7 @@ struct TraceAttributes {
   std::string format;
   int version = 0;
   std::string env_id, config, git_sha, created, host;
+  std::string config_path;  // optional attribute: "" in traces written before it existed
 };
 
 // What the episode group's attributes say (readable without touching its datasets).

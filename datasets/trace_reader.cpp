@@ -135,6 +135,9 @@ void FileReader::read_root() {
   attributes.git_sha = h5::read_attr_string(err, root, "git_sha");
   attributes.created = h5::read_attr_string(err, root, "created");
   attributes.host = h5::read_attr_string(err, root, "host");
+  if (h5::has_attr(root, "config_path")) {
+    attributes.config_path = h5::read_attr_string(err, root, "config_path");
+  }
 }
 
 void FileReader::read_strategies() {

@@ -45,5 +45,7 @@ std::string describe_trace(const TraceSummary& summary);
 std::string describe_trace(const std::string& path);
 // One JSON object (config text included, escaped); NaN and infinities become null.
 std::string to_json(const TraceSummary& summary);
+// `text` as a JSON string literal, quotes included.
+std::string json_string(const std::string& text);
 
 }  // namespace shardgym

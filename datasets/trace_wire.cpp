@@ -109,7 +109,8 @@ TraceEpisodeInfo get_info(Reader& r) {
 std::string encode(const TraceHeader& h) {
   Writer w;
   const TraceAttributes& a = h.attributes;
-  for (const std::string* s : {&a.format, &a.env_id, &a.config, &a.git_sha, &a.created, &a.host}) {
+  for (const std::string* s : {&a.format, &a.env_id, &a.config, &a.git_sha, &a.created, &a.host,
+                                 &a.config_path}) {
     w.str(*s);
   }
   w.pod<int32_t>(a.version);
@@ -124,7 +125,8 @@ TraceHeader decode_header(std::string_view bytes) {
   Reader r(bytes);
   TraceHeader h;
   TraceAttributes& a = h.attributes;
-  for (std::string* s : {&a.format, &a.env_id, &a.config, &a.git_sha, &a.created, &a.host}) {
+  for (std::string* s : {&a.format, &a.env_id, &a.config, &a.git_sha, &a.created, &a.host,
+                                 &a.config_path}) {
     *s = r.str();
   }
   a.version = r.pod<int32_t>();

@@ -153,6 +153,9 @@ TraceWriter::TraceWriter(std::string path, TraceMetadata metadata, TraceWriterOp
   h5::write_attr_int64(err, root, "version", kTraceVersion);
   h5::write_attr_string(err, root, "env_id", s.meta.env_id);
   h5::write_attr_string(err, root, "config", s.meta.config);
+  if (!s.meta.config_path.empty()) {
+    h5::write_attr_string(err, root, "config_path", s.meta.config_path);
+  }
   h5::write_attr_string(err, root, "git_sha", s.meta.git_sha);
   h5::write_attr_string(err, root, "created", iso_time_now());
   h5::write_attr_string(err, root, "host", s.meta.host.empty() ? describe_host() : s.meta.host);

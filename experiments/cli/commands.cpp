@@ -9,6 +9,7 @@
 #include "experiments/bench.h"
 #include "experiments/config.h"
 #include "experiments/progress.h"
+#include "experiments/reexecute.h"
 #include "experiments/train.h"
 #include "runtime/sim/cost_report.h"
 
@@ -76,6 +77,16 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
 int run_inspect(const std::string& trace, bool json, std::ostream& out) {
   out << (json ? to_json(summarize_trace(trace)) : describe_trace(trace));
   return 0;
+}
+
+int run_replay(const ReplayArgs& args, std::ostream& out) {
+  ReexecuteOptions options;
+  options.backend = args.backend;
+  options.config = args.config;
+  options.tolerance = args.tolerance;
+  const DriftReport report = reexecute_episode(args.trace, args.episode, options);
+  out << (args.json ? drift_json(report) : format_drift(report, args.per_step));
+  return report.within_tolerance ? 0 : 1;  // 1: drifted past the tolerance, like a failed run
 }
 
 int run_cost(const CostArgs& args, std::ostream& out) {

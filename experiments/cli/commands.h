@@ -61,6 +61,16 @@ struct CompareArgs {
   std::string out;  // "" = no traces; else DIR/<agent>.h5
 };
 
+struct ReplayArgs {
+  std::string trace;
+  int episode = 0;
+  std::string backend;     // "" = the recorded one
+  std::string config;      // "" = the trace's own
+  double tolerance = -1;   // < 0 = the backend's default
+  bool per_step = false;
+  bool json = false;
+};
+
 struct BenchLiveArgs {
   bool json = false;
   int threads = 1;
@@ -102,6 +112,7 @@ void check_agent_id(const std::string& id, const char* option);
 int run_envs(std::ostream& out);
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err);
 int run_inspect(const std::string& trace, bool json, std::ostream& out);
+int run_replay(const ReplayArgs& args, std::ostream& out);
 int run_cost(const CostArgs& args, std::ostream& out);
 int run_bench_sim(const BenchArgs& args, std::ostream& out, std::ostream& err);
 int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err);

@@ -78,6 +78,34 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   inspect->add_flag("--json", inspect_json, "Print JSON (config text included)");
 
+  ReplayArgs replay_args;
+  auto* replay = app.add_subcommand(
+      "replay", "Re-execute a recorded episode and report how far it drifts from the trace.");
+  replay->footer(
+      "Builds the env again from the trace's config, the episode's seed and initial plan, on\n"
+      "the recorded backend or --backend, plays the recorded actions and compares every\n"
+      "step's reward, latency, repartition, energy, tokens and peak memory with the trace.\n"
+      "Exits 1 when a figure drifts past --tolerance (default 1e-9 on the simulator, where\n"
+      "the same seed reproduces a run exactly; 0.25 on live runs). A live trace re-executed\n"
+      "with --backend sim shows the simulator's error on those very plans.\n"
+      "  shardgym replay runs/quickstart/trace.h5 --episode 0\n"
+      "  shardgym replay runs/live-quickstart/trace.h5 --backend sim --per-step");
+  replay->add_option("trace", replay_args.trace, "Trace file (HDF5, shardgym-trace)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  replay->add_option("--episode", replay_args.episode, "Episode K of the trace (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  replay->add_option("--backend", replay_args.backend, "sim or live (default: the recorded one)")
+      ->check(CLI::IsMember({"sim", "live"}));
+  replay->add_option("--config", replay_args.config,
+                     "Use this config instead of the text stored in the trace")
+      ->check(CLI::ExistingFile);
+  replay->add_option("--tolerance", replay_args.tolerance,
+                     "Largest relative drift allowed (default: 1e-9 sim, 0.25 live)")
+      ->check(CLI::NonNegativeNumber);
+  replay->add_flag("--per-step", replay_args.per_step, "Print every step's drift");
+  replay->add_flag("--json", replay_args.json, "Print JSON");
+
   CostArgs cost_args;
   auto* cost = app.add_subcommand("cost", "Per-block cost breakdown of a plan (simulator).");
   cost->footer(
@@ -246,6 +274,7 @@ int main(int argc, char** argv) {
     if (*envs) return run_envs(std::cout);
     if (*train) return run_train(train_args, std::cout, std::cerr);
     if (*inspect) return run_inspect(trace_path, inspect_json, std::cout);
+    if (*replay) return run_replay(replay_args, std::cout);
     if (*cost) return run_cost(cost_args, std::cout);
     if (*validate) return run_validate_sim(validate_args, std::cout);
     if (*bench_sim) return run_bench_sim(bench_args, std::cout, std::cerr);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <sys/wait.h>
 
 #include "experiments/progress.h"
@@ -157,6 +158,51 @@ TEST(CliTest, HelpListsEverySubcommand) {
   CliResult train = shardgym_cli("train --help");
   EXPECT_EQ(train.code, 0);
   EXPECT_NE(train.output.find("--episodes"), std::string::npos) << train.output;
+}
+
+// Replay (CompilerGym's validate): a simulator trace re-executed on the simulator with its
+// seed drifts by exactly 0; a recorded figure altered afterwards is found, with its step, and
+// the command exits 1.
+TEST(CliTest, ReplayOfASimTraceDriftsByExactlyZero) {
+  const fs::path out =
+      fs::temp_directory_path() / ("shardgym_cli_replay_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CliResult train = shardgym_cli("train '" + src("tests/experiments/data/replay_events.yaml") +
+                                 "' --out '" + out.string() + "'");
+  ASSERT_EQ(train.code, 0) << train.output;
+  const std::string trace = (out / "trace.h5").string();
+  CliResult r = shardgym_cli("replay '" + trace + "' --episode 1 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(JsonChecker(r.output).valid()) << r.output;
+  EXPECT_NE(r.output.find("\"within_tolerance\": true"), std::string::npos) << r.output;
+  size_t zeros = 0;
+  for (size_t at = r.output.find("\"max\": 0,"); at != std::string::npos;
+       at = r.output.find("\"max\": 0,", at + 1)) {
+    ++zeros;
+  }
+  EXPECT_EQ(zeros, 7u) << "every figure's largest drift is exactly 0: " << r.output;
+
+  // Alter step 5's recorded latency.
+  hid_t file = H5Fopen(trace.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t d = H5Dopen2(file, "/episodes/episode_1/metrics/step_latency_s", H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  std::vector<double> lat(14);
+  ASSERT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
+  lat[5] *= 1.5;
+  ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
+  H5Dclose(d);
+  H5Fclose(file);
+  CliResult drifted = shardgym_cli("replay '" + trace + "' --episode 1");
+  EXPECT_EQ(drifted.code, 1) << drifted.output;
+  EXPECT_NE(drifted.output.find("EXCEEDED"), std::string::npos) << drifted.output;
+  EXPECT_NE(drifted.output.find("step_latency_s            0.00e+00      3.33e-01       5"),
+            std::string::npos)
+      << drifted.output;
+  CliResult missing = shardgym_cli("replay '" + trace + "' --episode 7");
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("no episode_7"), std::string::npos) << missing.output;
+  fs::remove_all(out);
 }
 
 TEST(CliTest, EnvsListsTheSimulator) {
