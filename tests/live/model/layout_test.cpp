@@ -9,6 +9,9 @@
 #include "runtime/core/cost.h"
 #include "runtime/live/tp/exchange.h"
 #include "runtime/live/tp/layout.h"
+#include "runtime/sim/collective_model.h"
+#include "runtime/sim/layout.h"
+#include "tests/env/test_specs.h"
 
 namespace shardgym::live {
 namespace {
@@ -147,6 +150,43 @@ TEST(Exchange, ReceivesExactlyWhatEachRankLacks) {
         received += plan.elements_received();
       }
       EXPECT_EQ(sent, received);
+    }
+  }
+}
+
+// The simulator and the live runtime place parameters with one geometry: for every pair of
+// strategies of every block kind, the elements the simulator says a repartition moves
+// (runtime/sim/layout.h) equal those the live exchange receives, rank by rank summed, exactly.
+TEST(Layout, SimulatorRepartitionBytesEqualWhatTheLiveRanksLack) {
+  ModelSpec m = model();
+  m.global_batch = 32;
+  for (int world : {2, 4, 8}) {
+    const ClusterSpec cluster = test_specs::tiny_cluster(world, 1);
+    const LinkState links = make_link_state(cluster, std::vector<double>(cluster.links.size(), 1.0));
+    StrategyCatalog cat(m, world);
+    for (int block = 0; block < 2; ++block) {
+      const BlockKind kind = ModelSpec::block_kind(block);
+      std::vector<Strategy> valid;
+      for (int i = 0; i < cat.size(); ++i)
+        if (cat.shape_mask(kind)[i]) valid.push_back(cat.at(i));
+      ASSERT_GE(valid.size(), 3u) << world;
+      int pairs = 0;
+      for (const Strategy& a : valid) {
+        for (const Strategy& b : valid) {
+          int64_t lacking_elems = 0;
+          for (int q = 0; q < world; ++q) {
+            const auto have = block_param_shards(m, block, place_block(a, q, world));
+            const auto want = block_param_shards(m, block, place_block(b, q, world));
+            for (size_t k = 0; k < want.size(); ++k) lacking_elems += lacking(want[k].box, have[k].box);
+          }
+          const double sim = repartition_cost(m, kind, a, b, 1.0, cluster, links).bytes;
+          EXPECT_EQ(sim, static_cast<double>(lacking_elems))
+              << a.to_string() << " -> " << b.to_string() << " on " << world << " ranks, "
+              << (kind == BlockKind::kAttention ? "attention" : "MLP");
+          ++pairs;
+        }
+      }
+      EXPECT_GT(pairs, 8);
     }
   }
 }
