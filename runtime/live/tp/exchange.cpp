@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include "kernels/reshard_pack.h"
+
 namespace shardgym::live {
 at::Tensor box_view(const at::Tensor& t, const Box& t_box, const Box& box) {
   if (t.dim() != box.dims() || !t_box.contains(box))
@@ -24,6 +26,57 @@ namespace {
 
 at::Tensor view_of(const at::Tensor& t, const Box& t_box, const Box& cell) {
   return box_view(t, t_box, cell);
+}
+
+// `cell` of a contiguous CPU matrix or vector `t` (whose box is `t_box`) as a region of
+// kernels/reshard_pack.h: the repartition's pack and unpack run through those loops (the
+// same ones the CUDA build has on the device). Anything else (more dimensions, a device
+// tensor, another dtype) returns false and is copied through ATen views.
+bool as_region(const at::Tensor& t, const Box& t_box, const Box& cell, kernels::Region& r,
+               int64_t& rows, int64_t& cols) {
+  if (!t.device().is_cpu() || !t.is_contiguous() || t.dim() < 1 || t.dim() > 2) return false;
+  if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble) return false;
+  if (t.dim() == 1) {
+    rows = 1, cols = t.size(0);
+    r = {0, 1, cell.lo[0] - t_box.lo[0], cell.hi[0] - t_box.lo[0]};
+  } else {
+    rows = t.size(0), cols = t.size(1);
+    r = {cell.lo[0] - t_box.lo[0], cell.hi[0] - t_box.lo[0], cell.lo[1] - t_box.lo[1],
+         cell.hi[1] - t_box.lo[1]};
+  }
+  return true;
+}
+
+// Copies `cell` of t into dst[0, cell.numel()).
+void pack_cell(const at::Tensor& t, const Box& t_box, const Box& cell, at::Tensor dst) {
+  kernels::Region r;
+  int64_t rows = 0, cols = 0;
+  if (!as_region(t, t_box, cell, r, rows, cols) || dst.scalar_type() != t.scalar_type()) {
+    dst.copy_(view_of(t, t_box, cell).reshape({-1}));
+    return;
+  }
+  if (t.scalar_type() == at::kFloat) {
+    kernels::pack(t.data_ptr<float>(), rows, cols, r, dst.data_ptr<float>());
+  } else {
+    kernels::pack(t.data_ptr<double>(), rows, cols, r, dst.data_ptr<double>());
+  }
+}
+
+// Writes src[0, cell.numel()) into `cell` of t.
+void unpack_cell(const at::Tensor& src, at::Tensor& t, const Box& t_box, const Box& cell) {
+  kernels::Region r;
+  int64_t rows = 0, cols = 0;
+  if (!as_region(t, t_box, cell, r, rows, cols) || src.scalar_type() != t.scalar_type() ||
+      !src.is_contiguous()) {
+    at::Tensor dst = view_of(t, t_box, cell);
+    dst.copy_(src.view(dst.sizes()));
+    return;
+  }
+  if (t.scalar_type() == at::kFloat) {
+    kernels::unpack(src.data_ptr<float>(), t.data_ptr<float>(), rows, cols, r);
+  } else {
+    kernels::unpack(src.data_ptr<double>(), t.data_ptr<double>(), rows, cols, r);
+  }
 }
 
 // Sorted distinct cut points of dimension d over every box of the item.
@@ -158,19 +211,23 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
   }
   if (local_only_) return out;
   const at::TensorOptions opts = inputs.empty() ? at::TensorOptions() : inputs[0].options();
-  auto send_to = [&](int peer) {
-    std::vector<at::Tensor> parts;
-    for (const Cell& c : send_[peer])
-      parts.push_back(view_of(inputs[c.item], items_[c.item].have[rank_], c.box).reshape({-1}));
-    world.send(at::cat(parts), peer);
+  auto send_to = [&](int peer, int64_t n) {
+    at::Tensor buf = at::empty({n}, opts);
+    int64_t off = 0;
+    for (const Cell& c : send_[peer]) {
+      pack_cell(inputs[c.item], items_[c.item].have[rank_], c.box,
+                buf.narrow(0, off, c.box.numel()));
+      off += c.box.numel();
+    }
+    world.send(buf, peer);
   };
   auto recv_from = [&](int peer, int64_t n) {
     at::Tensor buf = at::empty({n}, opts);
     world.recv(buf, peer);
     int64_t off = 0;
     for (const Cell& c : recv_[peer]) {
-      at::Tensor dst = view_of(out[c.item], items_[c.item].want[rank_], c.box);
-      dst.copy_(buf.narrow(0, off, c.box.numel()).view(dst.sizes()));
+      unpack_cell(buf.narrow(0, off, c.box.numel()), out[c.item], items_[c.item].want[rank_],
+                  c.box);
       off += c.box.numel();
     }
   };
@@ -181,11 +238,11 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
     for (const Cell& c : send_[peer]) ns += c.box.numel();
     for (const Cell& c : recv_[peer]) nr += c.box.numel();
     if (rank_ < peer) {
-      if (ns > 0) send_to(peer);
+      if (ns > 0) send_to(peer, ns);
       if (nr > 0) recv_from(peer, nr);
     } else {
       if (nr > 0) recv_from(peer, nr);
-      if (ns > 0) send_to(peer);
+      if (ns > 0) send_to(peer, ns);
     }
   }
   return out;
