@@ -15,6 +15,7 @@
 #include "env/wrappers.h"
 #include "analysis/compare.h"
 #include "experiments/cli/commands.h"
+#include "experiments/compare_traces.h"
 #include "experiments/config.h"
 #include "experiments/progress.h"
 #if SHARDGYM_HAVE_LIVE
@@ -64,7 +65,72 @@ void check_agent_id(const std::string& id, const char* option) {
   }
 }
 
+// The table, the failures, the agents not run and the adaptivity headroom of `result`.
+void print_comparison(const CompareResult& result, const std::string& header,
+                      const CompareArgs& args, std::ostream& out) {
+  std::vector<AgentRuns> runs;
+  for (const AgentComparison& c : result.agents) {
+    if (c.not_run.empty())
+      runs.push_back({c.agent, c.throughput_ratio, c.memory_ratio, c.energy_ratio});
+  }
+  ComparisonOptions table;
+  table.statistic = args.statistic == "mean"     ? Statistic::kMean
+                    : args.statistic == "median" ? Statistic::kMedian
+                                                 : Statistic::kIqm;
+  table.bootstrap.seed = args.bootstrap_seed;
+  table.baseline = result.baseline;
+  double base_throughput = 0;
+  for (const EpisodeSummary& s : result.baseline_episodes) base_throughput += s.throughput;
+  out << header << "; baseline " << result.baseline << " at "
+      << fixed(base_throughput / static_cast<double>(result.baseline_episodes.size()), 0)
+      << " tokens/s (mean over seeds)\n\n"
+      << format_comparison(runs, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
+                           table);
+  // Episodes ended by a failed step (error or out of memory) count only the steps before the
+  // failure in the ratios above: say which, so a crashed plan is not read as a fast one.
+  auto failures = [&](const std::string& id, const std::vector<EpisodeSummary>& episodes) {
+    int failed = 0;
+    for (const EpisodeSummary& e : episodes) failed += e.failed_steps > 0;
+    if (failed > 0)
+      out << "ended by a failed step (error or out of memory): " << id << " in " << failed
+          << " of " << episodes.size() << " runs; its ratios cover the steps before\n";
+  };
+  failures(result.baseline, result.baseline_episodes);
+  for (const AgentComparison& c : result.agents)
+    if (c.agent != result.baseline) failures(c.agent, c.episodes);
+  for (const AgentComparison& c : result.agents)
+    if (!c.not_run.empty()) out << "not run: " << c.agent << ": " << c.not_run << "\n";
+  // Adaptivity headroom: what the best possible adaptation gains over the best fixed plan.
+  const AgentComparison* hindsight = nullptr;
+  const AgentComparison* dynamic = nullptr;
+  for (const AgentComparison& c : result.agents) {
+    if (c.agent == "hindsight-static" && c.not_run.empty()) hindsight = &c;
+    if (c.agent == "dynamic-oracle" && c.not_run.empty()) dynamic = &c;
+  }
+  if (hindsight && dynamic) {
+    std::vector<double> headroom;
+    for (size_t i = 0; i < hindsight->episodes.size(); ++i)
+      headroom.push_back(dynamic->episodes[i].throughput / hindsight->episodes[i].throughput);
+    const auto [lo, hi] = std::minmax_element(headroom.begin(), headroom.end());
+    double mean = 0;
+    for (double h : headroom) mean += h / static_cast<double>(headroom.size());
+    out << "adaptivity headroom (dynamic-oracle / hindsight-static throughput, per seed): mean "
+        << fixed(mean, 3) << ", range " << fixed(*lo, 3) << "-" << fixed(*hi, 3)
+        << "; the best static plan is hindsight-static\n";
+  }
+}
+
 int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
+  if (!args.from_traces.empty()) {
+    const CompareResult result = compare_from_traces(args.from_traces, "megatron");
+    print_comparison(result,
+                     "rebuilt from the traces in " + args.from_traces + ": " +
+                         std::to_string(result.agents.size()) + " agents, " +
+                         std::to_string(result.seeds.size()) + " seeds",
+                     args, out);
+    return 0;
+  }
+  if (args.config.empty()) throw BadInput("compare: give a config (or --from-traces DIR)");
   ExperimentSpec spec = load_experiment(args.config);
   if (args.steps) spec.steps_per_episode = *args.steps;
   std::vector<std::string> agents = split_list(args.agents);
@@ -116,58 +182,12 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   const CompareResult result = compare(spec, agents, seeds, options);
   for (auto& [id, w] : writers) w->close();
 
-  std::vector<AgentRuns> runs;
-  for (const AgentComparison& c : result.agents) {
-    if (c.not_run.empty())
-      runs.push_back({c.agent, c.throughput_ratio, c.memory_ratio, c.energy_ratio});
-  }
-  ComparisonOptions table;
-  table.statistic = args.statistic == "mean"     ? Statistic::kMean
-                    : args.statistic == "median" ? Statistic::kMedian
-                                                 : Statistic::kIqm;
-  table.bootstrap.seed = args.bootstrap_seed;
-  table.baseline = result.baseline;
-  double base_throughput = 0;
-  for (const EpisodeSummary& s : result.baseline_episodes) base_throughput += s.throughput;
-  out << spec.name << ": " << spec.model.layers << "-layer GPT on " << spec.cluster.world_size()
-      << " GPUs, " << seeds.size() << " seed" << (seeds.size() == 1 ? "" : "s") << ", "
-      << spec.steps_per_episode << " steps per episode; baseline " << result.baseline << " at "
-      << fixed(base_throughput / static_cast<double>(result.baseline_episodes.size()), 0)
-      << " tokens/s (mean over seeds)\n\n"
-      << format_comparison(runs, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
-                           table);
-  // Episodes ended by a failed step (error or out of memory) count only the steps before the
-  // failure in the ratios above: say which, so a crashed plan is not read as a fast one.
-  auto failures = [&](const std::string& id, const std::vector<EpisodeSummary>& episodes) {
-    int failed = 0;
-    for (const EpisodeSummary& e : episodes) failed += e.failed_steps > 0;
-    if (failed > 0)
-      out << "ended by a failed step (error or out of memory): " << id << " in " << failed
-          << " of " << episodes.size() << " runs; its ratios cover the steps before\n";
-  };
-  failures(result.baseline, result.baseline_episodes);
-  for (const AgentComparison& c : result.agents)
-    if (c.agent != result.baseline) failures(c.agent, c.episodes);
-  for (const AgentComparison& c : result.agents)
-    if (!c.not_run.empty()) out << "not run: " << c.agent << ": " << c.not_run << "\n";
-  // Adaptivity headroom: what the best possible adaptation gains over the best fixed plan.
-  const AgentComparison* hindsight = nullptr;
-  const AgentComparison* dynamic = nullptr;
-  for (const AgentComparison& c : result.agents) {
-    if (c.agent == "hindsight-static" && c.not_run.empty()) hindsight = &c;
-    if (c.agent == "dynamic-oracle" && c.not_run.empty()) dynamic = &c;
-  }
-  if (hindsight && dynamic) {
-    std::vector<double> headroom;
-    for (size_t i = 0; i < hindsight->episodes.size(); ++i)
-      headroom.push_back(dynamic->episodes[i].throughput / hindsight->episodes[i].throughput);
-    const auto [lo, hi] = std::minmax_element(headroom.begin(), headroom.end());
-    double mean = 0;
-    for (double h : headroom) mean += h / static_cast<double>(headroom.size());
-    out << "adaptivity headroom (dynamic-oracle / hindsight-static throughput, per seed): mean "
-        << fixed(mean, 3) << ", range " << fixed(*lo, 3) << "-" << fixed(*hi, 3)
-        << "; the best static plan is hindsight-static\n";
-  }
+  std::ostringstream header;
+  header << spec.name << ": " << spec.model.layers << "-layer GPT on "
+         << spec.cluster.world_size() << " GPUs, " << seeds.size() << " seed"
+         << (seeds.size() == 1 ? "" : "s") << ", " << spec.steps_per_episode
+         << " steps per episode";
+  print_comparison(result, header.str(), args, out);
   if (!writers.empty()) out << "traces: " << args.out << "/<agent>.h5\n";
   return 0;
 }

@@ -235,8 +235,8 @@ int main(int argc, char** argv) {
       "knowing its phases: \"the best static plan\") and dynamic-oracle; their ratio is\n"
       "printed as the scenario's adaptivity headroom (not run where the backend cannot\n"
       "estimate(), e.g. live runs; --no-references leaves them out).");
-  compare->add_option("config", compare_args.config, "Experiment config (YAML)")
-      ->required()
+  compare->add_option("config", compare_args.config,
+                      "Experiment config (YAML); not needed with --from-traces")
       ->check(CLI::ExistingFile);
   compare->add_option("--agents", compare_args.agents,
                       "Comma-separated agent ids (default: atp and the config's agent)");
@@ -256,6 +256,10 @@ int main(int argc, char** argv) {
   compare->add_option("--bootstrap-seed", compare_args.bootstrap_seed,
                       "Seed of the bootstrap resampling (default 0)");
   compare->add_flag("--markdown", compare_args.markdown, "Print a markdown table");
+  compare->add_option("--from-traces", compare_args.from_traces,
+                      "Rebuild the table from the traces a `compare --out DIR` recorded, "
+                      "running nothing (megatron.h5 is the baseline)")
+      ->check(CLI::ExistingDirectory);
   compare->add_flag("--no-references", compare_args.no_references,
                     "Leave out the hindsight-static and dynamic-oracle reference rows");
   compare->add_option("--out", compare_args.out,

@@ -283,6 +283,20 @@ TEST(CliTest, CompareAgainstMegatron) {
   EXPECT_TRUE(fs::exists(traces / "random.h5")) << r.output;
   CliResult inspect = shardgym_cli("inspect '" + (traces / "random.h5").string() + "'");
   EXPECT_EQ(inspect.code, 0) << inspect.output;
+  // The same table rebuilt from the recorded traces, running nothing: every agent's row is
+  // the same, figure for figure.
+  CliResult rebuilt =
+      shardgym_cli("compare --from-traces '" + traces.string() + "' --markdown");
+  ASSERT_EQ(rebuilt.code, 0) << rebuilt.output;
+  for (const std::string agent : {"random", "hindsight-static", "dynamic-oracle"}) {
+    const std::string head = "| " + agent + " | 2 |";
+    const size_t a = r.output.find(head), b = rebuilt.output.find(head);
+    ASSERT_NE(a, std::string::npos) << r.output;
+    ASSERT_NE(b, std::string::npos) << rebuilt.output;
+    EXPECT_EQ(r.output.substr(a, r.output.find('\n', a) - a),
+              rebuilt.output.substr(b, rebuilt.output.find('\n', b) - b));
+  }
+  EXPECT_NE(rebuilt.output.find("rebuilt from the traces in"), std::string::npos);
   fs::remove_all(traces);
   EXPECT_NE(r.output.find("| agent | runs | throughput ×megatron"), std::string::npos) << r.output;
   // The baseline against itself is exactly 1 in every run.
