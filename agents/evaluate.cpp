@@ -8,13 +8,15 @@
 
 namespace shardgym {
 
-EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn) {
+EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn,
+                           const EpisodeHooks& hooks) {
   const auto t0 = std::chrono::steady_clock::now();
   EpisodeSummary s;
   s.agent = agent.name();
   s.seed = seed;
   ResetResult reset = env.reset(seed);
-  agent.begin_episode(env);
+  if (hooks.on_reset) hooks.on_reset(reset);
+  agent.begin_episode(env);  // after reset: static agents read the run's state there
   agent.set_training(learn);
   Observation obs = std::move(reset.obs);
   while (true) {
@@ -33,10 +35,17 @@ EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn) {
       for (double p : m.peak_memory_bytes) s.peak_memory_bytes = std::max(s.peak_memory_bytes, p);
     } else {
       ++s.failed_steps;
+      if (!m.oom && s.error.empty())
+        s.error = !r.info.error.empty() ? r.info.error : m.error.empty() ? "failed step" : m.error;
     }
     s.final_plan = r.info.plan.to_string();
+    // Every agent observes (online search acts on rewards); learners also update.
     agent.observe({obs, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
     if (learn) agent.update();
+    if (hooks.on_step) {
+      s.throughput = s.time_s > 0 ? s.tokens / s.time_s : 0;
+      hooks.on_step(r, s);
+    }
     obs = std::move(r.obs);
     if (r.terminated || r.truncated || failed) break;
   }

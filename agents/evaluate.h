@@ -35,6 +35,7 @@ struct EpisodeSummary {
   double energy_per_token_j = 0;
   int failed_steps = 0;  // steps that came back with an error or out of memory (the
                          // episode then ends); their figures are not counted
+  std::string error;     // the failed step's error when it was not out of memory ("" = none)
   std::string final_plan;
   double wall_s = 0;  // wall-clock time of the episode (agent + env)
 };
@@ -44,7 +45,17 @@ struct EpisodeSummary {
 // rewards to act at all); update() is called after each step only when `learn`. A step that
 // fails or runs out of memory ends the episode (Transition::failed, truncated): a plan in
 // force that does not fit leaves no valid action.
-EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn);
+//
+// The one episode loop of the project: `shardgym train`, `eval` and `compare` all run their
+// episodes through it; `hooks` let a caller look at the reset and at every step.
+struct EpisodeHooks {
+  // After reset, before the agent sees the episode; may throw to refuse it.
+  std::function<void(const ResetResult&)> on_reset;
+  // After every step, with the episode's figures so far (`so_far` includes this step).
+  std::function<void(const StepResult& step, const EpisodeSummary& so_far)> on_step;
+};
+EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn,
+                           const EpisodeHooks& hooks = {});
 
 struct CompareOptions {
   std::string baseline = "megatron";  // the agent every figure is normalised to

@@ -116,10 +116,14 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
     EpisodeStats stats;
     stats.episode = k;
     stats.seed = seed + static_cast<uint64_t>(k);
-    ResetResult reset = env->reset(stats.seed);
-    if (reset.info.measurement.oom) {
-      // A config problem, not a runtime failure: report it like the loader would.
-      // At the key's line; without the key, the default plan's model is what does not fit.
+    double megatron_tokens = 0, megatron_time_s = 0;
+    const std::string head =
+        "episode " + std::to_string(k + 1) + "/" + std::to_string(spec.episodes);
+    EpisodeHooks hooks;
+    hooks.on_reset = [&](const ResetResult& reset) {
+      if (!reset.info.measurement.oom) return;
+      // A config problem, not a runtime failure: report it like the loader would, at the
+      // key's line; without the key, the default plan's model is what does not fit.
       const bool given = spec.key_lines.count("initial_plan") > 0;
       const auto line = spec.key_lines.find(given ? "initial_plan" : "model");
       throw ConfigError(spec.source_path, "initial_plan",
@@ -127,47 +131,28 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
                         "plan '" + reset.info.plan.to_string() + "'" +
                             (given ? "" : " (the default initial plan, megatron)") +
                             " does not fit device memory (check it with `shardgym cost`)");
-    }
-    agent->begin_episode(*env);  // after reset: static agents read the run's state there
-    agent->set_training(!trained);
-    Observation obs = std::move(reset.obs);
-    double reward_sum = 0, tokens = 0, time_s = 0, megatron_tokens = 0, megatron_time_s = 0;
-    const std::string head =
-        "episode " + std::to_string(k + 1) + "/" + std::to_string(spec.episodes);
-    while (true) {
-      const Action action = agent->act(obs, env->action_mask());
-      StepResult r = env->step(action);
+    };
+    hooks.on_step = [&](const StepResult& r, const EpisodeSummary& so_far) {
       const Measurement& m = r.info.measurement;
-      // Out of memory is a failure even where the run still reports figures; it ends the
-      // episode, since a plan in force that does not fit leaves no valid action.
-      const bool failed = !r.info.error.empty() || !m.ok || m.oom;
-      // Every agent observes (online search acts on rewards); learners also update.
-      agent->observe({obs, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
-      if (agent->learns() && !trained) agent->update();
-      ++stats.steps;
-      reward_sum += r.reward;
-      if (failed) {
-        ++stats.failed_steps;
-        if (!m.oom && stats.error.empty())
-          stats.error = !r.info.error.empty() ? r.info.error : m.error.empty() ? "failed step" : m.error;
-      } else {
-        tokens += m.tokens;
-        time_s += m.step_latency_s + m.repartition_s;
-        stats.repartition_s += m.repartition_s;
+      if (r.info.error.empty() && m.ok && !m.oom) {
         const double lpt = megatron_latency_per_token(r, env->run(), megatron);
         if (lpt > 0) megatron_tokens += m.tokens, megatron_time_s += m.tokens * lpt;
       }
       if (progress) {
-        progress->update(head + "  step " + std::to_string(stats.steps) + "/" +
+        progress->update(head + "  step " + std::to_string(so_far.steps) + "/" +
                          std::to_string(spec.steps_per_episode) + "  mean reward " +
-                         fixed(reward_sum / stats.steps, 4));
+                         fixed(so_far.total_reward / so_far.steps, 4));
       }
-      stats.final_plan = r.info.plan.to_string();
-      obs = std::move(r.obs);
-      if (r.terminated || r.truncated || failed) break;
-    }
-    stats.mean_reward = reward_sum / stats.steps;
-    stats.mean_throughput = time_s > 0 ? tokens / time_s : 0;
+    };
+    const EpisodeSummary s =
+        run_episode(*env, *agent, stats.seed, agent->learns() && !trained, hooks);
+    stats.steps = s.steps;
+    stats.failed_steps = s.failed_steps;
+    stats.error = s.error;
+    stats.final_plan = s.final_plan;
+    stats.repartition_s = s.repartition_s;
+    stats.mean_reward = s.total_reward / s.steps;
+    stats.mean_throughput = s.throughput;
     // Over the steps where the baseline could be evaluated.
     stats.megatron_throughput = megatron_time_s > 0 ? megatron_tokens / megatron_time_s : 0;
     if (progress) {
