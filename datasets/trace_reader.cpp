@@ -213,21 +213,33 @@ uint64_t regular_file_size(const h5::H5Error& err, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Runs `body` on the opened file in the reading child; returns what it encoded.
+template <typename Body>
+std::string read_in_child(const std::string& path, uint64_t budget,
+                          const IsolationLimits& limits, Body body) {
+  return read_isolated("trace '" + path + "'", limits, [&](std::string& out) {
+    h5::silence_hdf5();
+    FileReader f(path, budget);
+    f.open();
+    out = body(f);
+  });
+}
+
+}  // namespace
+
 TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   const h5::H5Error err(path);
   impl_->budget = read_budget(regular_file_size(err, path));
   impl_->limits = isolation_limits(impl_->budget);
-  const uint64_t budget = impl_->budget;
   const std::string bytes =
-      read_isolated("trace '" + path + "'", impl_->limits, [&](std::string& out) {
-        h5::silence_hdf5();
-        FileReader f(path, budget);
-        f.open();
+      read_in_child(path, impl_->budget, impl_->limits, [](FileReader& f) {
         f.read_root();
         f.read_strategies();
         f.list_episodes();
-        out = encode(f.header);
+        return encode(f.header);
       });
   try {
     impl_->header = decode_header(bytes);
@@ -263,15 +275,8 @@ TraceEpisode TraceReader::read_episode(int index) const {
       err.fail(info.name + " is incomplete (the writer stopped before its end" +
                (info.error.empty() ? std::string(")") : "; " + info.error + ")"));
     }
-    const std::string& path = impl_->path;
-    const uint64_t budget = impl_->budget;
-    const std::string bytes =
-        read_isolated("trace '" + path + "'", impl_->limits, [&](std::string& out) {
-          h5::silence_hdf5();
-          FileReader f(path, budget);
-          f.open();
-          out = encode(f.read(info));
-        });
+    const std::string bytes = read_in_child(impl_->path, impl_->budget, impl_->limits,
+                                            [&](FileReader& f) { return encode(f.read(info)); });
     try {
       return decode_episode(bytes);
     } catch (const std::runtime_error& e) {
