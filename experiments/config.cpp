@@ -15,7 +15,7 @@
 #include "experiments/yaml_field.h"
 #include "runtime/core/catalog.h"
 #include "runtime/core/cost.h"
-#include "runtime/live/world_limits.h"
+#include "runtime/live/launch/world_limits.h"
 
 namespace shardgym {
 namespace fs = std::filesystem;
@@ -184,7 +184,7 @@ constexpr const char* kLiveEnv = "shardgym/TPLive-v0";
 
 // What the live backend needs beyond the schema: one rank per cluster device, no simulated
 // scenario, a batch the ranks can split, and room for the byte-level tokenizer
-// (runtime/live/live_run.cpp).
+// (runtime/live/driver/live_run.cpp).
 void check_live(const YamlField& root, const ExperimentSpec& spec) {
   const int world = spec.cluster.world_size();
   if (spec.live.ranks != world) {
@@ -197,7 +197,7 @@ void check_live(const YamlField& root, const ExperimentSpec& spec) {
                           " runs one rank per device");
   }
   // A world this host cannot hold (file descriptors, threads, cores) fails late and badly
-  // once ranks start (runtime/live/world_limits.h): refused here, where the key can be named.
+  // once ranks start (runtime/live/launch/world_limits.h): refused here, where the key can be named.
   live::LiveWorld w;
   w.ranks = spec.live.ranks;
   w.thread_launch = spec.live.launch == "threads";

@@ -111,7 +111,7 @@ LiveSpec parse_live(const YamlField& f) {
     }
   }
   if (auto x = f.optional("extra")) {
-    // The keys the live runtime reads (runtime/live/live_run.cpp); anything else is a typo.
+    // The keys the live runtime reads (runtime/live/driver/live_run.cpp); anything else is a typo.
     x->check_keys({"lr", "weight_decay", "clip", "fault", "worker"});
     for (const std::string& key : x->keys()) l.extra[key] = x->child(key).as_string();
     for (const char* key : {"lr", "weight_decay", "clip"})

@@ -29,7 +29,7 @@ Modes (fault at rank 1, second training step):
 Options:
   --trials N   trials per mode (default 100)
   --timeout S  live.timeout_s (default 3)
-  --grace G    the stated grace in seconds (default 2: kEndGraceS in runtime/live/launch.h,
+  --grace G    the stated grace in seconds (default 2: kEndGraceS in runtime/live/launch/thread_ranks.h,
                1 s for ranks to leave after the abort + 1 s to join threads or reap processes)
   --modes M    space-separated subset of the modes above (default: all)
   -h, --help   this text

@@ -1,5 +1,5 @@
 // `shardgym compare` (agents against static Megatron-LM over seeds, analysis/compare.h table)
-// and `shardgym bench live` (runtime/live/bench_live.h, LibTorch builds only).
+// and `shardgym bench live` (runtime/live/bench/bench_live.h, LibTorch builds only).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -19,7 +19,7 @@
 #include "experiments/config.h"
 #include "experiments/progress.h"
 #if SHARDGYM_HAVE_LIVE
-#include "runtime/live/bench_live.h"
+#include "runtime/live/bench/bench_live.h"
 #endif
 
 namespace shardgym::cli {

@@ -1,6 +1,6 @@
 // `shardgym bench live` end to end on a tiny model: both sides produce step times, the
 // repartition and the all-gather move bytes, the reports carry the figures.
-#include "runtime/live/bench_live.h"
+#include "runtime/live/bench/bench_live.h"
 
 #include <gtest/gtest.h>
 

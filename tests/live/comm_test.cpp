@@ -9,8 +9,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "runtime/live/comm_gloo.h"
-#include "runtime/live/launch.h"
+#include "runtime/live/comm/gloo.h"
+#include "runtime/live/launch/thread_ranks.h"
 
 namespace shardgym::live {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <ATen/ATen.h>
 
-#include "runtime/live/launch_process.h"
+#include "runtime/live/launch/process_ranks.h"
 
 int main(int argc, char** argv) {
   using namespace shardgym::live;

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/device.h"
+#include "runtime/live/comm/device.h"
 
 #define SHARDGYM_SKIP_WITHOUT_GPUS(n)                                                         \
   do {                                                                                        \

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/launch.h"
+#include "runtime/live/launch/thread_ranks.h"
 
 namespace shardgym::live {
 namespace {

@@ -1,13 +1,13 @@
 // LiveRun on CUDA (label gpu; skips without a CUDA build and a GPU): the env-facing run with
 // its ranks' tensors on the GPU — ranks sharing one GPU over Gloo, and one rank per GPU over
 // NCCL, as threads and as processes.
-#include "runtime/live/live_run.h"
+#include "runtime/live/driver/live_run.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/device.h"
+#include "runtime/live/comm/device.h"
 #include "tests/live/cuda_skip.h"
 #include "tests/live/live_test_spec.h"
 

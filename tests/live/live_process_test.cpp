@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/launch.h"
-#include "runtime/live/live_run.h"
+#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/driver/live_run.h"
 #include "tests/live/live_test_spec.h"
 
 namespace shardgym::live {

@@ -1,6 +1,6 @@
 // LiveRun with rank threads: measurements, repartition between steps, learning, invalid plans,
 // failures; and the "shardgym/TPLive-v0" registration.
-#include "runtime/live/live_run.h"
+#include "runtime/live/driver/live_run.h"
 
 #include <dirent.h>
 
@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "env/registry.h"
-#include "runtime/live/device.h"
-#include "runtime/live/launch.h"
+#include "runtime/live/comm/device.h"
+#include "runtime/live/launch/thread_ranks.h"
 #include "tests/live/live_test_spec.h"
 
 namespace shardgym::live {

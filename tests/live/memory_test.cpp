@@ -1,13 +1,13 @@
 // Measured peak memory per rank (counting allocator keyed by rank) against the analytic
-// estimate (memory_estimate.h: runtime/core's parameter and Korthikanti activation formulas,
+// estimate (launch/memory_estimate.h: runtime/core's parameter and Korthikanti activation formulas,
 // adjusted to the live layers), for every strategy kind on 4 rank threads.
 #include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/live_run.h"
-#include "runtime/live/memory_estimate.h"
+#include "runtime/live/driver/live_run.h"
+#include "runtime/live/launch/memory_estimate.h"
 #include "tests/live/live_test_spec.h"
 
 namespace shardgym::live {

@@ -1,5 +1,5 @@
 // Meters: per-rank allocator counting, RAPL reading (on a fake powercap tree), power model.
-#include "runtime/live/meters.h"
+#include "runtime/live/driver/meters.h"
 
 #include <cstdio>
 #include <fstream>

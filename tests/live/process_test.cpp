@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/launch_process.h"
+#include "runtime/live/launch/process_ranks.h"
 
 namespace shardgym::live {
 namespace {

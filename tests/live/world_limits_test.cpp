@@ -1,4 +1,4 @@
-// What a world of P ranks needs (runtime/live/world_limits.h): the file-descriptor formula
+// What a world of P ranks needs (runtime/live/launch/world_limits.h): the file-descriptor formula
 // against descriptors counted in a real thread world, and refusals that name the limit.
 #include <dirent.h>
 
@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/comm_gloo.h"
-#include "runtime/live/launch.h"
-#include "runtime/live/world_limits.h"
+#include "runtime/live/comm/gloo.h"
+#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/launch/world_limits.h"
 
 namespace shardgym::live {
 namespace {
@@ -24,7 +24,7 @@ int count_entries(const char* dir) {
   return n;
 }
 
-// The origin of world_limits.cpp's constants: descriptors and threads a thread world of P
+// The origin of launch/world_limits.cpp's constants: descriptors and threads a thread world of P
 // ranks adds once every standard group exists. The formula must bound them, and not by much.
 TEST(WorldLimits, FormulaBoundsTheMeasuredFdsAndThreads) {
   for (int p : {2, 4, 8}) {

@@ -17,7 +17,7 @@
 
 #include <ATen/Tensor.h>
 
-#include "runtime/live/comm.h"
+#include "runtime/live/comm/comm.h"
 #include "runtime/live/tp/layout.h"
 
 namespace shardgym::live {

@@ -28,7 +28,7 @@
 #include <ATen/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "runtime/live/comm.h"
+#include "runtime/live/comm/comm.h"
 
 namespace shardgym::live {
 

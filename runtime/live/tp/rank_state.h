@@ -14,7 +14,7 @@
 
 #include "runtime/core/model_spec.h"
 #include "runtime/core/plan.h"
-#include "runtime/live/comm.h"
+#include "runtime/live/comm/comm.h"
 #include "runtime/live/tp/adamw.h"
 #include "runtime/live/tp/exchange.h"
 #include "runtime/live/tp/layout.h"

@@ -8,7 +8,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
-#include "runtime/live/device.h"
+#include "runtime/live/comm/device.h"
 #include "runtime/live/tp/gpt_params.h"
 #include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_state.h"

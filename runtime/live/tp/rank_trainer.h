@@ -34,7 +34,7 @@
 
 #include "runtime/core/model_spec.h"
 #include "runtime/core/plan.h"
-#include "runtime/live/comm.h"
+#include "runtime/live/comm/comm.h"
 
 namespace shardgym::live {
 

@@ -5,7 +5,7 @@
 #include <ATen/Tensor.h>
 
 #include "runtime/core/model_spec.h"
-#include "runtime/live/comm.h"
+#include "runtime/live/comm/comm.h"
 #include "runtime/live/tp/layout.h"
 
 namespace shardgym::live {

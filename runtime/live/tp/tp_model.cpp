@@ -7,7 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 
-#include "runtime/live/device.h"
+#include "runtime/live/comm/device.h"
 #include "runtime/live/tp/gemm.h"
 #include "runtime/live/tp/mappings.h"
 #include "runtime/live/tp/rank_state.h"

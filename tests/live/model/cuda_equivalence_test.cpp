@@ -17,14 +17,14 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "runtime/live/device.h"
+#include "runtime/live/comm/device.h"
 #include "tests/live/cuda_skip.h"
-#include "runtime/live/launch.h"
-#include "runtime/live/launch_process.h"
+#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/launch/process_ranks.h"
 #include "runtime/live/tp/rank_trainer.h"
 #include "tests/live/model/equivalence_util.h"
 #ifdef SHARDGYM_WITH_CUDA
-#include "runtime/live/comm_nccl.h"
+#include "runtime/live/comm/nccl.h"
 #endif
 
 namespace shardgym::live {

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/live/device.h"
-#include "runtime/live/launch_process.h"
+#include "runtime/live/comm/device.h"
+#include "runtime/live/launch/process_ranks.h"
 #include "tests/live/model/equivalence_util.h"
 
 int main(int argc, char** argv) {

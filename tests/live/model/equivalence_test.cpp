@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/live/launch.h"
+#include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_trainer.h"
 #include "tests/live/model/equivalence_util.h"

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/catalog.h"
-#include "runtime/live/launch.h"
+#include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/rank_trainer.h"
 #include "runtime/live/tp/reference_gpt.h"
 #include "tests/live/model/model_test_util.h"

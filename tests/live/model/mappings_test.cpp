@@ -8,7 +8,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "runtime/live/launch.h"
+#include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/exchange.h"
 #include "runtime/live/tp/layout.h"
 #include "runtime/live/tp/mappings.h"

@@ -1,0 +1,328 @@
+#include "runtime/live/driver/live_run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "runtime/core/cost.h"
+#include "runtime/live/comm/device.h"
+#include "runtime/live/driver/rank_driver.h"
+#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/live/launch/world_limits.h"
+#include "runtime/live/tp/micro_batches.h"
+
+namespace shardgym::live {
+namespace {
+
+double extra_double(const LiveSpec& live, const std::string& key, double fallback) {
+  auto it = live.extra.find(key);
+  if (it == live.extra.end()) return fallback;
+  try {
+    size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
+    return v;
+  } catch (const std::exception&) {
+    throw std::invalid_argument("live.extra." + key + ": '" + it->second + "' is not a number");
+  }
+}
+
+// The rank-worker executable: $SHARDGYM_RANK_WORKER, else next to the running executable,
+// else where this build put it.
+std::string default_worker() {
+  if (const char* w = std::getenv("SHARDGYM_RANK_WORKER")) return w;
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    if (::access((dir + "shardgym_rank_worker").c_str(), X_OK) == 0) {
+      return dir + "shardgym_rank_worker";
+    }
+  }
+#ifdef SHARDGYM_RANK_WORKER_PATH
+  return SHARDGYM_RANK_WORKER_PATH;
+#else
+  return "";
+#endif
+}
+
+}  // namespace
+
+LiveRun::LiveRun(const ExperimentSpec& spec)
+    : live_(spec.live), cluster_(spec.cluster), scenario_(spec.scenario) {
+  const int p = live_.ranks;
+  if (p < 1) throw std::invalid_argument("live.ranks must be >= 1");
+  const std::string cluster_problem = cluster_.validate();
+  if (!cluster_problem.empty()) throw std::invalid_argument("cluster: " + cluster_problem);
+  if (cluster_.world_size() != p) {
+    throw std::invalid_argument("live.ranks = " + std::to_string(p) + " but the cluster '" +
+                                cluster_.name + "' has " + std::to_string(cluster_.world_size()) +
+                                " devices; they must agree");
+  }
+  if (live_.launch != "threads" && live_.launch != "processes") {
+    throw std::invalid_argument("live.launch must be 'threads' or 'processes', not '" +
+                                live_.launch + "'");
+  }
+  ModelSpec m = spec.model;
+  if (live_.precision == "float32") {
+    m.dtype = DType::kFloat32;
+  } else if (live_.precision == "float64") {
+    m.dtype = DType::kFloat64;
+  } else {
+    throw std::invalid_argument("live.precision '" + live_.precision +
+                                "' is not supported by the CPU live runtime (float32, float64)");
+  }
+  m.mixed_precision = false;  // params, grads and both AdamW moments in the model dtype
+  const std::string model_problem = m.validate();
+  if (!model_problem.empty()) throw std::invalid_argument("model: " + model_problem);
+  if (m.vocab < 256) {
+    throw std::invalid_argument("model.vocab = " + std::to_string(m.vocab) +
+                                ": the byte-level tokenizer needs at least 256");
+  }
+  const int g = effective_global_batch(m, p);
+  if (g % p != 0) {
+    throw std::invalid_argument("model.global_batch = " + std::to_string(g) +
+                                " is not a multiple of live.ranks = " + std::to_string(p));
+  }
+  config_.model = m;
+  config_.world_size = p;
+  config_.lr = extra_double(live_, "lr", 1e-3);
+  config_.weight_decay = extra_double(live_, "weight_decay", 0.1);
+  config_.clip = extra_double(live_, "clip", 1.0);
+  config_.threads = live_.threads_per_rank;
+  config_.corpus = live_.corpus;
+  config_.timeout_s = live_.timeout_s;
+  config_.device = live_.device;
+  config_.backend = !live_.backend.empty()     ? live_.backend
+                    : live_.device == "cuda" ? "nccl"
+                                             : "gloo";
+  // Rejected here, before any rank starts: a device this build or machine cannot give.
+  if (const std::string why = why_device_unusable(config_.device, config_.backend, p,
+                                              live_.launch == "threads");
+      !why.empty()) {
+    throw std::invalid_argument("live.device / live.backend: " + why);
+  }
+  if (auto f = live_.extra.find("fault"); f != live_.extra.end()) {
+    // Rejected here, before any rank starts.
+    const FaultSpec fault = parse_fault(f->second);
+    if (fault.kind == "exit" && live_.launch == "threads") {
+      throw std::invalid_argument("live.extra.fault: 'exit' cannot be undone in a rank thread; "
+                                  "it needs launch = processes");
+    }
+    if (fault.kind == "nostart" && live_.launch != "threads") {
+      throw std::invalid_argument("live.extra.fault: 'nostart' fails the creation of a rank "
+                                  "thread; it needs launch = threads");
+    }
+    if (fault.rank >= p) {
+      throw std::invalid_argument("live.extra.fault: rank " + std::to_string(fault.rank) +
+                                  " outside live.ranks = " + std::to_string(p));
+    }
+    config_.fault = f->second;
+  }
+  // Rejected here, before any rank starts: a world this host cannot hold (the config loader
+  // has said so already for configs from files; the memory is checked at reset, with the plan).
+  if (const std::string why = why_world_does_not_fit(world_request(0), host_limits());
+      !why.empty()) {
+    throw std::invalid_argument("live.ranks: " + why);
+  }
+  catalog_ = StrategyCatalog(m, p, spec.catalog);
+  const DeviceType& dev = cluster_.device_of(0);
+  power_ = {dev.idle_w, dev.busy_w};
+  auto w = live_.extra.find("worker");
+  worker_ = w != live_.extra.end() ? w->second : default_worker();
+  if (live_.launch == "processes" && worker_.empty()) {
+    throw std::invalid_argument(
+        "live.launch = processes needs the rank-worker executable: live.extra.worker or "
+        "SHARDGYM_RANK_WORKER");
+  }
+}
+
+LiveRun::~LiveRun() { stop_ranks(); }
+
+LiveWorld LiveRun::world_request(double memory_per_rank) const {
+  LiveWorld w;
+  w.ranks = config_.world_size;
+  w.thread_launch = live_.launch == "threads";
+  w.threads_per_rank = config_.threads;
+  w.memory_per_rank = memory_per_rank;
+  return w;
+}
+
+void LiveRun::stop_ranks() {
+  if (driver_) driver_->stop();
+  driver_.reset();
+}
+
+std::string LiveRun::why_invalid(const Plan& plan) const {
+  const int p = config_.world_size;
+  std::string why = why_live_plan_invalid(config_.model, plan, p);
+  if (!why.empty()) return why;
+  const int g = effective_global_batch(config_.model, p);
+  for (int b = 0; b < plan.size(); ++b) {
+    const Strategy& s = plan.blocks[b];
+    const int split = s.replicas(p) * s.chunks;
+    if (split <= 0 || g % split != 0) {
+      return "block " + std::to_string(b) + " (" + s.to_string() + "): the global batch of " +
+             std::to_string(g) + " sequences does not split into " + std::to_string(split) +
+             " (replicas × chunks)";
+    }
+  }
+  return why_micro_batches_invalid(config_.model, plan, p, g, micro_batches_);
+}
+
+void LiveRun::set_micro_batches(int m) {
+  // The empty plan leaves only what no plan can change: m ≥ 1 and m | G/P.
+  const std::string why = why_micro_batches_invalid(
+      config_.model, Plan{}, config_.world_size,
+      effective_global_batch(config_.model, config_.world_size), m);
+  if (!why.empty()) throw std::invalid_argument("set_micro_batches: " + why);
+  micro_batches_ = m;
+}
+
+std::vector<RankReport> LiveRun::command(RankCommand cmd) {
+  if (!driver_) throw std::runtime_error("live run is stopped: " + last_error_);
+  cmd.seq = ++seq_;
+  driver_->post(cmd);
+  try {
+    return driver_->collect(cmd.seq);
+  } catch (const std::exception& e) {
+    last_error_ = e.what();
+    driver_.reset();  // collect() has stopped every rank already
+    throw std::runtime_error(last_error_);
+  }
+}
+
+void LiveRun::reset(uint64_t seed, const Plan& initial) {
+  const std::string why = why_invalid(initial);
+  if (!why.empty()) throw std::invalid_argument("initial plan: " + why);
+  stop_ranks();
+  // The plan is known now: the ranks' memory joins the check (host memory; a GPU's is the
+  // action mask's business).
+  const double per_rank =
+      config_.device == "cuda"
+          ? 0
+          : live_memory_estimate(config_.model, initial, config_.world_size, micro_batches_)
+                .total();
+  if (const std::string why = why_world_does_not_fit(world_request(per_rank), host_limits());
+      !why.empty()) {
+    throw std::invalid_argument("live.ranks: " + why);
+  }
+  last_error_.clear();
+  seq_ = 0;
+  step_ = 0;
+  driver_ = live_.launch == "threads" ? make_thread_driver(config_)
+                                      : make_process_driver(config_, worker_);
+  RankCommand cmd;
+  cmd.op = RankOp::kReset;
+  cmd.plan = initial.to_string();
+  cmd.seed = seed;
+  command(cmd);
+  plan_ = initial;
+}
+
+Measurement LiveRun::step(const Plan& plan) {
+  Measurement m;
+  m.latency_source = "wallclock";
+  // CUDA: the caching allocator's peak of the rank's GPU (shared by the ranks on that GPU
+  // when the backend is Gloo).
+  m.memory_source = config_.device == "cuda" ? "cuda-allocator" : "allocator";
+  const std::string why = why_invalid(plan);
+  if (!why.empty()) {
+    m.ok = false;
+    m.error = "live step " + std::to_string(step_) + ": invalid plan: " + why;
+    return m;
+  }
+  EnergyMeter energy(power_);
+  m.energy_source = energy.source();
+  RankCommand cmd;
+  cmd.op = RankOp::kStep;
+  cmd.plan = plan.to_string();
+  cmd.micro_batches = micro_batches_;
+  const Stopwatch wall;
+  energy.start();
+  std::vector<RankReport> reports;
+  try {
+    reports = command(cmd);
+  } catch (const std::exception& e) {
+    m.ok = false;
+    m.error = "live step " + std::to_string(step_) + ": " + e.what();
+    return m;
+  }
+  const double wall_s = wall.elapsed_s();
+  const int blocks = config_.model.num_blocks();
+  m.block_fwd_s.assign(blocks, 0);
+  m.block_bwd_s.assign(blocks, 0);
+  m.block_comm_s.assign(blocks, 0);
+  std::vector<double> busy;
+  for (const RankReport& r : reports) {
+    m.step_latency_s = std::max(m.step_latency_s, r.step_s);
+    m.repartition_s = std::max(m.repartition_s, r.repartition_s);
+    m.repartition_bytes += r.repartition_bytes;
+    m.peak_memory_bytes.push_back(r.peak_bytes);
+    busy.push_back(r.busy_s);
+    for (int b = 0; b < blocks && b < static_cast<int>(r.fwd_s.size()); ++b) {
+      m.block_fwd_s[b] = std::max(m.block_fwd_s[b], r.fwd_s[b]);
+      m.block_bwd_s[b] = std::max(m.block_bwd_s[b], r.bwd_s[b]);
+      m.block_comm_s[b] = std::max(m.block_comm_s[b], r.comm_s[b]);
+    }
+  }
+  m.loss = reports.front().loss;
+  m.tokens = static_cast<double>(effective_global_batch(config_.model, config_.world_size)) *
+             config_.model.seq;
+  m.energy_j = energy.stop(wall_s, busy);
+  plan_ = plan;
+  ++step_;
+  return m;
+}
+
+std::vector<int> LiveRun::rank_pids() const {
+  return driver_ ? driver_->pids() : std::vector<int>{};
+}
+
+double LiveRun::eval_loss(int index) {
+  RankCommand cmd;
+  cmd.op = RankOp::kEval;
+  cmd.eval_index = index;
+  return command(cmd).front().loss;
+}
+
+RunContext LiveRun::context() const {
+  RunContext c;
+  c.step = step_;
+  c.phase = scenario_.phase_at(step_);
+  c.num_phases = scenario_.num_phases();
+  c.link_bw_factor.assign(cluster_.links.size(), 1.0);  // loopback: not varied, not measured
+  double cap = 0;
+  for (int r = 0; r < cluster_.world_size(); ++r) {
+    const double m = cluster_.device_of(r).memory_bytes;
+    cap = r == 0 ? m : std::min(cap, m);
+  }
+  c.memory_capacity = cap;
+  return c;
+}
+
+std::vector<uint8_t> LiveRun::action_mask(int block) const {
+  if (block < 0 || block >= config_.model.num_blocks()) {
+    throw std::out_of_range("action_mask: block " + std::to_string(block) + " outside [0, " +
+                            std::to_string(config_.model.num_blocks()) + ")");
+  }
+  std::vector<uint8_t> mask = catalog_.shape_mask(ModelSpec::block_kind(block));
+  if (plan_.size() != config_.model.num_blocks()) return mask;  // before the first reset
+  const double capacity = context().memory_capacity;
+  Plan trial = plan_;
+  for (int k = 0; k < catalog_.size(); ++k) {
+    if (!mask[k]) continue;
+    trial.blocks[block] = catalog_.at(k);
+    const bool fits =
+        capacity <= 0 ||
+        live_memory_estimate(config_.model, trial, config_.world_size, micro_batches_).total() <=
+            capacity;
+    mask[k] = fits && why_invalid(trial).empty();
+  }
+  return mask;
+}
+
+}  // namespace shardgym::live

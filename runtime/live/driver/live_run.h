@@ -1,0 +1,105 @@
+// LiveRun: the TrainingRun that trains for real (env id "shardgym/TPLive-v0").
+//
+// P ranks (threads of this process over a HashStore, or processes over a TCPStore: LiveSpec
+// launch) each hold a RankTrainer (runtime/live/tp) and train a byte-level GPT on the text
+// corpus (datasets/text). LiveRun is the driver: it never computes, it posts one command per
+// call (reset / step / eval) to every rank and folds their reports into a Measurement:
+//   step_latency_s   slowest rank's training iteration, wall clock        ("wallclock")
+//   repartition_*    slowest rank's time, bytes received summed over ranks
+//   block_*_s        per block, slowest rank
+//   peak_memory      per rank, counting allocator keyed by rank           ("allocator")
+//   energy_j         RAPL when readable, else the device power model over the measured
+//                    busy (thread CPU) time of each rank                  ("rapl" | "model")
+// Live figures are neither deterministic nor portable, and a live job cannot be cloned.
+//
+// Failures: a plan that is not shape-valid for the model, or whose blocks cannot split the
+// global batch or its micro-batches, is rejected before any rank sees it (reset:
+// std::invalid_argument; step: ok = false). A rank that throws or stalls stops every rank
+// within the timeout; step() returns ok = false with the error naming the rank and the
+// operation, all ranks are joined (or killed), and the run stays stopped until the next
+// reset().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/core/experiment_spec.h"
+#include "runtime/core/training_run.h"
+#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/live/driver/meters.h"
+#include "runtime/live/driver/rank_protocol.h"
+#include "runtime/live/launch/world_limits.h"
+
+namespace shardgym::live {
+
+class RankDriver;  // driver/rank_driver.h: the ranks as threads or as processes
+
+class LiveRun : public TrainingRun {
+ public:
+  // Validates the experiment (world = cluster size = live.ranks, vocab ≥ 256, precision
+  // float32|float64, launch threads|processes); starts no rank. Throws std::invalid_argument.
+  explicit LiveRun(const ExperimentSpec& spec);
+  ~LiveRun() override;
+
+  std::string backend() const override { return "live"; }
+  const ModelSpec& model() const override { return config_.model; }
+  const ClusterSpec& cluster() const override { return cluster_; }
+  const StrategyCatalog& catalog() const override { return catalog_; }
+
+  // (Re)starts the ranks and builds the model from `seed`. Throws std::invalid_argument for
+  // an invalid plan (no rank started), std::runtime_error if the ranks fail to start.
+  void reset(uint64_t seed, const Plan& initial) override;
+  Measurement step(const Plan& plan) override;
+  const Plan& plan() const override { return plan_; }
+  RunContext context() const override;
+  std::vector<uint8_t> action_mask(int block) const override;
+  std::optional<Measurement> estimate(const Plan&) const override { return std::nullopt; }
+  bool deterministic() const override { return false; }
+
+  // Validation loss on the `index`-th validation batch (collective over the ranks).
+  // Throws std::runtime_error if the run is stopped or the ranks fail.
+  double eval_loss(int index = 0);
+  // Empty if `plan` can run: shapes over the whole batch and one pipeline stage
+  // (why_live_plan_invalid), global-batch divisibility and the micro-batches
+  // (micro_batches()).
+  std::string why_invalid(const Plan& plan) const;
+  // Micro-batches per training iteration, from the next step() on and kept across reset():
+  // each replica's batch runs as m micro-batches with gradient accumulation, one gradient
+  // sync and one optimizer step (tp/micro_batches.h); 1, the default, runs it at once.
+  // Throws std::invalid_argument (naming m and the local batch) unless m ≥ 1 divides each
+  // rank's G/P sequences, which every plan needs. What depends on the plan (a block's chunks
+  // must split its micro-batch) is checked by why_invalid: step() returns ok = false and the
+  // action mask leaves such strategies out. A plan's own pipeline.micro_batches is not read.
+  void set_micro_batches(int m);
+  int micro_batches() const { return micro_batches_; }
+  const LiveRankConfig& rank_config() const { return config_; }
+  bool running() const { return driver_ != nullptr; }
+  // Process ids of the rank processes (launch = processes), in rank order; empty otherwise.
+  std::vector<int> rank_pids() const;
+  const std::string& last_error() const { return last_error_; }
+
+ private:
+  std::vector<RankReport> command(RankCommand cmd);  // throws std::runtime_error
+  void stop_ranks();
+  // This run's world for launch/world_limits.h, with `memory_per_rank` bytes (0: not checked).
+  LiveWorld world_request(double memory_per_rank) const;
+
+  LiveRankConfig config_;
+  LiveSpec live_;
+  ClusterSpec cluster_;
+  Scenario scenario_;
+  StrategyCatalog catalog_;
+  PowerModel power_;
+  std::string worker_;  // shardgym_rank_worker executable (launch = processes)
+  std::unique_ptr<RankDriver> driver_;
+  Plan plan_;
+  int step_ = 0;
+  int seq_ = 0;
+  int micro_batches_ = 1;
+  std::string last_error_;
+};
+
+}  // namespace shardgym::live

@@ -1,0 +1,201 @@
+// The process driver: ranks as shardgym_rank_worker processes, this process hosts the
+// TCPStore they meet through and talks to them over its keys (driver/store_channel.h).
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/launch/process_ranks.h"
+#include "runtime/live/driver/rank_driver.h"
+#include "runtime/live/driver/store_channel.h"
+
+namespace shardgym::live {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+std::string exit_text(int code) {
+  return code < 0 ? "killed by signal " + std::to_string(-code)
+                  : "exited with status " + std::to_string(code);
+}
+
+class ProcessDriver : public RankDriver {
+ public:
+  ProcessDriver(const LiveRankConfig& config, const std::string& worker)
+      : world_(config.world_size), timeout_s_(config.timeout_s) {
+    ProcessEnv env;
+    env.master_addr = "127.0.0.1";
+    env.master_port = free_loopback_port();
+    store_ = connect_store(env, /*is_server=*/true, timeout_s_);
+    store_set_string(*store_, kConfigKey, config.serialize());
+    procs_ = std::make_unique<RankProcesses>(
+        world_, std::vector<std::string>{worker}, env.master_port,
+        std::vector<std::pair<std::string, std::string>>{{"SHARDGYM_STORE_HOSTED", "1"}});
+  }
+  ~ProcessDriver() override { stop(); }
+
+  void post(const RankCommand& cmd) override {
+    last_ = cmd;
+    store_set_string(*store_, command_key(cmd.seq), cmd.serialize());
+  }
+
+  std::vector<RankReport> collect(int seq) override {
+    std::vector<std::optional<RankReport>> got(world_);
+    for (;;) {
+      int have = 0;
+      bool failed = false;
+      for (int r = 0; r < world_; ++r) {
+        if (!got[r] && store_->check({report_key(seq, r)})) {
+          got[r] = RankReport::parse(store_get_string(*store_, report_key(seq, r)));
+        }
+        have += got[r].has_value();
+        failed = failed || (got[r] && !got[r]->ok);
+      }
+      if (have == world_ && !failed) break;
+      procs_->poll(0.001);
+      if (failed || procs_->running() < world_) throw std::runtime_error(fail(seq));
+    }
+    std::vector<RankReport> out;
+    for (int r = 0; r < world_; ++r) {
+      out.push_back(*got[r]);
+      store_->deleteKey(report_key(seq, r));
+    }
+    store_->deleteKey(command_key(seq));
+    return out;
+  }
+
+  std::vector<int> pids() const override { return procs_ ? procs_->pids() : std::vector<int>{}; }
+
+  void stop() override {
+    if (!procs_) return;
+    try {
+      shutdown();
+    } catch (const std::exception&) {
+      // The store may already be gone with a dead rank; the children are killed below.
+    }
+    procs_->kill_all();
+    procs_.reset();
+    store_.reset();
+  }
+
+ private:
+  // Posts a stop (kAbort after a failure), gives the ranks time to leave — `timeout_s` for a
+  // stop, whose closing barrier may wait on a slow peer; kStopGraceS after an abort, which
+  // healthy ranks see within milliseconds — and returns those that did not (killed).
+  std::vector<int> shutdown(RankOp op = RankOp::kStop) {
+    RankCommand s;
+    s.op = op;
+    s.seq = last_.seq + 1;
+    post(s);
+    const double wait_s = op == RankOp::kAbort ? kStopGraceS : timeout_s_;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s);
+    while (procs_->running() > 0 && Clock::now() < deadline) procs_->poll(0.02);
+    std::vector<int> stuck;
+    for (int r = 0; r < world_; ++r) {
+      if (!procs_->exited(r)) stuck.push_back(r);
+    }
+    procs_->kill_all();
+    return stuck;
+  }
+
+  // Stops everything and says what happened, root cause first.
+  std::string fail(int seq) {
+    std::vector<int> stuck;
+    try {
+      stuck = shutdown(RankOp::kAbort);
+    } catch (const std::exception&) {
+      procs_->kill_all();
+    }
+    std::vector<RankReport> failures;
+    try {
+      const int64_t n = store_->add(kFailCountKey, 0);
+      for (int64_t i = 1; i <= n; ++i) {
+        failures.push_back(RankReport::parse(store_get_string(*store_, failure_key(int(i)))));
+      }
+    } catch (const std::exception&) {
+      // Reports that cannot be read are replaced by the exit statuses below.
+    }
+    std::vector<bool> answered(world_, false);
+    try {
+      for (int r = 0; r < world_; ++r) answered[r] = store_->check({report_key(seq, r)});
+    } catch (const std::exception&) {
+      // Unknown: no rank is named stalled.
+      answered.assign(world_, true);
+    }
+    const char* op = last_.op == RankOp::kReset  ? "reset"
+                     : last_.op == RankOp::kEval ? "eval"
+                                                 : "step";
+    std::vector<std::string> parts;
+    // A rank that died without reporting (killed, crashed) is the cause of its peers' errors.
+    for (int r = 0; r < world_; ++r) {
+      const bool reported = std::any_of(failures.begin(), failures.end(),
+                                        [&](const RankReport& f) { return f.rank == r; });
+      const ProcessResult& res = procs_->result(r);
+      const bool was_stuck = std::find(stuck.begin(), stuck.end(), r) != stuck.end();
+      if (!reported && !was_stuck && res.exit_code != 0) {
+        std::string line = last_line(res.output);
+        parts.push_back("rank " + std::to_string(r) + " died (" + exit_text(res.exit_code) +
+                        ") during " + op + " (command " + std::to_string(seq) + ")" +
+                        (line.empty() ? "" : ": " + line));
+      }
+    }
+    // A rank that never answered and had to be killed stopped taking part: its peers'
+    // timeouts are its doing.
+    std::ostringstream grace, timeout;
+    grace << kStopGraceS;
+    timeout << timeout_s_;
+    for (int r : stuck) {
+      if (answered[r]) continue;
+      parts.push_back("rank " + std::to_string(r) + " stalled: no answer to " + op + " (command " +
+                      std::to_string(seq) + ") while its peers waited up to timeout_s = " +
+                      timeout.str() +
+                      " s, and no exit within " + grace.str() + " s of the abort; killed");
+    }
+    for (const auto& f : failures) {
+      parts.push_back("rank " + std::to_string(f.rank) + " failed: " + f.error);
+    }
+    // Ranks that answered but were slow to leave: consequences, listed last.
+    for (int r : stuck) {
+      if (!answered[r]) continue;
+      parts.push_back("rank " + std::to_string(r) + " did not exit within " + grace.str() +
+                      " s of the abort; killed");
+    }
+    procs_.reset();
+    store_.reset();
+    if (parts.empty()) return "ranks stopped without reporting during " + std::string(op);
+    std::ostringstream m;
+    m << parts[0];
+    if (parts.size() > 1) {
+      m << " (then:";
+      for (size_t i = 1; i < parts.size(); ++i) m << " [" << parts[i] << "]";
+      m << ")";
+    }
+    return m.str();
+  }
+
+  int world_;
+  double timeout_s_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::unique_ptr<RankProcesses> procs_;
+  RankCommand last_;
+};
+
+}  // namespace
+
+std::unique_ptr<RankDriver> make_process_driver(const LiveRankConfig& config,
+                                                const std::string& worker) {
+  return std::make_unique<ProcessDriver>(config, worker);
+}
+
+}  // namespace shardgym::live

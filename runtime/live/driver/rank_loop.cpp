@@ -1,0 +1,175 @@
+// serve_rank: the command loop every rank runs (driver/rank_protocol.h), and fault injection.
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "datasets/text/corpus.h"
+#include "runtime/core/plan.h"
+#include "runtime/live/comm/gloo.h"
+#include "runtime/live/comm/device.h"
+#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/driver/meters.h"
+#include "runtime/live/driver/rank_protocol.h"
+#include "runtime/live/tp/rank_trainer.h"
+
+namespace shardgym::live {
+
+FaultSpec parse_fault(const std::string& text) {
+  FaultSpec f;
+  if (text.empty()) return f;
+  const size_t at = text.find('@'), colon = text.find(':');
+  try {
+    if (at == std::string::npos) throw 0;
+    f.kind = text.substr(0, at);
+    size_t used = 0;
+    if (f.kind == "nostart") {
+      f.rank = std::stoi(text.substr(at + 1), &used);
+      if (used != text.size() - at - 1) throw 0;
+    } else {
+      if (colon == std::string::npos || colon < at) throw 0;
+      f.rank = std::stoi(text.substr(at + 1, colon - at - 1), &used);
+      if (used != colon - at - 1) throw 0;
+      f.step = std::stoi(text.substr(colon + 1), &used);
+      if (used != text.size() - colon - 1) throw 0;
+      if (f.kind != "throw" && f.kind != "stall" && f.kind != "exit") throw 0;
+    }
+    if (f.rank < 0) throw 0;
+  } catch (...) {
+    throw std::invalid_argument("fault '" + text +
+                                "': expected <throw|stall|exit>@<rank>:<step> or nostart@<rank>, "
+                                "e.g. throw@2:3");
+  }
+  return f;
+}
+
+// ---- the rank loop ----
+
+namespace {
+
+std::string message_of(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+// The injected fault, if it is this rank's turn. A stall neither replies nor fails: the rank
+// just stops taking part in command `seq` until the driver abandons it (never, in a process).
+void maybe_fault(const FaultSpec& f, int rank, int step, RankChannel& channel, int seq) {
+  if (f.kind.empty() || f.rank != rank || f.step != step) return;
+  if (f.kind == "throw")
+    throw std::runtime_error("injected fault (throw) at step " + std::to_string(step));
+  if (f.kind == "stall") {
+    while (!channel.abandoned(seq)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    throw RankAborted("injected fault (stall) at step " + std::to_string(step) +
+                      ", left when the driver gave the run up");
+  }
+  if (f.kind == "exit") std::_Exit(3);
+}
+
+at::Tensor to_tensor(const std::vector<int32_t>& v, int rows, int cols) {
+  return at::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, at::kInt).to(at::kLong);
+}
+
+}  // namespace
+
+void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel) {
+  const int rank = world.rank();
+  MemoryMeter::install();
+  MemoryMeter::Scope memory_scope(rank);
+  const ModelSpec& model = config.model;
+  const int global_batch =
+      model.global_batch > 0 ? model.global_batch : model.micro_batch * world.world_size();
+  text::TextCorpus corpus = config.corpus.empty() ? text::TextCorpus::load_default()
+                                                  : text::TextCorpus::load({config.corpus});
+  // Every group a strategy can use, created once now in one canonical order: repartitions
+  // later only look groups up, they never rendezvous.
+  create_standard_groups(world);
+  const FaultSpec fault = parse_fault(config.fault);
+  const c10::Device device =
+      config.device == "cuda"
+          ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_index(world.local_rank())))
+          : c10::Device(c10::kCPU);
+  std::unique_ptr<RankTrainer> trainer;
+  std::unique_ptr<text::BatchSampler> sampler;
+  int last = 0;
+  int steps = 0;  // training iterations since the last reset
+  for (;;) {
+    const RankCommand cmd = channel.next(last);
+    last = cmd.seq;
+    if (cmd.op == RankOp::kStop) return;
+    // A peer failed and the driver gave up the run: this rank may never have seen the command
+    // that failed (the mailbox holds the latest command only), so its peers are gone; failing
+    // here skips the launcher's closing barrier, which would wait out the timeout for them.
+    if (cmd.op == RankOp::kAbort) throw RankAborted("stopped after another rank failed");
+    RankReport rep;
+    rep.seq = cmd.seq;
+    rep.rank = rank;
+    const double cpu0 = thread_cpu_now_s();
+    MemoryMeter::reset_peak(rank);
+    if (device.is_cuda()) cuda_reset_peak(device.index());
+    try {
+      if (cmd.op == RankOp::kReset) {
+        trainer.reset();
+        TrainerOptions opts;
+        opts.seed = cmd.seed;
+        opts.dtype = model.dtype == DType::kFloat64 ? at::kDouble : at::kFloat;
+        opts.lr = config.lr;
+        opts.weight_decay = config.weight_decay;
+        opts.clip = config.clip;
+        opts.threads = config.threads;
+        opts.device = device;
+        trainer = std::make_unique<RankTrainer>(model, Plan::parse(cmd.plan, model.num_blocks()),
+                                                world, opts);
+        // Every rank draws the same global batches; each block takes its replica's rows.
+        sampler = std::make_unique<text::BatchSampler>(corpus, text::Split::kTrain, global_batch,
+                                                       model.seq, cmd.seed ^ 0x5eedda7aull);
+        steps = 0;
+      } else if (!trainer) {
+        throw std::logic_error("rank received a command before reset");
+      } else if (cmd.op == RankOp::kStep) {
+        const Plan next = Plan::parse(cmd.plan, model.num_blocks());
+        if (next != trainer->plan()) {
+          const RepartitionStats rs = trainer->repartition(next);
+          rep.repartition_s = rs.seconds;
+          rep.repartition_bytes = rs.bytes_received;
+          rep.blocks_changed = rs.blocks_changed;
+        }
+        maybe_fault(fault, rank, steps++, channel, cmd.seq);
+        const text::TokenBatch b = sampler->next();
+        const at::Tensor tokens = to_tensor(b.tokens, b.batch, b.seq);
+        const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
+        BlockTimes times;
+        const Stopwatch sw;
+        rep.loss = trainer->train_step(tokens, targets, &times, cmd.micro_batches);
+        rep.step_s = sw.elapsed_s();
+        rep.fwd_s = times.fwd_s;
+        rep.bwd_s = times.bwd_s;
+        rep.comm_s = times.comm_s;
+      } else {
+        const text::TokenBatch b = text::sequential_batch(corpus, text::Split::kValidation,
+                                                          global_batch, model.seq, cmd.eval_index);
+        rep.loss = trainer->eval_loss(to_tensor(b.tokens, b.batch, b.seq),
+                                      to_tensor(b.targets, b.batch, b.seq));
+      }
+    } catch (const RankAborted&) {
+      throw;  // a stalled rank leaves without answering: the driver names it from that
+    } catch (const std::exception& e) {
+      rep.ok = false;
+      rep.error = op_name(cmd.op) + std::string(" (command ") + std::to_string(cmd.seq) +
+                  "): " + message_of(e);
+      channel.reply(rep);
+      trainer.reset();
+      throw std::runtime_error(rep.error);
+    }
+    rep.busy_s = thread_cpu_now_s() - cpu0;
+    rep.peak_bytes = static_cast<double>(device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
+                                                          : MemoryMeter::peak_bytes(rank));
+    channel.reply(rep);
+  }
+}
+
+}  // namespace shardgym::live

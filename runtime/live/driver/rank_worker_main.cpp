@@ -1,0 +1,32 @@
+// shardgym_rank_worker: one rank of a live run launched as a process (LiveSpec launch =
+// processes). Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, meets the driver's
+// TCPStore, takes its configuration from the "config" key and serves commands until stopped.
+// Exit status 0 after a stop, 1 after a failure (message on stderr).
+#include <iostream>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "runtime/live/launch/process_ranks.h"
+#include "runtime/live/driver/rank_protocol.h"
+#include "runtime/live/driver/store_channel.h"
+
+int main() {
+  using namespace shardgym::live;
+  int rank = -1;
+  try {
+    const ProcessEnv env = process_env_from_environment();
+    rank = env.rank;
+    constexpr double kConnectTimeoutS = 60;  // the driver is up before its ranks start
+    auto store = connect_store(env, /*is_server=*/false, kConnectTimeoutS);
+    const LiveRankConfig config = LiveRankConfig::parse(store_get_string(*store, kConfigKey));
+    StoreChannel channel(store, env.rank);
+    const std::string error = run_rank_on_store(
+        store, env, [&](CommWorld& w) { serve_rank(w, config, channel); }, config.timeout_s,
+        parse_backend(config.backend));
+    if (error.empty()) return 0;
+    std::cerr << error << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << rank << " failed: " << e.what() << std::endl;
+  }
+  return 1;
+}

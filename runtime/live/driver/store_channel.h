@@ -1,0 +1,42 @@
+// The rank/driver conversation over c10d store keys, for ranks that are processes:
+//   "config"             LiveRankConfig text, set by the driver before the ranks start
+//   "cmd/<seq>"          RankCommand text, set by the driver
+//   "rep/<seq>/<rank>"   RankReport text, set by the rank
+//   "fail/<n>"           the n-th failing RankReport (n from "fail_count"), in failure order,
+//                        so the driver can tell the root cause from the failures it caused
+#pragma once
+
+#include <string>
+
+#include <c10/util/intrusive_ptr.h>
+
+#include "runtime/live/driver/rank_protocol.h"
+
+namespace c10d {
+class Store;
+}  // namespace c10d
+
+namespace shardgym::live {
+
+std::string command_key(int seq);
+std::string report_key(int seq, int rank);
+std::string failure_key(int n);
+constexpr const char* kConfigKey = "config";
+constexpr const char* kFailCountKey = "fail_count";
+
+std::string store_get_string(c10d::Store& store, const std::string& key);
+void store_set_string(c10d::Store& store, const std::string& key, const std::string& value);
+
+class StoreChannel : public RankChannel {
+ public:
+  StoreChannel(c10::intrusive_ptr<c10d::Store> store, int rank);
+  // Polls for "cmd/<last+1>"; a lost store connection (driver gone) throws.
+  RankCommand next(int last_seq) override;
+  void reply(const RankReport& report) override;
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  int rank_;
+};
+
+}  // namespace shardgym::live

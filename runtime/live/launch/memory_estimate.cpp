@@ -1,0 +1,82 @@
+#include "runtime/live/launch/memory_estimate.h"
+
+#include <algorithm>
+
+#include "runtime/core/cost.h"
+
+namespace shardgym::live {
+namespace {
+
+// Korthikanti et al.'s Table 2 counts dropout: a 1-byte mask after the attention output
+// projection and after fc2 (sbh each, in the layout of the block's replicated part), and in
+// attention the softmax-dropout mask (as²b) and its 2-byte output (2as²b), split like the
+// scores. The live GPT has no dropout, so these bytes are taken back out.
+double dropout_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
+  if (s.recompute) return 0;  // a recomputed block keeps only its input
+  const double b = local_batch(m, s, world);
+  const double sbh = double(m.seq) * b * m.hidden;
+  const double as2b = double(m.heads) * m.seq * m.seq * b;
+  const double scale = dtype_bytes(m.dtype) / 2.0;  // the paper counts 16-bit activations
+  double replicated_div = 1;                        // how the replicated part is split
+  if (s.kind == StrategyKind::kTP1D && s.sp) replicated_div = s.degree();
+  if (s.kind == StrategyKind::kTP2D) replicated_div = s.d2;
+  double bytes = sbh / replicated_div;
+  if (kind == BlockKind::kAttention) bytes += 3 * as2b / s.degree();
+  return scale * bytes;
+}
+
+// What the live layers keep beyond the paper's count: with sequence parallelism the
+// all-gathered GEMM input [s, b, h] stays saved for the backward (Megatron gathers it again
+// instead), i.e. 2·sbh·(1 − 1/t) more than the paper's sharded 2·sbh/t.
+double kept_gather_bytes(const ModelSpec& m, const Strategy& s, int world) {
+  if (s.recompute || s.kind != StrategyKind::kTP1D || !s.sp) return 0;
+  const double sbh = double(m.seq) * local_batch(m, s, world) * m.hidden;
+  return dtype_bytes(m.dtype) / 2.0 * 2 * sbh * (1 - 1.0 / s.degree());
+}
+
+// The backward of a recomputed block rebuilds its activations and, for attention, holds the
+// gradients of the softmax output and input ([a/t, s, s] per sequence each) at the same time.
+double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
+  Strategy stored = s;
+  stored.recompute = false;
+  double bytes = block_activation_bytes(m, kind, stored, world, false) -
+                 dropout_bytes(m, kind, stored, world) + kept_gather_bytes(m, stored, world);
+  if (kind == BlockKind::kAttention) {
+    const double as2b = double(m.heads) * m.seq * m.seq * local_batch(m, s, world);
+    bytes += dtype_bytes(m.dtype) * 2 * as2b / s.degree();
+  }
+  return bytes;
+}
+
+}  // namespace
+
+MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& plan, int world,
+                                    int micro_batches) {
+  ModelSpec model = batch_model;  // the activations below are those of one micro-batch
+  if (micro_batches > 1)
+    model.global_batch = effective_global_batch(batch_model, world) / micro_batches;
+  MemoryEstimate e;
+  const double per_param = model.state_bytes_per_param();
+  double params = static_cast<double>(model.embedding_params());
+  double recompute_transient = 0;
+  for (int b = 0; b < plan.size(); ++b) {
+    const BlockKind kind = ModelSpec::block_kind(b);
+    const Strategy& s = plan.blocks[b];
+    params += block_rank_params(model, kind, s);
+    const bool prev_recomputes = kind == BlockKind::kMlp && plan.blocks[b - 1].recompute;
+    e.activation_bytes += block_activation_bytes(model, kind, s, world, prev_recomputes) -
+                          dropout_bytes(model, kind, s, world) + kept_gather_bytes(model, s, world);
+    if (s.recompute) {
+      recompute_transient =
+          std::max(recompute_transient, recompute_peak_bytes(model, kind, s, world));
+    }
+  }
+  e.activation_bytes += recompute_transient;
+  e.state_bytes = params * per_param;
+  const double rows = static_cast<double>(effective_global_batch(model, world)) / world;
+  const double bs = rows * model.seq;
+  e.activation_bytes += dtype_bytes(model.dtype) * (2 * bs * model.hidden + 2 * bs * model.vocab);
+  return e;
+}
+
+}  // namespace shardgym::live
