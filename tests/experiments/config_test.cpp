@@ -151,6 +151,24 @@ TEST(ConfigTest, AbsurdModelSizesAreRefused) {
   EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
 }
 
+// Found by fuzz/config_fuzz (UBSan): many large `nodes:` entries overflowed the int of
+// world_size(). The totals are now bounded (ClusterSpec::kMaxNodes, kMaxGpus) at the entry
+// that crosses them.
+TEST(ConfigTest, ClusterTotalsAreBounded) {
+  std::string many;
+  for (int i = 0; i < 130; ++i)
+    many += "    - {device: gpu, gpus: 4096, intra_link: fast, count: 4096}\n";
+  const std::string what = edit_error(data("minimal.yaml"),
+                                      "    - {device: gpu, gpus: 8, intra_link: fast}\n",
+                                      many + "  inter_link: fast\n");
+  EXPECT_NE(what.find("cluster.nodes[1].count: the cluster would have 8192 nodes"),
+            std::string::npos) << what;
+  const std::string largest = edit_error(
+      data("minimal.yaml"), "    - {device: gpu, gpus: 8, intra_link: fast}\n",
+      "    - {device: gpu, gpus: 4096, intra_link: fast, count: 4096}\n  inter_link: fast\n");
+  EXPECT_EQ(largest.find("nodes and"), std::string::npos) << largest;
+}
+
 // An included file that is not YAML is named, not echoed (`include: /etc/passwd`).
 TEST(ConfigTest, IncludedTextIsNotEchoed) {
   const std::string secret = (std::filesystem::temp_directory_path() / "shardgym_secret.txt").string();
