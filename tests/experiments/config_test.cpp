@@ -332,6 +332,16 @@ TEST(ConfigTest, ReplayNeedsAnExistingTrace) {
     EXPECT_EQ(e.line(), 11) << e.what();  // 1 line of env + 9 of minimal.yaml + 1
     EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
   }
+  // A name the OS refuses (ENAMETOOLONG) is a ConfigError too; it was a filesystem_error
+  // (found by fuzz/config_fuzz).
+  try {
+    parse_experiment(replay + "replay_trace: " + std::string(300, 'x') + "\n", "replay.yaml",
+                     data(""));
+    FAIL() << "accepted a trace name of 300 characters";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "replay_trace") << e.what();
+    EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
+  }
   // An existing file (any file: the env opens it as a trace) is accepted, relative to the
   // config's directory.
   ExperimentSpec s =
