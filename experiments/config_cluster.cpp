@@ -174,7 +174,7 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
     std::optional<YamlField> count_field = f.optional("count");
     if (count_field) count = count_field->as_int(1, 4096);
     // Summed per entry before the nodes are made: many large entries overflowed the int of
-    // world_size() (UBSan, found by fuzz/config_fuzz).
+    // world_size() (UBSan; reproduced with fuzz/config_fuzz).
     const long long total_nodes = static_cast<long long>(cluster.nodes.size()) + count;
     const long long total_gpus = static_cast<long long>(gpus_so_far) + 1LL * count * node.gpus;
     if (total_nodes > ClusterSpec::kMaxNodes || total_gpus > ClusterSpec::kMaxGpus) {

@@ -151,9 +151,9 @@ TEST(ConfigTest, AbsurdModelSizesAreRefused) {
   EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
 }
 
-// Found by fuzz/config_fuzz (UBSan): many large `nodes:` entries overflowed the int of
-// world_size(). The totals are now bounded (ClusterSpec::kMaxNodes, kMaxGpus) at the entry
-// that crosses them.
+// Seen while writing fuzz/config_fuzz, reproduced by it (UBSan): many large `nodes:` entries
+// overflowed the int of world_size(). The totals are now bounded (ClusterSpec::kMaxNodes,
+// kMaxGpus) at the entry that crosses them.
 TEST(ConfigTest, ClusterTotalsAreBounded) {
   std::string many;
   for (int i = 0; i < 130; ++i)
