@@ -1,5 +1,6 @@
 // Cluster, hardware catalog and scenario sections of the experiment schema (docs/configs.md).
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "experiments/config_parts.h"
@@ -152,6 +153,7 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
   std::set<std::string> used_devices, used_links;
 
   YamlField nodes = field.child("nodes");
+  int gpus_so_far = 0;
   if (nodes.size() == 0) nodes.fail("a cluster needs at least one node");
   for (size_t i = 0; i < nodes.size(); ++i) {
     YamlField f = nodes.at(i);
@@ -169,7 +171,20 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
       link.fail(unknown_name("link", node.intra_link, link_names));
     }
     int count = 1;
-    if (auto c = f.optional("count")) count = c->as_int(1, 4096);
+    std::optional<YamlField> count_field = f.optional("count");
+    if (count_field) count = count_field->as_int(1, 4096);
+    // Summed per entry before the nodes are made: many large entries overflowed the int of
+    // world_size() (UBSan; reproduced with fuzz/config_fuzz).
+    const long long total_nodes = static_cast<long long>(cluster.nodes.size()) + count;
+    const long long total_gpus = static_cast<long long>(gpus_so_far) + 1LL * count * node.gpus;
+    if (total_nodes > ClusterSpec::kMaxNodes || total_gpus > ClusterSpec::kMaxGpus) {
+      (count_field ? *count_field : f)
+          .fail("the cluster would have " + std::to_string(total_nodes) + " nodes and " +
+                std::to_string(total_gpus) + " GPUs; at most " +
+                std::to_string(ClusterSpec::kMaxNodes) + " nodes and " +
+                std::to_string(ClusterSpec::kMaxGpus) + " GPUs are supported");
+    }
+    gpus_so_far = static_cast<int>(total_gpus);
     for (int k = 0; k < count; ++k) cluster.nodes.push_back(node);
     used_devices.insert(node.device);
     used_links.insert(node.intra_link);

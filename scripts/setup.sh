@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages ShardGym builds and tests with. Skips apt entirely when
 # every package is already installed, so it is fast and works offline after the first run.
+# clang and libclang-rt-14-dev: the libFuzzer build of scripts/fuzz.sh.
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
   libtorch-dev libgloo-dev libhdf5-dev libcli11-dev libyaml-cpp-dev libgtest-dev
   python3-h5py python3-torch python3-matplotlib python3-numpy
 )

@@ -64,6 +64,11 @@ struct ClusterSpec {
   std::vector<NodeSpec> nodes;
   std::string inter_link;  // LinkClass::name between nodes ("" for one node)
 
+  // Bounds on a cluster, so that world_size() and the rank arithmetic stay within an int
+  // (configs are checked against them): one `nodes:` entry's largest, 4096 nodes × 4096 GPUs.
+  static constexpr int kMaxNodes = 1 << 16;
+  static constexpr int kMaxGpus = 1 << 24;
+
   int world_size() const;
   int num_nodes() const { return static_cast<int>(nodes.size()); }
   int node_of(int rank) const;

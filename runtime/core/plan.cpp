@@ -244,6 +244,13 @@ Plan Plan::parse(const std::string& raw, int num_blocks) {
       body = item.substr(star + 1);
     }
     const Strategy s = parse_entry(body, "plan entry " + std::to_string(entry));
+    // Checked before the blocks are made: `999999*dp;999999*dp;...` would otherwise allocate
+    // gigabytes before the count is compared.
+    if (repeat > num_blocks - p.size())
+      throw std::invalid_argument("plan has more than " + std::to_string(num_blocks) +
+                                  " blocks (entry " + std::to_string(entry) +
+                                  "); the model has " + std::to_string(num_blocks) +
+                                  " (2 per layer: attention, MLP)");
     for (int r = 0; r < repeat; ++r) p.blocks.push_back(s);
   }
   if (p.size() != num_blocks)

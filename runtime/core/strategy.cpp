@@ -21,6 +21,8 @@ std::string trim(const std::string& s) {
                               "tp2d(d1=2,d2=4,first=row), with optional chunks=k, recompute=1|sel)");
 }
 
+constexpr long long kMaxDegree = 999999;  // the largest 6-digit value parse_int accepts
+
 int parse_int(const std::string& text, const std::string& key, const std::string& value) {
   if (value.empty()) fail(text, key + " has no value");
   for (char c : value)
@@ -155,6 +157,10 @@ Strategy Strategy::parse(const std::string& raw) {
   }
   if (s.kind == StrategyKind::kTP1D && s.t < 1) fail(text, "t must be ≥ 1");
   if (s.kind == StrategyKind::kTP2D && (s.d1 < 1 || s.d2 < 1)) fail(text, "d1 and d2 must be ≥ 1");
+  // degree() is d1·d2 in an int: bound the mesh like a single degree (6 digits), so that no
+  // parsed strategy overflows it (d1=d2=999999 did).
+  if (s.kind == StrategyKind::kTP2D && static_cast<long long>(s.d1) * s.d2 > kMaxDegree)
+    fail(text, "d1·d2 = " + std::to_string(static_cast<long long>(s.d1) * s.d2) + " is too large");
   if (s.chunks < 1) fail(text, "chunks must be ≥ 1");
   return s;
 }

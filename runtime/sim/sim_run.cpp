@@ -199,13 +199,14 @@ Measurement SimRun::step(const Plan& plan) {
   // The stages' blocks before a pipeline change (only then can they differ).
   const bool same_pipe = plan.pipeline == pipe_;
   if (!same_pipe) before_stage_ = block_stage_;
+  const int before_world = stage_world_;  // resolve() installs the new pipeline's
   const std::string err = resolve(plan, scratch_);
   if (!err.empty()) {
     m.ok = false;
     m.error = "sim step " + std::to_string(step_) + ": " + err;
     return m;
   }
-  evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, &noise_, m);
+  evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, &noise_, m);
   for (int b = 0; b < blocks_; ++b)
     if (scratch_[b] != idx_[b]) plan_.blocks[b] = entries_[scratch_[b]];
   plan_.pipeline = pipe_;
@@ -237,8 +238,10 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
   const Pipeline before = pipe_;
   const bool same_pipe = plan.pipeline == pipe_;
   if (!same_pipe) before_stage_ = block_stage_;
+  const int before_world = stage_world_;  // resolve() installs the new pipeline's
   const std::string err = resolve(plan, idx);
-  if (err.empty()) evaluate(idx, &idx_, same_pipe ? block_stage_ : before_stage_, nullptr, m);
+  if (err.empty())
+    evaluate(idx, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, nullptr, m);
   configure(before);  // the plan in force keeps its stages
   if (!err.empty()) {
     m.ok = false;
@@ -257,7 +260,7 @@ IterationBreakdown SimRun::breakdown(const Plan& plan) const {
     throw std::invalid_argument("breakdown: " + err);
   }
   Measurement m;
-  evaluate(idx, nullptr, block_stage_, nullptr, m, &bd);
+  evaluate(idx, nullptr, block_stage_, stage_world_, nullptr, m, &bd);
   const int p = static_cast<int>(stage_cost_.size());
   bd.pipeline = pipe_;
   bd.bubble_fraction = p > 1 ? bubble_fraction(p, pipe_.micro_batches, pipe_.schedule ==

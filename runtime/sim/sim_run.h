@@ -169,11 +169,12 @@ class SimRun : public TrainingRun {
   };
   void ensure_mask_tables() const;
   // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
-  // on the stages `from_stage` (the pipeline in force before). noise: nullptr = none.
+  // on the stages `from_stage` of `from_stage_world` ranks each (the pipeline in force before,
+  // which may have another stage count). noise: nullptr = none.
   // `stages` (optional) receives the per-stage figures.
   void evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                const std::vector<int>& from_stage, LogNormalNoise* noise, Measurement& out,
-                IterationBreakdown* stages = nullptr) const;
+                const std::vector<int>& from_stage, int from_stage_world, LogNormalNoise* noise,
+                Measurement& out, IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
   void install(const Conditions& c);  // invalidates the caches if `c` differs
   void draw_link_measurement();

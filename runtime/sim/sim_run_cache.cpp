@@ -210,8 +210,8 @@ double SimRun::memory_of(const std::vector<int>& idx) const {
 }
 
 void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                      const std::vector<int>& from_stage, LogNormalNoise* noise,
-                      Measurement& out, IterationBreakdown* bd) const {
+                      const std::vector<int>& from_stage, int from_stage_world,
+                      LogNormalNoise* noise, Measurement& out, IterationBreakdown* bd) const {
   auto draw = [noise]() { return noise ? noise->next() : 1.0; };
   const HeadCost& h = head();
   const int p = static_cast<int>(stage_cost_.size());
@@ -317,8 +317,10 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     for (int b = 0; b < blocks_; ++b) {
       const int a = (*from)[b], z = idx[b], st = block_stage_[b];
       if (b < static_cast<int>(from_stage.size()) && from_stage[b] != st) {
-        // Moved to another stage by a boundary move (see the header).
-        const int src = from_stage[b] * stage_world_, dst = st * stage_world_;
+        // Moved to another stage by a boundary move (see the header). The old stage's first
+        // rank counts in the old pipeline's stage size: with another stage count, the new
+        // size put it past the world (ASan: heap-buffer-overflow in LinkState::link_of).
+        const int src = from_stage[b] * from_stage_world, dst = st * stage_world_;
         const int l = ls.link_of(src, dst);
         const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
         const double bytes = block(st, b & 1, z).state;

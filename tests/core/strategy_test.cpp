@@ -47,6 +47,14 @@ TEST(Strategy, RejectsMalformedTextWithTheReason) {
   }
 }
 
+// Seen while writing fuzz/strategy_fuzz, reproduced by it (UBSan): d1·d2 overflowed the int
+// that degree() returns.
+TEST(Strategy, RejectsAMeshWhoseDegreeOverflows) {
+  EXPECT_THROW(Strategy::parse("tp2d(d1=999999,d2=999999,first=row)"), std::invalid_argument);
+  EXPECT_THROW(Strategy::parse("tp2d(d1=1000,d2=1000,first=row)"), std::invalid_argument);
+  EXPECT_EQ(Strategy::parse("tp2d(d1=999,d2=1000,first=row)").degree(), 999000);
+}
+
 TEST(Plan, TextFormsRoundTrip) {
   const int blocks = 8;
   const Plan u = Plan::parse("uniform:tp1d(t=8)", blocks);
@@ -63,6 +71,14 @@ TEST(Plan, TextFormsRoundTrip) {
 TEST(Plan, RejectsWrongBlockCountAndShapes) {
   EXPECT_THROW(Plan::parse("dp;dp;dp", 4), std::invalid_argument);
   EXPECT_THROW(Plan::parse("2*dp;x", 4), std::invalid_argument);
+  // Seen while writing fuzz/plan_fuzz, reproduced by it (out-of-memory): repeat counts were
+  // expanded before the total was checked, so 400 entries of 999999*dp asked for gigabytes.
+  // Now refused at the first entry too many.
+  std::string huge = "999999*dp";
+  for (int i = 0; i < 400; ++i) huge += ";999999*dp";
+  EXPECT_THROW(Plan::parse(huge, 48), std::invalid_argument);
+  EXPECT_THROW(Plan::parse("48*dp;dp", 48), std::invalid_argument);
+  EXPECT_EQ(Plan::parse("47*dp;dp", 48).size(), 48);
   ModelSpec m;
   m.layers = 2;
   m.heads = 12;

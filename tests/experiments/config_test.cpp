@@ -189,6 +189,24 @@ TEST(ConfigTest, CatalogWithEveryEntryMaskedIsRefused) {
             "");
 }
 
+// Seen while writing fuzz/config_fuzz, reproduced by it (UBSan): many large `nodes:` entries
+// overflowed the int of world_size(). The totals are now bounded (ClusterSpec::kMaxNodes,
+// kMaxGpus) at the entry that crosses them.
+TEST(ConfigTest, ClusterTotalsAreBounded) {
+  std::string many;
+  for (int i = 0; i < 130; ++i)
+    many += "    - {device: gpu, gpus: 4096, intra_link: fast, count: 4096}\n";
+  const std::string what = edit_error(data("minimal.yaml"),
+                                      "    - {device: gpu, gpus: 8, intra_link: fast}\n",
+                                      many + "  inter_link: fast\n");
+  EXPECT_NE(what.find("cluster.nodes[1].count: the cluster would have 8192 nodes"),
+            std::string::npos) << what;
+  const std::string largest = edit_error(
+      data("minimal.yaml"), "    - {device: gpu, gpus: 8, intra_link: fast}\n",
+      "    - {device: gpu, gpus: 4096, intra_link: fast, count: 4096}\n  inter_link: fast\n");
+  EXPECT_EQ(largest.find("nodes and"), std::string::npos) << largest;
+}
+
 // An included file that is not YAML is named, not echoed (`include: /etc/passwd`).
 TEST(ConfigTest, IncludedTextIsNotEchoed) {
   const std::string secret = (std::filesystem::temp_directory_path() / "shardgym_secret.txt").string();
@@ -381,6 +399,16 @@ TEST(ConfigTest, ReplayNeedsAnExistingTrace) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "replay_trace") << e.what();
     EXPECT_EQ(e.line(), 11) << e.what();  // 1 line of env + 9 of minimal.yaml + 1
+    EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
+  }
+  // A name the OS refuses (ENAMETOOLONG) is a ConfigError too; it was a filesystem_error
+  // (found by fuzz/config_fuzz).
+  try {
+    parse_experiment(replay + "replay_trace: " + std::string(300, 'x') + "\n", "replay.yaml",
+                     data(""));
+    FAIL() << "accepted a trace name of 300 characters";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "replay_trace") << e.what();
     EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
   }
   // An existing file (any file: the env opens it as a trace) is accepted, relative to the

@@ -2,6 +2,7 @@
 // cloning (sim_run.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "runtime/sim/sim_run.h"
@@ -178,6 +179,30 @@ TEST(SimRun, MaskExcludesEntriesThatWouldNotFit) {
   EXPECT_TRUE(oom.oom);
   EXPECT_GT(oom.step_latency_s, 0);
   EXPECT_EQ(oom.peak_memory_bytes.size(), 8u);
+}
+
+// Found by the ASan build: estimating (or stepping to) a plan with fewer pipeline stages than
+// the one in force placed the old stages' ranks by the new stage size, past the world
+// (heap-buffer-overflow in LinkState::link_of). Under ASan this test failed; the figures
+// must be those of the blocks received from ranks 2, 4 and 6 of the 4-stage pipeline.
+TEST(SimRun, EstimateAcrossAStageCountChangeStaysInTheWorld) {
+  ExperimentSpec spec = small_spec();
+  spec.initial_plan = "uniform:tp1d(t=2)@pp(p=4)";
+  SimRun run(spec);
+  run.reset(0, resolve_plan(spec.initial_plan, spec.model, spec.cluster));
+  ASSERT_EQ(run.plan().stages(), 4);
+  for (const char* text : {"uniform:tp1d(t=2)", "uniform:tp1d(t=2)@pp(p=2)"}) {
+    SCOPED_TRACE(text);
+    const Plan p = resolve_plan(text, spec.model, spec.cluster);
+    const Measurement e = *run.estimate(p);
+    ASSERT_TRUE(e.ok) << e.error;
+    EXPECT_GT(e.repartition_s, 0);
+    EXPECT_TRUE(std::isfinite(e.repartition_s));
+    EXPECT_EQ(run.plan().stages(), 4);  // estimate keeps the plan in force
+  }
+  const Measurement m = run.step(resolve_plan("uniform:tp1d(t=2)", spec.model, spec.cluster));
+  ASSERT_TRUE(m.ok) << m.error;
+  EXPECT_TRUE(std::isfinite(m.repartition_s));
 }
 
 TEST(SimRun, InvalidPlanFailsWithoutThrowing) {
