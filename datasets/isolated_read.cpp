@@ -55,6 +55,9 @@ uint64_t mapped_bytes() {
 
 [[noreturn]] void child(int fd, const IsolationLimits& limits,
                         const std::function<void(std::string&)>& work) {
+  // A crash in the parser ends this child by its signal, which the parent reports; the
+  // parent's own crash handlers (a sanitizer's, a fuzzer's, a debugger's) must not run here.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
 #ifndef SHARDGYM_SANITIZED
   if (limits.max_extra_memory_bytes > 0) {
     const uint64_t have = mapped_bytes();

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-all_harnesses=(strategy_fuzz plan_fuzz config_fuzz)  # trace_fuzz: see fuzz/CMakeLists.txt
+all_harnesses=(strategy_fuzz plan_fuzz config_fuzz trace_wire_fuzz trace_file_fuzz)
 
 usage() {
   cat <<USAGE
