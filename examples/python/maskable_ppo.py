@@ -4,7 +4,7 @@ reaches a fraction of the static oracle's return (default 95 %), or a step budge
     .venv/bin/python examples/python/maskable_ppo.py [--config experiments/quickstart.yaml]
 
 The env is `gymnasium.make("shardgym/TPSim-v0", config=...)` as it is: a Dict observation
-(MultiInputPolicy over the per-block features, global features and links)
+(MultiInputPolicy, here over the global features and links: see keep_parts)
 and a MultiDiscrete action whose masks MaskablePPO reads through env.action_masks(). The
 oracle's return comes from the C++ `oracle` agent (shardgym.run_agent) on the same seed.
 Prints one JSON line per evaluation and a final one with steps, wall time and ratio.
@@ -28,11 +28,13 @@ ENV_ID = "shardgym/TPSim-v0"
 
 
 def keep_parts(env):
-    # The "plan" part would reach the policy one-hot (B × (K + 1) = 4080 inputs on the
-    # quickstart, ten times the rest) and slow every update on 2 cores; "blocks" already
-    # describes each block's strategy (its catalog index / K and the strategy's features).
-    return FilterObservation(env, ["blocks", "global", "links"] +
-                             (["pipeline"] if "pipeline" in env.observation_space.spaces else []))
+    # The policy sees the conditions of the next step ("global", "links"), not the per-block
+    # features of the plan in force: fed those (and gamma 0.9), its greedy plan still changed
+    # 5-25 blocks at every step after 20k steps (each new plan changes the features, which
+    # moves the argmax), each change paying a repartition; with these two parts, 0-3.
+    # "plan" would also reach the policy one-hot (B x (K + 1) = 4080 inputs on the
+    # quickstart), which slows every update on 2 cores.
+    return FilterObservation(env, ["global", "links"])
 
 
 def evaluate(model, env, seed):
@@ -80,9 +82,13 @@ def main():
     p.add_argument("--n-envs", type=int, default=4)
     p.add_argument("--n-steps", type=int, default=256, help="rollout length per env")
     p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--gamma", type=float, default=0.9)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--lr", type=float, default=3e-3)
+    # 0: each step's reward is credited to that step's plan only. The plan decides the step's
+    # latency, and the repartition from the previous plan is charged to the same step, so a
+    # myopic learner still learns to keep its plan; with 0.9 it reached 0.77 of the oracle's
+    # return after 24k steps, with 0 0.91.
+    p.add_argument("--gamma", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0, help="training seed")
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation episode")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
