@@ -125,6 +125,10 @@ class ShardGymEnv(gymnasium.Env):
         self._last_obs = self._obs(flat, info["plan_indices"])
         return self._last_obs, float(reward), bool(terminated), bool(truncated), self._info(info)
 
+    def close(self):
+        # Drops the C++ env now (a live run's ranks stop here, not at garbage collection).
+        self._env = None
+
     def action_masks(self):
         """Flat bool mask over the concatenated MultiDiscrete choices (MaskablePPO)."""
         return self._env.action_mask()

@@ -22,7 +22,7 @@ class VectorEnv:
         options.pop("masked_action", None)  # the vector env always raises
         self.experiment = _experiment(env_id, config, options)
         self._venv = _shardgym.VectorEnv(env_id, self.experiment, int(num_envs), int(threads))
-        probe = _shardgym.Env(env_id, self.experiment).spec()
+        probe = self._venv.spec()
         self.num_envs = int(num_envs)
         self.env_spec = probe
         self.catalog_size = probe["catalog_size"]

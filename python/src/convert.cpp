@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 namespace shardgym::py {
 
@@ -29,6 +30,34 @@ nb::dict info_to_dict(const Info& info) {
   d["tokens"] = m.tokens;
   d["throughput"] = m.throughput();
   d["peak_memory_bytes"] = to_numpy(m.peak_memory_bytes, {m.peak_memory_bytes.size()});
+  return d;
+}
+
+nb::dict spec_to_dict(const EnvSpec& s, const TrainingRun& run) {
+  nb::dict d;
+  d["id"] = s.id;
+  d["description"] = s.description;
+  d["backend"] = s.backend;
+  d["num_blocks"] = s.num_blocks;
+  d["catalog_size"] = s.catalog_size;
+  d["pipeline_stages"] = s.pipeline_stages;
+  d["max_episode_steps"] = s.max_episode_steps;
+  d["deterministic"] = s.deterministic;
+  d["observation_size"] = s.observation_space.flat_size();
+  d["action_nvec"] = s.action_space.nvec;
+  nb::list parts;
+  for (const ObservationPart& p : s.observation_parts) {
+    nb::dict part;
+    part["name"] = p.name;
+    part["offset"] = p.offset;
+    part["shape"] = nb::tuple(nb::cast(p.shape));
+    part["meaning"] = p.meaning;
+    parts.append(part);
+  }
+  d["observation_parts"] = parts;
+  std::vector<std::string> catalog;
+  for (int k = 0; k < run.catalog().size(); ++k) catalog.push_back(run.catalog().at(k).to_string());
+  d["catalog"] = catalog;
   return d;
 }
 

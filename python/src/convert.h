@@ -2,14 +2,15 @@
 // result is moved in) and the env's Info as a dict.
 #pragma once
 
-#include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
-
 #include <cstdint>
 #include <initializer_list>
 #include <vector>
 
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
 #include "env/env.h"
+#include "runtime/core/training_run.h"
 
 namespace shardgym::py {
 
@@ -29,5 +30,9 @@ nb::ndarray<nb::numpy, bool> to_numpy_bool(const std::vector<uint8_t>& v,
 
 // Info → {"plan_indices", "plan", "error", "scalars", measurement figures ...}.
 nb::dict info_to_dict(const Info& info);
+
+// EnvSpec (+ the run's catalog) → {"id", "num_blocks", "catalog_size", "action_nvec",
+// "observation_parts", "catalog", ...}: what the Python side builds its spaces from.
+nb::dict spec_to_dict(const EnvSpec& spec, const TrainingRun& run);
 
 }  // namespace shardgym::py

@@ -1,6 +1,9 @@
 // _shardgym: the C++ env, registry, agents and vector env for the `shardgym` Python package
 // (python/shardgym). Thin by design: Gymnasium spaces, option checks and the Dict observation
 // are built in Python from what this module reports (EnvSpec, observation parts, catalog).
+#include <memory>
+#include <stdexcept>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -8,12 +11,10 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
-#include <memory>
-#include <stdexcept>
+#include "convert.h"
 
 #include "agents/agent.h"
 #include "agents/evaluate.h"
-#include "convert.h"
 #include "env/registry.h"
 #include "experiments/config.h"
 #include "runtime/core/training_run.h"
@@ -23,34 +24,6 @@ namespace shardgym::py {
 void bind_vector(nb::module_& m);  // vector.cpp
 
 namespace {
-
-nb::dict spec_to_dict(const EnvSpec& s, const TrainingRun& run) {
-  nb::dict d;
-  d["id"] = s.id;
-  d["description"] = s.description;
-  d["backend"] = s.backend;
-  d["num_blocks"] = s.num_blocks;
-  d["catalog_size"] = s.catalog_size;
-  d["pipeline_stages"] = s.pipeline_stages;
-  d["max_episode_steps"] = s.max_episode_steps;
-  d["deterministic"] = s.deterministic;
-  d["observation_size"] = s.observation_space.flat_size();
-  d["action_nvec"] = s.action_space.nvec;
-  nb::list parts;
-  for (const ObservationPart& p : s.observation_parts) {
-    nb::dict part;
-    part["name"] = p.name;
-    part["offset"] = p.offset;
-    part["shape"] = nb::tuple(nb::cast(p.shape));
-    part["meaning"] = p.meaning;
-    parts.append(part);
-  }
-  d["observation_parts"] = parts;
-  std::vector<std::string> catalog;
-  for (int k = 0; k < run.catalog().size(); ++k) catalog.push_back(run.catalog().at(k).to_string());
-  d["catalog"] = catalog;
-  return d;
-}
 
 // One env built by make_env (TimeLimit ∘ NormalizeReward, as the CLI runs it).
 class PyEnv {

@@ -1,15 +1,16 @@
 // _shardgym.VectorEnv: env/vector_env.h's VectorEnv (N envs stepped on C++ threads, autoreset)
 // with every per-env result gathered into one numpy array in C++, so a Python step costs
 // one call whatever N is.
-#include <nanobind/nanobind.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
-
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
 
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
 #include "convert.h"
+
 #include "env/registry.h"
 #include "env/vector_env.h"
 #include "runtime/core/training_run.h"
@@ -20,7 +21,8 @@ namespace {
 class PyVectorEnv {
  public:
   PyVectorEnv(const std::string& id, const ExperimentSpec& spec, int num_envs, int threads)
-      : envs_(num_envs, [&](int) { return make_env(id, spec); }, threads) {
+      : envs_(
+            num_envs, [&](int) { return make_env(id, spec); }, threads) {
     const EnvSpec& s = envs_.spec();
     dim_ = static_cast<size_t>(s.observation_space.flat_size());
     blocks_ = static_cast<size_t>(s.num_blocks);
@@ -28,6 +30,7 @@ class PyVectorEnv {
   }
 
   int size() const { return envs_.size(); }
+  nb::dict spec() { return spec_to_dict(envs_.spec(), envs_.env(0).run()); }
 
   // {"obs": (N, D) float32, "plan": (N, B) int32, "action_mask": (N, M) bool}
   nb::dict reset(uint64_t seed) {
@@ -51,8 +54,8 @@ class PyVectorEnv {
   nb::dict step(nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> actions) {
     const size_t n = static_cast<size_t>(size());
     if (actions.shape(0) != n || actions.shape(1) != actions_) {
-      throw std::invalid_argument("VectorEnv.step: actions must have shape (" +
-                                  std::to_string(n) + ", " + std::to_string(actions_) + ")");
+      throw std::invalid_argument("VectorEnv.step: actions must have shape (" + std::to_string(n) +
+                                  ", " + std::to_string(actions_) + ")");
     }
     std::vector<Action> acts(n);
     for (size_t i = 0; i < n; ++i) {
@@ -103,7 +106,8 @@ class PyVectorEnv {
  private:
   nb::object stack(const std::vector<Observation>& obs) const {
     std::vector<float> flat(obs.size() * dim_);
-    for (size_t i = 0; i < obs.size(); ++i) std::copy(obs[i].begin(), obs[i].end(), &flat[i * dim_]);
+    for (size_t i = 0; i < obs.size(); ++i)
+      std::copy(obs[i].begin(), obs[i].end(), &flat[i * dim_]);
     return nb::cast(to_numpy(std::move(flat), {obs.size(), dim_}));
   }
 
@@ -133,6 +137,7 @@ void bind_vector(nb::module_& m) {
       .def(nb::init<const std::string&, const ExperimentSpec&, int, int>(), nb::arg("id"),
            nb::arg("experiment"), nb::arg("num_envs"), nb::arg("threads") = 0)
       .def("__len__", &PyVectorEnv::size)
+      .def("spec", &PyVectorEnv::spec)
       .def("reset", &PyVectorEnv::reset, nb::arg("seed"))
       .def("step", &PyVectorEnv::step, nb::arg("actions"))
       .def("action_masks", &PyVectorEnv::masks);
