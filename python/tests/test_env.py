@@ -4,6 +4,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import shardgym
+from conftest import ROOT
 
 SIM = "shardgym/TPSim-v0"
 
@@ -12,14 +13,18 @@ def make(quickstart, **options):
     return gymnasium.make(SIM, config=quickstart, **options)
 
 
-def test_every_registered_env_is_a_gymnasium_env(quickstart, trace):
+def test_every_registered_env_is_a_gymnasium_env(quickstart, request):
     ids = shardgym.env_ids()
     assert {SIM, "shardgym/TPReplay-v0"} <= set(ids)
     for env_id in ids:
-        if env_id == "shardgym/TPLive-v0":
-            config = str(__import__("conftest").ROOT / "experiments" / "live-quickstart.yaml")
-            env = gymnasium.make(env_id, config=config, steps_per_episode=2)
+        if env_id == "shardgym/TPLive-v0":  # LibTorch builds only
+            env = gymnasium.make(env_id, config=str(ROOT / "experiments" / "live-quickstart.yaml"),
+                                 steps_per_episode=2)
         elif env_id == "shardgym/TPReplay-v0":
+            try:
+                trace = request.getfixturevalue("trace")
+            except pytest.skip.Exception:  # no CLI to record one: the other envs still run
+                continue
             env = gymnasium.make(env_id, config=quickstart, trace=trace)
         else:
             env = gymnasium.make(env_id, config=quickstart)
