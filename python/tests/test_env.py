@@ -115,3 +115,15 @@ def test_run_agent_oracle_beats_megatron(quickstart):
     assert oracle["return"] > 1.3 * megatron["return"]
     with pytest.raises(ValueError, match="unknown agent"):
         shardgym.run_agent("orakel", quickstart)
+
+
+def test_pipeline_component(quickstart):
+    config = str(ROOT / "experiments" / "pipeline-quickstart.yaml")
+    env = gymnasium.make(SIM, config=config)
+    b = env.unwrapped.num_blocks
+    assert env.observation_space["pipeline"].shape == (3,)  # p = 2: 1 boundary + 2 stages
+    assert list(env.action_space.nvec) == [len(env.unwrapped.catalog)] * b + [3]
+    obs, info = env.reset(seed=0)
+    assert info["action_mask"].shape == (int(env.action_space.nvec.sum()),)
+    assert info["action_mask"][-3], "choice 0 of the pipeline component (keep) is allowed"
+    check_env(env.unwrapped, skip_render_check=True)

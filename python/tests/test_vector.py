@@ -1,5 +1,6 @@
 import gymnasium
 import numpy as np
+import pytest
 
 import shardgym
 import shardgym.vector
@@ -32,3 +33,16 @@ def test_vector_env_matches_single_envs(quickstart):
                 o, inf = e.reset()
             single[i] = (o, inf)
     assert info is not None
+
+
+def test_vector_env_raises_on_a_masked_action(quickstart):
+    venv = shardgym.vector.make(SIM, num_envs=2, config=quickstart)
+    obs, info = venv.reset(seed=0)
+    k = venv.catalog_size
+    masked = np.flatnonzero(~info["action_mask"][1][:k])
+    if masked.size == 0:
+        return
+    actions = obs["plan"].copy()
+    actions[1, 0] = masked[0]
+    with pytest.raises(ValueError, match="block 0|attn"):
+        venv.step(actions)
