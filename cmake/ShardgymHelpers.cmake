@@ -26,6 +26,8 @@ endfunction()
 function(shardgym_registrations)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS" ${ARGN})
   add_library(shardgym_${ARG_NAME}_reg OBJECT ${ARG_SOURCES})
+  # PIC as the libraries: the Python extension (python/) links these objects into a module.
+  set_target_properties(shardgym_${ARG_NAME}_reg PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_link_libraries(shardgym_${ARG_NAME}_reg PUBLIC ${ARG_DEPS})
   shardgym_warnings(shardgym_${ARG_NAME}_reg)
   target_sources(shardgym_builtins INTERFACE $<TARGET_OBJECTS:shardgym_${ARG_NAME}_reg>)

@@ -11,7 +11,8 @@
 // and with p > 1 pipeline stages one trailing component that moves a stage boundary
 // (env/pipeline_action.h). The mask is flattened block-major, mask[b * K + k], followed by
 // the pipeline component's entries. Observation: a flat float32 vector, per-block features
-// then global features (layout in partition_env.h).
+// then global features (layout in partition_env.h); EnvSpec::observation_parts names its
+// slices, and Info::plan_indices gives the plan in force as catalog indices.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,9 @@ using Action = std::vector<int32_t>;
 struct Info {
   Measurement measurement;                // raw figures of this step
   Plan plan;                              // the plan in force after the step
+  // The same plan as catalog indices, one per block (-1: the block's strategy is not in the
+  // catalog). Exact ints, so nobody has to decode them from the observation's floats.
+  std::vector<int32_t> plan_indices;
   // Cheap extras: "raw_reward" (PartitionEnv's reward; kept when NormalizeReward rescales),
   // "baseline_latency_per_token_s" (NormalizeReward).
   std::map<std::string, double> scalars;
@@ -52,12 +56,23 @@ struct StepResult {
   Info info;
 };
 
+// A named slice of the flat observation (EnvPool's "obs:..." fields): entries
+// [offset, offset + Π shape) of Observation, row-major in `shape`.
+struct ObservationPart {
+  std::string name;
+  int64_t offset = 0;
+  std::vector<int64_t> shape;
+  std::string meaning;
+};
+
 // Immutable description of an env: id, spaces, limits (EnvPool's EnvSpec).
 struct EnvSpec {
   std::string id;
   std::string description;
   Space observation_space;
   Space action_space;
+  // Slices that tile observation_space in order (empty: the env names none).
+  std::vector<ObservationPart> observation_parts;
   int num_blocks = 0;
   int catalog_size = 0;
   int pipeline_stages = 1;    // p > 1: the action's last component moves stage boundaries

@@ -94,6 +94,7 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   std::vector<int64_t> nvec(blocks_, choices_);
   if (moves_ > 0) nvec.push_back(moves_);
   spec_.action_space = Space::multi_discrete("action", std::move(nvec));
+  spec_.observation_parts = observation_parts(blocks_, links_, moves_);
   spec_.num_blocks = blocks_;
   spec_.catalog_size = choices_;
   spec_.pipeline_stages = stages_;
@@ -147,6 +148,7 @@ ResetResult PartitionEnv::reset(std::optional<uint64_t> seed) {
   r.obs = observe(reference_, ctx);
   r.info.measurement = reference_;
   r.info.plan = run_->plan();
+  r.info.plan_indices = current_;
   return r;
 }
 
@@ -314,6 +316,7 @@ StepResult PartitionEnv::step(const Action& action) {
   r.obs = observe(m, ctx);
   r.info.scalars.emplace("raw_reward", r.reward);
   r.info.plan = run_->plan();
+  r.info.plan_indices = current_;
   r.info.measurement = std::move(m);
   return r;
 }
@@ -394,6 +397,29 @@ Observation PartitionEnv::observe(const Measurement& m, const RunContext& ctx) {
   }
   last_obs_ = obs;
   return obs;
+}
+
+std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int links, int moves) {
+  std::vector<ObservationPart> parts;
+  int64_t offset = 0;
+  auto add = [&](const char* name, std::vector<int64_t> shape, const char* meaning) {
+    int64_t size = 1;
+    for (int64_t d : shape) size *= d;
+    parts.push_back({name, offset, std::move(shape), meaning});
+    offset += size;
+  };
+  add("blocks", {blocks, kBlockFeatures},
+      "per block: catalog index / K, degree / P, is_tp1d, is_tp2d, sp, chunks > 1, recompute, "
+      "fwd, bwd and comm time / reference");
+  add("global", {kGlobalFixed},
+      "step / steps, phase / phases, seq_factor, max compute slowdown, peak memory / capacity, "
+      "latency / initial latency");
+  add("links", {links}, "measured bandwidth / nominal per link class");
+  if (moves > 0) {
+    add("pipeline", {moves},
+        "stage boundaries (first layer / layers), then each stage's peak memory / capacity");
+  }
+  return parts;
 }
 
 Plan PartitionEnv::plan_from_action(const Action& action) const {

@@ -55,6 +55,10 @@ class PartitionEnv : public Env {
   static constexpr int kGlobalFixed = 6;
 
   PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run, const ExperimentSpec& spec);
+  // The layout above as named parts (EnvSpec::observation_parts): "blocks" (B, kBlockFeatures),
+  // "global" (kGlobalFixed), "links" (L), and with `moves` > 0 pipeline choices, "pipeline"
+  // (moves = 2p − 1).
+  static std::vector<ObservationPart> observation_parts(int blocks, int links, int moves);
 
   const EnvSpec& spec() const override { return spec_; }
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;

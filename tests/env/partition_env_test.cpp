@@ -87,6 +87,45 @@ TEST(PartitionEnv, ResetObservationFollowsTheLayout) {
   EXPECT_GT(r.info.measurement.step_latency_s, 0);
 }
 
+TEST(PartitionEnv, ObservationPartsTileTheObservation) {
+  Fixture f = make(test_specs::tiny());
+  const std::vector<ObservationPart>& parts = f.env->spec().observation_parts;
+  ASSERT_EQ(parts.size(), 3u) << "no pipeline part with one stage";
+  EXPECT_EQ(parts[0].name, "blocks");
+  EXPECT_EQ(parts[0].shape, (std::vector<int64_t>{kB, PartitionEnv::kBlockFeatures}));
+  EXPECT_EQ(parts[1].name, "global");
+  EXPECT_EQ(parts[1].offset, kB * PartitionEnv::kBlockFeatures);
+  EXPECT_EQ(parts[2].name, "links");
+  EXPECT_EQ(parts[2].shape, std::vector<int64_t>{2});
+  EXPECT_EQ(parts[2].offset + 2, kD) << "the parts end where the observation ends";
+
+  // With p = 2 stages the pipeline part closes the observation: 2p − 1 = 3 entries.
+  Fixture p = make(test_specs::pipelined());
+  const std::vector<ObservationPart>& pp = p.env->spec().observation_parts;
+  ASSERT_EQ(pp.size(), 4u);
+  EXPECT_EQ(pp[3].name, "pipeline");
+  EXPECT_EQ(pp[3].shape, std::vector<int64_t>{3});
+  EXPECT_EQ(pp[3].offset + 3, p.env->spec().observation_space.flat_size());
+}
+
+TEST(PartitionEnv, InfoGivesThePlanInForceAsCatalogIndices) {
+  FakeRunOptions options;
+  options.fail_at_step = 3;
+  Fixture f = make(test_specs::tiny(), options);
+  ResetResult r = f.env->reset(0);
+  EXPECT_EQ(r.info.plan_indices, std::vector<int32_t>(kB, kTp4));
+  StepResult s = f.env->step({kTp2, kTp4, kTp2, kTp4});
+  EXPECT_EQ(s.info.plan_indices, (std::vector<int32_t>{kTp2, kTp4, kTp2, kTp4}));
+  for (int b = 0; b < kB; ++b) {  // the float feature agrees with the int
+    EXPECT_FLOAT_EQ(s.obs[b * PartitionEnv::kBlockFeatures],
+                    static_cast<float>(s.info.plan_indices[b]) / kK);
+  }
+  EXPECT_EQ(f.env->step(uniform(kTp2)).info.plan_indices, std::vector<int32_t>(kB, kTp2));
+  StepResult bad = f.env->step(uniform(kTp4));
+  ASSERT_TRUE(bad.truncated);
+  EXPECT_EQ(bad.info.plan_indices, std::vector<int32_t>(kB, kTp2)) << "the old plan stays";
+}
+
 TEST(PartitionEnv, StepAppliesThePlanAndChargesTheRepartition) {
   Fixture f = make(test_specs::tiny());
   f.env->reset(0);

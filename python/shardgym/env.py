@@ -1,0 +1,146 @@
+"""ShardGymEnv: one C++ env (make_env: TimeLimit ∘ NormalizeReward) behind Gymnasium's API.
+
+Observation (Dict): the C++ env's named parts of its flat float32 vector ("blocks" (B, F),
+"global", "links", and "pipeline" with p > 1 stages; meanings in `part_meanings`) plus
+"plan", the plan in force as catalog indices (B,) reported by C++ (K = not in the catalog).
+Action: MultiDiscrete([K] * B (+ [2p - 1])). The mask is the flat bool array over the
+concatenated choices (sb3-contrib's MaskablePPO layout), in info["action_mask"] and
+action_masks().
+"""
+import numpy as np
+import gymnasium
+from gymnasium import spaces
+
+import _shardgym
+
+# Keyword options of gymnasium.make(id, config=..., **options), with their meaning.
+OPTIONS = {
+    "config": "path of the experiment YAML (required), e.g. experiments/quickstart.yaml",
+    "steps_per_episode": "int: episode length (TimeLimit), overriding the config's",
+    "initial_plan": "str: plan in force at reset (\"megatron\", \"megatron-sp\", a plan text)",
+    "normalize_reward": "bool: reward as a ratio to static Megatron-LM (1.0 per step) or raw",
+    "trace": "str: HDF5 trace to play back (shardgym/TPReplay-v0 requires it)",
+    "masked_action": "\"truncate\" (default: the episode ends, truncated, reward 0, "
+                     "info['error'] says why) or \"raise\" (ValueError, the C++ contract)",
+}
+
+
+def _check_options(env_id, options):
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"{env_id or 'shardgym'}: unknown option(s) {', '.join(unknown)}; "
+                        f"allowed: {', '.join(sorted(OPTIONS))}")
+
+
+def _experiment(env_id, config, options):
+    _check_options(env_id, dict(options, config=config))
+    if config is None:
+        raise TypeError(f"{env_id or 'shardgym'}: config=PATH is required "
+                        "(e.g. config=\"experiments/quickstart.yaml\")")
+    exp = _shardgym.load_experiment(str(config))
+    if env_id is not None:
+        exp.env_id = env_id
+    if "steps_per_episode" in options:
+        steps = options["steps_per_episode"]
+        if not isinstance(steps, (int, np.integer)) or steps <= 0:
+            raise ValueError(f"steps_per_episode must be a positive int, got {steps!r}")
+        exp.steps_per_episode = int(steps)
+    if "initial_plan" in options:
+        exp.initial_plan = str(options["initial_plan"])
+    if "normalize_reward" in options:
+        exp.normalize_reward = bool(options["normalize_reward"])
+    if "trace" in options:
+        exp.replay_trace = str(options["trace"])
+    return exp
+
+
+def split_mask(mask, nvec):
+    """The flat mask as a tuple of per-dimension int8 masks (MultiDiscrete.sample(mask=...))."""
+    bounds = np.cumsum(nvec)[:-1]
+    return tuple(m.astype(np.int8) for m in np.split(np.asarray(mask), bounds))
+
+
+class ShardGymEnv(gymnasium.Env):
+    metadata = {"render_modes": []}
+
+    def __init__(self, env_id, config=None, render_mode=None, **options):
+        if render_mode is not None:
+            raise ValueError(f"{env_id}: no render modes (got render_mode={render_mode!r})")
+        self._masked_action = options.pop("masked_action", "truncate")
+        if self._masked_action not in ("truncate", "raise"):
+            raise ValueError(f"masked_action must be 'truncate' or 'raise', "
+                             f"got {self._masked_action!r}")
+        self.experiment = _experiment(env_id, config, options)
+        self._env = _shardgym.Env(env_id, self.experiment)
+        spec = self._env.spec()
+        self.env_spec = spec  # the C++ EnvSpec as a dict (ids, sizes, parts, catalog)
+        self.catalog = list(spec["catalog"])
+        self.num_blocks = spec["num_blocks"]
+        k = spec["catalog_size"]
+        self._parts = [(p["name"], p["offset"], tuple(p["shape"]))
+                       for p in spec["observation_parts"]]
+        self.part_meanings = {p["name"]: p["meaning"] for p in spec["observation_parts"]}
+        parts = {name: spaces.Box(0.0, np.inf, shape, np.float32) for name, _, shape in self._parts}
+        # K stands for "not in the catalog" (C++ reports -1), so the space stays MultiDiscrete.
+        parts["plan"] = spaces.MultiDiscrete(np.full(self.num_blocks, k + 1, dtype=np.int64))
+        self.observation_space = spaces.Dict(parts)
+        self.action_space = spaces.MultiDiscrete(np.asarray(spec["action_nvec"], dtype=np.int64))
+        self._seeded = False
+        self._last_obs = None
+        self._mask = None
+
+    # -- helpers --------------------------------------------------------------------------
+    def _obs(self, flat, plan_indices):
+        obs = {name: flat[off:off + int(np.prod(shape))].reshape(shape)
+               for name, off, shape in self._parts}
+        plan = np.asarray(plan_indices, dtype=np.int64)
+        obs["plan"] = np.where(plan < 0, self.env_spec["catalog_size"], plan)
+        return obs
+
+    def _info(self, info):
+        info = dict(info)
+        self._mask = self._env.action_mask()
+        info["action_mask"] = self._mask
+        return info
+
+    # -- Gymnasium API --------------------------------------------------------------------
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is None and not self._seeded:
+            # Gymnasium: an unseeded first reset is random; later ones continue the sequence.
+            seed = int(self.np_random.integers(0, 2**31 - 1))
+        self._seeded = True
+        flat, info = self._env.reset(seed)
+        self._last_obs = self._obs(flat, info["plan_indices"])
+        return self._last_obs, self._info(info)
+
+    def step(self, action):
+        action = np.asarray(action, dtype=np.int64).reshape(-1)
+        if self._masked_action == "truncate" and self._mask is not None:
+            bad = self._masked_entry(action)
+            if bad is not None:
+                return self._last_obs, 0.0, False, True, {
+                    "error": f"masked action: {bad}", "action_mask": self._mask}
+        flat, reward, terminated, truncated, info = self._env.step(action.astype(np.int32))
+        self._last_obs = self._obs(flat, info["plan_indices"])
+        return self._last_obs, float(reward), bool(terminated), bool(truncated), self._info(info)
+
+    def close(self):
+        # Drops the C++ env now (a live run's ranks stop here, not at garbage collection).
+        self._env = None
+
+    def action_masks(self):
+        """Flat bool mask over the concatenated MultiDiscrete choices (MaskablePPO)."""
+        return self._env.action_mask()
+
+    def _masked_entry(self, action):
+        nvec = self.action_space.nvec
+        if action.shape != nvec.shape or np.any(action < 0) or np.any(action >= nvec):
+            return None  # out of the space: the C++ env raises ValueError naming the entry
+        starts = np.concatenate(([0], np.cumsum(nvec)[:-1]))
+        allowed = self._mask[starts + action]
+        if allowed.all():
+            return None
+        d = int(np.argmin(allowed))
+        what = f"block {d}" if d < self.num_blocks else "the pipeline component"
+        return f"{what}: choice {int(action[d])} is not allowed now"

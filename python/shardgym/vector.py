@@ -1,0 +1,65 @@
+"""shardgym.vector: N envs stepped together on C++ threads (env/vector_env.h), one call per
+step whatever N is, results as numpy arrays.
+
+    venv = shardgym.vector.make("shardgym/TPSim-v0", num_envs=8,
+                                config="experiments/quickstart.yaml")
+    obs, info = venv.reset(seed=0)          # env i is seeded with seed + i
+    obs, rew, term, trunc, info = venv.step(actions)   # actions (N, A) ints
+
+Observations are the single env's Dict with a leading N axis. Envs that end are reset at
+once (autoreset, continuing their seed sequence); their last observation is in
+info["final_obs"] where info["_final"] is True. info["action_mask"] is (N, M) bool. A masked
+action raises ValueError (the C++ contract; the lowest env index is reported).
+"""
+import numpy as np
+
+import _shardgym
+from shardgym.env import _experiment
+
+
+class VectorEnv:
+    def __init__(self, env_id, num_envs, config=None, threads=0, **options):
+        options.pop("masked_action", None)  # the vector env always raises
+        self.experiment = _experiment(env_id, config, options)
+        self._venv = _shardgym.VectorEnv(env_id, self.experiment, int(num_envs), int(threads))
+        probe = self._venv.spec()
+        self.num_envs = int(num_envs)
+        self.env_spec = probe
+        self.catalog_size = probe["catalog_size"]
+        self.action_nvec = np.asarray(probe["action_nvec"], dtype=np.int64)
+        self._parts = [(p["name"], p["offset"], tuple(p["shape"]))
+                       for p in probe["observation_parts"]]
+
+    def _obs(self, flat, plan):
+        n = flat.shape[0]
+        obs = {name: flat[:, off:off + int(np.prod(shape))].reshape((n,) + shape)
+               for name, off, shape in self._parts}
+        plan = plan.astype(np.int64)
+        obs["plan"] = np.where(plan < 0, self.catalog_size, plan)
+        return obs
+
+    def reset(self, seed=0):
+        r = self._venv.reset(int(seed))
+        return self._obs(r["obs"], r["plan"]), {"action_mask": r["action_mask"]}
+
+    def step(self, actions):
+        actions = np.ascontiguousarray(actions, dtype=np.int32)
+        r = self._venv.step(actions)
+        done = r["terminated"] | r["truncated"]
+        info = {"action_mask": r["action_mask"], "_final": done,
+                "final_obs": self._obs(r["final_obs"], r["final_plan"])
+                if done.any() else None,
+                "error": r["error"]}
+        return self._obs(r["obs"], r["plan"]), r["reward"], r["terminated"], r["truncated"], info
+
+    def action_masks(self):
+        return self._venv.action_masks()
+
+    def close(self):
+        self._venv = None
+
+
+def make(env_id, num_envs, config=None, threads=0, **options):
+    """N copies of env `env_id` (options as gymnasium.make's) on `threads` C++ threads
+    (0: min(N, cores))."""
+    return VectorEnv(env_id, num_envs, config=config, threads=threads, **options)

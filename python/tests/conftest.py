@@ -1,0 +1,35 @@
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(os.environ.get("SHARDGYM_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+QUICKSTART = str(ROOT / "experiments" / "quickstart.yaml")
+
+
+def cli():
+    """The shardgym CLI of this build, or None (a pip-installed package has none)."""
+    binary = os.environ.get("SHARDGYM_BINARY_DIR")
+    path = pathlib.Path(binary, "experiments", "shardgym") if binary else None
+    if path and path.exists():
+        return str(path)
+    return shutil.which("shardgym")
+
+
+@pytest.fixture(scope="session")
+def quickstart():
+    return QUICKSTART
+
+
+@pytest.fixture(scope="session")
+def trace(tmp_path_factory):
+    """A trace of one Megatron episode of the quickstart (recorded by the CLI)."""
+    exe = cli()
+    if exe is None:
+        pytest.skip("no shardgym CLI to record a trace (set SHARDGYM_BINARY_DIR to a build)")
+    out = tmp_path_factory.mktemp("trace")
+    subprocess.run([exe, "compare", QUICKSTART, "--agents", "megatron", "--seeds", "0",
+                    "--no-references", "--out", str(out)], check=True, capture_output=True)
+    return str(out / "megatron.h5")
