@@ -179,7 +179,9 @@ ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world
 }
 
 Plan Plan::uniform(const Strategy& s, int num_blocks) {
-  return Plan{std::vector<Strategy>(num_blocks, s)};
+  Plan plan;
+  plan.blocks.assign(num_blocks, s);
+  return plan;
 }
 
 std::string Plan::to_string() const {
