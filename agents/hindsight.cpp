@@ -110,18 +110,12 @@ HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weigh
     sum.constant_mem = std::max(sum.constant_mem, p.constant_mem);
   }
 
-  auto plan_of = [&](const std::vector<int>& entries) {
-    Plan plan;
-    plan.pipeline = reference.pipeline;
-    for (int e : entries) plan.blocks.push_back(cat.at(e));
-    return plan;
-  };
   double best = kInf;
   for (double shrink : {0.0, 1e-9, 1e-6, 1e-3}) {
     sum.mem_budget = 1.0 - shrink;
     const ChainSolution sol = solve_chain(sum, options.max_front);
     if (!sol.feasible) break;
-    const Plan plan = plan_of(sol.entries);
+    const Plan plan = plan_of_entries(cat, reference.pipeline, sol.entries);
     const double c = total(plan);
     if (!std::isfinite(c)) continue;  // over capacity in some phase after all: shrink
     best = c;

@@ -151,6 +151,14 @@ ChainProblem decompose_run(const TrainingRun& run, const PlanObjective& objectiv
   return p;
 }
 
+Plan plan_of_entries(const StrategyCatalog& catalog, const Pipeline& pipeline,
+                     const std::vector<int>& entries) {
+  Plan plan;
+  plan.pipeline = pipeline;
+  for (int e : entries) plan.blocks.push_back(catalog.at(e));
+  return plan;
+}
+
 OracleResult static_oracle(const TrainingRun& run, const PlanObjective& objective,
                            const OracleOptions& options) {
   const StrategyCatalog& cat = run.catalog();
@@ -165,20 +173,13 @@ OracleResult static_oracle(const TrainingRun& run, const PlanObjective& objectiv
     if (cat.index_of(reference.blocks[b]) < 0) reference.blocks[b] = cat.at(candidates[b][0]);
   ChainProblem problem = decompose_run(run, objective, reference, options, &result.estimates);
 
-  // Every plan keeps the pipeline in force (stages, boundaries, micro-batches).
-  auto plan_of = [&](const std::vector<int>& entries) {
-    Plan plan;
-    plan.pipeline = reference.pipeline;
-    for (int k : entries) plan.blocks.push_back(cat.at(k));
-    return plan;
-  };
   double best = kInf;
   // Rounding can put a plan at the capacity boundary just over it: shrink the budget a hair.
   for (double shrink : {0.0, 1e-9, 1e-6, 1e-3}) {
     problem.mem_budget = 1.0 - shrink;
     ChainSolution sol = solve_chain(problem, options.max_front);
     if (!sol.feasible) break;
-    Plan plan = plan_of(sol.entries);
+    Plan plan = plan_of_entries(cat, reference.pipeline, sol.entries);
     double c, m;
     prober.probe(plan, c, m);
     if (m > 1.0) continue;

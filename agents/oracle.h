@@ -66,6 +66,11 @@ ChainProblem decompose_run(const TrainingRun& run, const PlanObjective& objectiv
                            const Plan& reference, const OracleOptions& options,
                            int64_t* estimates = nullptr);
 
+// The plan of catalog `entries` (one per block) within `pipeline`: the oracles keep the
+// pipeline in force (stages, boundaries, micro-batches).
+Plan plan_of_entries(const StrategyCatalog& catalog, const Pipeline& pipeline,
+                     const std::vector<int>& entries);
+
 // Throws std::runtime_error if the run cannot estimate or no plan fits.
 OracleResult static_oracle(const TrainingRun& run, const PlanObjective& objective,
                            const OracleOptions& options = {});
