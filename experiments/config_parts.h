@@ -41,6 +41,13 @@ RewardSpec parse_reward(const YamlField& field);
 CatalogOptions parse_catalog_options(const YamlField& field);
 LiveSpec parse_live(const YamlField& field);
 
+// A config-like text file read with the loader's limits (regular files only, at most 16 MiB);
+// errors are ConfigErrors at (error_file, error_key, error_line).
+std::string read_config_text(const std::string& path, const std::string& error_file,
+                             const std::string& error_key, int error_line);
+// YAML text → node; a syntax error is a ConfigError with its line.
+YAML::Node parse_yaml_text(const std::string& text, const std::string& file);
+
 // Short dtype keys used in `peak_tflops: {bf16: ..., fp32: ...}`.
 std::string dtype_key(DType dtype);
 

@@ -38,9 +38,25 @@ struct CostArgs {
 struct ValidateArgs {
   std::vector<std::string> published;  // configs or folders of configs with `published:`
   bool json = false;
+  // Against the live run instead: a live config, N random plans.
+  std::string config;
+  std::string calibration;  // "" = the config's cluster.calibration (or none)
+  int plans = 30, warmup = 2, iterations = 5;
+  uint64_t seed = 0;
+  std::string out;  // --out: also write the JSON here
 };
-// Predicted against published throughput and iteration time for every config.
-int run_validate_sim(const ValidateArgs& args, std::ostream& out);
+// Predicted against published throughput and iteration time for every config, or (with a
+// config) against the live run on random plans.
+int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& err);
+
+struct CalibrateArgs {
+  std::string config, out;
+  int warmup = 2, iterations = 5;
+  uint64_t seed = 0;
+  std::string command_line;
+};
+// Measures the live runtime of a config and writes a calibration file.
+int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& err);
 
 struct BenchArgs {
   bool json = false;
