@@ -117,31 +117,79 @@ void comm_volume(const ModelSpec& m, BlockKind kind, const Strategy& s, int worl
   add(block_grad_sync(m, kind, s, world), m.grad_bytes());
 }
 
-// Least squares y ≈ a·x1 + b·x2 with a, b ≥ 0 (two unknowns: the active set by hand).
+// Non-negative least squares y ≈ Σ_j c_j·x_j for up to 3 columns: the unconstrained solution
+// on every subset of the columns (the others at 0), the best one with all c_j ≥ 0.
+std::vector<double> nonneg_lstsq(const std::vector<std::vector<double>>& x,
+                                 const std::vector<double>& y) {
+  const size_t n = x.size();
+  if (n == 0 || n > 3) throw std::logic_error("nonneg_lstsq: 1 to 3 columns");
+  std::vector<double> best(n, 0.0);
+  double best_r = 0;
+  for (double v : y) best_r += v * v;  // all coefficients 0
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    std::vector<size_t> cols;
+    for (size_t j = 0; j < n; ++j)
+      if (mask & (1u << j)) cols.push_back(j);
+    const size_t k = cols.size();
+    // Normal equations A c = b, solved by Gaussian elimination with partial pivoting.
+    std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
+    for (size_t r = 0; r < k; ++r) {
+      for (size_t q = 0; q < k; ++q)
+        for (size_t i = 0; i < y.size(); ++i) a[r][q] += x[cols[r]][i] * x[cols[q]][i];
+      for (size_t i = 0; i < y.size(); ++i) a[r][k] += x[cols[r]][i] * y[i];
+    }
+    bool singular = false;
+    for (size_t c = 0; c < k && !singular; ++c) {
+      size_t piv = c;
+      for (size_t r = c + 1; r < k; ++r)
+        if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+      std::swap(a[c], a[piv]);
+      if (std::abs(a[c][c]) < 1e-300) {
+        singular = true;
+        break;
+      }
+      for (size_t r = 0; r < k; ++r) {
+        if (r == c) continue;
+        const double f = a[r][c] / a[c][c];
+        for (size_t q = c; q <= k; ++q) a[r][q] -= f * a[c][q];
+      }
+    }
+    if (singular) continue;
+    std::vector<double> coef(n, 0.0);
+    bool ok = true;
+    for (size_t r = 0; r < k; ++r) {
+      coef[cols[r]] = a[r][k] / a[r][r];
+      ok = ok && coef[cols[r]] >= 0 && std::isfinite(coef[cols[r]]);
+    }
+    if (!ok) continue;
+    double res = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      double p = 0;
+      for (size_t j = 0; j < n; ++j) p += coef[j] * x[j][i];
+      res += (y[i] - p) * (y[i] - p);
+    }
+    if (res < best_r) best_r = res, best = coef;
+  }
+  return best;
+}
+
 void nonneg_fit2(const std::vector<double>& x1, const std::vector<double>& x2,
                  const std::vector<double>& y, double& a, double& b) {
-  double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    s11 += x1[i] * x1[i], s12 += x1[i] * x2[i], s22 += x2[i] * x2[i];
-    s1y += x1[i] * y[i], s2y += x2[i] * y[i];
-  }
-  const double det = s11 * s22 - s12 * s12;
-  a = b = -1;
-  if (std::abs(det) > 1e-300 * std::max(1.0, s11 * s22)) {
-    a = (s1y * s22 - s2y * s12) / det;
-    b = (s2y * s11 - s1y * s12) / det;
-  }
-  if (a >= 0 && b >= 0) return;
-  // One of them at zero: the better of the two one-variable fits.
-  const double a_only = s11 > 0 ? std::max(0.0, s1y / s11) : 0.0;
-  const double b_only = s22 > 0 ? std::max(0.0, s2y / s22) : 0.0;
-  double r_a = 0, r_b = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    r_a += std::pow(y[i] - a_only * x1[i], 2);
-    r_b += std::pow(y[i] - b_only * x2[i], 2);
-  }
-  if (r_a <= r_b) a = a_only, b = 0;
-  else a = 0, b = b_only;
+  const std::vector<double> c = nonneg_lstsq({x1, x2}, y);
+  a = c[0], b = c[1];
+}
+
+// Peak memory (largest rank) the simulator predicts for `plan` with the memory terms of `cal`.
+double sim_peak(const ExperimentSpec& spec, const CalibrationFile& cal, const Plan& plan,
+                uint64_t seed) {
+  ExperimentSpec s = spec;
+  const std::string why = apply_calibration(cal, "(fit)", s.cluster);
+  if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
+  SimRun sim(s);
+  sim.reset(seed, plan);
+  const auto m = sim.estimate(plan);
+  if (!m) throw std::runtime_error("the simulator cannot estimate " + plan.to_string());
+  return *std::max_element(m->peak_memory_bytes.begin(), m->peak_memory_bytes.end());
 }
 
 std::string utc_now() {
@@ -196,6 +244,32 @@ std::vector<Plan> calibration_plans(const StrategyCatalog& cat, int blocks) {
   return out;
 }
 
+// Random valid plans: each block a uniformly drawn shape-valid catalog entry; plans the
+// simulator says do not fit memory are drawn again.
+std::vector<Plan> random_plans(const StrategyCatalog& cat, int blocks, int count,
+                               std::mt19937_64& rng, const SimRun& sim) {
+  std::vector<Plan> plans;
+  for (int i = 0; i < count; ++i) {
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == 1000) throw std::runtime_error("no random plan fits memory after 1000 draws");
+      Plan p;
+      for (int b = 0; b < blocks; ++b) {
+        const auto& mask = cat.shape_mask(ModelSpec::block_kind(b));
+        std::vector<int> ok;
+        for (int k = 0; k < cat.size(); ++k)
+          if (mask[k]) ok.push_back(k);
+        p.blocks.push_back(cat.at(ok[rng() % ok.size()]));
+      }
+      const auto est = sim.estimate(p);
+      if (est && est->ok && !est->oom) {
+        plans.push_back(p);
+        break;
+      }
+    }
+  }
+  return plans;
+}
+
 ErrorSummary summarize(const std::vector<double>& rel) {
   ErrorSummary e;
   e.n = static_cast<int>(rel.size());
@@ -222,7 +296,15 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   sspec.cluster.calibration = {};  // fits are made against the physical model
   SimRun sim(sspec);
   const int blocks = live.spec.model.num_blocks(), world = live.spec.cluster.world_size();
-  const std::vector<Plan> plans = calibration_plans(run.catalog(), blocks);
+  std::vector<Plan> plans = calibration_plans(run.catalog(), blocks);
+  // Random plans after the uniform ones: mixtures for the fits of what the table does not hold
+  // (overhead, memory, repartition); the table itself comes from the uniform plans only.
+  const size_t uniform_plans = plans.size();
+  {
+    std::mt19937_64 rng(o.seed ^ 0xca11b7a7e5eedull);
+    for (const Plan& p : random_plans(run.catalog(), blocks, o.mixed_plans, rng, sim))
+      plans.push_back(p);
+  }
 
   CalibrationFile c;
   c.created = utc_now();
@@ -265,7 +347,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     const PlanStats s = measure(run, plan, o);
     const IterationBreakdown bd = sim.breakdown(plan);
     const double m = std::max(1, bd.pipeline.micro_batches);
-    for (int b = 0; b < blocks; ++b) {
+    for (int b = 0; b < blocks && i < uniform_plans; ++b) {
       const int kind = static_cast<int>(ModelSpec::block_kind(b));
       auto key = std::make_pair(kind, plan.blocks[b].to_string());
       Row& r = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]}).first->second;
@@ -370,6 +452,53 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
                              residual[i]) / stats[i].step_s);
     c.overhead_fit_error = median(err);
   }
+  // Memory: the live peak against the simulator's state and activation terms (each alone, by
+  // running the simulator with the other scale at 0) and a constant.
+  {
+    CalibrationFile only_state = c, only_act = c;
+    only_state.runtime.memory_state_scale = 1, only_state.runtime.memory_activation_scale = 0;
+    only_act.runtime.memory_state_scale = 0, only_act.runtime.memory_activation_scale = 1;
+    std::vector<double> state, act, ones, peak;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      state.push_back(sim_peak(sspec, only_state, plans[i], o.seed));
+      act.push_back(sim_peak(sspec, only_act, plans[i], o.seed));
+      ones.push_back(1.0);
+      peak.push_back(stats[i].peak_bytes);
+    }
+    const std::vector<double> k = nonneg_lstsq({state, act, ones}, peak);
+    rc.memory_state_scale = k[0], rc.memory_activation_scale = k[1], rc.memory_base_bytes = k[2];
+    std::vector<double> err;
+    for (size_t i = 0; i < plans.size(); ++i)
+      err.push_back(rel_error(k[0] * state[i] + k[1] * act[i] + k[2], peak[i]));
+    c.memory_fit_error = median(err);
+  }
+  // Repartition: a fixed time, a time per block changed (each is rebuilt) and bytes over a
+  // bandwidth, from the changes between the random plans. The uniform plans' changes are left
+  // out: each brings strategies not seen before, whose process groups the live run creates
+  // then, once (a cost of the first use, not of a repartition).
+  {
+    std::vector<double> ones, nblocks, bytes, seconds;
+    for (size_t i = uniform_plans + 1; i < plans.size(); ++i) {
+      int changed = 0;
+      for (int b = 0; b < blocks; ++b) changed += plans[i].blocks[b] != plans[i - 1].blocks[b];
+      if (changed == 0) continue;
+      ones.push_back(1.0);
+      nblocks.push_back(changed);
+      bytes.push_back(stats[i].repartition_bytes);
+      seconds.push_back(stats[i].repartition_s);
+    }
+    if (ones.size() >= 3) {
+      const std::vector<double> k = nonneg_lstsq({ones, nblocks, bytes}, seconds);
+      rc.repartition_fixed_s = k[0];
+      rc.repartition_per_block_s = k[1];
+      // No measurable per-byte cost: bytes take no time (bandwidth far above what moved).
+      rc.repartition_bandwidth = k[2] > 0 ? 1.0 / k[2] : 1e18;
+      std::vector<double> err;
+      for (size_t i = 0; i < ones.size(); ++i)
+        err.push_back(rel_error(k[0] + k[1] * nblocks[i] + k[2] * bytes[i], seconds[i]));
+      c.repartition_fit_error = median(err);
+    }
+  }
   return c;
 }
 
@@ -393,31 +522,10 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   v.calibration = sspec.cluster.calibration.path;
   SimRun sim(sspec);
 
-  // Random valid plans: each block a uniformly drawn shape-valid catalog entry; plans the
-  // simulator says do not fit memory are drawn again.
-  const StrategyCatalog& cat = run.catalog();
-  const int blocks = live.spec.model.num_blocks();
   std::mt19937_64 rng(o.seed);
-  std::vector<Plan> plans;
-  for (int i = 0; i < o.plans; ++i) {
-    for (int attempt = 0;; ++attempt) {
-      if (attempt == 1000) throw std::runtime_error("no random plan fits memory after 1000 draws");
-      Plan p;
-      for (int b = 0; b < blocks; ++b) {
-        const auto& mask = cat.shape_mask(ModelSpec::block_kind(b));
-        std::vector<int> ok;
-        for (int k = 0; k < cat.size(); ++k)
-          if (mask[k]) ok.push_back(k);
-        p.blocks.push_back(cat.at(ok[rng() % ok.size()]));
-      }
-      const auto est = sim.estimate(p);
-      if (est && est->ok && !est->oom) {
-        plans.push_back(p);
-        break;
-      }
-    }
-  }
-
+  const std::vector<Plan> plans = random_plans(run.catalog(), live.spec.model.num_blocks(),
+                                               o.plans, rng, sim);
+  const int blocks = live.spec.model.num_blocks();
   run.reset(o.seed, plans.front());
   sim.reset(o.seed, plans.front());
   std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, spreads;

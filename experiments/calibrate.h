@@ -26,6 +26,7 @@ struct LiveMeasureOptions {
   int iterations = 5;   // measured iterations per plan (median)
   uint64_t seed = 0;
   std::function<void(const std::string&)> progress;  // one line per plan; may be empty
+  int mixed_plans = 24;  // calibrate: random plans after the uniform ones (see calibrate_live)
 };
 
 // `config` must name the live env. Throws BadInput-like std::invalid_argument on a config that

@@ -64,6 +64,14 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << ", optimizer_s_per_param: " << num(r.optimizer_s_per_param)
     << ", fit_error: " << num(c.overhead_fit_error) << "}\n"
     << "noise: {sigma: " << num(r.noise_sigma) << "}\n"
+    << "memory: {state_scale: " << num(r.memory_state_scale)
+    << ", activation_scale: " << num(r.memory_activation_scale)
+    << ", base_bytes: " << num(r.memory_base_bytes) << ", fit_error: " << num(c.memory_fit_error)
+    << "}\n"
+    << "repartition: {fixed_s: " << num(r.repartition_fixed_s)
+    << ", per_block_s: " << num(r.repartition_per_block_s)
+    << ", bandwidth: " << num(r.repartition_bandwidth)
+    << ", fit_error: " << num(c.repartition_fit_error) << "}\n"
     << "model_signature: " << quoted(r.model_signature) << "\n"
     << "# Seconds per micro-batch, slowest rank, median over the iterations.\n"
     << "blocks:\n";
@@ -82,8 +90,8 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   YamlField root(parse_yaml_text(text, file), file, "", 1);
   if (!root.is_map()) root.fail("a calibration file is a map (see docs/calibration.md)");
   root.check_keys({"format", "version", "created", "command", "config", "machine", "live",
-                   "measurement", "device", "link", "overhead", "noise", "model_signature",
-                   "blocks"});
+                   "measurement", "device", "link", "overhead", "noise", "memory",
+                   "repartition", "model_signature", "blocks"});
   YamlField format = root.child("format");
   if (format.as_string() != kFormat)
     format.fail("'" + format.as_string() + "' is not a calibration file (format: " + kFormat + ")");
@@ -138,6 +146,20 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   if (auto n = root.optional("noise")) {
     n->check_keys({"sigma"});
     r.noise_sigma = n->child("sigma").as_double(0, 10);
+  }
+  if (auto m = root.optional("memory")) {
+    m->check_keys({"state_scale", "activation_scale", "base_bytes", "fit_error"});
+    r.memory_state_scale = m->child("state_scale").as_double(0, 1e3);
+    r.memory_activation_scale = m->child("activation_scale").as_double(0, 1e3);
+    r.memory_base_bytes = m->child("base_bytes").as_double(0, 1e15);
+    if (auto f = m->optional("fit_error")) c.memory_fit_error = f->as_double(0);
+  }
+  if (auto rp = root.optional("repartition")) {
+    rp->check_keys({"fixed_s", "per_block_s", "bandwidth", "fit_error"});
+    r.repartition_fixed_s = rp->child("fixed_s").as_double(0, 1e6);
+    r.repartition_per_block_s = rp->child("per_block_s").as_double(0, 1e6);
+    r.repartition_bandwidth = rp->child("bandwidth").as_double(0, 1e18);
+    if (auto f = rp->optional("fit_error")) c.repartition_fit_error = f->as_double(0);
   }
   r.model_signature = root.child("model_signature").as_string();
   YamlField blocks = root.child("blocks");

@@ -31,6 +31,7 @@ struct CalibrationFile {
   double link_latency_s = 0, link_bandwidth = 0;  // α per ring step, B per rank
   // Fit quality: median |relative error| of the fitted model on the calibration samples.
   double compute_fit_error = 0, comm_fit_error = 0, overhead_fit_error = 0;
+  double memory_fit_error = 0, repartition_fit_error = 0;
   RuntimeCalibration runtime;  // block table, per-step overhead, optimizer, noise
 };
 

@@ -51,7 +51,7 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
 
 struct CalibrateArgs {
   std::string config, out;
-  int warmup = 2, iterations = 5;
+  int warmup = 2, iterations = 5, mixed_plans = 24;
   uint64_t seed = 0;
   std::string command_line;
 };

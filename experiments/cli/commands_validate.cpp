@@ -97,6 +97,7 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   LiveMeasureOptions o;
   o.warmup = args.warmup;
   o.iterations = args.iterations;
+  o.mixed_plans = args.mixed_plans;
   o.seed = args.seed;
   o.progress = [&err](const std::string& line) { err << line << std::endl; };
   CalibrationFile c;
@@ -124,6 +125,14 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << " GFLOP/s (fit error " << 100 * c.compute_fit_error << " %)\n"
       << "  link '" << c.link_name << "': " << c.link_latency_s * 1e6 << " us per ring step, "
       << c.link_bandwidth / 1e9 << " GB/s (fit error " << 100 * c.comm_fit_error << " %)\n"
+      << "  memory: " << c.runtime.memory_state_scale << " x state + "
+      << c.runtime.memory_activation_scale << " x activations + "
+      << c.runtime.memory_base_bytes / 1e6 << " MB (fit error " << 100 * c.memory_fit_error
+      << " %)\n"
+      << "  repartition: " << c.runtime.repartition_fixed_s * 1e3 << " ms + "
+      << c.runtime.repartition_per_block_s * 1e3 << " ms per block + bytes / "
+      << c.runtime.repartition_bandwidth / 1e9 << " GB/s (fit error "
+      << 100 * c.repartition_fit_error << " %)\n"
       << "  step latency noise sigma " << c.runtime.noise_sigma << "\n";
   return 0;
 }

@@ -163,9 +163,10 @@ int main(int argc, char** argv) {
   calibrate->footer(
       "Runs one plan per catalog strategy on the live runtime as the config sets it up (backend,\n"
       "device, ranks, launch): a warm-up, then the median of the measured iterations of every\n"
-      "block's forward, backward and communication time. Fits the per-step overhead, the\n"
-      "optimizer's time per parameter, the device's effective compute rate and the link's\n"
-      "latency and bandwidth, and writes them with the machine's description and the date.\n"
+      "block's forward, backward and communication time. Then --mixed-plans random plans. Fits\n"
+      "the per-step overhead, the optimizer's time per parameter, the device's effective compute\n"
+      "rate, the link's latency and bandwidth, peak memory and repartition time, and writes them\n"
+      "with the machine's description and the date.\n"
       "Use the file with `cluster.calibration: FILE` in a config, or validate-sim --calibration.\n"
       "Format: docs/calibration.md.\n"
       "Example: shardgym calibrate experiments/live-quickstart.yaml --out calib.yaml");
@@ -179,6 +180,10 @@ int main(int argc, char** argv) {
   calibrate->add_option("--iterations", calibrate_args.iterations,
                         "Measured iterations per plan (default 5)")
       ->check(CLI::Range(1, 10000));
+  calibrate->add_option("--mixed-plans", calibrate_args.mixed_plans,
+                        "Random plans after the uniform ones, for the overhead, memory and "
+                        "repartition fits (default 24)")
+      ->check(CLI::Range(0, 10000));
   calibrate->add_option("--seed", calibrate_args.seed, "Seed of the run");
   for (int i = 0; i < argc; ++i)
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);

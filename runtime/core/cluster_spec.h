@@ -76,6 +76,12 @@ struct RuntimeCalibration {
   double step_overhead_s = 0;   // per micro-batch: embedding, LM head, loss, global norm
   double optimizer_s_per_param = 0;  // per iteration and parameter held by the rank
   double noise_sigma = 0;       // log-normal σ of the step latency between iterations
+  // Peak memory per rank = state_scale · (params, gradients, optimizer state) +
+  // activation_scale · (activations, logits) + base_bytes, of the physical model's terms.
+  double memory_state_scale = 1, memory_activation_scale = 1, memory_base_bytes = 0;
+  // A repartition that changes any block takes fixed_s + per_block_s × blocks changed +
+  // bytes (summed over ranks) / bandwidth; bandwidth 0 = the physical model's transfers.
+  double repartition_fixed_s = 0, repartition_per_block_s = 0, repartition_bandwidth = 0;
   bool empty() const { return path.empty(); }
   const MeasuredBlock* find(int kind, const std::string& strategy,
                             const std::string& signature) const;

@@ -48,6 +48,12 @@ CalibrationFile sample() {
   c.runtime.step_overhead_s = 0.0123;
   c.runtime.optimizer_s_per_param = 3.3e-9;
   c.runtime.noise_sigma = 0.07;
+  c.runtime.memory_state_scale = 1.0 / 3;
+  c.runtime.memory_activation_scale = 0.9;
+  c.runtime.memory_base_bytes = 123456.5;
+  c.runtime.repartition_fixed_s = 2.5e-3;
+  c.runtime.repartition_per_block_s = 1.0 / 3 * 1e-4;
+  c.runtime.repartition_bandwidth = 1.0 / 7 * 1e9;
   c.runtime.blocks = {{0, "dp", 1e-3, 2e-3, 3e-3, 0.1},
                       {1, "tp1d(t=2,sp=1,chunks=2)", 1.0 / 7, 2.0 / 7, 3.0 / 7, 0.2}};
   return c;
@@ -68,6 +74,12 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.runtime.optimizer_s_per_param, c.runtime.optimizer_s_per_param);
   EXPECT_EQ(r.runtime.noise_sigma, c.runtime.noise_sigma);
   EXPECT_EQ(r.runtime.model_signature, c.runtime.model_signature);
+  EXPECT_EQ(r.runtime.memory_state_scale, c.runtime.memory_state_scale);
+  EXPECT_EQ(r.runtime.memory_activation_scale, c.runtime.memory_activation_scale);
+  EXPECT_EQ(r.runtime.memory_base_bytes, c.runtime.memory_base_bytes);
+  EXPECT_EQ(r.runtime.repartition_fixed_s, c.runtime.repartition_fixed_s);
+  EXPECT_EQ(r.runtime.repartition_per_block_s, c.runtime.repartition_per_block_s);
+  EXPECT_EQ(r.runtime.repartition_bandwidth, c.runtime.repartition_bandwidth);
   ASSERT_EQ(r.runtime.blocks.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(r.runtime.blocks[i].kind, c.runtime.blocks[i].kind);
