@@ -20,6 +20,7 @@
 #include "env/registry.h"
 #include "experiments/config.h"
 #include "runtime/core/cost.h"
+#include "runtime/sim/layout.h"
 #include "runtime/sim/sim_run.h"
 
 namespace shardgym {
@@ -270,6 +271,16 @@ std::vector<Plan> random_plans(const StrategyCatalog& cat, int blocks, int count
   return plans;
 }
 
+// Changes of activation layout in one micro-batch: between consecutive blocks, and from the
+// last block to the data-parallel LM head (the embedding output takes block 0's for free).
+double layout_changes(const Plan& plan) {
+  int n = 0;
+  for (int b = 1; b < plan.size(); ++b)
+    n += activation_layout_key(plan.blocks[b - 1]) != activation_layout_key(plan.blocks[b]);
+  n += activation_layout_key(plan.blocks.back()) != activation_layout_key(Strategy::dp());
+  return n;
+}
+
 ErrorSummary summarize(const std::vector<double>& rel) {
   ErrorSummary e;
   e.n = static_cast<int>(rel.size());
@@ -434,7 +445,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
     SimRun calibrated(cspec);
     calibrated.reset(o.seed, plans.front());
-    std::vector<double> ones, params, residual;
+    std::vector<double> ones, params, layouts, residual;
     for (size_t i = 0; i < plans.size(); ++i) {
       const auto pred = calibrated.estimate(plans[i]);
       if (!pred || !pred->ok) throw std::runtime_error("the calibrated simulator cannot run " +
@@ -443,13 +454,15 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       for (int b = 0; b < blocks; ++b) p += physics[i][b].params_per_rank;
       ones.push_back(1.0);
       params.push_back(p);
+      layouts.push_back(layout_changes(plans[i]));
       residual.push_back(stats[i].step_s - pred->step_latency_s);
     }
-    nonneg_fit2(ones, params, residual, rc.step_overhead_s, rc.optimizer_s_per_param);
+    const std::vector<double> k = nonneg_lstsq({ones, params, layouts}, residual);
+    rc.step_overhead_s = k[0], rc.optimizer_s_per_param = k[1], rc.redistribution_s = k[2];
     std::vector<double> err;
     for (size_t i = 0; i < plans.size(); ++i)
-      err.push_back(std::abs(rc.step_overhead_s + rc.optimizer_s_per_param * params[i] -
-                             residual[i]) / stats[i].step_s);
+      err.push_back(std::abs(k[0] + k[1] * params[i] + k[2] * layouts[i] - residual[i]) /
+                    stats[i].step_s);
     c.overhead_fit_error = median(err);
   }
   // Memory: the live peak against the simulator's state and activation terms (each alone, by

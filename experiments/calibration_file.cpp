@@ -62,6 +62,7 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << "}\n"
     << "overhead: {step_s: " << num(r.step_overhead_s)
     << ", optimizer_s_per_param: " << num(r.optimizer_s_per_param)
+    << ", redistribution_s: " << num(r.redistribution_s)
     << ", fit_error: " << num(c.overhead_fit_error) << "}\n"
     << "noise: {sigma: " << num(r.noise_sigma) << "}\n"
     << "memory: {state_scale: " << num(r.memory_state_scale)
@@ -139,9 +140,10 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   if (auto f = link.optional("fit_error")) c.comm_fit_error = f->as_double(0);
   RuntimeCalibration& r = c.runtime;
   YamlField over = root.child("overhead");
-  over.check_keys({"step_s", "optimizer_s_per_param", "fit_error"});
+  over.check_keys({"step_s", "optimizer_s_per_param", "redistribution_s", "fit_error"});
   r.step_overhead_s = over.child("step_s").as_double(0, 1e6);
   r.optimizer_s_per_param = over.child("optimizer_s_per_param").as_double(0, 1);
+  if (auto f = over.optional("redistribution_s")) r.redistribution_s = f->as_double(0, 1e6);
   if (auto f = over.optional("fit_error")) c.overhead_fit_error = f->as_double(0);
   if (auto n = root.optional("noise")) {
     n->check_keys({"sigma"});

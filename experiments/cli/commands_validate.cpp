@@ -119,7 +119,8 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << c.device << ") from " << c.plans << " plans, " << c.runtime.blocks.size()
       << " (block kind, strategy) rows -> " << args.out << "\n"
       << "  per-step overhead " << c.runtime.step_overhead_s * 1e3 << " ms, optimizer "
-      << c.runtime.optimizer_s_per_param * 1e9 << " ns/parameter (fit error "
+      << c.runtime.optimizer_s_per_param * 1e9 << " ns/parameter, "
+      << c.runtime.redistribution_s * 1e3 << " ms per layout change (fit error "
       << 100 * c.overhead_fit_error << " % of the step)\n"
       << "  device '" << c.device_name << "': effective " << c.peak_flops / 1e9
       << " GFLOP/s (fit error " << 100 * c.compute_fit_error << " %)\n"

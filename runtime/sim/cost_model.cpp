@@ -303,6 +303,7 @@ TransferCost CostModel::redistribution(const Strategy& from, const Strategy& to)
   f.bytes += b.bytes;
   f.max_rank_bytes += b.max_rank_bytes;
   f.energy_j += b.energy_j;
+  if (!cluster_.calibration.empty()) f.time_s += cluster_.calibration.redistribution_s;
   return f;
 }
 

@@ -48,6 +48,7 @@ CalibrationFile sample() {
   c.runtime.step_overhead_s = 0.0123;
   c.runtime.optimizer_s_per_param = 3.3e-9;
   c.runtime.noise_sigma = 0.07;
+  c.runtime.redistribution_s = 1.0 / 9 * 1e-3;
   c.runtime.memory_state_scale = 1.0 / 3;
   c.runtime.memory_activation_scale = 0.9;
   c.runtime.memory_base_bytes = 123456.5;
@@ -73,6 +74,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.runtime.step_overhead_s, c.runtime.step_overhead_s);
   EXPECT_EQ(r.runtime.optimizer_s_per_param, c.runtime.optimizer_s_per_param);
   EXPECT_EQ(r.runtime.noise_sigma, c.runtime.noise_sigma);
+  EXPECT_EQ(r.runtime.redistribution_s, c.runtime.redistribution_s);
   EXPECT_EQ(r.runtime.model_signature, c.runtime.model_signature);
   EXPECT_EQ(r.runtime.memory_state_scale, c.runtime.memory_state_scale);
   EXPECT_EQ(r.runtime.memory_activation_scale, c.runtime.memory_activation_scale);
