@@ -56,10 +56,15 @@ struct LiveValidation {
   ErrorSummary step, fwd, bwd, comm, memory, repartition_s, repartition_bytes;
   double kendall_tau = 0;
   double live_spread_median = 0;  // run-to-run spread of the live step latency, (p90−p10)/median
+  // With `repeat`: the live run's second visit of every plan against its first (step latency),
+  // and τ between the two visits: the noise floor of the comparison.
+  ErrorSummary repeat;
+  double repeat_tau = 0;
 };
 
 struct LiveValidationOptions : LiveMeasureOptions {
   int plans = 30;
+  bool repeat = true;
   std::string calibration;  // file; "" = the config's cluster.calibration, if any
 };
 

@@ -43,6 +43,7 @@ struct ValidateArgs {
   std::string calibration;  // "" = the config's cluster.calibration (or none)
   int plans = 30, warmup = 2, iterations = 5;
   uint64_t seed = 0;
+  bool no_repeat = false;
   std::string out;  // --out: also write the JSON here
 };
 // Predicted against published throughput and iteration time for every config, or (with a

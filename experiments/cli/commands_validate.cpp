@@ -74,6 +74,7 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
   o.iterations = args.iterations;
   o.seed = args.seed;
   o.calibration = args.calibration;
+  o.repeat = !args.no_repeat;
   o.progress = [&err](const std::string& line) { err << line << std::endl; };
   LiveValidation v;
   try {
