@@ -106,6 +106,7 @@ struct EvalArgs {
   std::vector<uint64_t> seeds;  // empty = the config's
   std::optional<int> steps;
   std::string out;              // "" = no trace; else DIR/eval.h5
+  std::string predicted_by;     // a simulator config of the same model: its predicted gain too
 };
 
 struct BenchLearnArgs {

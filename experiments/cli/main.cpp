@@ -278,6 +278,11 @@ int main(int argc, char** argv) {
   eval->add_option("--steps", eval_args.steps, "Steps per episode (default: the config's)")
       ->check(CLI::PositiveNumber);
   eval->add_option("--out", eval_args.out, "Record the episodes to DIR/eval.h5");
+  eval->add_option("--predicted-by", eval_args.predicted_by,
+                   "A simulator config of the same model (e.g. calibrated on this cluster): "
+                   "also run the agent there and print the gain over Megatron-LM it predicted "
+                   "next to the measured one")
+      ->check(CLI::ExistingFile);
 
   CompareArgs compare_args;
   auto* compare = app.add_subcommand(
