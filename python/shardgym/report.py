@@ -318,15 +318,17 @@ LINESTYLES = ("-", "--", "-.", ":")  # agents whose lines coincide stay distingu
 def time_series(chosen, events, out, name):
     plt = _plt()
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    div, unit = _memory_unit(np.concatenate(
+        [np.ravel(ep["metrics"]["peak_memory_bytes"]) for _, _, ep in chosen]))
     for k, (agent, t, ep) in enumerate(chosen):
         m = ep["metrics"]
         x = np.arange(1, len(ep["rewards"]) + 1)
         style = {"label": agent, "linestyle": LINESTYLES[k % len(LINESTYLES)], "linewidth": 1.6}
         axes[0].plot(x, m["step_latency_s"], **style)
-        axes[1].plot(x, np.nanmax(m["peak_memory_bytes"], axis=1) / GIB, **style)
+        axes[1].plot(x, np.nanmax(m["peak_memory_bytes"], axis=1) / div, **style)
         axes[2].plot(x, m["energy_j"], **style)
     axes[0].set_ylabel("step latency (s)")
-    axes[1].set_ylabel("peak memory,\nfullest rank (GiB)")
+    axes[1].set_ylabel(f"peak memory,\nfullest rank ({unit})")
     axes[2].set_ylabel("energy per step (J)")
     axes[2].set_xlabel("env step")
     axes[2].xaxis.get_major_locator().set_params(integer=True)
@@ -415,24 +417,52 @@ def fidelity(traces, out, name):
     if not pairs:
         return None, None
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
+    from matplotlib import ticker
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
+    mem = [np.nanmax(e["metrics"]["peak_memory_bytes"], axis=1) for p in pairs for _, e in p]
+    div, unit = _memory_unit(np.concatenate(mem))
+    ratios = []
     for (t, ep), (st, sep) in pairs:
-        label = f"{t.path.name}:{ep['name']} vs {st.path.name}:{sep['name']}"
+        label = f"{_short(t.path)}:{ep['name']} vs {_short(st.path)}:{sep['name']}"
         lm, sm = ep["metrics"], sep["metrics"]
-        axes[0].scatter(lm["step_latency_s"], sm["step_latency_s"], s=18, label=label)
-        axes[1].scatter(np.nanmax(lm["peak_memory_bytes"], axis=1) / GIB,
-                        np.nanmax(sm["peak_memory_bytes"], axis=1) / GIB, s=18, label=label)
-    for ax, what, unit in ((axes[0], "step latency", "s"), (axes[1], "peak memory", "GiB")):
-        lo, hi = ax.get_xlim()[0], max(ax.get_xlim()[1], ax.get_ylim()[1])
-        lo = min(lo, ax.get_ylim()[0])
+        ratios.extend(sm["step_latency_s"] / lm["step_latency_s"])
+        axes[0].scatter(lm["step_latency_s"], sm["step_latency_s"], s=22, label=label)
+        axes[1].scatter(np.nanmax(lm["peak_memory_bytes"], axis=1) / div,
+                        np.nanmax(sm["peak_memory_bytes"], axis=1) / div, s=22, label=label)
+    for ax, what, unit_ in ((axes[0], "step latency", "s"), (axes[1], "peak memory", unit)):
+        # Same logarithmic range on both axes: a factor off reads the same at any scale.
+        values = np.concatenate([c.get_offsets().ravel() for c in ax.collections])
+        values = values[np.isfinite(values) & (values > 0)]
+        lo, hi = values.min() / 1.5, values.max() * 1.5
         ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="simulator = live")
-        ax.set_xlabel(f"live {what} ({unit})")
-        ax.set_ylabel(f"simulator {what} ({unit})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        subs = (1.0, 2.0, 5.0) if hi / lo > 10 else tuple(range(1, 10))
+        for axis in (ax.xaxis, ax.yaxis):  # plain numbers at 1, 2, 5 x 10^k (or 1..9 x 10^k)
+            axis.set_major_locator(ticker.LogLocator(subs=subs))
+            axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel(f"live {what} ({unit_}, log scale)")
+        ax.set_ylabel(f"simulator {what} ({unit_}, log scale)")
     axes[0].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    return _save(fig, out, name), "; ".join(
-        f"{t.path}:{ep['name']} (live) with {st.path}:{sep['name']} (sim)"
-        for (t, ep), (st, sep) in pairs)
+    return _save(fig, out, name), (
+        f"median simulator / live step latency {np.nanmedian(ratios):.3g}; pairs: " + "; ".join(
+            f"{t.path}:{ep['name']} (live) with {st.path}:{sep['name']} (sim)"
+            for (t, ep), (st, sep) in pairs))
+
+
+def _short(path):
+    return f"{path.parent.name}/{path.name}"
+
+
+def _memory_unit(values):
+    """(divisor, unit) for a byte array: GiB from 1 GiB up, else MiB."""
+    finite = values[np.isfinite(values)]
+    return (GIB, "GiB") if finite.size and finite.max() >= GIB else (2.0 ** 20, "MiB")
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -526,8 +556,9 @@ def build_report(run_dirs, out, episode=0, cli=None, reps=2000, seed=0, skip_dam
             f"complete episodes (failed steps left out). Red: the Pareto front "
             f"({html.escape(', '.join(front))}). Traces: {_files(ts)}.")))
         for folder in sorted({t.path.parent for t in ts}):
+            # `shardgym compare --out` folders: one <agent>.h5 each, megatron.h5 the baseline.
             in_dir = [t for t in ts if t.path.parent == folder and t.path.name != "trace.h5"]
-            if not in_dir:
+            if not (folder / "megatron.h5").exists():
                 continue
             table, why = compare_table(in_dir)
             if table is None:
