@@ -70,9 +70,11 @@ Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>
 int run_report(const ReportArgs& args, std::ostream& out) {
   const std::string python = find_python();
   if (!fs::exists(python)) {
+    const char* env = std::getenv("SHARDGYM_PYTHON");
     throw std::runtime_error(
-        "report: no Python: $SHARDGYM_PYTHON is not set and " + python +
-        " does not exist (scripts/setup.sh creates it; or set SHARDGYM_PYTHON)");
+        env && *env ? "report: $SHARDGYM_PYTHON names " + python + ", which does not exist"
+                    : "report: no Python: $SHARDGYM_PYTHON is not set and " + python +
+                          " does not exist (scripts/setup.sh creates it; or set SHARDGYM_PYTHON)");
   }
   std::string path = std::string(SHARDGYM_PYTHON_BUILD_DIR) + ":" +
                      (fs::path(SHARDGYM_SOURCE_DIR) / "python").string();

@@ -182,7 +182,7 @@ def interval_estimates(rows, reps, seed):
     """rliable's IQM and mean per metric with stratified bootstrap 95 % intervals (one task:
     the runs are the seeds). rliable's IQM trims whole runs (scipy.stats.trim_mean(x, 0.25));
     `shardgym compare` weighs the runs straddling the quartiles fractionally, so the two IQMs
-    differ unless the number of seeds is a multiple of 4; the means are the same."""
+    differ unless there are 2 seeds or a multiple of 4; the means are the same."""
     import warnings
 
     from rliable import library as rly
@@ -323,7 +323,8 @@ def time_series(chosen, events, out, name):
     for k, (agent, t, ep) in enumerate(chosen):
         m = ep["metrics"]
         x = np.arange(1, len(ep["rewards"]) + 1)
-        style = {"label": agent, "linestyle": LINESTYLES[k % len(LINESTYLES)], "linewidth": 1.6}
+        style = {"label": agent, "linestyle": LINESTYLES[k % len(LINESTYLES)], "linewidth": 1.6,
+                 "marker": "o" if len(x) <= 30 else None, "markersize": 3}
         axes[0].plot(x, m["step_latency_s"], **style)
         axes[1].plot(x, np.nanmax(m["peak_memory_bytes"], axis=1) / div, **style)
         axes[2].plot(x, m["energy_j"], **style)
@@ -504,8 +505,8 @@ def table_html(folder, table):
             f"throughput &gt; 1 is faster, peak memory and energy per token &lt; 1 use less. "
             f"Mean over seeds, and rliable's interquartile mean with a stratified bootstrap "
             f"95% interval. rliable's IQM trims whole runs, <code>shardgym compare</code>'s "
-            f"weighs the runs at the quartiles fractionally: they agree when the number of "
-            f"seeds is a multiple of 4 (the means always agree).</p>" +
+            f"weighs the runs at the quartiles fractionally: they agree for 2 seeds and for "
+            f"multiples of 4 (the means always agree).</p>" +
             "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes))
 
 
