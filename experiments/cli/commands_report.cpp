@@ -4,13 +4,14 @@
 // checks the dependencies are there and hands the binary's own path to the module, which runs
 // `shardgym inspect --json` on every trace (HDF5 parsed in a child process) before h5py opens
 // it.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
 
 #include "experiments/cli/commands.h"
 
@@ -97,9 +98,9 @@ int run_report(const ReportArgs& args, std::ostream& out) {
   }
   std::vector<std::string> argv = {python, "-m", "shardgym.report"};
   argv.insert(argv.end(), args.run_dirs.begin(), args.run_dirs.end());
-  argv.insert(argv.end(), {"--out", args.out, "--episode", std::to_string(args.episode),
-                           "--bootstrap-reps", std::to_string(args.bootstrap_reps),
-                           "--seed", std::to_string(args.seed)});
+  argv.insert(argv.end(),
+              {"--out", args.out, "--episode", std::to_string(args.episode), "--bootstrap-reps",
+               std::to_string(args.bootstrap_reps), "--seed", std::to_string(args.seed)});
   if (args.skip_damaged) argv.push_back("--skip-damaged");
   out.flush();
   const Outcome o = run(argv, env, false);

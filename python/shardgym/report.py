@@ -247,7 +247,9 @@ def learning_curves(traces, out, name, reps, rng):
         if len(ts) > 1:
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.25, linewidth=0)
         parts.append(f"{agent}: {len(ts)} run(s), first {n} episodes")
-    ax.set_xlabel("episode (recorded by `shardgym train`, in order)")
+    lengths = {len(ep["rewards"]) for t in traces for ep in t.episodes}
+    each = f"{lengths.pop()} env steps each, " if len(lengths) == 1 else ""
+    ax.set_xlabel(f"episode ({each}recorded by `shardgym train`, in order)")
     ax.set_ylabel("episode return (sum of rewards, unitless)")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend()
