@@ -257,11 +257,23 @@ def learning_curves(traces, out, name, reps, rng):
     return _save(fig, out, name), "; ".join(parts)
 
 
+def _peak(metrics):
+    """Peak memory of the fullest rank per step; NaN where no rank reported (a failed step)."""
+    m = metrics["peak_memory_bytes"]
+    has = ~np.all(np.isnan(m), axis=1)
+    out = np.full(len(m), np.nan)
+    out[has] = np.nanmax(m[has], axis=1)
+    return out
+
+
 def _chosen(traces, k):
-    """(agent, trace, episode): each agent's k-th complete episode over its traces in order."""
+    """(agent, trace, episode): each agent's k-th complete episode over its traces in order
+    (episodes without steps have nothing to draw)."""
     eps = collections.OrderedDict()
     for t in traces:
         for ep in t.episodes:
+            if len(ep["rewards"]) == 0:
+                continue
             eps.setdefault(ep["attrs"].get("agent") or t.path.stem, []).append((t, ep))
     return [(a, *lst[min(k, len(lst) - 1)]) for a, lst in eps.items()]
 
@@ -328,7 +340,7 @@ def time_series(chosen, events, out, name):
         style = {"label": agent, "linestyle": LINESTYLES[k % len(LINESTYLES)], "linewidth": 1.6,
                  "marker": "o" if len(x) <= 30 else None, "markersize": 3}
         axes[0].plot(x, m["step_latency_s"], **style)
-        axes[1].plot(x, np.nanmax(m["peak_memory_bytes"], axis=1) / div, **style)
+        axes[1].plot(x, _peak(m) / div, **style)
         axes[2].plot(x, m["energy_j"], **style)
     axes[0].set_ylabel("step latency (s)")
     axes[1].set_ylabel(f"peak memory,\nfullest rank ({unit})")
@@ -422,7 +434,7 @@ def fidelity(traces, out, name):
     plt = _plt()
     from matplotlib import ticker
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
-    mem = [np.nanmax(e["metrics"]["peak_memory_bytes"], axis=1) for p in pairs for _, e in p]
+    mem = [_peak(e["metrics"]) for p in pairs for _, e in p]
     div, unit = _memory_unit(np.concatenate(mem))
     ratios = []
     for (t, ep), (st, sep) in pairs:
@@ -430,8 +442,7 @@ def fidelity(traces, out, name):
         lm, sm = ep["metrics"], sep["metrics"]
         ratios.extend(sm["step_latency_s"] / lm["step_latency_s"])
         axes[0].scatter(lm["step_latency_s"], sm["step_latency_s"], s=22, label=label)
-        axes[1].scatter(np.nanmax(lm["peak_memory_bytes"], axis=1) / div,
-                        np.nanmax(sm["peak_memory_bytes"], axis=1) / div, s=22, label=label)
+        axes[1].scatter(_peak(lm) / div, _peak(sm) / div, s=22, label=label)
     for ax, what, unit_ in ((axes[0], "step latency", "s"), (axes[1], "peak memory", unit)):
         # Same logarithmic range on both axes: a factor off reads the same at any scale.
         values = np.concatenate([c.get_offsets().ravel() for c in ax.collections])
@@ -536,6 +547,10 @@ def build_report(run_dirs, out, episode=0, cli=None, reps=2000, seed=0, skip_dam
                 "the band a bootstrap 95% interval of that mean over runs (drawn with 2 or "
                 f"more runs). {html.escape(desc)}. Traces: {_files(training)}.")))
         chosen = _chosen(ts, episode)
+        if not chosen:
+            parts.append("<p class='note'>No episode with steps: nothing to draw.</p>")
+            sections.append("\n".join(parts))
+            continue
         png = plan_heatmaps(chosen, out, f"{slug}-plans.png")
         figures.append(png)
         which = html.escape("; ".join(f"{a}: {t.path}:{ep['name']}" for a, t, ep in chosen))
