@@ -206,16 +206,22 @@ def pareto_plot(traces, out, name):
     ax.fill_between(fx, fy, y1, step="post", color="r", alpha=0.06, label="dominated")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
-    placed = []
-    for label, (x, y) in sorted(zip(labels, pts), key=lambda lp: lp[1]):
-        near = sum(abs(x - px) < 0.06 * (x1 - x0) and abs(y - py) < 0.05 * (y1 - y0)
-                   for px, py in placed)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(7, 5 - 14 * near),
+    for label, (x, y) in zip(labels, pts):
+        # Among dots close to each other: the lowest labelled below, the highest above, any in
+        # between on the left, so that each label sits next to its own dot.
+        near = [(px, py) for px, py in pts if (px, py) != (x, y)
+                and abs(x - px) < 0.06 * (x1 - x0) and abs(y - py) < 0.06 * (y1 - y0)]
+        if near and all(py > y for _, py in near):
+            dx, dy, ha = 7, -14, "left"
+        elif not near or all(py < y for _, py in near):
+            dx, dy, ha = 7, 5, "left"
+        else:
+            dx, dy, ha = -8, -3, "right"
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha,
                     fontsize=9)
-        placed.append((x, y))
     ax.set_xlabel("mean step latency (s)")
     ax.set_ylabel("mean energy per step (J)")
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=9)
     return _save(fig, out, name), [labels[i] for i in front]
 
 
