@@ -124,6 +124,17 @@ struct BenchLearnArgs {
   bool json = false;
 };
 
+struct ReportArgs {
+  std::vector<std::string> run_dirs;  // folders of traces (or trace files)
+  std::string out;
+  int episode = 0;  // which complete episode of each agent the per-step figures show
+  int bootstrap_reps = 2000;
+  uint64_t seed = 0;
+  bool skip_damaged = false;
+};
+// Runs python/shardgym/report.py with the build's Python (commands_report.cpp).
+int run_report(const ReportArgs& args, std::ostream& out);
+
 // Throws BadInput ("OPTION: unknown agent 'x'; did you mean 'y'?") unless `id` parses and
 // names a registered agent.
 void check_agent_id(const std::string& id, const char* option);

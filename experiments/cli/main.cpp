@@ -326,6 +326,32 @@ int main(int argc, char** argv) {
   compare->add_option("--out", compare_args.out,
                       "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 
+  ReportArgs report_args;
+  auto* report = app.add_subcommand(
+      "report", "Figures and tables (HTML + PNG) from recorded traces.");
+  report->footer(
+      "Runs python -m shardgym.report (python/shardgym/report.py) with $SHARDGYM_PYTHON or the\n"
+      "checkout's .venv: learning curves of `train` runs (bootstrap bands over runs), each\n"
+      "agent's plan per block over an episode, latency/memory/energy per step with the\n"
+      "scenario's events, a latency-energy Pareto plot, the comparison table of each\n"
+      "`compare --out` folder (rliable IQM, stratified bootstrap 95% CIs) and simulator vs\n"
+      "live where both ran the same plans. Every trace is first read by `inspect --json`.\n"
+      "  shardgym report runs/compare-quickstart runs/train-s0 runs/train-s1 --out report");
+  report->add_option("run_dirs", report_args.run_dirs, "Folders of traces (or trace files)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  report->add_option("--out", report_args.out, "Output folder (index.html, *.png, table.json)")
+      ->required();
+  report->add_option("--episode", report_args.episode,
+                     "Complete episode K of each agent for the per-step figures (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  report->add_option("--bootstrap-reps", report_args.bootstrap_reps,
+                     "Bootstrap resamples (default 2000)")
+      ->check(CLI::PositiveNumber);
+  report->add_option("--seed", report_args.seed, "Seed of the bootstrap (default 0)");
+  report->add_flag("--skip-damaged", report_args.skip_damaged,
+                   "Leave damaged traces out (listed in the report) instead of failing");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -348,6 +374,7 @@ int main(int argc, char** argv) {
     if (*compare) return run_compare(compare_args, std::cout, std::cerr);
     if (*eval) return run_eval(eval_args, std::cout, std::cerr);
     if (*bench_learn) return run_bench_learn(learn_args, std::cout, std::cerr);
+    if (*report) return run_report(report_args, std::cout);
   } catch (const shardgym::ConfigError& e) {
     std::cerr << "shardgym: " << e.what() << "\n";
     return kExitBadInput;
