@@ -12,8 +12,7 @@ namespace shardgym {
 VectorEnv::VectorEnv(int num_envs, const std::function<std::unique_ptr<Env>(int)>& make,
                      int threads) {
   if (num_envs <= 0) {
-    throw std::invalid_argument("VectorEnv: num_envs must be > 0, got " +
-                                std::to_string(num_envs));
+    throw std::invalid_argument("VectorEnv: num_envs must be > 0, got " + std::to_string(num_envs));
   }
   envs_.reserve(num_envs);
   for (int i = 0; i < num_envs; ++i) {
@@ -132,8 +131,8 @@ void VectorEnv::step_into(const int32_t* actions, const VectorBuffers& out) {
   const int blocks = spec().num_blocks;
   if (out.errors) out.errors->assign(envs_.size(), std::string());
   pool_->parallel_for(size(), [&](int i) {
-    StepResult r = envs_[i]->step(Action(actions + static_cast<int64_t>(i) * a,
-                                         actions + static_cast<int64_t>(i + 1) * a));
+    StepResult r = envs_[i]->step(
+        Action(actions + static_cast<int64_t>(i) * a, actions + static_cast<int64_t>(i + 1) * a));
     if (out.reward) out.reward[i] = r.reward;
     if (out.terminated) out.terminated[i] = r.terminated ? 1 : 0;
     if (out.truncated) out.truncated[i] = r.truncated ? 1 : 0;

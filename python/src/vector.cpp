@@ -80,8 +80,8 @@ class PyVectorEnv {
   // autoreset. Every array is filled by the envs' threads in place (VectorEnv::step_into).
   nb::dict step(nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> actions) {
     if (actions.shape(0) != n_ || actions.shape(1) != actions_) {
-      throw std::invalid_argument("VectorEnv.step: actions must have shape (" +
-                                  std::to_string(n_) + ", " + std::to_string(actions_) + ")");
+      throw std::invalid_argument("VectorEnv.step: actions must have shape (" + std::to_string(n_) +
+                                  ", " + std::to_string(actions_) + ")");
     }
     Owned<float> obs(n_ * dim_), final_obs(n_ * dim_);
     Owned<int32_t> plan(n_ * blocks_), final_plan(n_ * blocks_);
@@ -118,7 +118,8 @@ class PyVectorEnv {
     }
     Owned<uint8_t> flat(n_ * mask_);
     for (size_t i = 0; i < m.size(); ++i) {
-      for (size_t j = 0; j < mask_ && j < m[i].size(); ++j) flat.data()[i * mask_ + j] = m[i][j] != 0;
+      for (size_t j = 0; j < mask_ && j < m[i].size(); ++j)
+        flat.data()[i * mask_ + j] = m[i][j] != 0;
     }
     return flat.release<bool>({n_, mask_});
   }
