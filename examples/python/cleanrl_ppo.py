@@ -31,10 +31,14 @@ import shardgym.vector
 MASKED_LOGIT = -1e8  # a masked choice's logit: exp() underflows to exactly 0 probability
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                    argparse.ArgumentDefaultsHelpFormatter):
+    """--help: the module docstring as written, each flag with its default."""
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=__doc__, formatter_class=HelpFormatter)
     b = argparse.BooleanOptionalAction
     # CleanRL's names and meanings (ppo.py); defaults are this example's, tuned on the quickstart.
     p.add_argument("--exp-name", default="cleanrl_ppo", help="name printed with the results")

@@ -26,6 +26,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                    argparse.ArgumentDefaultsHelpFormatter):
+    """--help: the module docstring as written, each flag with its default."""
+
+
 def default_cli():
     binary = os.environ.get("SHARDGYM_BINARY_DIR")
     for path in ([pathlib.Path(binary, "experiments", "shardgym")] if binary else []) + [
@@ -38,7 +43,10 @@ def default_cli():
 def run(cmd, timeout):
     """Runs cmd; returns (stdout, process wall time)."""
     start = time.time()
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        sys.exit(f"learn_side_by_side: {' '.join(cmd)} failed (exit {out.returncode}):\n"
+                 f"{out.stderr.strip()}")
     return out.stdout, time.time() - start
 
 
@@ -72,8 +80,7 @@ def python_learner(args, script, label, flags):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--config", default=str(ROOT / "experiments" / "quickstart.yaml"))
     p.add_argument("--target", type=float, default=0.95, help="fraction of the oracle's return")
     p.add_argument("--seed", type=int, default=0, help="training seed of every learner")

@@ -31,6 +31,11 @@ import shardgym.vector
 ENV_ID = "shardgym/TPSim-v0"
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                    argparse.ArgumentDefaultsHelpFormatter):
+    """--help: the module docstring as written, each flag with its default."""
+
+
 def record_pool(config, episodes, seed):
     """Actions of `episodes` whole episodes of one env: each changes 1-3 blocks of the plan in
     force to entries its mask allows. Returns (pool (P, A) int32, the reset plan (A,))."""
@@ -85,8 +90,7 @@ def bench(name, venv, actions, seconds, num_envs):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--config", default="experiments/vector-bench.yaml", help="experiment YAML")
     p.add_argument("--num-envs", type=int, default=64, help="envs in each vector env")
     p.add_argument("--seconds", type=float, default=3.0, help="timed wall clock per case")
