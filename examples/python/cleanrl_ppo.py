@@ -222,7 +222,9 @@ def train(args, log=print):
 
     def record(ret, **extra):
         nonlocal best
-        row = {"global_step": global_step, "wall_s": round(time.time() - start, 2),
+        wall = time.time() - start
+        row = {"global_step": global_step, "wall_s": round(wall, 2),
+               "sps": int(global_step / wall) if wall > 0 else 0,  # CleanRL's SPS
                "return": round(ret, 3), "ratio": round(ret / oracle, 4), **extra}
         log(json.dumps(row))
         curve.append(row)
