@@ -1,6 +1,7 @@
 #include "env/vector_env.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
@@ -11,8 +12,7 @@ namespace shardgym {
 VectorEnv::VectorEnv(int num_envs, const std::function<std::unique_ptr<Env>(int)>& make,
                      int threads) {
   if (num_envs <= 0) {
-    throw std::invalid_argument("VectorEnv: num_envs must be > 0, got " +
-                                std::to_string(num_envs));
+    throw std::invalid_argument("VectorEnv: num_envs must be > 0, got " + std::to_string(num_envs));
   }
   envs_.reserve(num_envs);
   for (int i = 0; i < num_envs; ++i) {
@@ -34,6 +34,7 @@ VectorEnv::VectorEnv(int num_envs, const std::function<std::unique_ptr<Env>(int)
     threads = std::min<int>(num_envs, std::max(1u, std::thread::hardware_concurrency()));
   }
   pool_ = std::make_unique<ThreadPool>(threads);
+  for (int64_t n : spec().action_space.nvec) mask_size_ += n;
 }
 
 VectorEnv::~VectorEnv() = default;
@@ -77,6 +78,79 @@ std::vector<std::vector<uint8_t>> VectorEnv::action_masks() const {
   std::vector<std::vector<uint8_t>> masks(envs_.size());
   pool_->parallel_for(size(), [&](int i) { masks[i] = envs_[i]->action_mask(); });
   return masks;
+}
+
+void VectorEnv::write_row(int i, const Observation& obs, const Info& info,
+                          const VectorBuffers& out) {
+  const int64_t d = observation_size();
+  const int blocks = spec().num_blocks;
+  if (out.obs) {
+    if (static_cast<int64_t>(obs.size()) != d) {
+      throw std::logic_error("VectorEnv: env " + std::to_string(i) + " returned " +
+                             std::to_string(obs.size()) + " observation values, expected " +
+                             std::to_string(d));
+    }
+    std::memcpy(out.obs + i * d, obs.data(), sizeof(float) * static_cast<size_t>(d));
+  }
+  if (out.plan) {
+    int32_t* row = out.plan + static_cast<int64_t>(i) * blocks;
+    const size_t known = std::min(info.plan_indices.size(), static_cast<size_t>(blocks));
+    std::copy_n(info.plan_indices.begin(), known, row);
+    std::fill(row + known, row + blocks, -1);
+  }
+  if (out.mask) {
+    const std::vector<uint8_t> m = envs_[i]->action_mask();
+    if (static_cast<int64_t>(m.size()) != mask_size_) {
+      throw std::logic_error("VectorEnv: env " + std::to_string(i) + " returned a mask of " +
+                             std::to_string(m.size()) + " entries, expected " +
+                             std::to_string(mask_size_));
+    }
+    // numpy bools are 0/1. Local pointers and count: a uint8_t store may alias anything,
+    // so reading m.data() / m.size() inside the loop would reload them at every byte.
+    const uint8_t* src = m.data();
+    uint8_t* row = out.mask + i * mask_size_;
+    const int64_t n = mask_size_;
+    for (int64_t j = 0; j < n; ++j) row[j] = src[j] != 0;
+  }
+}
+
+void VectorEnv::reset_into(uint64_t seed, const VectorBuffers& out) {
+  if (out.errors) out.errors->assign(envs_.size(), std::string());
+  pool_->parallel_for(size(), [&](int i) {
+    ResetResult r = envs_[i]->reset(seed + i);
+    write_row(i, r.obs, r.info, out);
+    if (out.reward) out.reward[i] = 0;
+    if (out.terminated) out.terminated[i] = 0;
+    if (out.truncated) out.truncated[i] = 0;
+  });
+}
+
+void VectorEnv::step_into(const int32_t* actions, const VectorBuffers& out) {
+  const int a = action_size();
+  const int64_t d = observation_size();
+  const int blocks = spec().num_blocks;
+  if (out.errors) out.errors->assign(envs_.size(), std::string());
+  pool_->parallel_for(size(), [&](int i) {
+    StepResult r = envs_[i]->step(
+        Action(actions + static_cast<int64_t>(i) * a, actions + static_cast<int64_t>(i + 1) * a));
+    if (out.reward) out.reward[i] = r.reward;
+    if (out.terminated) out.terminated[i] = r.terminated ? 1 : 0;
+    if (out.truncated) out.truncated[i] = r.truncated ? 1 : 0;
+    if (out.errors) (*out.errors)[i] = std::move(r.info.error);
+    if (!(r.terminated || r.truncated)) {
+      write_row(i, r.obs, r.info, out);
+      return;
+    }
+    if (out.final_obs) std::copy(r.obs.begin(), r.obs.end(), out.final_obs + i * d);
+    if (out.final_plan) {
+      int32_t* row = out.final_plan + static_cast<int64_t>(i) * blocks;
+      const size_t known = std::min(r.info.plan_indices.size(), static_cast<size_t>(blocks));
+      std::copy_n(r.info.plan_indices.begin(), known, row);
+      std::fill(row + known, row + blocks, -1);
+    }
+    ResetResult next = envs_[i]->reset();  // autoreset: continues env i's seed sequence
+    write_row(i, next.obs, next.info, out);
+  });
 }
 
 }  // namespace shardgym

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "env/env.h"
@@ -23,6 +24,23 @@ struct VectorStep {
   std::vector<Info> infos;
 };
 
+// Flat destinations for step_into / reset_into, row i for env i, each owned by the caller
+// (e.g. numpy arrays the Python binding returns as they are). A null pointer skips that
+// result. Filling them inside the step's parallel loop spares the per-env vectors of
+// VectorStep and one copy of everything: at 64 envs of a 64-block model the masks alone are
+// 64 × 11,008 bytes per step.
+struct VectorBuffers {
+  float* obs = nullptr;                        // N × D, after autoreset
+  int32_t* plan = nullptr;                     // N × B catalog indices, after autoreset
+  uint8_t* mask = nullptr;                     // N × M, 0/1, after autoreset
+  double* reward = nullptr;                    // N
+  uint8_t* terminated = nullptr;               // N, 0/1
+  uint8_t* truncated = nullptr;                // N, 0/1
+  float* final_obs = nullptr;                  // N × D; rows of envs that did not end untouched
+  int32_t* final_plan = nullptr;               // N × B; likewise
+  std::vector<std::string>* errors = nullptr;  // resized to N; "" where the step did not fail
+};
+
 class VectorEnv {
  public:
   // make(i) builds env i; threads = 0 picks min(N, hardware threads).
@@ -37,9 +55,22 @@ class VectorEnv {
   std::vector<std::vector<uint8_t>> action_masks() const;
   Env& env(int i) { return *envs_.at(i); }
 
+  // The same steps and resets, results written into `out` (D = observation size, B = blocks,
+  // M = mask size, A = action size). `actions` is N × A, row-major. Plan indices come from
+  // the envs' Info::plan_indices (-1: not in the catalog).
+  void step_into(const int32_t* actions, const VectorBuffers& out);
+  void reset_into(uint64_t seed, const VectorBuffers& out);
+  int64_t observation_size() const { return spec().observation_space.flat_size(); }
+  int64_t mask_size() const { return mask_size_; }
+  int action_size() const { return static_cast<int>(spec().action_space.nvec.size()); }
+
  private:
+  // Writes env i's observation, plan indices and mask rows after a reset or a step.
+  void write_row(int i, const Observation& obs, const Info& info, const VectorBuffers& out);
+
   std::vector<std::unique_ptr<Env>> envs_;
   std::unique_ptr<ThreadPool> pool_;
+  int64_t mask_size_ = 0;
 };
 
 }  // namespace shardgym

@@ -53,27 +53,31 @@ def evaluate(model, env, seed):
 class StopAtOracleFraction(BaseCallback):
     """Evaluates every `every` env steps; stops training once return / oracle ≥ target."""
 
-    def __init__(self, env, oracle, target, every, seed, start):
+    def __init__(self, env, oracle, target, every, seed, start, log):
         super().__init__()
         self.env, self.oracle, self.target = env, oracle, target
-        self.every, self.seed, self.start = every, seed, start
+        self.every, self.seed, self.start, self.log = every, seed, start, log
         self.next_eval = every
         self.best = None
+        self.curve = []
+
+    def record(self, steps, ret):
+        row = {"steps": steps, "wall_s": round(time.time() - self.start, 1),
+               "return": round(ret, 3), "ratio": round(ret / self.oracle, 4)}
+        self.log(json.dumps(row))
+        self.curve.append(row)
+        if self.best is None or row["ratio"] > self.best["ratio"]:
+            self.best = row
+        return row["ratio"]
 
     def _on_step(self):
         if self.num_timesteps < self.next_eval:
             return True
         self.next_eval += self.every
-        ret = evaluate(self.model, self.env, self.seed)
-        row = {"steps": self.num_timesteps, "wall_s": round(time.time() - self.start, 1),
-               "return": round(ret, 3), "ratio": round(ret / self.oracle, 4)}
-        print(json.dumps(row), flush=True)
-        if self.best is None or row["ratio"] > self.best["ratio"]:
-            self.best = row
-        return row["ratio"] < self.target
+        return self.record(self.num_timesteps, evaluate(self.model, self.env, self.seed)) < self.target
 
 
-def main():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="experiments/quickstart.yaml")
     p.add_argument("--target", type=float, default=0.95, help="fraction of the oracle's return")
@@ -92,11 +96,15 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="training seed")
     p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation episode")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
-    args = p.parse_args()
+    return p.parse_args(argv)
 
+
+def train(args, log=print):
+    """Trains until the target or the budget; returns the final result as a dict (its
+    "curve" starts with the untrained policy's evaluation, at step 0)."""
     torch.set_num_threads(args.threads)
     oracle = shardgym.run_agent("oracle", args.config, seed=args.eval_seed)["return"]
-    print(json.dumps({"oracle_return": round(oracle, 3), "config": args.config}), flush=True)
+    log(json.dumps({"oracle_return": round(oracle, 3), "config": args.config}))
 
     def make_env():
         # ActionMasker: sb3-contrib's wrapper that hands MaskablePPO env.action_masks().
@@ -107,18 +115,23 @@ def main():
     venv.seed(args.seed)
     eval_env = keep_parts(gymnasium.make(ENV_ID, config=args.config))
     model = MaskablePPO("MultiInputPolicy", venv, learning_rate=args.lr, n_steps=args.n_steps,
-                        batch_size=args.batch_size, n_epochs=args.epochs, gamma=args.gamma, gae_lambda=0.95,
-                        ent_coef=0.0, seed=args.seed, verbose=0)
+                        batch_size=args.batch_size, n_epochs=args.epochs, gamma=args.gamma,
+                        gae_lambda=0.95, ent_coef=0.0, seed=args.seed, verbose=0)
     start = time.time()
     stop = StopAtOracleFraction(eval_env, oracle, args.target, args.eval_every, args.eval_seed,
-                                start)
+                                start, log)
+    stop.record(0, evaluate(model, eval_env, args.eval_seed))  # the untrained policy
     model.learn(total_timesteps=args.max_steps, callback=stop)
     final = evaluate(model, eval_env, args.eval_seed)
-    result = {"result": "reached" if final / oracle >= args.target else "not reached",
-              "target": args.target, "steps": model.num_timesteps,
-              "wall_s": round(time.time() - start, 1), "return": round(final, 3),
-              "oracle_return": round(oracle, 3), "ratio": round(final / oracle, 4),
-              "best": stop.best}
+    return {"result": "reached" if final / oracle >= args.target else "not reached",
+            "target": args.target, "steps": model.num_timesteps,
+            "wall_s": round(time.time() - start, 1), "return": round(final, 3),
+            "oracle_return": round(oracle, 3), "ratio": round(final / oracle, 4),
+            "best": stop.best, "curve": stop.curve}
+
+
+def main():
+    result = train(parse_args(), log=lambda line: print(line, flush=True))
     print(json.dumps(result), flush=True)
 
 

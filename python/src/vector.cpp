@@ -1,6 +1,7 @@
 // _shardgym.VectorEnv: env/vector_env.h's VectorEnv (N envs stepped on C++ threads, autoreset)
-// with every per-env result gathered into one numpy array in C++, so a Python step costs
-// one call whatever N is.
+// with every per-env result written by the env's thread straight into the buffer of the
+// numpy array returned (VectorEnv::step_into), so a Python step costs one call whatever N is
+// and each result is copied once.
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -18,15 +19,37 @@
 namespace shardgym::py {
 namespace {
 
+// A zeroed buffer that a numpy array will own (no copy when it is handed over).
+template <typename T>
+struct Owned {
+  explicit Owned(size_t n) : v(new std::vector<T>(n)) {}
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() { delete v; }
+  T* data() { return v->data(); }
+  // The numpy array; the buffer is the array's from now on. `As` reinterprets the elements
+  // (uint8 0/1 as numpy bool).
+  template <typename As = T>
+  nb::object release(std::initializer_list<size_t> shape) {
+    std::vector<T>* owned = v;
+    v = nullptr;
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    return nb::cast(nb::ndarray<nb::numpy, As>(reinterpret_cast<As*>(owned->data()), shape, owner));
+  }
+  std::vector<T>* v;
+};
+
 class PyVectorEnv {
  public:
   PyVectorEnv(const std::string& id, const ExperimentSpec& spec, int num_envs, int threads)
       : envs_(
             num_envs, [&](int) { return make_env(id, spec); }, threads) {
     const EnvSpec& s = envs_.spec();
-    dim_ = static_cast<size_t>(s.observation_space.flat_size());
+    n_ = static_cast<size_t>(envs_.size());
+    dim_ = static_cast<size_t>(envs_.observation_size());
     blocks_ = static_cast<size_t>(s.num_blocks);
-    actions_ = s.action_space.nvec.size();
+    actions_ = static_cast<size_t>(envs_.action_size());
+    mask_ = static_cast<size_t>(envs_.mask_size());
   }
 
   int size() const { return envs_.size(); }
@@ -34,15 +57,19 @@ class PyVectorEnv {
 
   // {"obs": (N, D) float32, "plan": (N, B) int32, "action_mask": (N, M) bool}
   nb::dict reset(uint64_t seed) {
-    std::vector<Observation> obs;
+    Owned<float> obs(n_ * dim_);
+    Owned<int32_t> plan(n_ * blocks_);
+    Owned<uint8_t> mask(n_ * mask_);
+    VectorBuffers out;
+    out.obs = obs.data(), out.plan = plan.data(), out.mask = mask.data();
     {
       nb::gil_scoped_release release;
-      obs = envs_.reset(seed);
+      envs_.reset_into(seed, out);
     }
     nb::dict d;
-    d["obs"] = stack(obs);
-    d["plan"] = plans();
-    d["action_mask"] = masks();
+    d["obs"] = obs.release({n_, dim_});
+    d["plan"] = plan.release({n_, blocks_});
+    d["action_mask"] = mask.release<bool>({n_, mask_});
     return d;
   }
 
@@ -50,42 +77,35 @@ class PyVectorEnv {
   // "plan", "action_mask", "final_obs" (N, D) and "final_plan" (N, B) (the last observation
   // and plan of envs that ended this step; rows of the others are 0),
   // "error" (N strings, "" when the step did not fail)}. obs, plan and mask are those after
-  // autoreset.
+  // autoreset. Every array is filled by the envs' threads in place (VectorEnv::step_into).
   nb::dict step(nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> actions) {
-    const size_t n = static_cast<size_t>(size());
-    if (actions.shape(0) != n || actions.shape(1) != actions_) {
-      throw std::invalid_argument("VectorEnv.step: actions must have shape (" + std::to_string(n) +
+    if (actions.shape(0) != n_ || actions.shape(1) != actions_) {
+      throw std::invalid_argument("VectorEnv.step: actions must have shape (" + std::to_string(n_) +
                                   ", " + std::to_string(actions_) + ")");
     }
-    std::vector<Action> acts(n);
-    for (size_t i = 0; i < n; ++i) {
-      acts[i].assign(actions.data() + i * actions_, actions.data() + (i + 1) * actions_);
-    }
-    VectorStep r;
+    Owned<float> obs(n_ * dim_), final_obs(n_ * dim_);
+    Owned<int32_t> plan(n_ * blocks_), final_plan(n_ * blocks_);
+    Owned<uint8_t> mask(n_ * mask_), terminated(n_), truncated(n_);
+    Owned<double> reward(n_);
+    std::vector<std::string> errors;
+    VectorBuffers out;
+    out.obs = obs.data(), out.plan = plan.data(), out.mask = mask.data();
+    out.reward = reward.data(), out.terminated = terminated.data();
+    out.truncated = truncated.data(), out.final_obs = final_obs.data();
+    out.final_plan = final_plan.data(), out.errors = &errors;
     {
       nb::gil_scoped_release release;
-      r = envs_.step(acts);
-    }
-    std::vector<Observation> finals(n);
-    std::vector<int32_t> final_plans(n * blocks_, 0);
-    std::vector<std::string> errors(n);
-    for (size_t i = 0; i < n; ++i) {
-      if (!r.final_obs[i].empty()) {
-        const std::vector<int32_t>& p = r.infos[i].plan_indices;
-        std::copy_n(p.begin(), std::min(p.size(), blocks_), &final_plans[i * blocks_]);
-      }
-      finals[i] = r.final_obs[i].empty() ? Observation(dim_, 0.0f) : std::move(r.final_obs[i]);
-      errors[i] = r.infos[i].error;
+      envs_.step_into(actions.data(), out);
     }
     nb::dict d;
-    d["obs"] = stack(r.obs);
-    d["reward"] = to_numpy(std::move(r.rewards), {n});
-    d["terminated"] = to_numpy_bool(r.terminated, {n});
-    d["truncated"] = to_numpy_bool(r.truncated, {n});
-    d["final_obs"] = stack(finals);
-    d["final_plan"] = to_numpy(std::move(final_plans), {n, blocks_});
-    d["plan"] = plans();
-    d["action_mask"] = masks();
+    d["obs"] = obs.release({n_, dim_});
+    d["reward"] = reward.release({n_});
+    d["terminated"] = terminated.release<bool>({n_});
+    d["truncated"] = truncated.release<bool>({n_});
+    d["final_obs"] = final_obs.release({n_, dim_});
+    d["final_plan"] = final_plan.release({n_, blocks_});
+    d["plan"] = plan.release({n_, blocks_});
+    d["action_mask"] = mask.release<bool>({n_, mask_});
     d["error"] = errors;
     return d;
   }
@@ -96,37 +116,17 @@ class PyVectorEnv {
       nb::gil_scoped_release release;
       m = envs_.action_masks();
     }
-    const size_t width = m.empty() ? 0 : m.front().size();
-    std::vector<uint8_t> flat;
-    flat.reserve(m.size() * width);
-    for (const auto& row : m) flat.insert(flat.end(), row.begin(), row.end());
-    return nb::cast(to_numpy_bool(flat, {m.size(), width}));
+    Owned<uint8_t> flat(n_ * mask_);
+    for (size_t i = 0; i < m.size(); ++i) {
+      for (size_t j = 0; j < mask_ && j < m[i].size(); ++j)
+        flat.data()[i * mask_ + j] = m[i][j] != 0;
+    }
+    return flat.release<bool>({n_, mask_});
   }
 
  private:
-  nb::object stack(const std::vector<Observation>& obs) const {
-    std::vector<float> flat(obs.size() * dim_);
-    for (size_t i = 0; i < obs.size(); ++i)
-      std::copy(obs[i].begin(), obs[i].end(), &flat[i * dim_]);
-    return nb::cast(to_numpy(std::move(flat), {obs.size(), dim_}));
-  }
-
-  // The plan in force of every env, as catalog indices (-1: not in the catalog).
-  nb::object plans() {
-    const size_t n = static_cast<size_t>(size());
-    std::vector<int32_t> flat(n * blocks_, -1);
-    for (size_t i = 0; i < n; ++i) {
-      const TrainingRun& run = envs_.env(static_cast<int>(i)).run();
-      const Plan& plan = run.plan();
-      for (size_t b = 0; b < blocks_ && b < static_cast<size_t>(plan.size()); ++b) {
-        flat[i * blocks_ + b] = run.catalog().index_of(plan.blocks[b]);
-      }
-    }
-    return nb::cast(to_numpy(std::move(flat), {n, blocks_}));
-  }
-
   VectorEnv envs_;
-  size_t dim_ = 0, blocks_ = 0, actions_ = 0;
+  size_t n_ = 0, dim_ = 0, blocks_ = 0, actions_ = 0, mask_ = 0;
 };
 
 }  // namespace

@@ -1,9 +1,9 @@
 #include "env/vector_env.h"
 
-#include <gtest/gtest.h>
-
 #include <random>
 #include <stdexcept>
+
+#include <gtest/gtest.h>
 
 #include "env/partition_env.h"
 #include "env/wrappers.h"
@@ -66,6 +66,73 @@ TEST(VectorEnv, MatchesSteppingTheEnvsOneAfterAnother) {
     }
   }
   EXPECT_GE(ended, kN) << "every env should have ended at least once in 12 steps";
+}
+
+// step_into / reset_into write the same results as step / reset into flat buffers.
+TEST(VectorEnv, StepIntoMatchesStep) {
+  constexpr int kN = 3, kSteps = 10;
+  VectorEnv flat(kN, make_env_i, /*threads=*/2);
+  VectorEnv ref(kN, make_env_i, /*threads=*/1);
+  const int64_t d = flat.observation_size(), m = flat.mask_size();
+  const int b = flat.spec().num_blocks, a = flat.action_size();
+  std::vector<float> obs(kN * d), final_obs(kN * d, -7.0f);
+  std::vector<int32_t> plan(kN * b), final_plan(kN * b, -7);
+  std::vector<uint8_t> mask(kN * m), terminated(kN), truncated(kN);
+  std::vector<double> reward(kN);
+  std::vector<std::string> errors;
+  VectorBuffers out;
+  out.obs = obs.data(), out.plan = plan.data(), out.mask = mask.data();
+  out.reward = reward.data(), out.terminated = terminated.data(), out.truncated = truncated.data();
+  out.final_obs = final_obs.data(), out.final_plan = final_plan.data(), out.errors = &errors;
+
+  flat.reset_into(100, out);
+  const std::vector<Observation> first = ref.reset(100);
+  ASSERT_EQ(m, static_cast<int64_t>(ref.action_masks().front().size()));
+  auto expect_rows = [&](const std::vector<Observation>& o, int t) {
+    const auto masks = ref.action_masks();
+    for (int i = 0; i < kN; ++i) {
+      EXPECT_EQ(Observation(obs.begin() + i * d, obs.begin() + (i + 1) * d), o[i])
+          << "env " << i << " step " << t;
+      EXPECT_EQ(std::vector<uint8_t>(mask.begin() + i * m, mask.begin() + (i + 1) * m), masks[i]);
+      const Plan& p = ref.env(i).run().plan();
+      for (int k = 0; k < b; ++k) {
+        EXPECT_EQ(plan[i * b + k], ref.env(i).run().catalog().index_of(p.blocks[k]));
+      }
+    }
+  };
+  expect_rows(first, -1);
+
+  std::mt19937_64 rng(9);
+  int ended = 0;
+  for (int t = 0; t < kSteps; ++t) {
+    const std::vector<Action> actions =
+        random_actions(ref.action_masks(), ref.spec().action_space, rng);
+    std::vector<int32_t> packed;
+    for (const Action& act : actions) packed.insert(packed.end(), act.begin(), act.end());
+    ASSERT_EQ(static_cast<int>(packed.size()), kN * a);
+    std::fill(final_obs.begin(), final_obs.end(), -7.0f);
+    std::fill(final_plan.begin(), final_plan.end(), -7);
+    flat.step_into(packed.data(), out);
+    const VectorStep v = ref.step(actions);
+    for (int i = 0; i < kN; ++i) {
+      EXPECT_EQ(reward[i], v.rewards[i]);
+      EXPECT_EQ(truncated[i], v.truncated[i]);
+      EXPECT_EQ(terminated[i], v.terminated[i]);
+      EXPECT_EQ(errors.at(i), v.infos[i].error);
+      const Observation fin(final_obs.begin() + i * d, final_obs.begin() + (i + 1) * d);
+      if (v.truncated[i]) {
+        ++ended;
+        EXPECT_EQ(fin, v.final_obs[i]);
+        EXPECT_EQ(
+            std::vector<int32_t>(final_plan.begin() + i * b, final_plan.begin() + (i + 1) * b),
+            v.infos[i].plan_indices);
+      } else {
+        EXPECT_EQ(fin, Observation(d, -7.0f)) << "rows of envs that did not end stay untouched";
+      }
+    }
+    expect_rows(v.obs, t);
+  }
+  EXPECT_GE(ended, kN);
 }
 
 TEST(VectorEnv, RethrowsAnEnvsErrorAfterTheOthersStepped) {
