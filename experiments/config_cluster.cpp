@@ -1,6 +1,7 @@
 // Cluster, hardware catalog and scenario sections of the experiment schema (docs/configs.md).
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "experiments/config_parts.h"
@@ -224,22 +225,94 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
   return cluster;
 }
 
+namespace {
+
+// A scenario expands to at most this many events (repetitions and length draws included).
+constexpr long long kMaxScenarioEvents = 100000;
+
+// `every: N, until: M` on an event: copies at step, step + N, ... below M.
+void repeat_event(const YamlField& f, const ScenarioEvent& e, std::vector<ScenarioEvent>& out) {
+  auto every = f.optional("every");
+  auto until = f.optional("until");
+  if (!every && !until) {
+    out.push_back(e);
+    return;
+  }
+  if (!every) until->fail("'until' needs 'every' (the period of the repetition)");
+  if (!until) every->fail("'every' needs 'until' (the step the repetition stops before)");
+  const int n = every->as_int(1);
+  const int end = until->as_int(e.step + 1);
+  if ((static_cast<long long>(end) - e.step) / n + static_cast<long long>(out.size()) >
+      kMaxScenarioEvents)
+    every->fail("the repetition makes more than " + std::to_string(kMaxScenarioEvents) +
+                " events");
+  for (long long s = e.step; s < end; s += n) {
+    ScenarioEvent c = e;
+    c.step = static_cast<int>(s);
+    out.push_back(c);
+  }
+}
+
+// `seq_mix:` a sequence length drawn every `every` steps from a histogram (length-grouped
+// batching: each iteration's sequences share one length bucket), as kSeqLength events. The
+// draws use the raw 64-bit engine output, so every platform gets the same lengths.
+void expand_seq_mix(const YamlField& f, std::vector<ScenarioEvent>& out) {
+  f.check_keys({"lengths", "weights", "every", "until", "seed", "source"});
+  if (auto source = f.optional("source")) source->as_string();  // documentation only
+  YamlField lengths = f.child("lengths"), weights = f.child("weights");
+  lengths.expect_sequence();
+  weights.expect_sequence();
+  if (lengths.size() == 0) lengths.fail("needs at least one length");
+  if (lengths.size() != weights.size())
+    weights.fail(std::to_string(weights.size()) + " weights for " +
+                 std::to_string(lengths.size()) + " lengths");
+  std::vector<int> len;
+  std::vector<double> cum;
+  double total = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    len.push_back(lengths.at(i).as_int(1));
+    total += weights.at(i).as_double(0, 1e12);
+    cum.push_back(total);
+  }
+  if (!(total > 0)) weights.fail("the weights sum to 0");
+  const int every = f.optional("every") ? f.child("every").as_int(1) : 1;
+  const int until = f.child("until").as_int(1);
+  const uint64_t seed = f.optional("seed") ? static_cast<uint64_t>(f.child("seed").as_int(0)) : 0;
+  if (until / every + static_cast<long long>(out.size()) > kMaxScenarioEvents)
+    f.child("until").fail("the length draws make more than " + std::to_string(kMaxScenarioEvents) +
+                          " events");
+  std::mt19937_64 rng(seed);
+  for (int s = 0; s < until; s += every) {
+    const double u = double(rng() >> 11) * 0x1.0p-53 * total;
+    size_t k = std::upper_bound(cum.begin(), cum.end(), u) - cum.begin();
+    if (k >= len.size()) k = len.size() - 1;
+    ScenarioEvent e;
+    e.step = s;
+    e.kind = EventKind::kSeqLength;
+    e.value = len[k];
+    out.push_back(e);
+  }
+}
+
+}  // namespace
+
 Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
-  field.check_keys({"name", "noise", "events"});
+  field.check_keys({"name", "noise", "events", "seq_mix", "source"});
   Scenario scenario;
   if (auto name = field.optional("name")) scenario.name = name->as_string();
   if (auto noise = field.optional("noise")) scenario.noise = noise->as_double(0, 1);
+  if (auto source = field.optional("source")) source->as_string();  // documentation only
+  if (auto mix = field.optional("seq_mix")) expand_seq_mix(*mix, scenario.events);
   auto events = field.optional("events");
-  if (!events) return scenario;
   std::vector<std::string> links = names_of(cluster.links);
-  for (size_t i = 0; i < events->size(); ++i) {
+  for (size_t i = 0; events && i < events->size(); ++i) {
     YamlField f = events->at(i);
     f.expect_map();
     ScenarioEvent e;
     std::string kind =
         f.child("kind").as_choice({"link_bandwidth", "straggler", "seq_length", "batch"});
     if (kind == "link_bandwidth") {
-      f.check_keys({"step", "kind", "link", "factor"});
+      f.check_keys({"step", "kind", "link", "factor", "every", "until"});
       e.kind = EventKind::kLinkBandwidth;
       YamlField link = f.child("link");
       e.target = link.as_string();
@@ -248,17 +321,17 @@ Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
       }
       e.factor = f.child("factor").as_positive_double();
     } else if (kind == "straggler") {
-      f.check_keys({"step", "kind", "rank", "factor"});
+      f.check_keys({"step", "kind", "rank", "factor", "every", "until"});
       e.kind = EventKind::kStraggler;
       e.rank = f.child("rank").as_int(0, cluster.world_size() - 1);
       e.factor = f.child("factor").as_positive_double();
     } else {
-      f.check_keys({"step", "kind", "value"});
+      f.check_keys({"step", "kind", "value", "every", "until"});
       e.kind = kind == "seq_length" ? EventKind::kSeqLength : EventKind::kBatch;
       e.value = f.child("value").as_int(1);
     }
     e.step = f.child("step").as_int(0);
-    scenario.events.push_back(e);
+    repeat_event(f, e, scenario.events);
   }
   std::stable_sort(scenario.events.begin(), scenario.events.end(),
                    [](const ScenarioEvent& a, const ScenarioEvent& b) { return a.step < b.step; });

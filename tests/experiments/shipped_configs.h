@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,14 +13,17 @@
 
 namespace shardgym::testing {
 
-// Every *.yaml under experiments/ except the hardware catalog, sorted.
+// Every *.yaml under experiments/ except the hardware catalog and calibration files
+// (`format: shardgym-calibration`, docs/calibration.md), sorted.
 inline std::vector<std::string> shipped_configs() {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::recursive_directory_iterator(
            std::string(SHARDGYM_TEST_SOURCE_DIR) + "/experiments")) {
-    if (e.path().extension() == ".yaml" && e.path().filename() != "hardware.yaml") {
-      out.push_back(e.path().string());
-    }
+    if (e.path().extension() != ".yaml" || e.path().filename() == "hardware.yaml") continue;
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("\nformat: shardgym-calibration\n") != std::string::npos) continue;
+    out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
