@@ -8,14 +8,18 @@
 // A function-local static map filled by static registration objects; registration units are
 // OBJECT libraries linked into every executable through shardgym::builtins, so none is dropped.
 //
-//   EnvType t{"shardgym/TPReplay-v0", "recorded trace played back", make_replay_env};
-//   t.flags.needs_trace = true;
-//   t.options.push_back(EnvOption::path("trace", "replay_trace", "trace to play back",
-//       [](ExperimentSpec& s) -> std::string& { return s.replay_trace; }));
-//   t.validate = [](const ExperimentSpec& s) { if (s.replay_trace.empty()) throw ...; };
-//   REGISTER_SHARDGYM_ENV(t);
+//   EnvType replay_type() {
+//     EnvType t{"shardgym/TPReplay-v0", "recorded trace played back", make_replay_env};
+//     t.flags.needs_trace = true;
+//     t.options.push_back(EnvOption::path("trace", "replay_trace", "trace to play back",
+//         [](ExperimentSpec& s) -> std::string& { return s.replay_trace; }));
+//     t.validate = [](const ExperimentSpec& s) { if (s.replay_trace.empty()) throw ...; };
+//     return t;
+//   }
+//   REGISTER_SHARDGYM_ENV(replay_type());
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -37,8 +41,6 @@ const char* option_type_name(OptionType type);  // "bool", "int", "double", "str
 
 using OptionValue = std::variant<bool, int64_t, double, std::string>;
 std::string option_value_text(const OptionValue& value);  // true, 3, 0.001, "text"
-struct EnvOption;
-std::string option_range_text(const EnvOption& option);  // "[0, 1000000]"; "" if not a number
 
 // A bad option or spec found by a registration: the config key it is about
 // ("live.extra.lr", "replay_trace") and why. The loader adds file and line.
@@ -81,6 +83,7 @@ struct EnvOption {
   static EnvOption path(std::string name, std::string key, std::string doc,
                         std::function<std::string&(ExperimentSpec&)> field);
 };
+std::string option_range_text(const EnvOption& option);  // "[0, 1000000]"; "" if not a number
 
 // What a user and a test may rely on (EnvPool's / CompilerGym's spec flags). The conformance
 // suite checks deterministic and platform_dependent against the env's own EnvSpec.
