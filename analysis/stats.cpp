@@ -134,4 +134,37 @@ std::string format_interval(const Interval& ci, int digits) {
   return buf;
 }
 
+double quantile(std::vector<double> xs, double q) {
+  if (xs.empty()) throw std::invalid_argument("quantile of an empty sample");
+  if (!(q >= 0 && q <= 1)) throw std::invalid_argument("quantile q outside [0, 1]");
+  std::sort(xs.begin(), xs.end());
+  const double pos = q * (xs.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, xs.size() - 1);
+  return xs[lo] + (pos - lo) * (xs[hi] - xs[lo]);
+}
+
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) throw std::invalid_argument("kendall_tau: samples of unequal length");
+  double concordant = 0, discordant = 0, ties_a = 0, ties_b = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t j = i + 1; j < a.size(); ++j) {
+      const double da = a[i] - a[j], db = b[i] - b[j];
+      if (da == 0 && db == 0) continue;
+      if (da == 0) {
+        ++ties_a;
+      } else if (db == 0) {
+        ++ties_b;
+      } else if ((da > 0) == (db > 0)) {
+        ++concordant;
+      } else {
+        ++discordant;
+      }
+    }
+  }
+  const double n0 = concordant + discordant;
+  const double denom = std::sqrt((n0 + ties_a) * (n0 + ties_b));
+  return denom > 0 ? (concordant - discordant) / denom : std::nan("");
+}
+
 }  // namespace shardgym

@@ -26,6 +26,11 @@ double median(const std::vector<double>& xs);
 // Interquartile mean: the mean of the middle 50% of the sorted samples, with fractional
 // weights at the 25% / 75% cut points (rliable's definition, exact for any n).
 double iqm(const std::vector<double>& xs);
+// Linear-interpolation quantile (numpy's default), q in [0, 1]; throws when empty.
+double quantile(std::vector<double> xs, double q);
+// Kendall's τ-b between two equally long samples (ties counted as neither concordant nor
+// discordant, normalised as in scipy.stats.kendalltau); NaN when either side is constant.
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 double sample_stddev(const std::vector<double>& xs);  // n−1 denominator; 0 for n = 1
 double compute_statistic(Statistic s, const std::vector<double>& xs);
 

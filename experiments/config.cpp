@@ -11,6 +11,7 @@
 
 #include "agents/agent.h"
 #include "env/registry.h"
+#include "experiments/calibration_file.h"
 #include "experiments/config_parts.h"
 #include "experiments/yaml_field.h"
 #include "runtime/core/catalog.h"
@@ -262,6 +263,21 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   }
   spec.cluster = parse_cluster(root.child("cluster"), spec.model.dtype, included);
   if (spec.cluster.name.empty()) spec.cluster.name = spec.name;
+  if (auto cal = root.child("cluster").optional("calibration")) {
+    // Relative to the config file, like `include:`.
+    const fs::path given(cal->as_string());
+    const std::string path = given.is_absolute() ? given.string() : (fs::path(base_dir) / given).string();
+    CalibrationFile file;
+    try {
+      const std::string text = read_file(path, path, "", 0);
+      file = parse_calibration_file(text, path);
+      spec.source_text += commented("calibration " + cal->as_string(), text);
+    } catch (const ConfigError& e) {
+      cal->fail("calibration file: " + std::string(e.what()));
+    }
+    const std::string why = apply_calibration(file, path, spec.cluster);
+    if (!why.empty()) cal->fail("'" + path + "' does not fit this cluster: " + why);
+  }
   if (auto s = root.optional("scenario")) spec.scenario = parse_scenario(*s, spec.cluster);
   if (auto r = root.optional("reward")) spec.reward = parse_reward(*r);
   if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
@@ -300,6 +316,16 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   validate_env(root, spec);  // the env's own options and checks (its registration)
   return spec;
 }
+
+namespace config_detail {
+std::string read_config_text(const std::string& path, const std::string& error_file,
+                             const std::string& error_key, int error_line) {
+  return read_file(path, error_file, error_key, error_line);
+}
+YAML::Node parse_yaml_text(const std::string& text, const std::string& file) {
+  return parse_yaml(text, file);
+}
+}  // namespace config_detail
 
 ExperimentSpec load_experiment(const std::string& path) {
   const std::string text = read_file(path, path, "", 0);

@@ -142,7 +142,8 @@ void parse_hardware(const YamlField& map, DType dtype, CatalogSource& into) {
 }
 
 ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource included) {
-  field.check_keys({"name", "devices", "links", "nodes", "inter_link", "world_size"});
+  field.check_keys(
+      {"name", "devices", "links", "nodes", "inter_link", "world_size", "calibration"});
   parse_hardware(field, dtype, included);
   const HardwareCatalog& all = included.catalog;
   const std::vector<std::string> device_names = names_of(all.devices);

@@ -42,6 +42,13 @@ CatalogOptions parse_catalog_options(const YamlField& field);
 // `live:` except `extra`, whose keys are env options (parse_env_options).
 LiveSpec parse_live(const YamlField& field);
 
+// A config-like text file read with the loader's limits (regular files only, at most 16 MiB);
+// errors are ConfigErrors at (error_file, error_key, error_line).
+std::string read_config_text(const std::string& path, const std::string& error_file,
+                             const std::string& error_key, int error_line);
+// YAML text → node; a syntax error is a ConfigError with its line.
+YAML::Node parse_yaml_text(const std::string& text, const std::string& file);
+
 // A section whose keys are options the registered envs declare under `prefix`
 // ("live.extra"): unknown keys are refused naming the known ones, each value is read by its
 // declared type and range (paths relative to `base_dir`) and set in `spec` (config_env.cpp).

@@ -38,9 +38,26 @@ struct CostArgs {
 struct ValidateArgs {
   std::vector<std::string> published;  // configs or folders of configs with `published:`
   bool json = false;
+  // Against the live run instead: a live config, N random plans.
+  std::string config;
+  std::string calibration;  // "" = the config's cluster.calibration (or none)
+  int plans = 30, warmup = 2, iterations = 5;
+  uint64_t seed = 0;
+  bool no_repeat = false;
+  std::string out;  // --out: also write the JSON here
 };
-// Predicted against published throughput and iteration time for every config.
-int run_validate_sim(const ValidateArgs& args, std::ostream& out);
+// Predicted against published throughput and iteration time for every config, or (with a
+// config) against the live run on random plans.
+int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& err);
+
+struct CalibrateArgs {
+  std::string config, out;
+  int warmup = 2, iterations = 5, mixed_plans = 24;
+  uint64_t seed = 0;
+  std::string command_line;
+};
+// Measures the live runtime of a config and writes a calibration file.
+int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& err);
 
 struct BenchArgs {
   bool json = false;
@@ -89,6 +106,7 @@ struct EvalArgs {
   std::vector<uint64_t> seeds;  // empty = the config's
   std::optional<int> steps;
   std::string out;              // "" = no trace; else DIR/eval.h5
+  std::string predicted_by;     // a simulator config of the same model: its predicted gain too
 };
 
 struct BenchLearnArgs {
@@ -105,6 +123,17 @@ struct BenchLearnArgs {
   std::string save;
   bool json = false;
 };
+
+struct ReportArgs {
+  std::vector<std::string> run_dirs;  // folders of traces (or trace files)
+  std::string out;
+  int episode = 0;  // which complete episode of each agent the per-step figures show
+  int bootstrap_reps = 2000;
+  uint64_t seed = 0;
+  bool skip_damaged = false;
+};
+// Runs python/shardgym/report.py with the build's Python (commands_report.cpp).
+int run_report(const ReportArgs& args, std::ostream& out);
 
 // Throws BadInput ("OPTION: unknown agent 'x'; did you mean 'y'?") unless `id` parses and
 // names a registered agent.

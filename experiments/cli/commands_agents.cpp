@@ -56,6 +56,25 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
   if (writer) env = std::make_unique<RecordTrace>(std::move(env), writer);
   std::unique_ptr<Env> base_env = make_env(spec.env_id, spec);
   Progress progress(err, Progress::stream_is_tty(stderr));
+  // --predicted-by: the same agent and Megatron-LM on a simulator of the same model.
+  std::unique_ptr<Env> sim_env, sim_base;
+  std::string sim_name;
+  if (!args.predicted_by.empty()) {
+    const ExperimentSpec sim_spec = load_experiment(args.predicted_by);
+    if (sim_spec.model.num_blocks() != spec.model.num_blocks() ||
+        sim_spec.cluster.world_size() != spec.cluster.world_size())
+      throw BadInput("--predicted-by: " + args.predicted_by + " has " +
+                     std::to_string(sim_spec.model.num_blocks()) + " blocks and " +
+                     std::to_string(sim_spec.cluster.world_size()) + " ranks; " + args.config +
+                     " has " + std::to_string(spec.model.num_blocks()) + " and " +
+                     std::to_string(spec.cluster.world_size()));
+    ExperimentSpec s2 = sim_spec;
+    s2.steps_per_episode = spec.steps_per_episode;
+    sim_env = make_env(s2.env_id, s2);
+    sim_base = make_env(s2.env_id, s2);
+    sim_name = s2.name;
+  }
+  std::vector<double> measured_gain, predicted_gain;
 
   Table t({"seed", "steps", "return", "tokens/s", "x megatron", "peak GiB", "x megatron",
            "J/token", "x megatron", "failed"});
@@ -78,6 +97,15 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
                ratio(s.energy_per_token_j, b.energy_per_token_j), std::to_string(s.failed_steps)});
     ratio_sum += b.throughput > 0 ? s.throughput / b.throughput : 0;
     final_plan = s.final_plan;
+    if (sim_env) {
+      std::unique_ptr<Agent> sa = make_agent(id, sim_env->spec(), seed);
+      if (!checkpoint.empty()) sa->load(checkpoint);
+      const EpisodeSummary ps = run_episode(*sim_env, *sa, seed, /*learn=*/false);
+      std::unique_ptr<Agent> sm = make_agent("megatron", sim_base->spec(), seed);
+      const EpisodeSummary pb = run_episode(*sim_base, *sm, seed, /*learn=*/false);
+      measured_gain.push_back(b.throughput > 0 ? s.throughput / b.throughput - 1 : 0);
+      predicted_gain.push_back(pb.throughput > 0 ? ps.throughput / pb.throughput - 1 : 0);
+    }
     progress.line("seed " + std::to_string(seed) + ": " + fixed(s.throughput, 0) + " tokens/s");
   }
   env.reset();  // RecordTrace closes its episode
@@ -89,6 +117,15 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
       << fixed(ratio_sum / static_cast<double>(seeds.size()), 3)
       << " (tokens/s include repartition; megatron = static Megatron-LM plan, same seed)\n"
       << "final plan (last seed): " << final_plan << "\n";
+  if (!measured_gain.empty()) {
+    double m = 0, p = 0;
+    for (size_t i = 0; i < measured_gain.size(); ++i) m += measured_gain[i], p += predicted_gain[i];
+    m /= measured_gain.size(), p /= predicted_gain.size();
+    out << "gain over megatron: measured " << fixed(100 * m, 1) << " %, predicted by " << sim_name
+        << " " << fixed(100 * p, 1) << " %";
+    if (p > 0) out << "; realised " << fixed(100 * m / p, 0) << " % of the predicted gain";
+    out << "\n";
+  }
   if (writer) out << "trace: " << trace_path << "\n";
   return 0;
 }

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <sstream>
 
 #include "analysis/table.h"
+#include "experiments/calibrate.h"
 #include "experiments/cli/commands.h"
 #include "experiments/config.h"
 #include "runtime/sim/sim_run.h"
@@ -63,7 +65,84 @@ Row validate_one(const std::string& path) {
 
 }  // namespace
 
-int run_validate_sim(const ValidateArgs& args, std::ostream& out) {
+namespace {
+
+int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream& err) {
+  LiveValidationOptions o;
+  o.plans = args.plans;
+  o.warmup = args.warmup;
+  o.iterations = args.iterations;
+  o.seed = args.seed;
+  o.calibration = args.calibration;
+  o.repeat = !args.no_repeat;
+  o.progress = [&err](const std::string& line) { err << line << std::endl; };
+  LiveValidation v;
+  try {
+    v = validate_live(args.config, o);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
+  const std::string json = live_validation_json(v);
+  if (!args.out.empty()) {
+    std::ofstream f(args.out);
+    f << json << "\n";
+    if (!f) throw std::runtime_error("cannot write " + args.out);
+  }
+  out << (args.json ? json + "\n" : live_validation_table(v));
+  return 0;
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& err) {
+  LiveMeasureOptions o;
+  o.warmup = args.warmup;
+  o.iterations = args.iterations;
+  o.mixed_plans = args.mixed_plans;
+  o.seed = args.seed;
+  o.progress = [&err](const std::string& line) { err << line << std::endl; };
+  CalibrationFile c;
+  try {
+    c = calibrate_live(args.config, o, args.command_line);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
+  const std::string text = calibration_to_yaml(c);
+  // Written whole to a temporary name, then renamed: a killed run leaves no half file.
+  const std::string tmp = args.out + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) throw std::runtime_error("cannot write " + tmp);
+  }
+  fs::rename(tmp, args.out);
+  out << "calibration of " << c.ranks << " " << c.launch << " ranks (" << c.backend << ", "
+      << c.device << ") from " << c.plans << " plans, " << c.runtime.blocks.size()
+      << " (block kind, strategy) rows -> " << args.out << "\n"
+      << "  per-step overhead " << c.runtime.step_overhead_s * 1e3 << " ms, optimizer "
+      << c.runtime.optimizer_s_per_param * 1e9 << " ns/parameter, "
+      << c.runtime.redistribution_s * 1e3 << " ms per layout change (fit error "
+      << 100 * c.overhead_fit_error << " % of the step)\n"
+      << "  device '" << c.device_name << "': effective " << c.peak_flops / 1e9
+      << " GFLOP/s (fit error " << 100 * c.compute_fit_error << " %)\n"
+      << "  link '" << c.link_name << "': " << c.link_latency_s * 1e6 << " us per ring step, "
+      << c.link_bandwidth / 1e9 << " GB/s (fit error " << 100 * c.comm_fit_error << " %)\n"
+      << "  memory: " << c.runtime.memory_state_scale << " x state + "
+      << c.runtime.memory_activation_scale << " x activations + "
+      << c.runtime.memory_base_bytes / 1e6 << " MB (fit error " << 100 * c.memory_fit_error
+      << " %)\n"
+      << "  repartition: " << c.runtime.repartition_fixed_s * 1e3 << " ms + "
+      << c.runtime.repartition_per_block_s * 1e3 << " ms per block + bytes / "
+      << c.runtime.repartition_bandwidth / 1e9 << " GB/s (fit error "
+      << 100 * c.repartition_fit_error << " %)\n"
+      << "  step latency noise sigma " << c.runtime.noise_sigma << "\n";
+  return 0;
+}
+
+int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& err) {
+  if (args.config.empty() == args.published.empty())
+    throw BadInput("validate-sim: give either a live CONFIG or --published DIR (not both)");
+  if (!args.config.empty()) return run_validate_live(args, out, err);
   std::vector<std::string> files;
   for (const auto& p : args.published) {
     if (fs::is_directory(p)) {

@@ -130,17 +130,73 @@ int main(int argc, char** argv) {
 
   ValidateArgs validate_args;
   auto* validate = app.add_subcommand(
-      "validate-sim", "The simulator against published, measured runs (throughput, time, memory).");
+      "validate-sim",
+      "The simulator against measured runs: published ones, or the live run of a config.");
   validate->footer(
-      "Each config carries a `published:` section: the measured figures and their source.\n"
-      "Its initial plan (with its pipeline part, @pp(...)) runs one noise-free iteration on the\n"
-      "simulator; model FLOP/s per GPU use the formula of shared/validation/published.md.\n"
-      "Example: shardgym validate-sim --published experiments/validation/");
-  validate->add_option("--published", validate_args.published,
-                       "Config files, or folders whose *.yaml are all validated")
-      ->required()
-      ->check(CLI::ExistingPath);
+      "--published: each config carries a `published:` section (the measured figures and their\n"
+      "source); its initial plan (with its pipeline part, @pp(...)) runs one noise-free iteration\n"
+      "on the simulator; model FLOP/s per GPU use the formula of shared/validation/published.md.\n"
+      "CONFIG (a live config): N random valid plans, with repartitions between them, run on the\n"
+      "live runtime (warm-up, then the median of the measured iterations) and on the simulator\n"
+      "(noise-free, calibrated with --calibration or the config's cluster.calibration); prints the\n"
+      "median and 90th-percentile relative error of step latency, per-block times, peak memory,\n"
+      "repartition time and bytes, and Kendall's tau of the two rankings (docs/calibration.md).\n"
+      "Examples: shardgym validate-sim --published experiments/validation/\n"
+      "          shardgym validate-sim experiments/live-quickstart.yaml --calibration calib.yaml");
+  validate->add_option("config", validate_args.config, "A live experiment config (YAML)")
+      ->check(CLI::ExistingFile);
+  auto* published_opt =
+      validate->add_option("--published", validate_args.published,
+                           "Config files, or folders whose *.yaml are all validated")
+          ->check(CLI::ExistingPath);
+  validate->add_option("--calibration", validate_args.calibration,
+                       "Calibration file for the simulator (shardgym calibrate)")
+      ->check(CLI::ExistingFile);
+  validate->add_option("--plans", validate_args.plans, "Random plans (default 30)")
+      ->check(CLI::Range(2, 10000));
+  validate->add_option("--warmup", validate_args.warmup,
+                       "Unmeasured iterations after each plan change (default 2)")
+      ->check(CLI::Range(1, 1000));
+  validate->add_option("--iterations", validate_args.iterations,
+                       "Measured iterations per plan (default 5)")
+      ->check(CLI::Range(1, 10000));
+  validate->add_option("--seed", validate_args.seed, "Seed of the plan draws and the run");
+  validate->add_option("--out", validate_args.out, "Also write the JSON report to this file");
+  validate->add_flag("--no-repeat", validate_args.no_repeat,
+                     "Skip the live run's second visit of every plan (the noise floor)");
   validate->add_flag("--json", validate_args.json, "Print JSON instead of a table");
+  (void)published_opt;
+
+  CalibrateArgs calibrate_args;
+  auto* calibrate = app.add_subcommand(
+      "calibrate", "Measure the live runtime of a config and fit the simulator to it.");
+  calibrate->footer(
+      "Runs one plan per catalog strategy on the live runtime as the config sets it up (backend,\n"
+      "device, ranks, launch): a warm-up, then the median of the measured iterations of every\n"
+      "block's forward, backward and communication time. Then --mixed-plans random plans. Fits\n"
+      "the per-step overhead, the optimizer's time per parameter, the device's effective compute\n"
+      "rate, the link's latency and bandwidth, peak memory and repartition time, and writes them\n"
+      "with the machine's description and the date.\n"
+      "Use the file with `cluster.calibration: FILE` in a config, or validate-sim --calibration.\n"
+      "Format: docs/calibration.md.\n"
+      "Example: shardgym calibrate experiments/live-quickstart.yaml --out calib.yaml");
+  calibrate->add_option("config", calibrate_args.config, "A live experiment config (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  calibrate->add_option("--out", calibrate_args.out, "Calibration file to write")->required();
+  calibrate->add_option("--warmup", calibrate_args.warmup,
+                        "Unmeasured iterations after each plan change (default 2)")
+      ->check(CLI::Range(1, 1000));
+  calibrate->add_option("--iterations", calibrate_args.iterations,
+                        "Measured iterations per plan (default 5)")
+      ->check(CLI::Range(1, 10000));
+  calibrate->add_option("--mixed-plans", calibrate_args.mixed_plans,
+                        "Random plans after the uniform ones, for the overhead, memory and "
+                        "repartition fits (default 24)")
+      ->check(CLI::Range(0, 10000));
+  calibrate->add_option("--seed", calibrate_args.seed, "Seed of the run");
+  for (int i = 0; i < argc; ++i)
+    calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
 
   auto* bench = app.add_subcommand("bench", "Performance benchmarks.");
   bench->require_subcommand(1);
@@ -230,6 +286,11 @@ int main(int argc, char** argv) {
   eval->add_option("--steps", eval_args.steps, "Steps per episode (default: the config's)")
       ->check(CLI::PositiveNumber);
   eval->add_option("--out", eval_args.out, "Record the episodes to DIR/eval.h5");
+  eval->add_option("--predicted-by", eval_args.predicted_by,
+                   "A simulator config of the same model (e.g. calibrated on this cluster): "
+                   "also run the agent there and print the gain over Megatron-LM it predicted "
+                   "next to the measured one")
+      ->check(CLI::ExistingFile);
 
   CompareArgs compare_args;
   auto* compare = app.add_subcommand(
@@ -273,6 +334,32 @@ int main(int argc, char** argv) {
   compare->add_option("--out", compare_args.out,
                       "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 
+  ReportArgs report_args;
+  auto* report = app.add_subcommand(
+      "report", "Figures and tables (HTML + PNG) from recorded traces.");
+  report->footer(
+      "Runs python -m shardgym.report (python/shardgym/report.py) with $SHARDGYM_PYTHON or the\n"
+      "checkout's .venv: learning curves of `train` runs (bootstrap bands over runs), each\n"
+      "agent's plan per block over an episode, latency/memory/energy per step with the\n"
+      "scenario's events, a latency-energy Pareto plot, the comparison table of each\n"
+      "`compare --out` folder (rliable IQM, stratified bootstrap 95% CIs) and simulator vs\n"
+      "live where both ran the same plans. Every trace is first read by `inspect --json`.\n"
+      "  shardgym report runs/compare-quickstart runs/train-s0 runs/train-s1 --out report");
+  report->add_option("run_dirs", report_args.run_dirs, "Folders of traces (or trace files)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  report->add_option("--out", report_args.out, "Output folder (index.html, *.png, table.json)")
+      ->required();
+  report->add_option("--episode", report_args.episode,
+                     "Complete episode K of each agent for the per-step figures (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  report->add_option("--bootstrap-reps", report_args.bootstrap_reps,
+                     "Bootstrap resamples (default 2000)")
+      ->check(CLI::PositiveNumber);
+  report->add_option("--seed", report_args.seed, "Seed of the bootstrap (default 0)");
+  report->add_flag("--skip-damaged", report_args.skip_damaged,
+                   "Leave damaged traces out (listed in the report) instead of failing");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -288,12 +375,14 @@ int main(int argc, char** argv) {
     if (*inspect) return run_inspect(trace_path, inspect_json, std::cout);
     if (*replay) return run_replay(replay_args, std::cout);
     if (*cost) return run_cost(cost_args, std::cout);
-    if (*validate) return run_validate_sim(validate_args, std::cout);
+    if (*validate) return run_validate_sim(validate_args, std::cout, std::cerr);
+    if (*calibrate) return run_calibrate(calibrate_args, std::cout, std::cerr);
     if (*bench_sim) return run_bench_sim(bench_args, std::cout, std::cerr);
     if (*bench_live) return run_bench_live(live_args, std::cout);
     if (*compare) return run_compare(compare_args, std::cout, std::cerr);
     if (*eval) return run_eval(eval_args, std::cout, std::cerr);
     if (*bench_learn) return run_bench_learn(learn_args, std::cout, std::cerr);
+    if (*report) return run_report(report_args, std::cout);
   } catch (const shardgym::ConfigError& e) {
     std::cerr << "shardgym: " << e.what() << "\n";
     return kExitBadInput;

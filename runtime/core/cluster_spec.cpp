@@ -67,6 +67,14 @@ CommMatrix ClusterSpec::comm_matrix() const {
   return m;
 }
 
+const MeasuredBlock* RuntimeCalibration::find(int kind, const std::string& strategy,
+                                              const std::string& signature) const {
+  if (signature != model_signature) return nullptr;
+  for (const MeasuredBlock& b : blocks)
+    if (b.kind == kind && b.strategy == strategy) return &b;
+  return nullptr;
+}
+
 ClusterSpec ClusterSpec::slice(int first, int count) const {
   if (first < 0 || count < 1 || first + count > world_size())
     throw std::out_of_range("ranks [" + std::to_string(first) + ", " +

@@ -57,12 +57,45 @@ struct CommMatrix {
   int link_of(int i, int j) const { return link[i * world + j]; }
 };
 
+// What `shardgym calibrate` measured on the live runtime (docs/calibration.md), as the
+// config's `cluster.calibration` file gives it. The simulator takes a block's times from the
+// table when the block's strategy and the model it runs (`model_signature`, see
+// calibration_signature) match; everything else keeps the physical model, whose device and
+// link parameters the calibration has already replaced with fitted ones.
+struct MeasuredBlock {
+  int kind = 0;           // BlockKind: 0 attention, 1 MLP
+  std::string strategy;   // Strategy::to_string()
+  double fwd_s = 0, bwd_s = 0, comm_s = 0;  // one micro-batch, slowest rank, median
+  double spread = 0;      // (p90 − p10) / median of fwd + bwd + comm over the iterations
+};
+
+struct RuntimeCalibration {
+  std::string path;             // "" = none
+  std::string model_signature;  // the micro-batch model and world the table was measured on
+  std::vector<MeasuredBlock> blocks;
+  double step_overhead_s = 0;   // per micro-batch: embedding, LM head, loss, global norm
+  double redistribution_s = 0;  // per micro-batch and change of activation layout, on top
+                                // of the link model's transfer (fwd + bwd)
+  double optimizer_s_per_param = 0;  // per iteration and parameter held by the rank
+  double noise_sigma = 0;       // log-normal σ of the step latency between iterations
+  // Peak memory per rank = state_scale · (params, gradients, optimizer state) +
+  // activation_scale · (activations, logits) + base_bytes, of the physical model's terms.
+  double memory_state_scale = 1, memory_activation_scale = 1, memory_base_bytes = 0;
+  // A repartition that changes any block takes fixed_s + per_block_s × blocks changed +
+  // bytes (summed over ranks) / bandwidth; bandwidth 0 = the physical model's transfers.
+  double repartition_fixed_s = 0, repartition_per_block_s = 0, repartition_bandwidth = 0;
+  bool empty() const { return path.empty(); }
+  const MeasuredBlock* find(int kind, const std::string& strategy,
+                            const std::string& signature) const;
+};
+
 struct ClusterSpec {
   std::string name;
   std::vector<DeviceType> devices;
   std::vector<LinkClass> links;
   std::vector<NodeSpec> nodes;
   std::string inter_link;  // LinkClass::name between nodes ("" for one node)
+  RuntimeCalibration calibration;  // cluster.calibration (empty: none)
 
   // Bounds on a cluster, so that world_size() and the rank arithmetic stay within an int
   // (configs are checked against them): one `nodes:` entry's largest, 4096 nodes × 4096 GPUs.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <sstream>
 #include <stdexcept>
 
 namespace shardgym {
@@ -14,6 +15,15 @@ double exposed(double comm, double compute, int k) {
 }
 
 }  // namespace
+
+std::string calibration_signature(const ModelSpec& m, int world) {
+  std::ostringstream o;
+  o << "layers=" << m.layers << " hidden=" << m.hidden << " heads=" << m.heads
+    << " ffn=" << m.ffn_size() << " seq=" << m.seq << " batch=" << effective_global_batch(m, world)
+    << " vocab=" << m.vocab << " dtype=" << dtype_name(m.dtype)
+    << " flash=" << m.flash_attention << " world=" << world;
+  return o.str();
+}
 
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTerms terms)
     : cluster_(cluster), calib_(std::move(calibration)), terms_(terms) {
@@ -222,6 +232,20 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
       out.optimizer_s = params * (m.optimizer_bytes_per_param() / owners + m.grad_bytes()) / bw;
   }
 
+  const RuntimeCalibration& rc = cluster_.calibration;
+  if (!rc.empty()) {
+    if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(),
+                                         calibration_signature(m, world_))) {
+      const double slow = *std::max_element(cond_.slowdown.begin(), cond_.slowdown.end());
+      out.fwd_s = e->fwd_s * slow;
+      out.bwd_s = e->bwd_s * slow;
+      out.comm_s = e->comm_s;
+      out.tp_comm_bwd_hidden_s = 0;
+      out.grad_sync_s = out.param_gather_s = 0;
+      out.optimizer_s = rc.optimizer_s_per_param * params;
+    }
+  }
+
   out.params_per_rank = params;
   out.state_bytes = m.state_bytes_per_param(dp) * params;
   out.activation_bytes = block_activation_bytes(m, kind, s, world_, false);
@@ -247,11 +271,14 @@ HeadCost CostModel::head_cost() const {
     }
     out.compute_s += t_ce;
   }
+  const RuntimeCalibration& rc = cluster_.calibration;
+  const bool measured = !rc.empty() && rc.model_signature == calibration_signature(m, world_);
+  if (measured) out.compute_s = rc.step_overhead_s;
   std::vector<int> all(world_);
   for (int r = 0; r < world_; ++r) all[r] = r;
   const GroupLinks g = describe_group(all, links_);
   const double bytes = double(m.embedding_params()) * dtype_bytes(m.dtype);
-  out.grad_sync_s = collective_time(CollOp::kAllReduce, bytes, g);
+  out.grad_sync_s = measured ? 0.0 : collective_time(CollOp::kAllReduce, bytes, g);
   const LinkBytes lb = collective_link_bytes(CollOp::kAllReduce, bytes, g);
   const double e_a = g.intra_link >= 0 ? cluster_.links[g.intra_link].energy_per_byte : 0;
   const double e_e = g.inter_link >= 0 ? cluster_.links[g.inter_link].energy_per_byte : 0;
@@ -276,6 +303,7 @@ TransferCost CostModel::redistribution(const Strategy& from, const Strategy& to)
   f.bytes += b.bytes;
   f.max_rank_bytes += b.max_rank_bytes;
   f.energy_j += b.energy_j;
+  if (!cluster_.calibration.empty()) f.time_s += cluster_.calibration.redistribution_s;
   return f;
 }
 

@@ -25,6 +25,11 @@
 //   the block's gradients in grad_bytes()), param_gather_s (its all-gather of parameters) and
 //   optimizer_s (AdamW reading and writing its state once: grad + 24 B + param per parameter,
 //   over the replicas sharing it); SimRun overlaps them as the training flags say.
+// With a live calibration (ClusterSpec::calibration) whose table has the block's strategy for
+//   this model: fwd_s, bwd_s and comm_s are the measured ones (comm: every wait of the block,
+//   its data-parallel gradient reduction included, so grad_sync_s = 0), the optimizer step is
+//   the fitted seconds per parameter, and head_cost's compute_s is the fitted per-step
+//   overhead. Compute times still scale with the slowest rank's slowdown.
 // Memory per rank: state_bytes_per_param(dp) × block_rank_params + block_activation_bytes.
 // Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
 #pragma once
@@ -41,6 +46,10 @@
 #include "runtime/sim/layout.h"
 
 namespace shardgym {
+
+// The key of a calibration's block table (RuntimeCalibration::model_signature): the shapes
+// and options of the micro-batch model that decide a block's time, and the world size.
+std::string calibration_signature(const ModelSpec& micro_batch_model, int world);
 
 // The cluster's state at one env step.
 struct Conditions {

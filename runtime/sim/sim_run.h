@@ -128,6 +128,7 @@ class SimRun : public TrainingRun {
     double fwd = 0, bwd = 0, comm = 0, busy_j = 0, link_j = 0;
     double grad_sync = 0, param_gather = 0, optimizer = 0, params = 0;
     double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
+    double state_moved = 0;  // state bytes a stage move sends (before memory calibration)
   };
   struct TransferSlot {  // cached TransferCost of one pair of layouts
     uint32_t gen = 0;

@@ -150,8 +150,11 @@ const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) cons
   s.busy_j = c.busy_energy_j, s.link_j = c.link_energy_j;
   s.grad_sync = c.grad_sync_s, s.param_gather = c.param_gather_s, s.optimizer = c.optimizer_s;
   s.params = c.params_per_rank;
-  s.state = c.state_bytes, s.act = c.activation_bytes;
-  s.act_prev = c.activation_bytes_prev_recompute;
+  const RuntimeCalibration& cal = cost_.cluster().calibration;
+  s.state = c.state_bytes * cal.memory_state_scale;
+  s.state_moved = c.state_bytes;
+  s.act = c.activation_bytes * cal.memory_activation_scale;
+  s.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
   s.gen = gen_;
   return s;
 }
@@ -185,12 +188,18 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
     const double total = double(model_.embedding_params());
     const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
     const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
-    edge_[0] = emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first);
-    edge_[1] = (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) + head_act;
+    const RuntimeCalibration& cal = cost_.cluster().calibration;
+    const double ms = cal.memory_state_scale, ma = cal.memory_activation_scale;
+    edge_[0] = emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first) * ms;
+    edge_[1] = (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) * ms +
+               head_act * ma;
     edge_t_[0] = t_first, edge_t_[1] = t_last, edge_gen_ = gen_;
   }
   out[0] += edge_[0];
   out[p - 1] += edge_[1];
+  const double base = cost_.cluster().calibration.memory_base_bytes;
+  if (base != 0)
+    for (int s = 0; s < p; ++s) out[s] += base;
 }
 
 void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
@@ -311,11 +320,13 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   }
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
+  int changed = 0;
   // Nothing moves when every block keeps its strategy and stage.
   if (from && !(*from == idx && &from_stage == &block_stage_)) {
     const LinkState& ls = cost_.links();
     for (int b = 0; b < blocks_; ++b) {
       const int a = (*from)[b], z = idx[b], st = block_stage_[b];
+      if (a != z || (b < static_cast<int>(from_stage.size()) && from_stage[b] != st)) ++changed;
       if (b < static_cast<int>(from_stage.size()) && from_stage[b] != st) {
         // Moved to another stage by a boundary move (see the header). The old stage's first
         // rank counts in the old pipeline's stage size: with another stage count, the new
@@ -323,7 +334,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
         const int src = from_stage[b] * from_stage_world, dst = st * stage_world_;
         const int l = ls.link_of(src, dst);
         const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
-        const double bytes = block(st, b & 1, z).state;
+        const double bytes = block(st, b & 1, z).state_moved;
         rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
         rep_bytes += bytes * stage_world_;
         rep_j += bytes * stage_world_ * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
@@ -334,6 +345,10 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
       rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;
     }
   }
+  const RuntimeCalibration& cal = cost_.cluster().calibration;
+  if (cal.repartition_bandwidth > 0 && changed > 0)
+    rep_s = cal.repartition_fixed_s + cal.repartition_per_block_s * changed +
+            rep_bytes / cal.repartition_bandwidth;
   out.step_latency_s = latency;
   out.repartition_s = rep_s * np;
   out.repartition_bytes = rep_bytes;

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 namespace shardgym {
@@ -16,6 +18,19 @@ TEST(StatsTest, MeanMedianStddev) {
   EXPECT_NEAR(sample_stddev({2, 4, 4, 4, 5, 5, 7, 9}), std::sqrt(32.0 / 7.0), 1e-12);
   EXPECT_DOUBLE_EQ(sample_stddev({3}), 0);
   EXPECT_THROW(mean({}), std::invalid_argument);
+}
+
+TEST(StatsTest, QuantileAndKendallTau) {
+  EXPECT_DOUBLE_EQ(quantile({3, 1, 2, 4}, 0.5), 2.5);  // numpy.quantile([1,2,3,4], 0.5)
+  EXPECT_DOUBLE_EQ(quantile({1, 2, 3, 4, 5}, 0.9), 4.6);
+  EXPECT_THROW(quantile({}, 0.5), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // scipy.stats.kendalltau([1,2,3,4,5], [1,3,2,5,4]) = 0.6; with a tie ([1,2,2,3]) τ-b
+  // = 0.9128709291752769.
+  EXPECT_NEAR(kendall_tau({1, 2, 3, 4, 5}, {1, 3, 2, 5, 4}), 0.6, 1e-12);
+  EXPECT_NEAR(kendall_tau({1, 2, 3, 4}, {1, 2, 2, 3}), 0.9128709291752769, 1e-12);
+  EXPECT_TRUE(std::isnan(kendall_tau({1, 1, 1}, {1, 2, 3})));
 }
 
 TEST(StatsTest, InterquartileMean) {

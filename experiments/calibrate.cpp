@@ -1,0 +1,672 @@
+#include "experiments/calibrate.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "analysis/stats.h"
+#include "env/registry.h"
+#include "experiments/config.h"
+#include "runtime/core/cost.h"
+#include "runtime/sim/layout.h"
+#include "runtime/sim/sim_run.h"
+
+namespace shardgym {
+namespace {
+
+constexpr const char* kSimEnv = "shardgym/TPSim-v0";
+
+struct PlanStats {
+  double step_s = 0, spread = 0, peak_bytes = 0;
+  double repartition_s = 0, repartition_bytes = 0;  // of the first step, into this plan
+  std::vector<double> fwd, bwd, comm;               // per block, median over iterations
+  std::vector<double> steps;                        // every measured step latency
+};
+
+double spread_of(const std::vector<double>& xs) {
+  const double med = median(xs);
+  return med > 0 ? (quantile(xs, 0.9) - quantile(xs, 0.1)) / med : 0.0;
+}
+
+std::string failed(const Measurement& m, const Plan& plan) {
+  return "the live run failed on plan " + plan.to_string() + ": " + m.error;
+}
+
+// Steps into `plan` (the repartition is measured on that first step), runs warm-up − 1 more
+// unmeasured iterations, then `iterations` measured ones.
+PlanStats measure(TrainingRun& run, const Plan& plan, const LiveMeasureOptions& o) {
+  PlanStats s;
+  const Measurement first = run.step(plan);
+  if (!first.ok) throw std::runtime_error(failed(first, plan));
+  s.repartition_s = first.repartition_s;
+  s.repartition_bytes = first.repartition_bytes;
+  for (int i = 1; i < o.warmup; ++i) {
+    const Measurement m = run.step(plan);
+    if (!m.ok) throw std::runtime_error(failed(m, plan));
+  }
+  const int blocks = plan.size();
+  std::vector<std::vector<double>> fwd(blocks), bwd(blocks), comm(blocks);
+  for (int i = 0; i < o.iterations; ++i) {
+    const Measurement m = run.step(plan);
+    if (!m.ok) throw std::runtime_error(failed(m, plan));
+    s.steps.push_back(m.step_latency_s);
+    for (int b = 0; b < blocks; ++b) {
+      fwd[b].push_back(m.block_fwd_s.at(b));
+      bwd[b].push_back(m.block_bwd_s.at(b));
+      comm[b].push_back(m.block_comm_s.at(b));
+    }
+    for (double p : m.peak_memory_bytes) s.peak_bytes = std::max(s.peak_bytes, p);
+  }
+  s.step_s = median(s.steps);
+  s.spread = spread_of(s.steps);
+  for (int b = 0; b < blocks; ++b) {
+    s.fwd.push_back(median(fwd[b]));
+    s.bwd.push_back(median(bwd[b]));
+    s.comm.push_back(median(comm[b]));
+  }
+  return s;
+}
+
+struct LiveSetup {
+  ExperimentSpec spec;
+  std::unique_ptr<Env> env;
+};
+
+LiveSetup open_live(const std::string& config) {
+  LiveSetup s;
+  s.spec = load_experiment(config);
+  s.env = make_bare_env(s.spec.env_id, s.spec);
+  if (s.env->run().backend() != "live")
+    throw std::invalid_argument(config + ": env '" + s.spec.env_id +
+                                "' is not a live run; calibration measures the live runtime "
+                                "(e.g. experiments/live-quickstart.yaml)");
+  return s;
+}
+
+ExperimentSpec sim_spec_of(const ExperimentSpec& live) {
+  ExperimentSpec s = live;
+  s.env_id = kSimEnv;
+  s.scenario.noise = 0;  // the comparison is against the noise-free prediction
+  return s;
+}
+
+// Ring steps and bytes each rank sends for a block's collectives in one micro-batch (tensor
+// parallel, both passes) and its data-parallel gradient reduction.
+void comm_volume(const ModelSpec& m, BlockKind kind, const Strategy& s, int world, double& steps,
+                 double& bytes) {
+  steps = bytes = 0;
+  auto add = [&](const std::vector<Collective>& cs, double elem_bytes) {
+    for (const Collective& c : cs) {
+      if (c.group_size <= 1) continue;
+      steps += (c.op == CollOp::kAllReduce ? 2.0 : 1.0) * (c.group_size - 1);
+      bytes += c.elements_sent_per_rank() * elem_bytes;
+    }
+  };
+  add(block_collectives(m, kind, s, world), dtype_bytes(m.dtype));
+  add(block_grad_sync(m, kind, s, world), m.grad_bytes());
+}
+
+// Non-negative least squares y ≈ Σ_j c_j·x_j for up to 3 columns: the unconstrained solution
+// on every subset of the columns (the others at 0), the best one with all c_j ≥ 0.
+std::vector<double> nonneg_lstsq(const std::vector<std::vector<double>>& x,
+                                 const std::vector<double>& y) {
+  const size_t n = x.size();
+  if (n == 0 || n > 3) throw std::logic_error("nonneg_lstsq: 1 to 3 columns");
+  std::vector<double> best(n, 0.0);
+  double best_r = 0;
+  for (double v : y) best_r += v * v;  // all coefficients 0
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    std::vector<size_t> cols;
+    for (size_t j = 0; j < n; ++j)
+      if (mask & (1u << j)) cols.push_back(j);
+    const size_t k = cols.size();
+    // Normal equations A c = b, solved by Gaussian elimination with partial pivoting.
+    std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
+    for (size_t r = 0; r < k; ++r) {
+      for (size_t q = 0; q < k; ++q)
+        for (size_t i = 0; i < y.size(); ++i) a[r][q] += x[cols[r]][i] * x[cols[q]][i];
+      for (size_t i = 0; i < y.size(); ++i) a[r][k] += x[cols[r]][i] * y[i];
+    }
+    bool singular = false;
+    for (size_t c = 0; c < k && !singular; ++c) {
+      size_t piv = c;
+      for (size_t r = c + 1; r < k; ++r)
+        if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+      std::swap(a[c], a[piv]);
+      if (std::abs(a[c][c]) < 1e-300) {
+        singular = true;
+        break;
+      }
+      for (size_t r = 0; r < k; ++r) {
+        if (r == c) continue;
+        const double f = a[r][c] / a[c][c];
+        for (size_t q = c; q <= k; ++q) a[r][q] -= f * a[c][q];
+      }
+    }
+    if (singular) continue;
+    std::vector<double> coef(n, 0.0);
+    bool ok = true;
+    for (size_t r = 0; r < k; ++r) {
+      coef[cols[r]] = a[r][k] / a[r][r];
+      ok = ok && coef[cols[r]] >= 0 && std::isfinite(coef[cols[r]]);
+    }
+    if (!ok) continue;
+    double res = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      double p = 0;
+      for (size_t j = 0; j < n; ++j) p += coef[j] * x[j][i];
+      res += (y[i] - p) * (y[i] - p);
+    }
+    if (res < best_r) best_r = res, best = coef;
+  }
+  return best;
+}
+
+void nonneg_fit2(const std::vector<double>& x1, const std::vector<double>& x2,
+                 const std::vector<double>& y, double& a, double& b) {
+  const std::vector<double> c = nonneg_lstsq({x1, x2}, y);
+  a = c[0], b = c[1];
+}
+
+// Peak memory (largest rank) the simulator predicts for `plan` with the memory terms of `cal`.
+double sim_peak(const ExperimentSpec& spec, const CalibrationFile& cal, const Plan& plan,
+                uint64_t seed) {
+  ExperimentSpec s = spec;
+  const std::string why = apply_calibration(cal, "(fit)", s.cluster);
+  if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
+  SimRun sim(s);
+  sim.reset(seed, plan);
+  const auto m = sim.estimate(plan);
+  if (!m) throw std::runtime_error("the simulator cannot estimate " + plan.to_string());
+  return *std::max_element(m->peak_memory_bytes.begin(), m->peak_memory_bytes.end());
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void describe_machine(CalibrationFile& c) {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) c.host = host;
+  utsname u{};
+  if (uname(&u) == 0) c.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) c.cpu = line.substr(colon + 2);
+      break;
+    }
+  }
+  c.cores = static_cast<int>(std::thread::hardware_concurrency());
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) c.memory_gib = double(pages) * double(page) / double(1ull << 30);
+}
+
+// One plan per catalog strategy: every block of a kind the strategy is shape-valid for takes
+// it, the other kind keeps its first valid entry. Duplicates are dropped.
+std::vector<Plan> calibration_plans(const StrategyCatalog& cat, int blocks) {
+  const auto& am = cat.shape_mask(BlockKind::kAttention);
+  const auto& mm = cat.shape_mask(BlockKind::kMlp);
+  auto first_valid = [&](const std::vector<uint8_t>& mask) {
+    for (int k = 0; k < cat.size(); ++k)
+      if (mask[k]) return k;
+    throw std::invalid_argument("the catalog has no strategy valid for a block kind");
+  };
+  const int a0 = first_valid(am), m0 = first_valid(mm);
+  std::vector<Plan> out;
+  std::set<std::string> seen;
+  for (int k = 0; k < cat.size(); ++k) {
+    if (!am[k] && !mm[k]) continue;
+    Plan p;
+    for (int b = 0; b < blocks; ++b) {
+      const bool attention = ModelSpec::block_kind(b) == BlockKind::kAttention;
+      p.blocks.push_back(cat.at(attention ? (am[k] ? k : a0) : (mm[k] ? k : m0)));
+    }
+    if (seen.insert(p.to_string()).second) out.push_back(p);
+  }
+  return out;
+}
+
+// Random valid plans: each block a uniformly drawn shape-valid catalog entry; plans the
+// simulator says do not fit memory are drawn again.
+std::vector<Plan> random_plans(const StrategyCatalog& cat, int blocks, int count,
+                               std::mt19937_64& rng, const SimRun& sim) {
+  std::vector<Plan> plans;
+  for (int i = 0; i < count; ++i) {
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == 1000) throw std::runtime_error("no random plan fits memory after 1000 draws");
+      Plan p;
+      for (int b = 0; b < blocks; ++b) {
+        const auto& mask = cat.shape_mask(ModelSpec::block_kind(b));
+        std::vector<int> ok;
+        for (int k = 0; k < cat.size(); ++k)
+          if (mask[k]) ok.push_back(k);
+        p.blocks.push_back(cat.at(ok[rng() % ok.size()]));
+      }
+      const auto est = sim.estimate(p);
+      if (est && est->ok && !est->oom) {
+        plans.push_back(p);
+        break;
+      }
+    }
+  }
+  return plans;
+}
+
+// Changes of activation layout in one micro-batch: between consecutive blocks, and from the
+// last block to the data-parallel LM head (the embedding output takes block 0's for free).
+double layout_changes(const Plan& plan) {
+  int n = 0;
+  for (int b = 1; b < plan.size(); ++b)
+    n += activation_layout_key(plan.blocks[b - 1]) != activation_layout_key(plan.blocks[b]);
+  n += activation_layout_key(plan.blocks.back()) != activation_layout_key(Strategy::dp());
+  return n;
+}
+
+ErrorSummary summarize(const std::vector<double>& rel) {
+  ErrorSummary e;
+  e.n = static_cast<int>(rel.size());
+  if (rel.empty()) return e;
+  e.median = median(rel);
+  e.p90 = quantile(rel, 0.9);
+  return e;
+}
+
+double rel_error(double predicted, double measured) {
+  return measured > 0 ? std::abs(predicted / measured - 1) : (predicted > 0 ? 1.0 : 0.0);
+}
+
+}  // namespace
+
+CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& o,
+                               const std::string& command_line) {
+  if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1 (the first "
+                                                "iteration after a plan change is not measured)");
+  if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
+  LiveSetup live = open_live(config);
+  TrainingRun& run = live.env->run();
+  ExperimentSpec sspec = sim_spec_of(live.spec);
+  sspec.cluster.calibration = {};  // fits are made against the physical model
+  SimRun sim(sspec);
+  const int blocks = live.spec.model.num_blocks(), world = live.spec.cluster.world_size();
+  std::vector<Plan> plans = calibration_plans(run.catalog(), blocks);
+  // Random plans after the uniform ones: mixtures for the fits of what the table does not hold
+  // (overhead, memory, repartition); the table itself comes from the uniform plans only.
+  const size_t uniform_plans = plans.size();
+  {
+    std::mt19937_64 rng(o.seed ^ 0xca11b7a7e5eedull);
+    for (const Plan& p : random_plans(run.catalog(), blocks, o.mixed_plans, rng, sim))
+      plans.push_back(p);
+  }
+
+  CalibrationFile c;
+  c.created = utc_now();
+  c.command = command_line;
+  c.config = config;
+  describe_machine(c);
+  c.backend = !live.spec.live.backend.empty() ? live.spec.live.backend
+                                               : live.spec.live.device == "cuda" ? "nccl" : "gloo";
+  c.launch = live.spec.live.launch;
+  c.device = live.spec.live.device;
+  c.ranks = world;
+  c.threads_per_rank = live.spec.live.threads_per_rank;
+  c.warmup = o.warmup;
+  c.iterations = o.iterations;
+  c.plans = static_cast<int>(plans.size());
+  if (live.spec.cluster.devices.size() != 1 || live.spec.cluster.links.size() != 1)
+    throw std::invalid_argument(config + ": calibration fits one device type and one link class; "
+                                "this cluster has " + std::to_string(live.spec.cluster.devices.size()) +
+                                " and " + std::to_string(live.spec.cluster.links.size()));
+  c.device_name = live.spec.cluster.devices[0].name;
+  c.link_name = live.spec.cluster.links[0].name;
+
+  run.reset(o.seed, plans.front());
+  sim.reset(o.seed, plans.front());
+  RuntimeCalibration& rc = c.runtime;
+  rc.model_signature = calibration_signature(sim.stage_cost_model(0).model(), world);
+
+  struct Row {
+    int kind;
+    Strategy s;
+    std::vector<double> fwd, bwd, comm, spread;
+    BlockCost physics;
+  };
+  std::map<std::pair<int, std::string>, Row> rows;
+  std::vector<PlanStats> stats;
+  std::vector<std::vector<BlockCost>> physics;
+  std::vector<double> log_dev;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const PlanStats s = measure(run, plan, o);
+    const IterationBreakdown bd = sim.breakdown(plan);
+    const double m = std::max(1, bd.pipeline.micro_batches);
+    for (int b = 0; b < blocks && i < uniform_plans; ++b) {
+      const int kind = static_cast<int>(ModelSpec::block_kind(b));
+      auto key = std::make_pair(kind, plan.blocks[b].to_string());
+      Row& r = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]}).first->second;
+      r.fwd.push_back(s.fwd[b] / m);
+      r.bwd.push_back(s.bwd[b] / m);
+      r.comm.push_back(s.comm[b] / m);
+      r.spread.push_back(s.spread);
+    }
+    for (double x : s.steps) log_dev.push_back(std::log(x / s.step_s));
+    stats.push_back(s);
+    physics.push_back(bd.blocks);
+    if (o.progress) {
+      std::ostringstream line;
+      line << "[" << (i + 1) << "/" << plans.size() << "] " << plan.to_string() << ": step "
+           << std::fixed << std::setprecision(2) << s.step_s * 1e3 << " ms (spread "
+           << std::setprecision(0) << 100 * s.spread << " %)";
+      o.progress(line.str());
+    }
+  }
+
+  // The table: medians over every block of that kind and strategy.
+  for (auto& [key, r] : rows) {
+    MeasuredBlock e;
+    e.kind = r.kind;
+    e.strategy = key.second;
+    e.fwd_s = median(r.fwd);
+    e.bwd_s = median(r.bwd);
+    e.comm_s = median(r.comm);
+    e.spread = median(r.spread);
+    rc.blocks.push_back(e);
+  }
+  const ModelSpec mb_model = sim.stage_cost_model(0).model();
+
+  // Noise: σ of log(step / the plan's median), pooled over the plans.
+  rc.noise_sigma = log_dev.size() > 1 ? sample_stddev(log_dev) : 0.0;
+
+  // Device: one scale on the physical compute model (peak FLOP/s and memory bandwidth alike).
+  {
+    std::vector<double> ratio;
+    for (const auto& [key, r] : rows) {
+      const double predicted = r.physics.fwd_s + r.physics.bwd_s;
+      const double measured = median(r.fwd) + median(r.bwd);
+      if (predicted > 0 && measured > 0) ratio.push_back(measured / predicted);
+    }
+    if (ratio.empty()) throw std::runtime_error("calibration: no block with compute time measured");
+    const double f = median(ratio);
+    const DeviceType& dev = live.spec.cluster.devices[0];
+    c.peak_flops = dev.peak_flops / f;
+    c.memory_bw = (dev.memory_bw > 0 ? dev.memory_bw : dev.peak_flops) / f;
+    std::vector<double> err;
+    for (double x : ratio) err.push_back(std::abs(x / f - 1));
+    c.compute_fit_error = median(err);
+  }
+  // Link: α per ring step and bandwidth from the blocks without chunked overlap.
+  {
+    std::vector<double> steps, bytes, comm;
+    for (const auto& [key, r] : rows) {
+      if (r.s.chunks > 1) continue;
+      double st = 0, by = 0;
+      comm_volume(mb_model, static_cast<BlockKind>(r.kind), r.s, world, st, by);
+      if (st <= 0) continue;
+      steps.push_back(st);
+      bytes.push_back(by);
+      comm.push_back(median(r.comm));
+    }
+    double alpha = 0, inv_bw = 0;
+    if (!comm.empty()) nonneg_fit2(steps, bytes, comm, alpha, inv_bw);
+    const LinkClass& link = live.spec.cluster.links[0];
+    c.link_latency_s = comm.empty() ? link.latency_s : alpha;
+    c.link_bandwidth = inv_bw > 0 ? 1.0 / inv_bw : link.bandwidth;
+    std::vector<double> err;
+    for (size_t i = 0; i < comm.size(); ++i)
+      err.push_back(rel_error(alpha * steps[i] + inv_bw * bytes[i], comm[i]));
+    c.comm_fit_error = err.empty() ? 0.0 : median(err);
+  }
+  // Per-step overhead and optimizer seconds per parameter: what the simulator calibrated with
+  // everything above (table, device, link; redistributions between layouts included) leaves
+  // unexplained of each plan's step latency, against the parameters each rank updates.
+  {
+    CalibrationFile zero = c;
+    zero.runtime.step_overhead_s = zero.runtime.optimizer_s_per_param = 0;
+    ExperimentSpec cspec = sspec;
+    const std::string why = apply_calibration(zero, "(fit)", cspec.cluster);
+    if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
+    SimRun calibrated(cspec);
+    calibrated.reset(o.seed, plans.front());
+    std::vector<double> ones, params, layouts, residual;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const auto pred = calibrated.estimate(plans[i]);
+      if (!pred || !pred->ok) throw std::runtime_error("the calibrated simulator cannot run " +
+                                                       plans[i].to_string());
+      double p = 0;
+      for (int b = 0; b < blocks; ++b) p += physics[i][b].params_per_rank;
+      ones.push_back(1.0);
+      params.push_back(p);
+      layouts.push_back(layout_changes(plans[i]));
+      residual.push_back(stats[i].step_s - pred->step_latency_s);
+    }
+    const std::vector<double> k = nonneg_lstsq({ones, params, layouts}, residual);
+    rc.step_overhead_s = k[0], rc.optimizer_s_per_param = k[1], rc.redistribution_s = k[2];
+    std::vector<double> err;
+    for (size_t i = 0; i < plans.size(); ++i)
+      err.push_back(std::abs(k[0] + k[1] * params[i] + k[2] * layouts[i] - residual[i]) /
+                    stats[i].step_s);
+    c.overhead_fit_error = median(err);
+  }
+  // Memory: the live peak against the simulator's state and activation terms (each alone, by
+  // running the simulator with the other scale at 0) and a constant.
+  {
+    CalibrationFile only_state = c, only_act = c;
+    only_state.runtime.memory_state_scale = 1, only_state.runtime.memory_activation_scale = 0;
+    only_act.runtime.memory_state_scale = 0, only_act.runtime.memory_activation_scale = 1;
+    std::vector<double> state, act, ones, peak;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      state.push_back(sim_peak(sspec, only_state, plans[i], o.seed));
+      act.push_back(sim_peak(sspec, only_act, plans[i], o.seed));
+      ones.push_back(1.0);
+      peak.push_back(stats[i].peak_bytes);
+    }
+    const std::vector<double> k = nonneg_lstsq({state, act, ones}, peak);
+    rc.memory_state_scale = k[0], rc.memory_activation_scale = k[1], rc.memory_base_bytes = k[2];
+    std::vector<double> err;
+    for (size_t i = 0; i < plans.size(); ++i)
+      err.push_back(rel_error(k[0] * state[i] + k[1] * act[i] + k[2], peak[i]));
+    c.memory_fit_error = median(err);
+  }
+  // Repartition: a fixed time, a time per block changed (each is rebuilt) and bytes over a
+  // bandwidth, from the changes between the random plans. The uniform plans' changes are left
+  // out: each brings strategies not seen before, whose process groups the live run creates
+  // then, once (a cost of the first use, not of a repartition).
+  {
+    std::vector<double> ones, nblocks, bytes, seconds;
+    for (size_t i = uniform_plans + 1; i < plans.size(); ++i) {
+      int changed = 0;
+      for (int b = 0; b < blocks; ++b) changed += plans[i].blocks[b] != plans[i - 1].blocks[b];
+      if (changed == 0) continue;
+      ones.push_back(1.0);
+      nblocks.push_back(changed);
+      bytes.push_back(stats[i].repartition_bytes);
+      seconds.push_back(stats[i].repartition_s);
+    }
+    if (ones.size() >= 3) {
+      const std::vector<double> k = nonneg_lstsq({ones, nblocks, bytes}, seconds);
+      rc.repartition_fixed_s = k[0];
+      rc.repartition_per_block_s = k[1];
+      // No measurable per-byte cost: bytes take no time (bandwidth far above what moved).
+      rc.repartition_bandwidth = k[2] > 0 ? 1.0 / k[2] : 1e18;
+      std::vector<double> err;
+      for (size_t i = 0; i < ones.size(); ++i)
+        err.push_back(rel_error(k[0] + k[1] * nblocks[i] + k[2] * bytes[i], seconds[i]));
+      c.repartition_fit_error = median(err);
+    }
+  }
+  return c;
+}
+
+LiveValidation validate_live(const std::string& config, const LiveValidationOptions& o) {
+  if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1");
+  if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
+  if (o.plans < 2) throw std::invalid_argument("--plans must be at least 2 (τ needs a ranking)");
+  LiveSetup live = open_live(config);
+  TrainingRun& run = live.env->run();
+  ExperimentSpec sspec = sim_spec_of(live.spec);
+  LiveValidation v;
+  v.config = config;
+  v.ranks = live.spec.cluster.world_size();
+  v.launch = live.spec.live.launch;
+  if (!o.calibration.empty()) {
+    const CalibrationFile file = load_calibration_file(o.calibration);
+    const std::string why = apply_calibration(file, o.calibration, sspec.cluster);
+    if (!why.empty())
+      throw std::invalid_argument(o.calibration + " does not fit " + config + ": " + why);
+  }
+  v.calibration = sspec.cluster.calibration.path;
+  SimRun sim(sspec);
+
+  std::mt19937_64 rng(o.seed);
+  const std::vector<Plan> plans = random_plans(run.catalog(), live.spec.model.num_blocks(),
+                                               o.plans, rng, sim);
+  const int blocks = live.spec.model.num_blocks();
+  run.reset(o.seed, plans.front());
+  sim.reset(o.seed, plans.front());
+  std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, spreads;
+  std::vector<double> live_steps, sim_steps;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const PlanStats s = measure(run, plan, o);
+    const Measurement first = sim.step(plan);  // the repartition into this plan
+    const Measurement pred = sim.step(plan);   // an iteration in it (noise-free)
+    PlanComparison c;
+    c.plan = plan.to_string();
+    c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
+    c.live_peak_bytes = s.peak_bytes;
+    for (double p : pred.peak_memory_bytes) c.sim_peak_bytes = std::max(c.sim_peak_bytes, p);
+    c.live_repartition_s = s.repartition_s, c.sim_repartition_s = first.repartition_s;
+    c.live_repartition_bytes = s.repartition_bytes, c.sim_repartition_bytes = first.repartition_bytes;
+    c.live_fwd = s.fwd, c.live_bwd = s.bwd, c.live_comm = s.comm;
+    c.sim_fwd = pred.block_fwd_s, c.sim_bwd = pred.block_bwd_s, c.sim_comm = pred.block_comm_s;
+    step_err.push_back(rel_error(c.sim_step_s, c.live_step_s));
+    mem_err.push_back(rel_error(c.sim_peak_bytes, c.live_peak_bytes));
+    if (i > 0 && c.live_repartition_bytes > 0) {
+      rep_err.push_back(rel_error(c.sim_repartition_s, c.live_repartition_s));
+      repb_err.push_back(rel_error(c.sim_repartition_bytes, c.live_repartition_bytes));
+    }
+    for (int b = 0; b < blocks; ++b) {
+      fwd_err.push_back(rel_error(c.sim_fwd[b], c.live_fwd[b]));
+      bwd_err.push_back(rel_error(c.sim_bwd[b], c.live_bwd[b]));
+      comm_err.push_back(rel_error(c.sim_comm[b], c.live_comm[b]));
+    }
+    spreads.push_back(s.spread);
+    live_steps.push_back(c.live_step_s);
+    sim_steps.push_back(c.sim_step_s);
+    v.plans.push_back(c);
+    if (o.progress) {
+      std::ostringstream line;
+      line << "[" << (i + 1) << "/" << plans.size() << "] live " << std::fixed
+           << std::setprecision(2) << c.live_step_s * 1e3 << " ms, sim " << c.sim_step_s * 1e3
+           << " ms (" << std::showpos << std::setprecision(1)
+           << 100 * (c.sim_step_s / c.live_step_s - 1) << std::noshowpos << " %)";
+      o.progress(line.str());
+    }
+  }
+  v.step = summarize(step_err);
+  v.fwd = summarize(fwd_err);
+  v.bwd = summarize(bwd_err);
+  v.comm = summarize(comm_err);
+  v.memory = summarize(mem_err);
+  v.repartition_s = summarize(rep_err);
+  v.repartition_bytes = summarize(repb_err);
+  v.kendall_tau = kendall_tau(live_steps, sim_steps);
+  v.live_spread_median = median(spreads);
+  if (o.repeat) {
+    // The live run against itself: every plan again, in the same order. What the simulator's
+    // errors and τ can be at best, given how much the live run varies between visits.
+    std::vector<double> again, diff;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const PlanStats s = measure(run, plans[i], o);
+      again.push_back(s.step_s);
+      diff.push_back(rel_error(s.step_s, live_steps[i]));
+      if (o.progress && (i + 1) % 10 == 0)
+        o.progress("repeat pass: " + std::to_string(i + 1) + "/" + std::to_string(plans.size()));
+    }
+    v.repeat = summarize(diff);
+    v.repeat_tau = kendall_tau(live_steps, again);
+  }
+  return v;
+}
+
+std::string live_validation_table(const LiveValidation& v) {
+  std::ostringstream o;
+  o << "simulator " << (v.calibration.empty() ? "uncalibrated" : "calibrated by " + v.calibration)
+    << " against the live run of " << v.config << " (" << v.ranks << " ranks, " << v.launch
+    << "), " << v.plans.size() << " random plans\n\n";
+  o << std::left << std::setw(12) << "figure" << std::right << std::setw(10) << "median"
+    << std::setw(10) << "p90" << std::setw(8) << "n" << "   (|sim / live − 1|)\n";
+  auto row = [&](const char* name, const ErrorSummary& e) {
+    o << std::left << std::setw(12) << name << std::right << std::fixed << std::setprecision(1)
+      << std::setw(9) << 100 * e.median << "%" << std::setw(9) << 100 * e.p90 << "%"
+      << std::setw(8) << e.n << "\n";
+  };
+  row("step", v.step);
+  row("block fwd", v.fwd);
+  row("block bwd", v.bwd);
+  row("block comm", v.comm);
+  row("peak memory", v.memory);
+  row("repart. s", v.repartition_s);
+  row("repart. B", v.repartition_bytes);
+  if (v.repeat.n > 0) row("live again", v.repeat);
+  o << std::setprecision(3) << "Kendall tau of the plans' step latencies: " << v.kendall_tau;
+  if (v.repeat.n > 0) o << " (live against itself, second visit: " << v.repeat_tau << ")";
+  o << std::setprecision(3)
+    << "\nlive run-to-run spread of the step latency ((p90 - p10) / median, median over plans): "
+    << std::setprecision(1) << 100 * v.live_spread_median << "%\n";
+  return o.str();
+}
+
+std::string live_validation_json(const LiveValidation& v) {
+  std::ostringstream o;
+  o << std::setprecision(9);
+  auto err = [&](const char* name, const ErrorSummary& e) {
+    o << "\"" << name << "\": {\"median\": " << e.median << ", \"p90\": " << e.p90
+      << ", \"n\": " << e.n << "}, ";
+  };
+  o << "{\"config\": \"" << v.config << "\", \"calibration\": \"" << v.calibration
+    << "\", \"ranks\": " << v.ranks << ", \"launch\": \"" << v.launch << "\", ";
+  err("step", v.step);
+  err("block_fwd", v.fwd);
+  err("block_bwd", v.bwd);
+  err("block_comm", v.comm);
+  err("peak_memory", v.memory);
+  err("repartition_s", v.repartition_s);
+  err("repartition_bytes", v.repartition_bytes);
+  err("live_repeat_step", v.repeat);
+  o << "\"live_repeat_tau\": " << v.repeat_tau << ", ";
+  o << "\"kendall_tau\": " << v.kendall_tau << ", \"live_spread_median\": " << v.live_spread_median
+    << ", \"plans\": [";
+  for (size_t i = 0; i < v.plans.size(); ++i) {
+    const PlanComparison& c = v.plans[i];
+    o << (i ? ", " : "") << "{\"plan\": \"" << c.plan << "\", \"live_step_s\": " << c.live_step_s
+      << ", \"sim_step_s\": " << c.sim_step_s << ", \"live_spread\": " << c.live_spread
+      << ", \"live_peak_bytes\": " << c.live_peak_bytes << ", \"sim_peak_bytes\": "
+      << c.sim_peak_bytes << ", \"live_repartition_s\": " << c.live_repartition_s
+      << ", \"sim_repartition_s\": " << c.sim_repartition_s << ", \"live_repartition_bytes\": "
+      << c.live_repartition_bytes << ", \"sim_repartition_bytes\": " << c.sim_repartition_bytes
+      << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+}  // namespace shardgym

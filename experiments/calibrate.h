@@ -1,0 +1,76 @@
+// Closing the loop between the live runtime and the simulator (docs/calibration.md):
+//
+//   calibrate_live      runs every catalog strategy of a live config on the live runtime (a
+//                       plan per strategy, warm-up then median over iterations), records each
+//                       (block kind, strategy)'s forward, backward and communication time, fits
+//                       the per-step overhead and the optimizer's seconds per parameter, the
+//                       device's effective compute rate and the link's α–β from them, and
+//                       returns the calibration file's contents.
+//   validate_live       runs N random valid plans, with repartitions between them, on the live
+//                       run and on the simulator of the same config (calibrated or not), and
+//                       compares step latency, per-block times, peak memory and repartition
+//                       time and bytes, and the two rankings of the plans.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "experiments/calibration_file.h"
+
+namespace shardgym {
+
+struct LiveMeasureOptions {
+  int warmup = 2;       // iterations after a plan change that are not measured
+  int iterations = 5;   // measured iterations per plan (median)
+  uint64_t seed = 0;
+  std::function<void(const std::string&)> progress;  // one line per plan; may be empty
+  int mixed_plans = 24;  // calibrate: random plans after the uniform ones (see calibrate_live)
+};
+
+// `config` must name the live env. Throws BadInput-like std::invalid_argument on a config that
+// is not live, std::runtime_error when the live run fails.
+CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& options,
+                               const std::string& command_line);
+
+struct PlanComparison {
+  std::string plan;
+  double live_step_s = 0, sim_step_s = 0, live_spread = 0;
+  double live_peak_bytes = 0, sim_peak_bytes = 0;  // largest rank
+  double live_repartition_s = 0, sim_repartition_s = 0;  // into this plan (0 for the first)
+  double live_repartition_bytes = 0, sim_repartition_bytes = 0;
+  std::vector<double> live_fwd, sim_fwd, live_bwd, sim_bwd, live_comm, sim_comm;  // per block
+};
+
+struct ErrorSummary {
+  double median = 0, p90 = 0;  // of |predicted / measured − 1|
+  int n = 0;
+};
+
+struct LiveValidation {
+  std::string config, calibration;  // calibration: "" = the uncalibrated simulator
+  int ranks = 0;
+  std::string launch;
+  std::vector<PlanComparison> plans;
+  ErrorSummary step, fwd, bwd, comm, memory, repartition_s, repartition_bytes;
+  double kendall_tau = 0;
+  double live_spread_median = 0;  // run-to-run spread of the live step latency, (p90−p10)/median
+  // With `repeat`: the live run's second visit of every plan against its first (step latency),
+  // and τ between the two visits: the noise floor of the comparison.
+  ErrorSummary repeat;
+  double repeat_tau = 0;
+};
+
+struct LiveValidationOptions : LiveMeasureOptions {
+  int plans = 30;
+  bool repeat = true;
+  std::string calibration;  // file; "" = the config's cluster.calibration, if any
+};
+
+LiveValidation validate_live(const std::string& config, const LiveValidationOptions& options);
+
+std::string live_validation_table(const LiveValidation& v);
+std::string live_validation_json(const LiveValidation& v);
+
+}  // namespace shardgym

@@ -1,0 +1,48 @@
+// Calibration files: what `shardgym calibrate` measured on the live runtime and the simulator
+// parameters fitted from it (format: docs/calibration.md). A config's `cluster.calibration:
+// FILE` (relative to the config) makes the simulator use them: the fitted device and link
+// figures replace the named catalog entries, and the measured block table is consulted for the
+// model it was measured on (RuntimeCalibration, runtime/core/cluster_spec.h).
+#pragma once
+
+#include <string>
+
+#include "runtime/core/cluster_spec.h"
+
+namespace shardgym {
+
+struct CalibrationFile {
+  static constexpr int kVersion = 1;
+  // Where and how it was measured.
+  std::string created;   // UTC, ISO 8601
+  std::string command;   // the command line that wrote it
+  std::string config;    // the experiment config it calibrated
+  std::string host, cpu, os;
+  int cores = 0;
+  double memory_gib = 0;
+  std::string backend, launch, device;  // live runtime: gloo/nccl, threads/processes, cpu/cuda
+  int ranks = 0, threads_per_rank = 0;
+  int warmup = 0, iterations = 0;       // per measured plan
+  int plans = 0;                        // calibration plans run
+  // Fitted parameters of the physical model (used where the table has no entry).
+  std::string device_name;
+  double peak_flops = 0, memory_bw = 0;      // effective, replacing the catalog's
+  std::string link_name;
+  double link_latency_s = 0, link_bandwidth = 0;  // α per ring step, B per rank
+  // Fit quality: median |relative error| of the fitted model on the calibration samples.
+  double compute_fit_error = 0, comm_fit_error = 0, overhead_fit_error = 0;
+  double memory_fit_error = 0, repartition_fit_error = 0;
+  RuntimeCalibration runtime;  // block table, per-step overhead, optimizer, noise
+};
+
+std::string calibration_to_yaml(const CalibrationFile& c);
+// Throws ConfigError (file, key, line, reason) on anything it does not accept.
+CalibrationFile parse_calibration_file(const std::string& text, const std::string& file);
+// Reads (size-limited, regular files only) and parses.
+CalibrationFile load_calibration_file(const std::string& path);
+// Replaces the named device's and link's figures in `cluster` and installs the table.
+// Returns "" or why the file does not fit this cluster (a name it lacks, another world size).
+std::string apply_calibration(const CalibrationFile& c, const std::string& path,
+                              ClusterSpec& cluster);
+
+}  // namespace shardgym

@@ -1,0 +1,224 @@
+// Calibration files (experiments/calibration_file.h) and the simulator's use of them: the file
+// round-trips exactly, bad files are refused with file, key and line, `cluster.calibration`
+// reaches the simulator, and a calibrated uniform plan's step latency is the table's sum.
+#include "experiments/calibration_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "experiments/config.h"
+#include "runtime/sim/cost_model.h"
+#include "runtime/sim/sim_run.h"
+
+namespace shardgym {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string source_dir() { return SHARDGYM_TEST_SOURCE_DIR; }
+
+CalibrationFile sample() {
+  CalibrationFile c;
+  c.created = "2026-11-24T00:00:00Z";
+  c.command = "shardgym calibrate \"x.yaml\" --out c.yaml";
+  c.config = "experiments/live-quickstart.yaml";
+  c.host = "vm";
+  c.cpu = "Some CPU @ 2.0GHz";
+  c.os = "Linux";
+  c.cores = 2;
+  c.memory_gib = 23.5;
+  c.backend = "gloo";
+  c.launch = "threads";
+  c.device = "cpu";
+  c.ranks = 4;
+  c.threads_per_rank = 1;
+  c.warmup = 2;
+  c.iterations = 5;
+  c.plans = 3;
+  c.device_name = "cpu-core";
+  c.peak_flops = 1.0 / 3.0 * 1e11;
+  c.memory_bw = 7.123456789012345e9;
+  c.link_name = "loopback-tcp";
+  c.link_latency_s = 1.2345678901234567e-4;
+  c.link_bandwidth = 9.87e8;
+  c.compute_fit_error = 0.1, c.comm_fit_error = 0.2, c.overhead_fit_error = 0.03;
+  c.runtime.model_signature = "layers=4 hidden=64";
+  c.runtime.step_overhead_s = 0.0123;
+  c.runtime.optimizer_s_per_param = 3.3e-9;
+  c.runtime.noise_sigma = 0.07;
+  c.runtime.redistribution_s = 1.0 / 9 * 1e-3;
+  c.runtime.memory_state_scale = 1.0 / 3;
+  c.runtime.memory_activation_scale = 0.9;
+  c.runtime.memory_base_bytes = 123456.5;
+  c.runtime.repartition_fixed_s = 2.5e-3;
+  c.runtime.repartition_per_block_s = 1.0 / 3 * 1e-4;
+  c.runtime.repartition_bandwidth = 1.0 / 7 * 1e9;
+  c.runtime.blocks = {{0, "dp", 1e-3, 2e-3, 3e-3, 0.1},
+                      {1, "tp1d(t=2,sp=1,chunks=2)", 1.0 / 7, 2.0 / 7, 3.0 / 7, 0.2}};
+  return c;
+}
+
+TEST(CalibrationFile, RoundTripsExactly) {
+  const CalibrationFile c = sample();
+  const CalibrationFile r = parse_calibration_file(calibration_to_yaml(c), "c.yaml");
+  EXPECT_EQ(r.created, c.created);
+  EXPECT_EQ(r.command, c.command);
+  EXPECT_EQ(r.cpu, c.cpu);
+  EXPECT_EQ(r.ranks, c.ranks);
+  EXPECT_EQ(r.peak_flops, c.peak_flops);
+  EXPECT_EQ(r.memory_bw, c.memory_bw);
+  EXPECT_EQ(r.link_latency_s, c.link_latency_s);
+  EXPECT_EQ(r.link_bandwidth, c.link_bandwidth);
+  EXPECT_EQ(r.runtime.step_overhead_s, c.runtime.step_overhead_s);
+  EXPECT_EQ(r.runtime.optimizer_s_per_param, c.runtime.optimizer_s_per_param);
+  EXPECT_EQ(r.runtime.noise_sigma, c.runtime.noise_sigma);
+  EXPECT_EQ(r.runtime.redistribution_s, c.runtime.redistribution_s);
+  EXPECT_EQ(r.runtime.model_signature, c.runtime.model_signature);
+  EXPECT_EQ(r.runtime.memory_state_scale, c.runtime.memory_state_scale);
+  EXPECT_EQ(r.runtime.memory_activation_scale, c.runtime.memory_activation_scale);
+  EXPECT_EQ(r.runtime.memory_base_bytes, c.runtime.memory_base_bytes);
+  EXPECT_EQ(r.runtime.repartition_fixed_s, c.runtime.repartition_fixed_s);
+  EXPECT_EQ(r.runtime.repartition_per_block_s, c.runtime.repartition_per_block_s);
+  EXPECT_EQ(r.runtime.repartition_bandwidth, c.runtime.repartition_bandwidth);
+  ASSERT_EQ(r.runtime.blocks.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.runtime.blocks[i].kind, c.runtime.blocks[i].kind);
+    EXPECT_EQ(r.runtime.blocks[i].strategy, c.runtime.blocks[i].strategy);
+    EXPECT_EQ(r.runtime.blocks[i].fwd_s, c.runtime.blocks[i].fwd_s);
+    EXPECT_EQ(r.runtime.blocks[i].bwd_s, c.runtime.blocks[i].bwd_s);
+    EXPECT_EQ(r.runtime.blocks[i].comm_s, c.runtime.blocks[i].comm_s);
+  }
+  // Written again, the text is the same.
+  EXPECT_EQ(calibration_to_yaml(r), calibration_to_yaml(c));
+}
+
+void expect_refused(const std::string& text, const std::string& key, const std::string& reason) {
+  try {
+    parse_calibration_file(text, "bad.yaml");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "bad.yaml");
+    EXPECT_EQ(e.key(), key) << e.what();
+    EXPECT_GT(e.line(), 0) << e.what();
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(CalibrationFile, BadFilesAreRefusedWithKeyAndLine) {
+  const std::string good = calibration_to_yaml(sample());
+  expect_refused(replace(good, "format: shardgym-calibration", "format: other"), "format",
+                 "not a calibration file");
+  expect_refused(replace(good, "version: 1", "version: 7"), "version", "not supported");
+  expect_refused(replace(good, "strategy: \"dp\"", "strategy: \"tp9d\""), "blocks[0].strategy",
+                 "");
+  expect_refused(replace(good, "kind: mlp", "kind: head"), "blocks[1].kind", "");
+  expect_refused(replace(good, "fwd_s: 0.001", "fwd_s: -1"), "blocks[0].fwd_s", "");
+  expect_refused(replace(good, "noise: {sigma:", "noise: {sigmaa:"), "noise.sigmaa",
+                 "unknown key");
+  expect_refused(replace(good, "peak_flops: ", "peak_flops: -"), "device.peak_flops", "");
+}
+
+ExperimentSpec live_quickstart() {
+  return load_experiment(source_dir() + "/experiments/live-quickstart.yaml");
+}
+
+TEST(CalibrationFile, ApplyReplacesTheFiguresAndChecksTheWorld) {
+  ExperimentSpec spec = live_quickstart();
+  CalibrationFile c = sample();
+  ClusterSpec cluster = spec.cluster;
+  ASSERT_EQ(apply_calibration(c, "c.yaml", cluster), "");
+  EXPECT_EQ(cluster.devices[0].peak_flops, c.peak_flops);
+  EXPECT_EQ(cluster.links[0].latency_s, c.link_latency_s);
+  EXPECT_EQ(cluster.links[0].bandwidth, c.link_bandwidth);
+  EXPECT_EQ(cluster.calibration.path, "c.yaml");
+  c.ranks = 2;
+  cluster = spec.cluster;
+  EXPECT_NE(apply_calibration(c, "c.yaml", cluster).find("2 ranks"), std::string::npos);
+  c = sample();
+  c.link_name = "nvlink";
+  EXPECT_NE(apply_calibration(c, "c.yaml", cluster).find("'nvlink'"), std::string::npos);
+}
+
+// A table for every block of a uniform plan: the calibrated simulator takes each block's
+// times from the table, and the overhead and the optimizer's time add to the step as fitted.
+TEST(CalibrationFile, CalibratedPlanTakesTheTable) {
+  ExperimentSpec spec = live_quickstart();
+  spec.env_id = "shardgym/TPSim-v0";
+  spec.scenario.noise = 0;
+  const Plan plan = Plan::uniform(Strategy::tp1d(2), spec.model.num_blocks());
+  SimRun plain(spec);
+  plain.reset(0, plan);
+  CalibrationFile c = sample();
+  c.runtime.model_signature =
+      calibration_signature(plain.stage_cost_model(0).model(), spec.cluster.world_size());
+  c.runtime.blocks = {{0, "tp1d(t=2)", 1e-3, 2e-3, 4e-3, 0}, {1, "tp1d(t=2)", 3e-3, 5e-3, 7e-3, 0}};
+  auto step_with = [&](double overhead, double per_param, double* params) {
+    CalibrationFile k = c;
+    k.runtime.step_overhead_s = overhead;
+    k.runtime.optimizer_s_per_param = per_param;
+    ExperimentSpec s = spec;
+    EXPECT_EQ(apply_calibration(k, "c.yaml", s.cluster), "");
+    SimRun sim(s);
+    sim.reset(0, plan);
+    const Measurement m = sim.step(plan);
+    for (int b = 0; b < spec.model.num_blocks(); ++b) {
+      const bool attn = b % 2 == 0;
+      EXPECT_DOUBLE_EQ(m.block_fwd_s[b], attn ? 1e-3 : 3e-3);
+      EXPECT_DOUBLE_EQ(m.block_bwd_s[b], attn ? 2e-3 : 5e-3);
+      EXPECT_DOUBLE_EQ(m.block_comm_s[b], attn ? 4e-3 : 7e-3);
+    }
+    if (params) {
+      *params = 0;
+      for (const BlockCost& b : sim.breakdown(plan).blocks) *params += b.params_per_rank;
+    }
+    return m.step_latency_s;
+  };
+  double params = 0;
+  const double base = step_with(0, 0, &params);
+  EXPECT_GT(base, spec.model.layers * (1e-3 + 2e-3 + 4e-3 + 3e-3 + 5e-3 + 7e-3) - 1e-12);
+  EXPECT_NEAR(step_with(0.0123, 3.3e-9, nullptr) - base, 0.0123 + 3.3e-9 * params, 1e-12);
+  // Another model (other signature): the table is not used; the fitted physics is.
+  ExperimentSpec other = spec;
+  other.model.seq = 32;
+  ASSERT_EQ(apply_calibration(c, "c.yaml", other.cluster), "");
+  SimRun sim2(other);
+  sim2.reset(0, plan);
+  EXPECT_GT(std::abs(sim2.step(plan).block_comm_s[1] - 7e-3), 1e-6);
+}
+
+TEST(CalibrationFile, ConfigKeyReachesTheSimulatorAndErrorsNameTheLine) {
+  const fs::path dir = fs::temp_directory_path() / "shardgym_calibration_test";
+  fs::create_directories(dir);
+  std::ifstream in(source_dir() + "/experiments/live-quickstart.yaml");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  config = replace(config, "  world_size: 4\n", "  world_size: 4\n  calibration: calib.yaml\n");
+  std::ofstream(dir / "cfg.yaml") << config;
+  CalibrationFile c = sample();
+  std::ofstream(dir / "calib.yaml") << calibration_to_yaml(c);
+  const ExperimentSpec spec = load_experiment((dir / "cfg.yaml").string());
+  EXPECT_EQ(spec.cluster.calibration.path, (dir / "calib.yaml").string());
+  EXPECT_EQ(spec.cluster.links[0].latency_s, c.link_latency_s);
+  EXPECT_NE(spec.source_text.find("# format: shardgym-calibration"), std::string::npos);
+  c.ranks = 8;
+  std::ofstream(dir / "calib.yaml", std::ios::trunc) << calibration_to_yaml(c);
+  try {
+    load_experiment((dir / "cfg.yaml").string());
+    ADD_FAILURE() << "a calibration of 8 ranks was accepted for 4";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "cluster.calibration");
+    EXPECT_GT(e.line(), 0);
+    EXPECT_NE(std::string(e.what()).find("8 ranks"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace shardgym
