@@ -17,10 +17,11 @@ def test_every_registered_env_is_a_gymnasium_env(quickstart, request):
     ids = shardgym.env_ids()
     assert {SIM, "shardgym/TPReplay-v0"} <= set(ids)
     for env_id in ids:
-        if env_id == "shardgym/TPLive-v0":  # LibTorch builds only
+        flags = shardgym.env.env_flags(env_id)  # what each env needs, from its registration
+        if flags["real_run"]:  # the live env, LibTorch builds only
             env = gymnasium.make(env_id, config=str(ROOT / "experiments" / "live-quickstart.yaml"),
                                  steps_per_episode=2)
-        elif env_id == "shardgym/TPReplay-v0":
+        elif flags["needs_trace"]:
             try:
                 trace = request.getfixturevalue("trace")
             except pytest.skip.Exception:  # no CLI to record one: the other envs still run
