@@ -158,8 +158,9 @@ NB_MODULE(_shardgym, m) {
   m.def("env_info", &env_info, nb::arg("id"),
         "The registration of an env: id, description, flags (dict of bool) and options (list "
         "of dicts: name, type, default, doc, config_key, min/max for numbers)");
-  m.def("common_options", [] { return options_to_list(common_env_options()); },
-        "The options every env takes (read by make_env)");
+  m.def(
+      "common_options", [] { return options_to_list(common_env_options()); },
+      "The options every env takes (read by make_env)");
   m.def("set_option", &set_env_option, nb::arg("experiment"), nb::arg("name"), nb::arg("value"),
         "Sets an option of the experiment's env (ValueError naming the config key if the value "
         "has the wrong type or range, or if the env has no such option)");

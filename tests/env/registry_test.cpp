@@ -1,11 +1,11 @@
 #include "env/registry.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <variant>
+
+#include <gtest/gtest.h>
 
 #include "env/partition_env.h"
 #include "env/wrappers.h"
@@ -23,17 +23,20 @@ std::unique_ptr<Env> make_fake(const ExperimentSpec& spec) {
 // A fake with one option of each kind of field and a check across two keys.
 EnvType fake_type() {
   EnvType t{"test/RegistryFake-v0", "FakeRun for the registry test", make_fake};
-  t.options = {EnvOption::real("lr", "live.extra.lr", "a number in [0, 1]",
-                               [](ExperimentSpec& s) -> double& { return s.live.extra.lr; }, 0, 1),
-               EnvOption::integer("ranks", "live.ranks", "an int in [1, 8]",
-                                  [](ExperimentSpec& s) -> int& { return s.live.ranks; }, 1, 8)};
+  t.options = {EnvOption::real(
+                   "lr", "live.extra.lr", "a number in [0, 1]",
+                   [](ExperimentSpec& s) -> double& { return s.live.extra.lr; }, 0, 1),
+               EnvOption::integer(
+                   "ranks", "live.ranks", "an int in [1, 8]",
+                   [](ExperimentSpec& s) -> int& { return s.live.ranks; }, 1, 8)};
   t.validate = [](const ExperimentSpec& s) {
     if (s.live.ranks == 3) throw EnvOptionError("live.ranks", "3 is refused by the fake");
   };
   return t;
 }
 REGISTER_SHARDGYM_ENV(fake_type());
-REGISTER_SHARDGYM_ENV(EnvType({"test/AnotherFake-v0", "a second id, to check the order", make_fake}));
+REGISTER_SHARDGYM_ENV(EnvType({"test/AnotherFake-v0", "a second id, to check the order",
+                               make_fake}));
 
 TEST(EnvRegistry, ListsRegisteredIdsSorted) {
   const std::vector<std::string> ids = registered_env_ids();

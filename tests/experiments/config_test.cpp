@@ -308,8 +308,7 @@ TEST(ConfigTest, LiveExtraOptionsAreTypedByTheRegistration) {
   EXPECT_EQ(e.key(), "live.extra.lrr") << e.what();
   EXPECT_EQ(e.line(), 62) << e.what();
   EXPECT_NE(e.reason().find("did you mean 'lr'"), std::string::npos) << e.what();
-  EXPECT_NE(e.reason().find("known keys: lr, weight_decay, clip, fault, worker"),
-            std::string::npos)
+  EXPECT_NE(e.reason().find("known keys: lr, weight_decay, clip, fault, worker"), std::string::npos)
       << e.what();
 
   e = live_edit_error("    weight_decay: \"0.1\"", "    weight_decay: [0.1]");
@@ -355,8 +354,7 @@ TEST(ConfigTest, LiveOptionsTableInTheDocsIsTheRegistrations) {
   const std::vector<EnvOption> options = env_type("shardgym/TPLive-v0").options;
   EXPECT_EQ(rows, options.size());
   for (const EnvOption& o : options) {
-    const std::string row =
-        "| `" + o.config_key + "` | " + option_type_name(o.type) + " | ";
+    const std::string row = "| `" + o.config_key + "` | " + option_type_name(o.type) + " | ";
     EXPECT_NE(text.find(row), std::string::npos) << "docs/configs.md lacks the row " << row;
   }
 }

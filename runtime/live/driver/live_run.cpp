@@ -51,8 +51,8 @@ std::string why_fault_invalid(const LiveSpec& live) {
   if (fault.kind == "nostart" && live.launch != "threads")
     return "'nostart' fails the creation of a rank thread; it needs launch = threads";
   if (fault.rank >= live.ranks)
-    return "rank " + std::to_string(fault.rank) + " outside live.ranks = " +
-           std::to_string(live.ranks);
+    return "rank " + std::to_string(fault.rank) +
+           " outside live.ranks = " + std::to_string(live.ranks);
   return "";
 }
 
