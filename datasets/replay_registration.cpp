@@ -11,6 +11,12 @@ namespace {
 
 constexpr const char* kReplayId = "shardgym/TPReplay-v0";
 
+void validate_replay(const ExperimentSpec& spec) {
+  if (spec.replay_trace.empty())
+    throw EnvOptionError("replay_trace", std::string("missing required key: ") + kReplayId +
+                                             " plays back a recorded trace");
+}
+
 std::unique_ptr<Env> make_replay_env(const ExperimentSpec& spec) {
   if (spec.replay_trace.empty()) {
     throw std::invalid_argument(std::string(kReplayId) +
@@ -21,11 +27,24 @@ std::unique_ptr<Env> make_replay_env(const ExperimentSpec& spec) {
                                         std::make_unique<ReplayRun>(spec, spec.replay_trace), spec);
 }
 
+EnvType replay_type() {
+  EnvType t;
+  t.id = kReplayId;
+  t.description =
+      "recorded trace played back: the recorded measurement for the recorded plan, a failed "
+      "step for any other";
+  t.factory = make_replay_env;
+  t.flags.deterministic = true;  // the same trace, the same figures
+  t.flags.needs_trace = true;
+  t.options = {EnvOption::path("trace", "replay_trace",
+                               "shardgym-trace HDF5 file to play back (required)",
+                               [](ExperimentSpec& s) -> std::string& { return s.replay_trace; })};
+  t.validate = validate_replay;
+  return t;
+}
+
 }  // namespace
 
-REGISTER_SHARDGYM_ENV(kReplayId,
-                      "recorded trace played back: the recorded measurement for the recorded "
-                      "plan, a failed step for any other",
-                      make_replay_env);
+REGISTER_SHARDGYM_ENV(replay_type());
 
 }  // namespace shardgym

@@ -15,8 +15,6 @@
 #include "experiments/config_parts.h"
 #include "experiments/yaml_field.h"
 #include "runtime/core/catalog.h"
-#include "runtime/core/cost.h"
-#include "runtime/live/launch/world_limits.h"
 
 namespace shardgym {
 namespace fs = std::filesystem;
@@ -181,62 +179,6 @@ std::string check_env_id(const YamlField& f) {
          (hint.empty() ? std::string() : "; did you mean '" + hint + "'?"));
 }
 
-constexpr const char* kLiveEnv = "shardgym/TPLive-v0";
-
-// What the live backend needs beyond the schema: one rank per cluster device, no simulated
-// scenario, a batch the ranks can split, and room for the byte-level tokenizer
-// (runtime/live/driver/live_run.cpp).
-void check_live(const YamlField& root, const ExperimentSpec& spec) {
-  const int world = spec.cluster.world_size();
-  if (spec.live.ranks != world) {
-    const auto live = root.optional("live");
-    const auto ranks = live ? live->optional("ranks") : std::nullopt;
-    const YamlField& at = ranks ? *ranks : (live ? *live : root);
-    throw ConfigError(at.file(), "live.ranks", at.line(),
-                      "live.ranks = " + std::to_string(spec.live.ranks) + " but the cluster has " +
-                          std::to_string(world) + " devices; " + kLiveEnv +
-                          " runs one rank per device");
-  }
-  // A world this host cannot hold (file descriptors, threads, cores) fails late and badly
-  // once ranks start (runtime/live/launch/world_limits.h): refused here, where the key can be named.
-  live::LiveWorld w;
-  w.ranks = spec.live.ranks;
-  w.thread_launch = spec.live.launch == "threads";
-  w.threads_per_rank = spec.live.threads_per_rank;
-  if (const std::string why = live::why_world_does_not_fit(w, live::host_limits()); !why.empty()) {
-    const auto live = root.optional("live");
-    const auto ranks = live ? live->optional("ranks") : std::nullopt;
-    const YamlField& at = ranks ? *ranks : (live ? *live : root);
-    throw ConfigError(at.file(), "live.ranks", at.line(), why);
-  }
-  // A live run measures itself: the simulator's scenario events and timing noise have nothing
-  // to act on there, and ignoring them silently would mislabel every figure of the run.
-  if (!spec.scenario.events.empty() || spec.scenario.noise > 0) {
-    const YamlField sc = root.child("scenario");
-    const auto events = sc.optional("events");
-    const bool ev = !spec.scenario.events.empty();
-    const auto noise = sc.optional("noise");
-    const YamlField& at = ev ? (events ? *events : sc) : (noise ? *noise : sc);
-    throw ConfigError(at.file(), ev ? "scenario.events" : "scenario.noise", at.line(),
-                      std::string(kLiveEnv) + " measures a real run and applies no " +
-                          (ev ? "scenario events" : "timing noise") +
-                          "; remove them, or use shardgym/TPSim-v0 to simulate them");
-  }
-  const YamlField model = root.child("model");
-  if (spec.model.vocab < 256) {
-    const auto vocab = model.optional("vocab");
-    throw ConfigError(model.file(), "model.vocab", vocab ? vocab->line() : model.line(),
-                      "the live model's byte-level tokenizer needs a vocab of at least 256");
-  }
-  const int batch = effective_global_batch(spec.model, world);
-  if (batch % world != 0) {
-    const auto gb = model.optional("global_batch");
-    throw ConfigError(model.file(), "model.global_batch", gb ? gb->line() : model.line(),
-                      "global batch " + std::to_string(batch) + " is not a multiple of the " +
-                          std::to_string(world) + " live ranks");
-  }
-}
-
 }  // namespace
 
 ConfigError::ConfigError(std::string file, std::string key, int line, std::string reason)
@@ -340,7 +282,10 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   if (auto r = root.optional("reward")) spec.reward = parse_reward(*r);
   if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
   check_catalog(root.optional("catalog").value_or(root), spec);
-  if (auto l = root.optional("live")) spec.live = parse_live(*l);
+  if (auto l = root.optional("live")) {
+    spec.live = parse_live(*l);
+    if (auto extra = l->optional("extra")) parse_env_options(*extra, "live.extra", base_dir, spec);
+  }
   if (auto a = root.optional("agent")) spec.agent = parse_agent(*a, spec.model, spec.cluster);
   if (auto trace = root.optional("replay_trace")) {
     // Relative to the config file, like `include:`; it must exist before anything runs.
@@ -353,14 +298,10 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
       trace->fail("no trace file at '" + spec.replay_trace + "'" +
                   (ec ? " (" + ec.message() + ")" : std::string()));
     }
-  } else if (spec.env_id == "shardgym/TPReplay-v0") {
-    throw ConfigError(file, "replay_trace", root.line(),
-                      "missing required key: " + spec.env_id + " plays back a recorded trace");
   }
   const std::optional<YamlField> plan_field = root.optional("initial_plan");
   if (plan_field) spec.initial_plan = plan_field->as_string();
   check_plan(plan_field ? *plan_field : root, spec.initial_plan, spec.model, spec.cluster);
-  if (spec.env_id == kLiveEnv) check_live(root, spec);
   if (auto e = root.optional("episodes")) spec.episodes = e->as_int(1);
   if (auto s = root.optional("steps_per_episode")) spec.steps_per_episode = s->as_int(1);
   if (auto seeds = root.optional("seeds")) {
@@ -372,6 +313,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
     }
     if (spec.seeds.empty()) seeds->fail("needs at least one seed");
   }
+  validate_env(root, spec);  // the env's own options and checks (its registration)
   return spec;
 }
 

@@ -39,6 +39,7 @@ PublishedRun parse_published(const YamlField& field);
 Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster);
 RewardSpec parse_reward(const YamlField& field);
 CatalogOptions parse_catalog_options(const YamlField& field);
+// `live:` except `extra`, whose keys are env options (parse_env_options).
 LiveSpec parse_live(const YamlField& field);
 
 // A config-like text file read with the loader's limits (regular files only, at most 16 MiB);
@@ -47,6 +48,17 @@ std::string read_config_text(const std::string& path, const std::string& error_f
                              const std::string& error_key, int error_line);
 // YAML text → node; a syntax error is a ConfigError with its line.
 YAML::Node parse_yaml_text(const std::string& text, const std::string& file);
+
+// A section whose keys are options the registered envs declare under `prefix`
+// ("live.extra"): unknown keys are refused naming the known ones, each value is read by its
+// declared type and range (paths relative to `base_dir`) and set in `spec` (config_env.cpp).
+void parse_env_options(const YamlField& section, const std::string& prefix,
+                       const std::string& base_dir, ExperimentSpec& spec);
+// The registration's check of the whole spec (validate_env_spec), its errors as ConfigErrors
+// at the line of the key they name (or of its closest present parent).
+void validate_env(const YamlField& root, const ExperimentSpec& spec);
+// 1-based line of a dotted key ("live.extra.lr") in the file, or of its deepest present parent.
+int line_of_key(const YamlField& root, const std::string& key);
 
 // Short dtype keys used in `peak_tflops: {bf16: ..., fp32: ...}`.
 std::string dtype_key(DType dtype);

@@ -110,13 +110,6 @@ LiveSpec parse_live(const YamlField& f) {
       x->fail("nccl needs device: cuda (one rank per GPU)");
     }
   }
-  if (auto x = f.optional("extra")) {
-    // The keys the live runtime reads (runtime/live/driver/live_run.cpp); anything else is a typo.
-    x->check_keys({"lr", "weight_decay", "clip", "fault", "worker"});
-    for (const std::string& key : x->keys()) l.extra[key] = x->child(key).as_string();
-    for (const char* key : {"lr", "weight_decay", "clip"})
-      if (auto v = x->optional(key)) v->as_double(0, 1e6);  // a number, checked here
-  }
   return l;
 }
 

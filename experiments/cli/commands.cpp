@@ -24,13 +24,6 @@ namespace shardgym::cli {
 
 const char* const kVersion = SHARDGYM_VERSION " (" SHARDGYM_GIT_SHA ")";
 
-int run_envs(std::ostream& out) {
-  Table t({"id", "description"});
-  for (const std::string& id : registered_env_ids()) t.add_row({id, env_description(id)});
-  out << t.render(TableFormat::kText);
-  return 0;
-}
-
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
   ExperimentSpec spec = load_experiment(args.config);
   TrainOptions options;

@@ -139,7 +139,8 @@ int run_report(const ReportArgs& args, std::ostream& out);
 // names a registered agent.
 void check_agent_id(const std::string& id, const char* option);
 
-int run_envs(std::ostream& out);
+// Every registered env: description, flags and options (a table each, or JSON).
+int run_envs(bool json, std::ostream& out);
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err);
 int run_inspect(const std::string& trace, bool json, std::ostream& out);
 int run_replay(const ReplayArgs& args, std::ostream& out);

@@ -42,7 +42,15 @@ int main(int argc, char** argv) {
       "Configs: experiments/*.yaml (schema: docs/configs.md). Exit codes: 0 ok, "
       "1 runtime failure, 2 bad input.");
 
-  auto* envs = app.add_subcommand("envs", "List the registered env ids with a description.");
+  bool envs_json = false;
+  auto* envs = app.add_subcommand(
+      "envs", "List the registered envs: description, flags and options (name, type, default).");
+  envs->add_flag("--json", envs_json, "Print JSON");
+  envs->footer(
+      "Flags: deterministic (same seed and actions, same episode), platform_dependent\n"
+      "(measurements depend on this machine), needs_libtorch, needs_trace (plays back a\n"
+      "recorded trace), real_run (steps train for real). Options: the experiment YAML's\n"
+      "config key, or gymnasium.make(id, config=..., name=value) in Python.");
 
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "Run a config's agent on its env and record a trace.");
@@ -362,7 +370,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*envs) return run_envs(std::cout);
+    if (*envs) return run_envs(envs_json, std::cout);
     if (*train) return run_train(train_args, std::cout, std::cerr);
     if (*inspect) return run_inspect(trace_path, inspect_json, std::cout);
     if (*replay) return run_replay(replay_args, std::cout);

@@ -73,16 +73,17 @@ def to_minari(path, dataset_id, config, algorithm_name=None, author=None, descri
     from minari.data_collector import EpisodeBuffer
 
     import _shardgym
-    from shardgym.env import _experiment
+    from shardgym.env import _experiment, env_flags
 
     trace = load(path)
     if not trace.episodes:
         raise ValueError(f"{path}: no complete episode to export")
-    exp = _experiment(trace.attrs.get("env_id"), config, {})
-    spec = _shardgym.Env(exp.env_id, exp).spec() if exp.env_id != "shardgym/TPReplay-v0" \
-        else None
-    if spec is None:
-        raise ValueError("traces of shardgym/TPReplay-v0 cannot be exported (no env spec)")
+    env_id = trace.attrs.get("env_id")
+    if env_id in _shardgym.env_ids() and env_flags(env_id)["needs_trace"]:
+        raise ValueError(f"traces of {env_id} cannot be exported: it plays back another trace "
+                         "(export that one)")
+    exp = _experiment(env_id, config, {})
+    spec = _shardgym.Env(exp.env_id, exp).spec()
     dim = trace.episodes[0]["observations"].shape[1]
     if dim != spec["observation_size"]:
         raise ValueError(f"{path}: observations have {dim} features, the env of {config} "

@@ -7,50 +7,85 @@ Action: MultiDiscrete([K] * B (+ [2p - 1])). The mask is the flat bool array ove
 concatenated choices (sb3-contrib's MaskablePPO layout), in info["action_mask"] and
 action_masks().
 """
+import os
+
 import numpy as np
 import gymnasium
 from gymnasium import spaces
 
 import _shardgym
 
-# Keyword options of gymnasium.make(id, config=..., **options), with their meaning.
-OPTIONS = {
+# Options of this Python wrapper itself. Every other keyword option is one the env's C++
+# registration declares (env/registry.h): its name, type, default and meaning come from there.
+WRAPPER_OPTIONS = {
     "config": "path of the experiment YAML (required), e.g. experiments/quickstart.yaml",
-    "steps_per_episode": "int: episode length (TimeLimit), overriding the config's",
-    "initial_plan": "str: plan in force at reset (\"megatron\", \"megatron-sp\", a plan text)",
-    "normalize_reward": "bool: reward as a ratio to static Megatron-LM (1.0 per step) or raw",
-    "trace": "str: HDF5 trace to play back (shardgym/TPReplay-v0 requires it)",
     "masked_action": "\"truncate\" (default: the episode ends, truncated, reward 0, "
                      "info['error'] says why) or \"raise\" (ValueError, the C++ contract)",
 }
 
 
+def _described(option):
+    return f"{option['type']}: {option['doc']} (default {option['default']!r})"
+
+
+# The options every env takes, with their meaning (the wrapper's and the common C++ ones).
+OPTIONS = dict(WRAPPER_OPTIONS, **{o["name"]: _described(o) for o in _shardgym.common_options()})
+
+
+def env_options(env_id):
+    """Keyword options of gymnasium.make(env_id, ...) from the env's C++ registration: name ->
+    dict(type, default, doc, config_key[, min, max]), the common ones first."""
+    return {o["name"]: o for o in _shardgym.env_info(env_id)["options"]}
+
+
+def env_flags(env_id):
+    """The registration's flags: deterministic, platform_dependent, needs_libtorch,
+    needs_trace, real_run."""
+    return dict(_shardgym.env_info(env_id)["flags"])
+
+
 def _check_options(env_id, options):
-    unknown = sorted(set(options) - set(OPTIONS))
+    allowed = set(WRAPPER_OPTIONS) | (set(env_options(env_id)) if env_id else set(OPTIONS))
+    unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(f"{env_id or 'shardgym'}: unknown option(s) {', '.join(unknown)}; "
-                        f"allowed: {', '.join(sorted(OPTIONS))}")
+                        f"allowed: {', '.join(sorted(allowed))}")
+
+
+def _coerce(env_id, name, option, value):
+    """The value as the option's C++ type; TypeError naming the option otherwise (ranges are
+    checked in C++, which raises ValueError naming the config key)."""
+    kind = option["type"]
+    ok = {"bool": isinstance(value, (bool, np.bool_)),
+          "int": isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)),
+          "double": isinstance(value, (int, float, np.integer, np.floating))
+          and not isinstance(value, (bool, np.bool_)),
+          "string": isinstance(value, str),
+          "path": isinstance(value, (str, os.PathLike))}[kind]
+    if not ok:
+        raise TypeError(f"{env_id}: option {name} takes a {kind} "
+                        f"({option['doc']}), got {value!r}")
+    return {"bool": bool, "int": int, "double": float, "string": str,
+            "path": os.fspath}[kind](value)
 
 
 def _experiment(env_id, config, options):
-    _check_options(env_id, dict(options, config=config))
+    if env_id is not None:
+        _check_options(env_id, dict(options, config=config))
     if config is None:
         raise TypeError(f"{env_id or 'shardgym'}: config=PATH is required "
                         "(e.g. config=\"experiments/quickstart.yaml\")")
     exp = _shardgym.load_experiment(str(config))
-    if env_id is not None:
+    if env_id is None:
+        _check_options(exp.env_id, options)
+    else:
         exp.env_id = env_id
-    if "steps_per_episode" in options:
-        steps = options["steps_per_episode"]
-        if not isinstance(steps, (int, np.integer)) or steps <= 0:
-            raise ValueError(f"steps_per_episode must be a positive int, got {steps!r}")
-        exp.steps_per_episode = int(steps)
-    if "initial_plan" in options:
-        exp.initial_plan = str(options["initial_plan"])
-    if "normalize_reward" in options:
-        exp.normalize_reward = bool(options["normalize_reward"])
-    if "trace" in options:
-        exp.replay_trace = str(options["trace"])
+    declared = env_options(exp.env_id)
+    for name, value in options.items():
+        if name in WRAPPER_OPTIONS:
+            continue
+        _shardgym.set_option(exp, name, _coerce(exp.env_id, name, declared[name], value))
+    _shardgym.validate_experiment(exp)  # the env's own check (e.g. a replay needs its trace)
     return exp
 
 

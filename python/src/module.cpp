@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "convert.h"
@@ -87,6 +88,40 @@ nb::dict run_agent(const std::string& agent_id, const ExperimentSpec& spec, uint
   return d;
 }
 
+// One option of a registration as Python sees it (python/shardgym/env.py checks kwargs with it).
+nb::dict option_to_dict(const EnvOption& o) {
+  nb::dict d;
+  d["name"] = o.name;
+  d["type"] = option_type_name(o.type);
+  d["default"] = o.default_value();
+  d["doc"] = o.doc;
+  d["config_key"] = o.config_key;
+  if (o.type == OptionType::kInt || o.type == OptionType::kDouble) {
+    d["min"] = o.min;
+    d["max"] = o.max;
+  }
+  return d;
+}
+
+nb::list options_to_list(const std::vector<EnvOption>& options) {
+  nb::list l;
+  for (const EnvOption& o : options) l.append(option_to_dict(o));
+  return l;
+}
+
+// The registration of `id`: description, flags, options (common ones first).
+nb::dict env_info(const std::string& id) {
+  const EnvType& t = env_type(id);
+  nb::dict d;
+  d["id"] = t.id;
+  d["description"] = t.description;
+  nb::dict flags;
+  for (const auto& [name, value] : flag_list(t.flags)) flags[name.c_str()] = value;
+  d["flags"] = flags;
+  d["options"] = options_to_list(env_options(id));
+  return d;
+}
+
 }  // namespace
 }  // namespace shardgym::py
 
@@ -120,6 +155,17 @@ NB_MODULE(_shardgym, m) {
         "Reads and checks an experiment YAML file (ValueError naming file, line and key)");
   m.def("env_ids", &registered_env_ids, "Registered env ids, sorted");
   m.def("env_description", &env_description, nb::arg("id"));
+  m.def("env_info", &env_info, nb::arg("id"),
+        "The registration of an env: id, description, flags (dict of bool) and options (list "
+        "of dicts: name, type, default, doc, config_key, min/max for numbers)");
+  m.def(
+      "common_options", [] { return options_to_list(common_env_options()); },
+      "The options every env takes (read by make_env)");
+  m.def("set_option", &set_env_option, nb::arg("experiment"), nb::arg("name"), nb::arg("value"),
+        "Sets an option of the experiment's env (ValueError naming the config key if the value "
+        "has the wrong type or range, or if the env has no such option)");
+  m.def("validate_experiment", &validate_env_spec, nb::arg("experiment"),
+        "The env registration's check of the whole experiment (ValueError naming the key)");
   m.def("agent_names", &registered_agent_names, "Registered agent names");
   m.def("run_agent", &run_agent, nb::arg("agent"), nb::arg("experiment"), nb::arg("seed") = 0,
         "One evaluation episode of a registered agent on the experiment's env: a dict with "

@@ -17,10 +17,11 @@ def test_every_registered_env_is_a_gymnasium_env(quickstart, request):
     ids = shardgym.env_ids()
     assert {SIM, "shardgym/TPReplay-v0"} <= set(ids)
     for env_id in ids:
-        if env_id == "shardgym/TPLive-v0":  # LibTorch builds only
+        flags = shardgym.env.env_flags(env_id)  # what each env needs, from its registration
+        if flags["real_run"]:  # the live env, LibTorch builds only
             env = gymnasium.make(env_id, config=str(ROOT / "experiments" / "live-quickstart.yaml"),
                                  steps_per_episode=2)
-        elif env_id == "shardgym/TPReplay-v0":
+        elif flags["needs_trace"]:
             try:
                 trace = request.getfixturevalue("trace")
             except pytest.skip.Exception:  # no CLI to record one: the other envs still run
@@ -49,6 +50,46 @@ def test_unknown_option_names_the_allowed_ones(quickstart):
         make(quickstart, steps_per_episode=0)
     with pytest.raises(ValueError, match="quickstart-missing.yaml: cannot read"):  # C++ loader
         gymnasium.make(SIM, config=quickstart.replace("quickstart", "quickstart-missing"))
+
+
+def test_options_and_flags_come_from_the_registration(quickstart):
+    from shardgym.env import env_flags, env_options
+    sim = env_options(SIM)
+    assert list(sim) == ["steps_per_episode", "initial_plan", "normalize_reward"]
+    assert sim["steps_per_episode"]["type"] == "int" and sim["steps_per_episode"]["default"] == 100
+    assert sim["normalize_reward"]["config_key"] == "reward.normalize"
+    assert sim["normalize_reward"]["default"] is True
+    replay = env_options("shardgym/TPReplay-v0")
+    assert replay["trace"]["type"] == "path" and replay["trace"]["config_key"] == "replay_trace"
+    assert env_flags(SIM) == {"deterministic": True, "platform_dependent": False,
+                              "needs_libtorch": False, "needs_trace": False, "real_run": False}
+    assert env_flags("shardgym/TPReplay-v0")["needs_trace"]
+    assert set(shardgym.OPTIONS) == {"config", "masked_action", *sim}
+
+    # Only what the env declares: the simulator takes no trace.
+    with pytest.raises(TypeError, match=r"unknown option\(s\) trace; allowed: config, "
+                                        r"initial_plan, masked_action, normalize_reward, "
+                                        r"steps_per_episode was"):
+        make(quickstart, trace="x.h5")
+    with pytest.raises(TypeError, match="option normalize_reward takes a bool"):
+        make(quickstart, normalize_reward=1)
+    with pytest.raises(ValueError, match="replay_trace: missing required key"):
+        gymnasium.make("shardgym/TPReplay-v0", config=quickstart)
+    with pytest.raises(ValueError, match="replay_trace: no file at '/no/such.h5'"):
+        gymnasium.make("shardgym/TPReplay-v0", config=quickstart, trace="/no/such.h5")
+    env = make(quickstart, normalize_reward=False, steps_per_episode=np.int64(3))
+    assert env.unwrapped.experiment.steps_per_episode == 3
+    assert not env.unwrapped.experiment.normalize_reward
+
+    if "shardgym/TPLive-v0" in shardgym.env_ids():  # LibTorch builds only
+        live = env_options("shardgym/TPLive-v0")
+        assert live["lr"]["default"] == 1e-3 and live["lr"]["config_key"] == "live.extra.lr"
+        assert env_flags("shardgym/TPLive-v0")["real_run"]
+        config = ROOT / "experiments" / "live-quickstart.yaml"
+        with pytest.raises(ValueError, match="live.extra.lr: must be between 0 and"):
+            shardgym.load_experiment(config, lr=-1.0)
+        with pytest.raises(ValueError, match="live.extra.fault: 'exit' cannot be undone"):
+            shardgym.load_experiment(config, fault="exit@1:1")
 
 
 def test_spaces_and_named_parts(quickstart):

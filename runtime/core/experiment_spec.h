@@ -32,6 +32,19 @@ struct AgentSpec {
   int train_steps = 0;        // env steps of training (0 = agent's default)
 };
 
+// `live.extra`: typed options of the live env, declared with their meanings by its
+// registration (runtime/live/driver/live_env.cpp; `shardgym envs` lists them). The defaults
+// are those of RankTrainer (runtime/live/tp/rank_trainer.h): AdamW with GPT-3's weight decay
+// 0.1 and gradient-norm clip 1.0 (Brown et al. 2020, appendix B); lr 1e-3 for the small
+// CPU models of the live tests.
+struct LiveExtra {
+  double lr = 1e-3;
+  double weight_decay = 0.1;
+  double clip = 1.0;   // <= 0: no clipping
+  std::string fault;   // failure tests: "<throw|stall|exit>@<rank>:<step>" | "nostart@<rank>"
+  std::string worker;  // rank-worker executable; "" = $SHARDGYM_RANK_WORKER or the built one
+};
+
 // Settings of the live backend (runtime/live); ignored by the simulator.
 struct LiveSpec {
   int ranks = 4;
@@ -42,7 +55,7 @@ struct LiveSpec {
   int threads_per_rank = 1;
   std::string device = "cpu";  // "cpu" | "cuda" (CUDA builds: scripts/build_cuda.sh)
   std::string backend;         // "gloo" | "nccl"; "" = gloo on cpu, nccl on cuda
-  std::map<std::string, std::string> extra;
+  LiveExtra extra;
 };
 
 // A measured run that the config reproduces (experiments/validation/): the figures as published

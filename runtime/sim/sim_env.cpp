@@ -1,4 +1,5 @@
-// Registers the simulated env: PartitionEnv over a SimRun.
+// Registers the simulated env: PartitionEnv over a SimRun. It reads only the common options
+// (env/registry.h); its model, cluster and scenario are the experiment's own sections.
 #include <memory>
 
 #include "env/partition_env.h"
@@ -8,12 +9,19 @@
 namespace shardgym {
 namespace {
 
-REGISTER_SHARDGYM_ENV(
-    "shardgym/TPSim-v0",
-    "simulated tensor-parallel training run (α–β network, roofline compute, scenario dynamics)",
-    [](const ExperimentSpec& s) {
-      return std::make_unique<PartitionEnv>("shardgym/TPSim-v0", std::make_unique<SimRun>(s), s);
-    });
+EnvType sim_type() {
+  EnvType t;
+  t.id = "shardgym/TPSim-v0";
+  t.description =
+      "simulated tensor-parallel training run (α–β network, roofline compute, scenario dynamics)";
+  t.factory = [](const ExperimentSpec& s) {
+    return std::make_unique<PartitionEnv>("shardgym/TPSim-v0", std::make_unique<SimRun>(s), s);
+  };
+  t.flags.deterministic = true;  // the seed drives the scenario's noise
+  return t;
+}
+
+REGISTER_SHARDGYM_ENV(sim_type());
 
 }  // namespace
 }  // namespace shardgym

@@ -71,9 +71,16 @@ EnvMaker registry_maker(const std::string& id) {
   return [id](const ExperimentSpec& spec) { return make_bare_env(id, spec); };
 }
 
+void check_registration_flags(const EnvFlags& flags, Env& env) {
+  const EnvSpec& s = env.spec();
+  EXPECT_EQ(flags.deterministic, s.deterministic) << s.id << ": registration flag deterministic";
+  EXPECT_EQ(flags.platform_dependent, s.observation_space.platform_dependent)
+      << s.id << ": registration flag platform_dependent";
+}
+
 ExperimentSpec conformance_spec(const std::string& id) {
   ExperimentSpec spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/4);
-  if (id.find("Live") != std::string::npos) {  // real ranks on this CPU: smaller still
+  if (env_registered(id) && env_type(id).flags.real_run) {  // real ranks here: smaller still
     spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/2);
     spec.model.hidden = 32;
     spec.model.seq = 16;

@@ -18,6 +18,8 @@
 //   time limit   TimeLimit(n) truncates exactly at step n; stepping on throws; reset works
 //   make_env     (registered ids) the standard stack truncates at steps_per_episode with
 //                finite rewards
+//   flags        (registered ids) the registration's deterministic / platform_dependent
+//                flags are the env's own EnvSpec flags
 // Link shardgym::env_conformance to use it from another test folder.
 #pragma once
 
@@ -28,6 +30,7 @@
 #include <string>
 
 #include "env/env.h"
+#include "env/registry.h"
 #include "runtime/core/experiment_spec.h"
 
 namespace shardgym::envtest {
@@ -53,7 +56,7 @@ struct ConformanceOptions {
 
 EnvMaker registry_maker(const std::string& id);
 // The small spec the suite uses for a registered id: a tiny GPT on 4 test GPUs (ids with
-// "Live": hidden 32, seq 16 on 2 ranks as threads).
+// flag real_run: hidden 32, seq 16 on 2 ranks as threads).
 ExperimentSpec conformance_spec(const std::string& id);
 
 void check_spaces(Env& env, uint64_t seed, const Policy& policy = random_masked_action);
@@ -64,6 +67,7 @@ void check_random_rollouts(Env& env, uint64_t seed, int episodes, int steps,
 void check_mask_enforced(Env& env, uint64_t seed, const Policy& policy = random_masked_action);
 void check_time_limit(const EnvMaker& make, const ExperimentSpec& spec, int max_steps,
                       uint64_t seed, const Policy& policy = random_masked_action);
+void check_registration_flags(const EnvFlags& flags, Env& env);
 void check_make_env(const std::string& id, ExperimentSpec spec, int max_steps, uint64_t seed,
                     const Policy& policy = random_masked_action);
 

@@ -38,9 +38,16 @@ std::unique_ptr<Env> make_fake_timed(const ExperimentSpec& spec) {
   return std::make_unique<PartitionEnv>("test/FakeTimed-v0",
                                         std::make_unique<envtest::FakeRun>(spec, o), spec);
 }
-REGISTER_SHARDGYM_ENV("test/FakeSim-v0", "FakeRun with noise (conformance self-test)",
-                      make_fake_sim);
-REGISTER_SHARDGYM_ENV("test/FakeTimed-v0", "FakeRun acting as a live run", make_fake_timed);
+EnvType fake_type(const char* id, const char* description, EnvFactory factory, bool live) {
+  EnvType t{id, description, std::move(factory)};
+  t.flags.deterministic = !live;
+  t.flags.platform_dependent = live;
+  return t;
+}
+REGISTER_SHARDGYM_ENV(fake_type("test/FakeSim-v0", "FakeRun with noise (conformance self-test)",
+                                make_fake_sim, false));
+REGISTER_SHARDGYM_ENV(fake_type("test/FakeTimed-v0", "FakeRun acting as a live run",
+                                make_fake_timed, true));
 
 TEST(EnvIds, RequiredIdsAreRegistered) {
   const std::vector<std::string> ids = registered_env_ids();
@@ -112,6 +119,18 @@ envtest::EnvMaker broken(envtest::FakeRunOptions options = {}) {
   };
 }
 
+TEST(ConformanceSuite, CatchesRegistrationFlagsThatAreNotTheEnvs) {
+  const ExperimentSpec spec = test_specs::tiny();
+  auto env = broken<Wrapper>()(spec);  // deterministic, not platform-dependent
+  EnvFlags flags;
+  EXPECT_EQ(failures_of([&] { envtest::check_registration_flags(flags, *env); }), 0);
+  flags.deterministic = false;
+  EXPECT_EQ(failures_of([&] { envtest::check_registration_flags(flags, *env); }), 1);
+  flags.deterministic = true;
+  flags.platform_dependent = true;
+  EXPECT_EQ(failures_of([&] { envtest::check_registration_flags(flags, *env); }), 1);
+}
+
 TEST(ConformanceSuite, PassesAHealthyEnvAndCatchesBrokenOnes) {
   const ExperimentSpec spec = test_specs::tiny();
   envtest::FakeRunOptions tight;
@@ -171,7 +190,8 @@ class EnvConformance : public ::testing::Test {
     envtest::ConformanceOptions options;
     options.check_make_env = true;
     options.id = id_;
-    if (id_ == "shardgym/TPReplay-v0") {
+    const EnvFlags& flags = env_type(id_).flags;
+    if (flags.needs_trace) {
       if (!env_registered("shardgym/TPSim-v0")) {
         GTEST_SKIP() << "recording a trace to replay needs shardgym/TPSim-v0";
       }
@@ -179,15 +199,17 @@ class EnvConformance : public ::testing::Test {
       ASSERT_NO_THROW(record_sim_trace(spec, spec.replay_trace));
       options.policy = follow_recording;
     }
-    if (id_.find("Live") != std::string::npos) {  // real training steps: fewer of them
+    if (flags.real_run) {  // real training steps: fewer of them
       options.rollout_episodes = 1;
       options.rollout_steps = 6;
     }
     try {
       std::unique_ptr<Env> env = make_bare_env(id_, spec);
       env->reset(options.seed);
+      // The registration's flags are what users and this suite rely on: they must be the env's.
+      envtest::check_registration_flags(flags, *env);
     } catch (const std::exception& e) {
-      if (id_.find("Live") != std::string::npos) {
+      if (flags.real_run) {
         GTEST_SKIP() << id_ << ": the live backend cannot start here: " << e.what();
       }
       FAIL() << id_ << " cannot be built and reset from the small spec: " << e.what();

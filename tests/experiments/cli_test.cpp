@@ -205,10 +205,27 @@ TEST(CliTest, ReplayOfASimTraceDriftsByExactlyZero) {
   fs::remove_all(out);
 }
 
-TEST(CliTest, EnvsListsTheSimulator) {
+TEST(CliTest, EnvsListsEachEnvWithFlagsAndOptions) {
   CliResult r = shardgym_cli("envs");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("shardgym/TPSim-v0"), std::string::npos) << r.output;
+  for (const char* part :
+       {"shardgym/TPSim-v0\n", "shardgym/TPReplay-v0\n", "needs_trace=yes", "deterministic=yes",
+        "option", "config key", "steps_per_episode", "reward.normalize", "replay_trace"}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in\n" << r.output;
+  }
+#if SHARDGYM_TEST_WITH_TORCH
+  EXPECT_NE(r.output.find("live.extra.weight_decay"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs_libtorch=yes"), std::string::npos) << r.output;
+#endif
+  CliResult j = shardgym_cli("envs --json");
+  EXPECT_EQ(j.code, 0) << j.output;
+  EXPECT_TRUE(JsonChecker(j.output).valid()) << j.output;
+  EXPECT_NE(j.output.find("\"id\": \"shardgym/TPReplay-v0\""), std::string::npos) << j.output;
+  EXPECT_NE(j.output.find("\"needs_trace\": true"), std::string::npos) << j.output;
+  EXPECT_NE(j.output.find("{\"name\": \"steps_per_episode\", \"type\": \"int\", "
+                          "\"default\": 100, \"config_key\": \"steps_per_episode\""),
+            std::string::npos)
+      << j.output;
 }
 
 TEST(CliTest, TrainThenInspect) {

@@ -273,6 +273,92 @@ TEST(ConfigTest, LiveExtraAndTimeoutAreChecked) {
   EXPECT_EQ(error_for("  timeout_s: 60", "  timeout_s: 30"), "");
 }
 
+// The ConfigError of live-quickstart.yaml with `from` replaced by `to` (key "" if it loads).
+ConfigError live_edit_error(const std::string& from, const std::string& to) {
+  const std::string path = experiments("live-quickstart.yaml");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string t = text.str();
+  const size_t at = t.find(from);
+  if (at == std::string::npos) return ConfigError("", "", 0, "test bug: no '" + from + "'");
+  t.replace(at, from.size(), to);
+  try {
+    parse_experiment(t, "live.yaml", fs::path(path).parent_path().string());
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  return ConfigError("", "", 0, "loaded");
+}
+
+// live.extra holds the options the live env's registration declares: typed at load, unknown
+// keys refused with their line and the known ones, the registration's checks at the option's
+// line, and the runtime gets typed values.
+TEST(ConfigTest, LiveExtraOptionsAreTypedByTheRegistration) {
+  if (!env_registered("shardgym/TPLive-v0")) {
+    GTEST_SKIP() << "shardgym/TPLive-v0 is registered only with LibTorch";
+  }
+  const ExperimentSpec spec = load_experiment(experiments("live-quickstart.yaml"));
+  EXPECT_DOUBLE_EQ(spec.live.extra.lr, 3e-3);  // quoted in the file: still a number
+  EXPECT_DOUBLE_EQ(spec.live.extra.clip, 1.0);
+  EXPECT_EQ(spec.live.extra.fault, "");
+
+  // live-quickstart.yaml: `extra:` is line 58, lr 59, weight_decay 60, clip 61.
+  ConfigError e = live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    lrr: 1\n");
+  EXPECT_EQ(e.key(), "live.extra.lrr") << e.what();
+  EXPECT_EQ(e.line(), 62) << e.what();
+  EXPECT_NE(e.reason().find("did you mean 'lr'"), std::string::npos) << e.what();
+  EXPECT_NE(e.reason().find("known keys: lr, weight_decay, clip, fault, worker"), std::string::npos)
+      << e.what();
+
+  e = live_edit_error("    weight_decay: \"0.1\"", "    weight_decay: [0.1]");
+  EXPECT_EQ(e.key(), "live.extra.weight_decay") << e.what();
+  EXPECT_EQ(e.line(), 60) << e.what();
+  EXPECT_NE(e.reason().find("expected a number"), std::string::npos) << e.what();
+
+  e = live_edit_error("    clip: \"1.0\"", "    clip: -2");
+  EXPECT_EQ(e.key(), "live.extra.clip") << e.what();
+  EXPECT_EQ(e.line(), 61) << e.what();
+  EXPECT_NE(e.reason().find("must be between 0 and"), std::string::npos) << e.what();
+
+  // A fault the runtime could not inject: found by the registration's validate, at its line.
+  e = live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    fault: exit@1:2\n");
+  EXPECT_EQ(e.key(), "live.extra.fault") << e.what();
+  EXPECT_EQ(e.line(), 62) << e.what();
+  EXPECT_NE(e.reason().find("needs launch = processes"), std::string::npos) << e.what();
+
+  // A path option: relative to the config's folder, and it must exist.
+  e = live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    worker: no_such_worker\n");
+  EXPECT_EQ(e.key(), "live.extra.worker") << e.what();
+  EXPECT_EQ(e.line(), 62) << e.what();
+  EXPECT_NE(e.reason().find("no file at"), std::string::npos) << e.what();
+  EXPECT_EQ(live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    worker: hardware.yaml\n")
+                .reason(),
+            "loaded");
+}
+
+// docs/configs.md's table of live options is the registration's: every declared option is a
+// row with its type, and the table has no other row.
+TEST(ConfigTest, LiveOptionsTableInTheDocsIsTheRegistrations) {
+  if (!env_registered("shardgym/TPLive-v0")) {
+    GTEST_SKIP() << "shardgym/TPLive-v0 is registered only with LibTorch";
+  }
+  std::ifstream in(source_dir() + "/docs/configs.md");
+  std::stringstream docs;
+  docs << in.rdbuf();
+  const std::string text = docs.str();
+  size_t rows = 0;
+  for (size_t at = text.find("| `live.extra."); at != std::string::npos;
+       at = text.find("| `live.extra.", at + 1))
+    ++rows;
+  const std::vector<EnvOption> options = env_type("shardgym/TPLive-v0").options;
+  EXPECT_EQ(rows, options.size());
+  for (const EnvOption& o : options) {
+    const std::string row = "| `" + o.config_key + "` | " + option_type_name(o.type) + " | ";
+    EXPECT_NE(text.find(row), std::string::npos) << "docs/configs.md lacks the row " << row;
+  }
+}
+
 // A live world this process cannot hold is refused at load, naming live.ranks, the limit and
 // its value (16 ranks under `ulimit -n 100` used to fail minutes later blaming name
 // resolution). Here the soft descriptor limit is lowered for the parse and restored.

@@ -24,7 +24,7 @@ bool alive(int pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 ExperimentSpec process_spec() {
   ExperimentSpec s = tiny_live_spec(4, "processes");
-  s.live.extra["worker"] = SHARDGYM_RANK_WORKER_EXE;
+  s.live.extra.worker = SHARDGYM_RANK_WORKER_EXE;
   return s;
 }
 
@@ -101,7 +101,7 @@ TEST(LiveRunProcesses, KillingOneRankStopsTheRunWithinTheTimeout) {
 TEST(LiveRunProcesses, AStalledRankIsKilledWithinTheTimeoutPlusGrace) {
   ExperimentSpec spec = process_spec();
   spec.live.timeout_s = 1.5;
-  spec.live.extra["fault"] = "stall@1:1";
+  spec.live.extra.fault = "stall@1:1";
   LiveRun run(spec);
   run.reset(0, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
   ASSERT_TRUE(run.step(run.plan()).ok);

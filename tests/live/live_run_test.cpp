@@ -150,14 +150,14 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
   s.model.vocab = 100;
   expect_rejects(s, "vocab");
   s = tiny_live_spec(4, "threads");
-  s.live.extra["fault"] = "explode@1:2";
+  s.live.extra.fault = "explode@1:2";
   expect_rejects(s, "fault");
-  s.live.extra["fault"] = "exit@1:2";
+  s.live.extra.fault = "exit@1:2";
   expect_rejects(s, "launch = processes");
-  s.live.extra["fault"] = "nostart@4";
+  s.live.extra.fault = "nostart@4";
   expect_rejects(s, "outside live.ranks");
   s = tiny_live_spec(4, "processes");
-  s.live.extra["fault"] = "nostart@1";
+  s.live.extra.fault = "nostart@1";
   expect_rejects(s, "launch = threads");
 }
 
@@ -237,7 +237,7 @@ int thread_count() {
 
 TEST(LiveRun, ThrowingRankEndsTheStepWithItsNameAndTheRunStops) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");
-  spec.live.extra["fault"] = "throw@2:1";
+  spec.live.extra.fault = "throw@2:1";
   LiveRun run(spec);
   const int threads_before = thread_count();
   const int blocks = run.model().num_blocks();
@@ -265,7 +265,7 @@ TEST(LiveRun, ThrowingRankEndsTheStepWithItsNameAndTheRunStops) {
 TEST(LiveRun, AStalledRankThreadIsNamedWithinTheTimeoutPlusGrace) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");
   spec.live.timeout_s = 1.5;
-  spec.live.extra["fault"] = "stall@1:1";
+  spec.live.extra.fault = "stall@1:1";
   LiveRun run(spec);
   const int threads_before = thread_count();
   run.reset(0, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
@@ -284,7 +284,7 @@ TEST(LiveRun, AStalledRankThreadIsNamedWithinTheTimeoutPlusGrace) {
 // joined without waiting out any timeout.
 TEST(LiveRun, AnUnstartableRankThreadEndsTheResetWithItsName) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");
-  spec.live.extra["fault"] = "nostart@3";
+  spec.live.extra.fault = "nostart@3";
   LiveRun run(spec);
   const int threads_before = thread_count();
   const auto t0 = std::chrono::steady_clock::now();

@@ -43,7 +43,7 @@ inline ExperimentSpec tiny_live_spec(int ranks, const std::string& launch) {
   s.live.precision = "float32";
   s.live.timeout_s = 10;
   s.live.threads_per_rank = 1;
-  s.live.extra["lr"] = "1e-2";
+  s.live.extra.lr = 1e-2;
   s.initial_plan = "uniform:dp";
   s.episodes = 1;
   s.steps_per_episode = 4;

@@ -16,19 +16,6 @@
 namespace shardgym::live {
 namespace {
 
-double extra_double(const LiveSpec& live, const std::string& key, double fallback) {
-  auto it = live.extra.find(key);
-  if (it == live.extra.end()) return fallback;
-  try {
-    size_t used = 0;
-    const double v = std::stod(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
-    return v;
-  } catch (const std::exception&) {
-    throw std::invalid_argument("live.extra." + key + ": '" + it->second + "' is not a number");
-  }
-}
-
 // The rank-worker executable: $SHARDGYM_RANK_WORKER, else next to the running executable,
 // else where this build put it.
 std::string default_worker() {
@@ -50,6 +37,24 @@ std::string default_worker() {
 }
 
 }  // namespace
+
+std::string why_fault_invalid(const LiveSpec& live) {
+  if (live.extra.fault.empty()) return "";
+  FaultSpec fault;
+  try {
+    fault = parse_fault(live.extra.fault);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  if (fault.kind == "exit" && live.launch == "threads")
+    return "'exit' cannot be undone in a rank thread; it needs launch = processes";
+  if (fault.kind == "nostart" && live.launch != "threads")
+    return "'nostart' fails the creation of a rank thread; it needs launch = threads";
+  if (fault.rank >= live.ranks)
+    return "rank " + std::to_string(fault.rank) +
+           " outside live.ranks = " + std::to_string(live.ranks);
+  return "";
+}
 
 LiveRun::LiveRun(const ExperimentSpec& spec)
     : live_(spec.live), cluster_(spec.cluster), scenario_(spec.scenario) {
@@ -89,9 +94,9 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   }
   config_.model = m;
   config_.world_size = p;
-  config_.lr = extra_double(live_, "lr", 1e-3);
-  config_.weight_decay = extra_double(live_, "weight_decay", 0.1);
-  config_.clip = extra_double(live_, "clip", 1.0);
+  config_.lr = live_.extra.lr;
+  config_.weight_decay = live_.extra.weight_decay;
+  config_.clip = live_.extra.clip;
   config_.threads = live_.threads_per_rank;
   config_.corpus = live_.corpus;
   config_.timeout_s = live_.timeout_s;
@@ -105,23 +110,10 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
       !why.empty()) {
     throw std::invalid_argument("live.device / live.backend: " + why);
   }
-  if (auto f = live_.extra.find("fault"); f != live_.extra.end()) {
-    // Rejected here, before any rank starts.
-    const FaultSpec fault = parse_fault(f->second);
-    if (fault.kind == "exit" && live_.launch == "threads") {
-      throw std::invalid_argument("live.extra.fault: 'exit' cannot be undone in a rank thread; "
-                                  "it needs launch = processes");
-    }
-    if (fault.kind == "nostart" && live_.launch != "threads") {
-      throw std::invalid_argument("live.extra.fault: 'nostart' fails the creation of a rank "
-                                  "thread; it needs launch = threads");
-    }
-    if (fault.rank >= p) {
-      throw std::invalid_argument("live.extra.fault: rank " + std::to_string(fault.rank) +
-                                  " outside live.ranks = " + std::to_string(p));
-    }
-    config_.fault = f->second;
+  if (const std::string why = why_fault_invalid(live_); !why.empty()) {
+    throw std::invalid_argument("live.extra.fault: " + why);  // before any rank starts
   }
+  config_.fault = live_.extra.fault;
   // Rejected here, before any rank starts: a world this host cannot hold (the config loader
   // has said so already for configs from files; the memory is checked at reset, with the plan).
   if (const std::string why = why_world_does_not_fit(world_request(0), host_limits());
@@ -131,8 +123,7 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   catalog_ = StrategyCatalog(m, p, spec.catalog);
   const DeviceType& dev = cluster_.device_of(0);
   power_ = {dev.idle_w, dev.busy_w};
-  auto w = live_.extra.find("worker");
-  worker_ = w != live_.extra.end() ? w->second : default_worker();
+  worker_ = !live_.extra.worker.empty() ? live_.extra.worker : default_worker();
   if (live_.launch == "processes" && worker_.empty()) {
     throw std::invalid_argument(
         "live.launch = processes needs the rank-worker executable: live.extra.worker or "

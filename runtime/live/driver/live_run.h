@@ -37,6 +37,11 @@ namespace shardgym::live {
 
 class RankDriver;  // driver/rank_driver.h: the ranks as threads or as processes
 
+// Why live.extra.fault cannot be injected in this run ("" if it can, or if there is none):
+// bad syntax (parse_fault), `exit` with thread ranks, `nostart` with process ranks, or a rank
+// outside live.ranks. LiveRun refuses such a spec; the env registration checks it at load.
+std::string why_fault_invalid(const LiveSpec& live);
+
 class LiveRun : public TrainingRun {
  public:
   // Validates the experiment (world = cluster size = live.ranks, vocab ≥ 256, precision
