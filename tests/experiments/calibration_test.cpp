@@ -126,8 +126,21 @@ TEST(CalibrationFile, BadFilesAreRefusedWithKeyAndLine) {
   expect_refused(replace(good, "peak_flops: ", "peak_flops: -"), "device.peak_flops", "");
 }
 
+// The live quickstart's model and cluster as a simulator config (the live env is not in every
+// build; the calibration is about the cluster, not the backend).
+std::string live_quickstart_sim_text() {
+  std::ifstream in(source_dir() + "/experiments/live-quickstart.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text = replace(text, "env: shardgym/TPLive-v0", "env: shardgym/TPSim-v0");
+  const size_t live = text.find("\nlive:\n"), agent = text.find("\nagent:\n");
+  EXPECT_TRUE(live != std::string::npos && agent != std::string::npos && live < agent);
+  text.erase(live, agent - live);
+  return text;
+}
+
 ExperimentSpec live_quickstart() {
-  return load_experiment(source_dir() + "/experiments/live-quickstart.yaml");
+  return parse_experiment(live_quickstart_sim_text(), "live-quickstart-sim.yaml",
+                          source_dir() + "/experiments");
 }
 
 TEST(CalibrationFile, ApplyReplacesTheFiguresAndChecksTheWorld) {
@@ -197,8 +210,7 @@ TEST(CalibrationFile, CalibratedPlanTakesTheTable) {
 TEST(CalibrationFile, ConfigKeyReachesTheSimulatorAndErrorsNameTheLine) {
   const fs::path dir = fs::temp_directory_path() / "shardgym_calibration_test";
   fs::create_directories(dir);
-  std::ifstream in(source_dir() + "/experiments/live-quickstart.yaml");
-  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string config = live_quickstart_sim_text();
   config = replace(config, "  world_size: 4\n", "  world_size: 4\n  calibration: calib.yaml\n");
   std::ofstream(dir / "cfg.yaml") << config;
   CalibrationFile c = sample();
