@@ -315,6 +315,8 @@ StepResult PartitionEnv::step(const Action& action) {
   }
   r.obs = observe(m, ctx);
   r.info.scalars.emplace("raw_reward", r.reward);
+  // Several measured iterations per step (live.iterations): how much they varied.
+  if (m.iterations > 1) r.info.scalars.emplace("step_latency_spread", m.step_latency_spread);
   r.info.plan = run_->plan();
   r.info.plan_indices = current_;
   r.info.measurement = std::move(m);

@@ -92,7 +92,7 @@ CatalogOptions parse_catalog_options(const YamlField& f) {
 LiveSpec parse_live(const YamlField& f) {
   f.check_keys(
       {"ranks", "launch", "corpus", "precision", "timeout_s", "threads_per_rank", "device",
-       "backend", "extra"});
+       "backend", "iterations", "warmup_iterations", "extra"});
   LiveSpec l;
   if (auto x = f.optional("ranks")) l.ranks = x->as_int(1, 1024);
   if (auto x = f.optional("launch")) l.launch = x->as_choice({"threads", "processes"});
@@ -103,6 +103,8 @@ LiveSpec parse_live(const YamlField& f) {
   // Up to a day: Gloo's timeout is an int of milliseconds.
   if (auto x = f.optional("timeout_s")) l.timeout_s = x->as_double(0.001, 86400);
   if (auto x = f.optional("threads_per_rank")) l.threads_per_rank = x->as_int(1, 256);
+  if (auto x = f.optional("iterations")) l.iterations = x->as_int(1, 1000);
+  if (auto x = f.optional("warmup_iterations")) l.warmup_iterations = x->as_int(0, 1000);
   if (auto x = f.optional("device")) l.device = x->as_choice({"cpu", "cuda"});
   if (auto x = f.optional("backend")) {
     l.backend = x->as_choice({"gloo", "nccl"});

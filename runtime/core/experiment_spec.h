@@ -55,6 +55,10 @@ struct LiveSpec {
   int threads_per_rank = 1;
   std::string device = "cpu";  // "cpu" | "cuda" (CUDA builds: scripts/build_cuda.sh)
   std::string backend;         // "gloo" | "nccl"; "" = gloo on cpu, nccl on cuda
+  // Per env step, after the repartition: `warmup_iterations` unmeasured training iterations,
+  // then `iterations` measured ones, whose medians the step reports (and their spread).
+  int warmup_iterations = 0;
+  int iterations = 1;
   LiveExtra extra;
 };
 

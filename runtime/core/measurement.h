@@ -20,6 +20,10 @@ struct Measurement {
   std::vector<double> block_bwd_s;  // B: per-block backward compute (slowest rank)
   std::vector<double> block_comm_s; // B: per-block exposed communication
   std::vector<double> peak_memory_bytes;  // P: peak per rank
+  // Live runs with live.iterations > 1: iterations measured for this step (figures above are
+  // their medians) and (p90 − p10) / median of their step latencies; 1 and 0 otherwise.
+  int iterations = 1;
+  double step_latency_spread = 0;
   bool oom = false;
   bool ok = true;
   std::string error;                // set when !ok (rank, operation, reason)

@@ -69,6 +69,33 @@ TEST(LiveRun, TrainsMeasuresAndRepartitionsBetweenSteps) {
   EXPECT_EQ(run.context().step, 12);
 }
 
+// live.iterations / live.warmup_iterations: each env step trains warm-up + measured
+// iterations (the loss shows it: 1 + 3 iterations per step drop it faster than 1 would), the
+// repartition is the first iteration's, and the step says how many it measured and their spread.
+TEST(LiveRun, SeveralIterationsPerStepReportMediansAndSpread) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.live.warmup_iterations = 1;
+  spec.live.iterations = 3;
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  const Plan a = Plan::uniform(Strategy::tp1d(2), blocks);
+  const Plan b = Plan::uniform(Strategy::dp(), blocks);
+  run.reset(1, a);
+  const Measurement m0 = run.step(a);
+  ASSERT_TRUE(m0.ok) << m0.error;
+  EXPECT_EQ(m0.iterations, 3);
+  EXPECT_GE(m0.step_latency_spread, 0);
+  EXPECT_EQ(m0.repartition_bytes, 0);
+  const Measurement m1 = run.step(b);
+  ASSERT_TRUE(m1.ok) << m1.error;
+  EXPECT_GT(m1.repartition_bytes, 0);  // the first iteration's, not lost to the medians
+  EXPECT_GT(m1.step_latency_s, 0);
+  for (int k = 0; k < blocks; ++k) EXPECT_GT(m1.block_fwd_s[k], 0);
+  EXPECT_EQ(run.context().step, 2);  // two env steps, eight iterations
+  // Eight AdamW steps at lr 1e-2 move the loss further than two would.
+  EXPECT_LT(m1.loss, std::log(256.0) - 0.3);
+}
+
 // A device the build or the machine cannot give is refused by the constructor, naming the
 // keys, before any rank starts: CUDA in a CPU-only build or without a GPU, NCCL on the CPU.
 TEST(LiveRun, UnusableDevicesAreRejectedBeforeAnyRankStarts) {

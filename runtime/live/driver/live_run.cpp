@@ -215,17 +215,73 @@ void LiveRun::reset(uint64_t seed, const Plan& initial) {
 }
 
 Measurement LiveRun::step(const Plan& plan) {
+  const std::string why = why_invalid(plan);
+  if (!why.empty()) {
+    Measurement m;
+    m.latency_source = "wallclock";
+    m.ok = false;
+    m.error = "live step " + std::to_string(step_) + ": invalid plan: " + why;
+    return m;
+  }
+  const int warmup = std::max(0, live_.warmup_iterations);
+  const int measured = std::max(1, live_.iterations);
+  Measurement first;
+  std::vector<Measurement> runs;
+  for (int i = 0; i < warmup + measured; ++i) {
+    Measurement one = iterate(plan);
+    if (!one.ok) return one;
+    plan_ = plan;  // the ranks hold it now
+    if (i == 0) first = one;
+    if (i >= warmup) runs.push_back(std::move(one));
+  }
+  ++step_;
+  if (runs.size() == 1) {
+    Measurement m = std::move(runs.front());
+    m.repartition_s = first.repartition_s;
+    m.repartition_bytes = first.repartition_bytes;
+    return m;
+  }
+  // Medians over the measured iterations; peak memory the largest any of them reached.
+  auto median_of = [&](auto get) {
+    std::vector<double> xs;
+    for (const Measurement& r : runs) xs.push_back(get(r));
+    std::sort(xs.begin(), xs.end());
+    const size_t n = xs.size();
+    return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+  };
+  auto quantile_of = [&](double q) {
+    std::vector<double> xs;
+    for (const Measurement& r : runs) xs.push_back(r.step_latency_s);
+    std::sort(xs.begin(), xs.end());
+    const double pos = q * (xs.size() - 1);
+    const size_t lo = static_cast<size_t>(pos), hi = std::min(lo + 1, xs.size() - 1);
+    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo]);
+  };
+  Measurement m = runs.back();
+  m.repartition_s = first.repartition_s;
+  m.repartition_bytes = first.repartition_bytes;
+  m.step_latency_s = median_of([](const Measurement& r) { return r.step_latency_s; });
+  m.energy_j = median_of([](const Measurement& r) { return r.energy_j; });
+  for (size_t b = 0; b < m.block_fwd_s.size(); ++b) {
+    m.block_fwd_s[b] = median_of([b](const Measurement& r) { return r.block_fwd_s[b]; });
+    m.block_bwd_s[b] = median_of([b](const Measurement& r) { return r.block_bwd_s[b]; });
+    m.block_comm_s[b] = median_of([b](const Measurement& r) { return r.block_comm_s[b]; });
+  }
+  for (const Measurement& r : runs)
+    for (size_t k = 0; k < m.peak_memory_bytes.size() && k < r.peak_memory_bytes.size(); ++k)
+      m.peak_memory_bytes[k] = std::max(m.peak_memory_bytes[k], r.peak_memory_bytes[k]);
+  m.iterations = measured;
+  m.step_latency_spread =
+      m.step_latency_s > 0 ? (quantile_of(0.9) - quantile_of(0.1)) / m.step_latency_s : 0.0;
+  return m;
+}
+
+Measurement LiveRun::iterate(const Plan& plan) {
   Measurement m;
   m.latency_source = "wallclock";
   // CUDA: the caching allocator's peak of the rank's GPU (shared by the ranks on that GPU
   // when the backend is Gloo).
   m.memory_source = config_.device == "cuda" ? "cuda-allocator" : "allocator";
-  const std::string why = why_invalid(plan);
-  if (!why.empty()) {
-    m.ok = false;
-    m.error = "live step " + std::to_string(step_) + ": invalid plan: " + why;
-    return m;
-  }
   EnergyMeter energy(power_);
   m.energy_source = energy.source();
   RankCommand cmd;
@@ -264,8 +320,6 @@ Measurement LiveRun::step(const Plan& plan) {
   m.tokens = static_cast<double>(effective_global_batch(config_.model, config_.world_size)) *
              config_.model.seq;
   m.energy_j = energy.stop(wall_s, busy);
-  plan_ = plan;
-  ++step_;
   return m;
 }
 

@@ -57,6 +57,8 @@ class LiveRun : public TrainingRun {
   // (Re)starts the ranks and builds the model from `seed`. Throws std::invalid_argument for
   // an invalid plan (no rank started), std::runtime_error if the ranks fail to start.
   void reset(uint64_t seed, const Plan& initial) override;
+  // Repartitions to `plan` and trains live.warmup_iterations + live.iterations iterations;
+  // the figures are the medians of the measured ones (the repartition: the first command's).
   Measurement step(const Plan& plan) override;
   const Plan& plan() const override { return plan_; }
   RunContext context() const override;
@@ -87,6 +89,8 @@ class LiveRun : public TrainingRun {
   const std::string& last_error() const { return last_error_; }
 
  private:
+  // One training iteration under `plan` (the ranks repartition first if it is new to them).
+  Measurement iterate(const Plan& plan);
   std::vector<RankReport> command(RankCommand cmd);  // throws std::runtime_error
   void stop_ranks();
   // This run's world for launch/world_limits.h, with `memory_per_rank` bytes (0: not checked).
