@@ -13,7 +13,7 @@ For each failure mode, runs build/experiments/shardgym train N times on
 experiments/live-quickstart.yaml (4 ranks) with live.timeout_s = S and the mode's injected
 fault, and checks each trial:
   - the command exits 1 (not 0, not a signal),
-  - its output names the right rank and reason,
+  - its output names the right rank and reason, before any other rank,
   - elapsed − baseline ≤ S + G, where baseline is the slowest of 3 fault-free runs up to
     the faulting step (process start, rank start, reset, one step, trace written),
   - nothing is left running: every process of a trial carries SHARDGYM_FAULT_TRIAL=<tag> in
@@ -25,6 +25,8 @@ Modes (fault at rank 1, second training step):
   stall        a rank thread stops taking part             (launch: threads, stall@1:1)
   nostart      a rank thread cannot be created             (launch: threads, nostart@1)
   stall-proc   a rank process stops taking part, is killed (launch: processes, stall@1:1)
+  throw-proc   a rank process throws                       (launch: processes, throw@1:1)
+  exit-proc    a rank process exits abruptly (status 3)    (launch: processes, exit@1:1)
 
 Options:
   --trials N   trials per mode (default 100)
@@ -40,7 +42,7 @@ EOF
 trials=100
 timeout_s=3
 grace_s=2
-modes="throw stall nostart stall-proc"
+modes="throw stall nostart stall-proc throw-proc exit-proc"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --trials) trials=$2; shift 2 ;;
@@ -102,6 +104,10 @@ launch[nostart]=threads;    fault[nostart]="nostart@1"
 cause[nostart]="rank 1 failed: cannot start rank thread 1 of 4"
 launch[stall-proc]=processes; fault[stall-proc]="stall@1:1"
 cause[stall-proc]="rank 1 stalled: no answer to step (command 3)"
+launch[throw-proc]=processes; fault[throw-proc]="throw@1:1"
+cause[throw-proc]="rank 1 failed: step (command 3): injected fault (throw)"
+launch[exit-proc]=processes; fault[exit-proc]="exit@1:1"
+cause[exit-proc]="rank 1 died (exited with status 3) during step (command 3)"
 
 rows=()
 for mode in $modes; do
@@ -124,6 +130,9 @@ for mode in $modes; do
     why=""
     [[ $code -eq 1 ]] || why+=" exit $code;"
     grep -qF "${cause[$mode]}" "$out" || why+=" cause not named;"
+    # ... and named first: the first "rank R <verb>" of the output is the expected one.
+    first=$(grep -oE 'rank [0-9]+ (failed|stalled|died|blocked|was|answered|did)' "$out" | head -n 1)
+    [[ "${cause[$mode]}" == "$first"* ]] || why+=" first named: '$first';"
     (( $(echo "$over <= $limit" | bc -l) )) || why+=" took ${elapsed}s;"
     [[ -z "$stray" ]] || why+=" left running: $stray;"
     if [[ -z "$why" ]]; then
