@@ -151,6 +151,19 @@ TEST(RootCause, ADeathBeatsARankThatWasWaitingForTheCommand) {
                       "killed");
 }
 
+// A rank process killed from outside while it waited for the next command: the command
+// finds it dead, and its peers fail on its closed sockets.
+TEST(RootCause, ARankThatDiedWhileWaitingForTheCommand) {
+  const auto step = ProgressMark::in_command(3, "step");
+  const auto parts = attribute({reported(0, at(step, 20), 1, "step (command 3): reset by peer"),
+                                reported(1, at(step, 21), 2, "step (command 3): closed by peer"),
+                                died(2, at(ProgressMark::waiting(3), 12), -9, "")},
+                               "step", 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], "rank 2 died (killed by signal 9) during step (command 3), waiting for "
+                      "command 3");
+}
+
 TEST(RootCause, ARankThatNeverReachedTheStore) {
   RankOutcome silent;
   silent.rank = 1;

@@ -4,7 +4,11 @@
 // rank process, and serves commands until stopped; progress marks go to the store
 // (driver/store_channel.h).
 // Exit status 0 after a stop, 1 after a failure (message on stderr).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -18,6 +22,15 @@ int main() {
   try {
     const ProcessEnv env = process_env_from_environment();
     rank = env.rank;
+    // Tests only: "R:S" makes rank R take S more seconds to start, like a rank process that
+    // loads LibTorch on a busy machine (tests/live/live_process_test.cpp).
+    if (const char* d = std::getenv("SHARDGYM_TEST_RANK_START_DELAY")) {
+      int r = -1;
+      double s = 0;
+      if (std::sscanf(d, "%d:%lf", &r, &s) == 2 && r == rank && s > 0 && s < 600) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(s));
+      }
+    }
     constexpr double kConnectTimeoutS = 60;  // the driver is up before its ranks start
     auto store = connect_store(env, /*is_server=*/false, kConnectTimeoutS);
     store_mark_progress(*store, env.rank, ProgressMark::started());

@@ -71,14 +71,14 @@ std::vector<std::string> attribute_failure(const std::vector<RankOutcome>& ranks
                                            double grace_s) {
   const std::string command = op + " (command " + std::to_string(seq) + ")";
   // Ranks that may have stopped the run without saying so: those that died without a report
-  // and those that never answered and had to be killed. A rank that never picked the failing
-  // command up (still waiting for it) was idle, not blocking anyone, and a rank that answered
-  // the command was past it: neither can be what its peers waited for.
+  // and those that never answered and had to be killed. A rank that answered the command was
+  // past it, and a live rank that had not picked the failing command up yet (still waiting
+  // for it) was idle, not blocking anyone: neither can be what its peers waited for.
   std::vector<Candidate> cands;
   for (const RankOutcome& r : ranks) {
     if (r.failure || r.answered) continue;
-    if (r.mark && r.mark->level == ProgressMark::waiting(seq).level) continue;
     if (r.killed) {
+      if (r.mark && r.mark->level == ProgressMark::waiting(seq).level) continue;
       cands.push_back({&r, Kind::kStalled});
     } else if (r.exit_code != 0) {
       cands.push_back({&r, Kind::kDied});
