@@ -92,6 +92,7 @@ for h in "${harnesses[@]}"; do
   wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e - s}')
   grep -E '^#[0-9]+.*(DONE|cov:)' "$log" | tail -n 1
   grep -E 'stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | tr '\n' ' '
+  echo
   # trace_file_fuzz's own tally: the reading child's contained failures (HDF5's), by kind.
   grep -A12 '^trace_file_fuzz: [0-9]* inputs' "$log" | grep -E '^(trace_file_fuzz:|  )' || true
   echo "wall ${wall}s"
