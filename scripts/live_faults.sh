@@ -18,7 +18,9 @@ fault, and checks each trial:
     the faulting step (process start, rank start, reset, one step, trace written),
   - nothing is left running: every process of a trial carries SHARDGYM_FAULT_TRIAL=<tag> in
     its environment (rank processes inherit it), and none may remain once the command exits.
-Prints a table: mode, trials, passed, max elapsed, max elapsed − baseline, timeout + grace.
+Prints a table: mode, trials, passed (every check), cause first (exit 1 and the expected
+cause named first, whatever the time), max elapsed, baseline, max elapsed − baseline,
+timeout + grace.
 
 Modes (fault at rank 1, second training step):
   throw        a rank thread throws                        (launch: threads, throw@1:1)
@@ -123,7 +125,7 @@ for mode in $modes; do
   done
   make_config "${launch[$mode]}" "${fault[$mode]}" "$cfg"
   limit=$(echo "$timeout_s + $grace_s" | bc -l)
-  passed=0 max_elapsed=0 max_over=0
+  passed=0 named=0 max_elapsed=0 max_over=0
   for ((t = 1; t <= trials; t++)); do
     run_once "$cfg" 4
     over=$(echo "$elapsed - $baseline" | bc -l)
@@ -135,6 +137,9 @@ for mode in $modes; do
     [[ "${cause[$mode]}" == "$first"* ]] || why+=" first named: '$first';"
     (( $(echo "$over <= $limit" | bc -l) )) || why+=" took ${elapsed}s;"
     [[ -z "$stray" ]] || why+=" left running: $stray;"
+    # Named: exit 1 and the expected cause first, whatever the time.
+    [[ $code -eq 1 && "$why" != *"cause not named"* && "$why" != *"first named"* ]] &&
+      named=$((named + 1))
     if [[ -z "$why" ]]; then
       passed=$((passed + 1))
     else
@@ -144,11 +149,11 @@ for mode in $modes; do
     max_elapsed=$(echo "if ($elapsed > $max_elapsed) $elapsed else $max_elapsed" | bc -l)
     max_over=$(echo "if ($over > $max_over) $over else $max_over" | bc -l)
   done
-  rows+=("$(printf '| %-10s | %6d | %6d | %9.2f s | %9.2f s | %11.2f s | %9.2f s |' "$mode" \
-    "$trials" "$passed" "$max_elapsed" "$baseline" "$max_over" "$limit")")
+  rows+=("$(printf '| %-10s | %6d | %6d | %10d | %9.2f s | %9.2f s | %11.2f s | %9.2f s |' \
+    "$mode" "$trials" "$passed" "$named" "$max_elapsed" "$baseline" "$max_over" "$limit")")
   echo "${rows[-1]}" >&2
 done
 
-echo "| mode       | trials | passed | max elapsed | baseline | max − baseline | timeout+grace |"
-echo "|------------|--------|--------|-------------|----------|----------------|---------------|"
+echo "| mode       | trials | passed | cause first | max elapsed | baseline | max − baseline | timeout+grace |"
+echo "|------------|--------|--------|-------------|-------------|----------|----------------|---------------|"
 for r in "${rows[@]}"; do echo "$r"; done
