@@ -78,12 +78,23 @@ for h in "${harnesses[@]}"; do
   if ! "$bin" "${limits[@]}" "${dict[@]}" "${budget[@]}" -print_final_stats=1 \
       -artifact_prefix="$artifacts" ${FUZZ_FLAGS:-} "$work" "$seeds" >"$log" 2>&1; then
     tail -n 60 "$log"
+    # A harness may run with symbolize=0 (trace_file_fuzz does, for speed): replay the newest
+    # finding once with symbolization for a readable stack.
+    last=$(ls -t "$artifacts" 2>/dev/null | head -n 1)
+    if [[ -n "$last" ]]; then
+      echo "== $h: replaying $artifacts$last with symbolize=1 (stack in $log.symbolized)"
+      ASAN_OPTIONS=$ASAN_OPTIONS:symbolize=1 "$bin" "${limits[@]}" "$artifacts$last" \
+        >"$log.symbolized" 2>&1 || true
+    fi
     echo "fuzz.sh: $h found something; the input is in $artifacts" >&2
     exit 1
   fi
   wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e - s}')
   grep -E '^#[0-9]+.*(DONE|cov:)' "$log" | tail -n 1
   grep -E 'stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | tr '\n' ' '
+  echo
+  # trace_file_fuzz's own tally: the reading child's contained failures (HDF5's), by kind.
+  grep -A12 '^trace_file_fuzz: [0-9]* inputs' "$log" | grep -E '^(trace_file_fuzz:|  )' || true
   echo "wall ${wall}s"
 
   if ((minimize)); then

@@ -13,18 +13,22 @@ For each failure mode, runs build/experiments/shardgym train N times on
 experiments/live-quickstart.yaml (4 ranks) with live.timeout_s = S and the mode's injected
 fault, and checks each trial:
   - the command exits 1 (not 0, not a signal),
-  - its output names the right rank and reason,
+  - its output names the right rank and reason, before any other rank,
   - elapsed − baseline ≤ S + G, where baseline is the slowest of 3 fault-free runs up to
     the faulting step (process start, rank start, reset, one step, trace written),
   - nothing is left running: every process of a trial carries SHARDGYM_FAULT_TRIAL=<tag> in
     its environment (rank processes inherit it), and none may remain once the command exits.
-Prints a table: mode, trials, passed, max elapsed, max elapsed − baseline, timeout + grace.
+Prints a table: mode, trials, passed (every check), cause first (exit 1 and the expected
+cause named first, whatever the time), max elapsed, baseline, max elapsed − baseline,
+timeout + grace.
 
 Modes (fault at rank 1, second training step):
   throw        a rank thread throws                        (launch: threads, throw@1:1)
   stall        a rank thread stops taking part             (launch: threads, stall@1:1)
   nostart      a rank thread cannot be created             (launch: threads, nostart@1)
   stall-proc   a rank process stops taking part, is killed (launch: processes, stall@1:1)
+  throw-proc   a rank process throws                       (launch: processes, throw@1:1)
+  exit-proc    a rank process exits abruptly (status 3)    (launch: processes, exit@1:1)
 
 Options:
   --trials N   trials per mode (default 100)
@@ -40,7 +44,7 @@ EOF
 trials=100
 timeout_s=3
 grace_s=2
-modes="throw stall nostart stall-proc"
+modes="throw stall nostart stall-proc throw-proc exit-proc"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --trials) trials=$2; shift 2 ;;
@@ -102,6 +106,10 @@ launch[nostart]=threads;    fault[nostart]="nostart@1"
 cause[nostart]="rank 1 failed: cannot start rank thread 1 of 4"
 launch[stall-proc]=processes; fault[stall-proc]="stall@1:1"
 cause[stall-proc]="rank 1 stalled: no answer to step (command 3)"
+launch[throw-proc]=processes; fault[throw-proc]="throw@1:1"
+cause[throw-proc]="rank 1 failed: step (command 3): injected fault (throw)"
+launch[exit-proc]=processes; fault[exit-proc]="exit@1:1"
+cause[exit-proc]="rank 1 died (exited with status 3) during step (command 3)"
 
 rows=()
 for mode in $modes; do
@@ -117,15 +125,21 @@ for mode in $modes; do
   done
   make_config "${launch[$mode]}" "${fault[$mode]}" "$cfg"
   limit=$(echo "$timeout_s + $grace_s" | bc -l)
-  passed=0 max_elapsed=0 max_over=0
+  passed=0 named=0 max_elapsed=0 max_over=0
   for ((t = 1; t <= trials; t++)); do
     run_once "$cfg" 4
     over=$(echo "$elapsed - $baseline" | bc -l)
     why=""
     [[ $code -eq 1 ]] || why+=" exit $code;"
     grep -qF "${cause[$mode]}" "$out" || why+=" cause not named;"
+    # ... and named first: the first "rank R <verb>" of the output is the expected one.
+    first=$(grep -oE 'rank [0-9]+ (failed|stalled|died|blocked|was|answered|did)' "$out" | head -n 1)
+    [[ "${cause[$mode]}" == "$first"* ]] || why+=" first named: '$first';"
     (( $(echo "$over <= $limit" | bc -l) )) || why+=" took ${elapsed}s;"
     [[ -z "$stray" ]] || why+=" left running: $stray;"
+    # Named: exit 1 and the expected cause first, whatever the time.
+    [[ $code -eq 1 && "$why" != *"cause not named"* && "$why" != *"first named"* ]] &&
+      named=$((named + 1))
     if [[ -z "$why" ]]; then
       passed=$((passed + 1))
     else
@@ -135,11 +149,11 @@ for mode in $modes; do
     max_elapsed=$(echo "if ($elapsed > $max_elapsed) $elapsed else $max_elapsed" | bc -l)
     max_over=$(echo "if ($over > $max_over) $over else $max_over" | bc -l)
   done
-  rows+=("$(printf '| %-10s | %6d | %6d | %9.2f s | %9.2f s | %11.2f s | %9.2f s |' "$mode" \
-    "$trials" "$passed" "$max_elapsed" "$baseline" "$max_over" "$limit")")
+  rows+=("$(printf '| %-10s | %6d | %6d | %10d | %9.2f s | %9.2f s | %11.2f s | %9.2f s |' \
+    "$mode" "$trials" "$passed" "$named" "$max_elapsed" "$baseline" "$max_over" "$limit")")
   echo "${rows[-1]}" >&2
 done
 
-echo "| mode       | trials | passed | max elapsed | baseline | max − baseline | timeout+grace |"
-echo "|------------|--------|--------|-------------|----------|----------------|---------------|"
+echo "| mode       | trials | passed | cause first | max elapsed | baseline | max − baseline | timeout+grace |"
+echo "|------------|--------|--------|-------------|-------------|----------|----------------|---------------|"
 for r in "${rows[@]}"; do echo "$r"; done

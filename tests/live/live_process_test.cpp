@@ -115,5 +115,22 @@ TEST(LiveRunProcesses, AStalledRankIsKilledWithinTheTimeoutPlusGrace) {
   for (int pid : pids) EXPECT_FALSE(alive(pid)) << "rank process " << pid << " left behind";
 }
 
+// A rank process that takes longer than timeout_s to start (loading LibTorch on a busy
+// machine) is not a stalled rank: the others wait at the start gate, not in the world's
+// rendezvous, whose timeout_s used to expire on them ("creating group [0,1,2,3] failed:
+// Socket Timeout", docs/robustness.md).
+TEST(LiveRunProcesses, ASlowStartingRankIsNotAFailure) {
+  ExperimentSpec spec = process_spec();
+  spec.live.timeout_s = 1;
+  ::setenv("SHARDGYM_TEST_RANK_START_DELAY", "2:2.5", 1);
+  LiveRun run(spec);
+  const auto t0 = std::chrono::steady_clock::now();
+  run.reset(0, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
+  ::unsetenv("SHARDGYM_TEST_RANK_START_DELAY");
+  EXPECT_GT(since(t0), 2.5);
+  const Measurement m = run.step(run.plan());
+  EXPECT_TRUE(m.ok) << m.error;
+}
+
 }  // namespace
 }  // namespace shardgym::live

@@ -11,6 +11,7 @@
 #include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/launch/process_ranks.h"
 #include "runtime/live/driver/rank_driver.h"
+#include "runtime/live/driver/root_cause.h"
 #include "runtime/live/driver/store_channel.h"
 
 namespace shardgym::live {
@@ -23,11 +24,6 @@ std::string last_line(const std::string& text) {
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
   const size_t nl = t.rfind('\n');
   return nl == std::string::npos ? t : t.substr(nl + 1);
-}
-
-std::string exit_text(int code) {
-  return code < 0 ? "killed by signal " + std::to_string(-code)
-                  : "exited with status " + std::to_string(code);
 }
 
 class ProcessDriver : public RankDriver {
@@ -109,71 +105,52 @@ class ProcessDriver : public RankDriver {
     return stuck;
   }
 
-  // Stops everything and says what happened, root cause first.
+  // Stops everything and says what happened, root cause first (driver/root_cause.h).
   std::string fail(int seq) {
+    const RankCommand failed = last_;  // shutdown() posts the abort, which becomes last_
     std::vector<int> stuck;
     try {
       stuck = shutdown(RankOp::kAbort);
     } catch (const std::exception&) {
       procs_->kill_all();
     }
-    std::vector<RankReport> failures;
+    std::vector<RankOutcome> ranks(world_);
+    for (int r = 0; r < world_; ++r) {
+      RankOutcome& o = ranks[r];
+      o.rank = r;
+      o.killed = std::find(stuck.begin(), stuck.end(), r) != stuck.end();
+      o.exit_code = procs_->result(r).exit_code;
+      o.last_line = last_line(procs_->result(r).output);
+    }
     try {
       const int64_t n = store_->add(kFailCountKey, 0);
       for (int64_t i = 1; i <= n; ++i) {
-        failures.push_back(RankReport::parse(store_get_string(*store_, failure_key(int(i)))));
+        const RankReport f = RankReport::parse(store_get_string(*store_, failure_key(int(i))));
+        if (f.rank < 0 || f.rank >= world_ || ranks[f.rank].failure) continue;
+        ranks[f.rank].failure = f.error;
+        ranks[f.rank].failure_order = static_cast<int>(i);
       }
     } catch (const std::exception&) {
-      // Reports that cannot be read are replaced by the exit statuses below.
+      // Reports that cannot be read are replaced by the exit statuses.
     }
-    std::vector<bool> answered(world_, false);
     try {
-      for (int r = 0; r < world_; ++r) answered[r] = store_->check({report_key(seq, r)});
+      for (int r = 0; r < world_; ++r) {
+        ranks[r].answered = store_->check({report_key(seq, r)});
+        if (store_->check({progress_key(r)})) {
+          ranks[r].mark = ProgressMark::parse(store_get_string(*store_, progress_key(r)));
+        }
+      }
     } catch (const std::exception&) {
       // Unknown: no rank is named stalled.
-      answered.assign(world_, true);
+      for (auto& o : ranks) o.answered = true;
     }
-    const char* op = last_.op == RankOp::kReset  ? "reset"
-                     : last_.op == RankOp::kEval ? "eval"
-                                                 : "step";
-    std::vector<std::string> parts;
-    // A rank that died without reporting (killed, crashed) is the cause of its peers' errors.
-    for (int r = 0; r < world_; ++r) {
-      const bool reported = std::any_of(failures.begin(), failures.end(),
-                                        [&](const RankReport& f) { return f.rank == r; });
-      const ProcessResult& res = procs_->result(r);
-      const bool was_stuck = std::find(stuck.begin(), stuck.end(), r) != stuck.end();
-      if (!reported && !was_stuck && res.exit_code != 0) {
-        std::string line = last_line(res.output);
-        parts.push_back("rank " + std::to_string(r) + " died (" + exit_text(res.exit_code) +
-                        ") during " + op + " (command " + std::to_string(seq) + ")" +
-                        (line.empty() ? "" : ": " + line));
-      }
-    }
-    // A rank that never answered and had to be killed stopped taking part: its peers'
-    // timeouts are its doing.
-    std::ostringstream grace, timeout;
-    grace << kStopGraceS;
-    timeout << timeout_s_;
-    for (int r : stuck) {
-      if (answered[r]) continue;
-      parts.push_back("rank " + std::to_string(r) + " stalled: no answer to " + op + " (command " +
-                      std::to_string(seq) + ") while its peers waited up to timeout_s = " +
-                      timeout.str() +
-                      " s, and no exit within " + grace.str() + " s of the abort; killed");
-    }
-    for (const auto& f : failures) {
-      parts.push_back("rank " + std::to_string(f.rank) + " failed: " + f.error);
-    }
-    // Ranks that answered but were slow to leave: consequences, listed last.
-    for (int r : stuck) {
-      if (!answered[r]) continue;
-      parts.push_back("rank " + std::to_string(r) + " did not exit within " + grace.str() +
-                      " s of the abort; killed");
-    }
+    const std::vector<std::string> parts =
+        attribute_failure(ranks, op_name(failed.op), seq, timeout_s_, kStopGraceS);
     procs_.reset();
     store_.reset();
-    if (parts.empty()) return "ranks stopped without reporting during " + std::string(op);
+    if (parts.empty()) {
+      return "ranks stopped without reporting during " + std::string(op_name(failed.op));
+    }
     std::ostringstream m;
     m << parts[0];
     if (parts.size() > 1) {

@@ -1,4 +1,5 @@
 // serve_rank: the command loop every rank runs (driver/rank_protocol.h), and fault injection.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "runtime/core/plan.h"
 #include "runtime/live/comm/gloo.h"
 #include "runtime/live/comm/device.h"
+#include "runtime/live/launch/group_sets.h"
 #include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/driver/meters.h"
 #include "runtime/live/driver/rank_protocol.h"
@@ -87,7 +89,16 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
                                                   : text::TextCorpus::load({config.corpus});
   // Every group a strategy can use, created once now in one canonical order: repartitions
   // later only look groups up, they never rendezvous.
-  create_standard_groups(world);
+  // (The loop of create_standard_groups, with a progress mark before each rendezvous.)
+  const auto sets = standard_group_sets(world.world_size());
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (!std::binary_search(sets[i].begin(), sets[i].end(), rank)) continue;
+    // Singletons need no rendezvous; the world group exists since the world was made.
+    if (sets[i].size() > 1 && static_cast<int>(sets[i].size()) < world.world_size()) {
+      channel.progress(ProgressMark::group(static_cast<int>(i), format_ranks(sets[i])));
+    }
+    world.group(sets[i]);
+  }
   const FaultSpec fault = parse_fault(config.fault);
   const c10::Device device =
       config.device == "cuda"

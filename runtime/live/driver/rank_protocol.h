@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/core/model_spec.h"
+#include "runtime/live/driver/root_cause.h"
 #include "runtime/live/comm/comm.h"
 
 namespace shardgym::live {
@@ -94,6 +95,9 @@ class RankChannel {
   // True once the driver has posted a command after `seq` (an abort or stop while this rank
   // is still inside `seq`): how a stalled rank thread learns it may leave. Default: never.
   virtual bool abandoned(int /*seq*/) { return false; }
+  // How far this rank got, recorded before each blocking step (driver/root_cause.h) where
+  // the driver can read it after a failure. Default: not recorded (threads).
+  virtual void progress(const ProgressMark& /*mark*/) {}
 };
 
 // Runs commands until kStop. Throws (after replying ok = false) when a command fails.
