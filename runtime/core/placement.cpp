@@ -180,6 +180,14 @@ int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlac
   return n;
 }
 
+double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s) {
+  try {
+    return static_cast<double>(block_param_elements(m, kind, place_block_mesh(s, 0, s.degree())));
+  } catch (const std::invalid_argument&) {
+    return block_rank_params(m, kind, s);
+  }
+}
+
 std::vector<ParamShard> block_param_shards(const ModelSpec& m, int block, const BlockPlacement& p) {
   const int64_t h = m.hidden, f = m.ffn_size();
   const BlockKind kind = ModelSpec::block_kind(block);

@@ -103,6 +103,12 @@ std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const Blo
 // Parameter elements of one block on rank p.rank (= elements of each optimizer-state tensor).
 int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlacement& p);
 
+// Parameter elements every rank of strategy s holds of a block (all ranks hold equally many:
+// the splits are equal), from the boxes of rank 0. A strategy whose dimensions do not split
+// evenly has no boxes (no run can use it); for it this returns cost.h's fractional closed form
+// block_rank_params, which equals the box count wherever boxes exist (placement_test).
+double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s);
+
 // Ranks whose gradients of this parameter must be summed: the replicas, and with sp=1 also the
 // tensor group for tp_replicated parameters (each rank saw only its sequence slice).
 std::vector<int> grad_sum_ranks(const BlockPlacement& p, const ParamShard& shard);

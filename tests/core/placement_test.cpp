@@ -95,9 +95,20 @@ TEST(Placement, ParamElementsPerRankEqualTheCostModel) {
           EXPECT_EQ(double(block_param_elements(m, kind, place_block_mesh(cat.at(i), q, world))),
                     block_rank_params(m, kind, cat.at(i)))
               << cat.at(i).to_string() << " rank " << q << " of " << world;
+        EXPECT_EQ(rank_param_elements(m, kind, cat.at(i)), block_rank_params(m, kind, cat.at(i)));
       }
     }
   }
+}
+
+TEST(Placement, RankParamElementsOfAStrategyWithoutBoxesIsTheClosedForm) {
+  const ModelSpec m = model();  // heads = 12: tp1d(8) has no attention boxes
+  EXPECT_DOUBLE_EQ(rank_param_elements(m, BlockKind::kAttention, Strategy::tp1d(8)),
+                   block_rank_params(m, BlockKind::kAttention, Strategy::tp1d(8)));
+  // With boxes: dp holds the whole block: 2h (LayerNorm) + 3h² + 3h + h² + h.
+  const double h = m.hidden;
+  EXPECT_DOUBLE_EQ(rank_param_elements(m, BlockKind::kAttention, Strategy::dp()),
+                   2 * h + 3 * h * h + 3 * h + h * h + h);
 }
 
 TEST(Placement, RejectsWhatDoesNotSplit) {
