@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/core/placement.h"
@@ -27,13 +29,13 @@ RankBoxes param_boxes(const ModelSpec& m, BlockKind kind, const Strategy& s, int
   return out;
 }
 
-// Activation boxes: the mesh position gives sequence and hidden slices, the replica the rows.
-RankBoxes activation_boxes(const ModelSpec& m, const Strategy& s, int world) {
+// Activation boxes of a batch of G sequences: the mesh position gives sequence and hidden
+// slices, the replica the rows.
+RankBoxes activation_boxes(const ModelSpec& m, const Strategy& s, int world, int64_t G) {
   RankBoxes out;
   out.period = world;
   out.boxes.resize(world);
   const int t = s.degree();
-  const int64_t G = effective_global_batch(m, world);
   for (int pos = 0; pos < t; ++pos) {
     BlockPlacement p = place_block_mesh(s, pos, world);
     for (int rep = 0; rep < world / t; ++rep) {
@@ -43,6 +45,12 @@ RankBoxes activation_boxes(const ModelSpec& m, const Strategy& s, int world) {
     }
   }
   return out;
+}
+
+// A strategy whose degree does not divide the world has no placement on it.
+bool fits(const Strategy& s, int world) {
+  const int t = s.degree();
+  return t > 0 && t <= world && world % t == 0;
 }
 
 int64_t numel(const std::vector<Box>& boxes) {
@@ -119,7 +127,9 @@ TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_
 
 std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy& from,
                                              const Strategy& to, int world) {
-  return missing_elements(activation_boxes(m, from, world), activation_boxes(m, to, world), world);
+  const int64_t G = effective_global_batch(m, world);
+  return missing_elements(activation_boxes(m, from, world, G), activation_boxes(m, to, world, G),
+                          world);
 }
 
 std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind,
@@ -131,15 +141,29 @@ std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind,
 TransferCost redistribution_cost(const ModelSpec& m, const Strategy& from, const Strategy& to,
                                  const ClusterSpec& cluster, const LinkState& links) {
   const int world = links.world;
+  const int ta = from.degree(), tb = to.degree();
+  if (!fits(from, world) || !fits(to, world)) return {};
+  // A pipeline stage's micro-batch may hold fewer sequences than a strategy has replicas (2
+  // sequences over 4 data-parallel ranks). Boxes need whole rows, so such a batch is counted
+  // with the smallest batch both layouts split (the lcm of their replica counts) and scaled:
+  // every row boundary is G·replica/R, so the picture scales along the batch axis and the
+  // bytes (per rank and in total) are linear in G.
+  const int64_t G = effective_global_batch(m, world);
+  const int64_t ra = world / ta, rb = world / tb;
+  const int64_t g = G % ra == 0 && G % rb == 0 ? G : std::lcm(ra, rb);
+  const double scale = double(G) / double(g);
   // r's sequences under `to` are those of its aligned block of to.degree() ranks; under
   // `from` they are held by the from-groups overlapping that block.
-  const int ta = from.degree(), tb = to.degree();
   auto range = [&](int r) {
     const int b0 = r / tb * tb, b1 = b0 + tb;
     return std::pair<int, int>(b0 / ta * ta, (b1 + ta - 1) / ta * ta);
   };
-  return transfer(activation_boxes(m, from, world), activation_boxes(m, to, world),
-                  dtype_bytes(m.dtype), range, cluster, links);
+  try {
+    return transfer(activation_boxes(m, from, world, g), activation_boxes(m, to, world, g),
+                    dtype_bytes(m.dtype) * scale, range, cluster, links);
+  } catch (const std::invalid_argument&) {
+    return {};  // a layout that does not split (sequence or hidden): no placement, see header
+  }
 }
 
 TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy& from,
@@ -147,11 +171,16 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
                               const ClusterSpec& cluster, const LinkState& links) {
   const int world = links.world;
   if (param_layout_key(from) == param_layout_key(to)) return {};
+  if (!fits(from, world) || !fits(to, world)) return {};
   // Every tp group of `from` holds a whole copy of the block: r pulls from its own group.
   const int ta = from.degree();
   auto range = [&](int r) { return std::pair<int, int>(r / ta * ta, r / ta * ta + ta); };
-  return transfer(param_boxes(m, kind, from, world), param_boxes(m, kind, to, world),
-                  bytes_per_param, range, cluster, links);
+  try {
+    return transfer(param_boxes(m, kind, from, world), param_boxes(m, kind, to, world),
+                    bytes_per_param, range, cluster, links);
+  } catch (const std::invalid_argument&) {
+    return {};  // a weight that does not split evenly: no placement, see header
+  }
 }
 
 uint32_t activation_layout_key(const Strategy& s) {

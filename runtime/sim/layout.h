@@ -10,6 +10,12 @@
 // `bytes_per_param` covers them). Activations: block_activation_box of the residual stream
 // [G, S, h] with G = effective_global_batch.
 //
+// Strategies without a placement: a plan the simulator is asked to price may hold a strategy
+// whose degree does not divide its stage's world, or a dimension that does not split (such a
+// plan is invalid and Plan::validate says why; the static baselines still price it to show it
+// does not fit). Moving to or from such a layout is counted as free (zero bytes, zero time).
+// A micro-batch with fewer sequences than replicas is priced by scaling (layout.cpp).
+//
 // Speed: boxes are built once per call; parameter boxes for the t mesh positions of a strategy
 // only (a rank's boxes depend on its rank mod t, placement.h "Symmetry"), activation boxes per
 // position and replica. SimRun caches the result per pair of layout keys, so each pair is

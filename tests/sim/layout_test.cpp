@@ -90,5 +90,28 @@ TEST(SimLayout, BytesAreTheGeometrysElementsTimesBytesPerElement) {
   EXPECT_GT(moving, 20);
 }
 
+// A pipeline stage's micro-batch can hold fewer sequences than a layout has replicas: dp on 4
+// ranks with 2 sequences holds half a sequence per rank. The boxes need whole rows, so the
+// simulator counts a batch that splits and scales; the result is linear in the batch.
+TEST(SimLayout, ABatchSmallerThanTheReplicasIsPricedByScaling) {
+  ModelSpec m = model();
+  const ClusterSpec c = testing::cluster(1, 4, testing::h100_sxm(), testing::nvswitch());
+  const LinkState links = make_link_state(c, {1.0, 1.0});
+  const double seq_bytes = double(m.seq) * m.hidden * dtype_bytes(m.dtype);
+  for (int G : {2, 4, 8}) {
+    m.global_batch = G;
+    // Under tp1d(2) a replica (2 ranks) holds G/2 sequences; under dp a rank holds G/4 of them.
+    const double expect = 4 * (G / 2.0 - G / 4.0) * seq_bytes;
+    EXPECT_EQ(redistribution_cost(m, Strategy::dp(), Strategy::tp1d(2), c, links).bytes, expect)
+        << G;
+    EXPECT_EQ(redistribution_cost(m, Strategy::tp1d(2), Strategy::dp(), c, links).bytes, 0) << G;
+  }
+  // A strategy whose degree does not divide the world has no placement there: nothing moves.
+  EXPECT_EQ(redistribution_cost(m, Strategy::tp1d(8), Strategy::dp(), c, links).bytes, 0);
+  EXPECT_EQ(repartition_cost(m, BlockKind::kMlp, Strategy::tp1d(8), Strategy::dp(), 14, c, links)
+                .bytes,
+            0);
+}
+
 }  // namespace
 }  // namespace shardgym
