@@ -200,9 +200,9 @@ std::vector<ParamShard> block_param_shards(const ModelSpec& m, int block, const 
     bool replicated_in_1d;  // the same box on every rank of a 1D tensor group
   };
   const std::vector<Spec> specs =
-      attn ? std::vector<Spec>{{"ln.weight", {h}, true},      {"ln.bias", {h}, true},
+      attn ? std::vector<Spec>{{"ln.weight", {h}, true},          {"ln.bias", {h}, true},
                                {"qkv.weight", {h, 3 * h}, false}, {"qkv.bias", {3 * h}, false},
-                               {"proj.weight", {h, h}, false}, {"proj.bias", {h}, true}}
+                               {"proj.weight", {h, h}, false},    {"proj.bias", {h}, true}}
            : std::vector<Spec>{{"ln.weight", {h}, true},      {"ln.bias", {h}, true},
                                {"fc1.weight", {h, f}, false}, {"fc1.bias", {f}, false},
                                {"fc2.weight", {f, h}, false}, {"fc2.bias", {h}, true}};

@@ -82,8 +82,8 @@ std::vector<int64_t> missing_elements(const RankBoxes& have, const RankBoxes& ne
 
 // Rank r needs need.of(r), holds have.of(r); sources are searched in [lo(r), hi(r)).
 template <typename Range>
-TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_bytes,
-                      Range range, const ClusterSpec& cluster, const LinkState& links) {
+TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_bytes, Range range,
+                      const ClusterSpec& cluster, const LinkState& links) {
   TransferCost out;
   const int world = links.world;
   std::vector<uint8_t> node_seen(cluster.num_nodes(), 0);
@@ -132,8 +132,8 @@ std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy&
                           world);
 }
 
-std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind,
-                                          const Strategy& from, const Strategy& to, int world) {
+std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind, const Strategy& from,
+                                          const Strategy& to, int world) {
   return missing_elements(param_boxes(m, kind, from, world), param_boxes(m, kind, to, world),
                           world);
 }

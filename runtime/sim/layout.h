@@ -57,8 +57,8 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
 // arithmetic that their byte counts use (parameters: per optimizer-state tensor too).
 std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy& from,
                                              const Strategy& to, int world);
-std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind,
-                                          const Strategy& from, const Strategy& to, int world);
+std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind, const Strategy& from,
+                                          const Strategy& to, int world);
 
 // Canonical keys: equal keys ⇔ identical placement for every rank (equal activation keys:
 // no redistribution needed; equal param keys: a change moves no bytes). chunks, recompute

@@ -1,12 +1,13 @@
 // runtime/core/placement.h: box arithmetic, the mod-t symmetry the simulator relies on, and
 // the per-rank parameter (state) elements against the cost model's closed form.
+#include "runtime/core/placement.h"
+
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "runtime/core/catalog.h"
 #include "runtime/core/cost.h"
-#include "runtime/core/placement.h"
 
 namespace shardgym {
 namespace {

@@ -1,13 +1,14 @@
 // runtime/sim/layout.h against runtime/core/placement.h: the layout keys the simulator caches
 // by say "same placement" exactly when every rank's boxes are the same, and the byte counts
 // are the geometry's element counts times the bytes per element.
+#include "runtime/sim/layout.h"
+
 #include <numeric>
 
 #include <gtest/gtest.h>
 
 #include "runtime/core/catalog.h"
 #include "runtime/core/placement.h"
-#include "runtime/sim/layout.h"
 #include "tests/sim/sim_fixtures.h"
 
 namespace shardgym {
@@ -23,14 +24,16 @@ ModelSpec model() {
 std::vector<std::vector<Box>> param_boxes(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                           int world) {
   std::vector<std::vector<Box>> out;
-  for (int q = 0; q < world; ++q) out.push_back(block_param_boxes(m, kind, place_block(s, q, world)));
+  for (int q = 0; q < world; ++q)
+    out.push_back(block_param_boxes(m, kind, place_block(s, q, world)));
   return out;
 }
 
 std::vector<Box> activation_boxes(const ModelSpec& m, const Strategy& s, int world) {
   std::vector<Box> out;
   for (int q = 0; q < world; ++q)
-    out.push_back(block_activation_box(m, place_block(s, q, world), effective_global_batch(m, world)));
+    out.push_back(
+        block_activation_box(m, place_block(s, q, world), effective_global_batch(m, world)));
   return out;
 }
 
@@ -83,8 +86,8 @@ TEST(SimLayout, BytesAreTheGeometrysElementsTimesBytesPerElement) {
       if (!cat.shape_mask(BlockKind::kMlp)[i] || !cat.shape_mask(BlockKind::kMlp)[j]) continue;
       const std::vector<int64_t> act = redistribution_elements(m, a, b, world);
       const TransferCost r = redistribution_cost(m, a, b, c, links);
-      EXPECT_EQ(r.bytes, double(std::accumulate(act.begin(), act.end(), int64_t(0))) *
-                             dtype_bytes(m.dtype));
+      EXPECT_EQ(r.bytes,
+                double(std::accumulate(act.begin(), act.end(), int64_t(0))) * dtype_bytes(m.dtype));
     }
   }
   EXPECT_GT(moving, 20);
@@ -108,9 +111,9 @@ TEST(SimLayout, ABatchSmallerThanTheReplicasIsPricedByScaling) {
   }
   // A strategy whose degree does not divide the world has no placement there: nothing moves.
   EXPECT_EQ(redistribution_cost(m, Strategy::tp1d(8), Strategy::dp(), c, links).bytes, 0);
-  EXPECT_EQ(repartition_cost(m, BlockKind::kMlp, Strategy::tp1d(8), Strategy::dp(), 14, c, links)
-                .bytes,
-            0);
+  EXPECT_EQ(
+      repartition_cost(m, BlockKind::kMlp, Strategy::tp1d(8), Strategy::dp(), 14, c, links).bytes,
+      0);
 }
 
 }  // namespace
