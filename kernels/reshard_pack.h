@@ -5,7 +5,11 @@
 // source; collectives and point-to-point sends want them contiguous. `pack` copies region
 // [r0, r1) × [c0, c1) of a row-major [rows, cols] matrix into a dense buffer, `unpack` writes
 // a dense buffer back into a region. The CPU versions are the reference; with
-// SHARDGYM_WITH_CUDA the same signatures exist for device pointers (reshard_pack.cu).
+// SHARDGYM_WITH_CUDA the same signatures exist for device pointers (reshard_pack.cu). The live
+// exchange (runtime/live/tp/exchange.cpp: repartition and activation redistribution) packs and
+// unpacks every 1D/2D piece through these: the CPU loops for CPU tensors, the CUDA kernels for
+// float32 device tensors in a CUDA build. The regions are cells of the boxes of
+// runtime/core/placement.h.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/core/placement.h"
+
 namespace shardgym {
 namespace {
 
@@ -203,7 +205,7 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
 
   // Per iteration: gradient reduction over the replicas, in the gradients' dtype.
   const int dp = s.replicas(world_);
-  const double params = block_rank_params(m, kind, s);
+  const double params = rank_param_elements(m, kind, s);  // core/placement.h boxes
   if (dp > 1) {
     const auto sync = block_grad_sync(m, kind, s, world_);
     const double scale = double(m.grad_bytes()) / dtype_bytes(m.dtype);

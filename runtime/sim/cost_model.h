@@ -30,7 +30,8 @@
 //   its data-parallel gradient reduction included, so grad_sync_s = 0), the optimizer step is
 //   the fitted seconds per parameter, and head_cost's compute_s is the fitted per-step
 //   overhead. Compute times still scale with the slowest rank's slowdown.
-// Memory per rank: state_bytes_per_param(dp) × block_rank_params + block_activation_bytes.
+// Memory per rank: state_bytes_per_param(dp) × the rank's parameter elements (core/placement.h
+// rank_param_elements: its boxes) + block_activation_bytes.
 // Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
 #pragma once
 

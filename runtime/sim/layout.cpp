@@ -2,55 +2,96 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
+#include <stdexcept>
 #include <vector>
+
+#include "runtime/core/placement.h"
 
 namespace shardgym {
 namespace {
 
-// Position of `rank` in its group along `axis` (groups are sorted).
-int index_in(const Strategy& s, CommAxis axis, int rank, int world) {
-  const std::vector<int> g = comm_group(s, axis, rank, world);
-  return static_cast<int>(std::find(g.begin(), g.end(), rank) - g.begin());
+// The boxes of every rank under one strategy (runtime/core/placement.h). Ranks r and r' with
+// r ≡ r' (mod period) hold the same boxes, so only `period` lists are stored.
+struct RankBoxes {
+  int period = 1;
+  std::vector<std::vector<Box>> boxes;
+  const std::vector<Box>& of(int rank) const { return boxes[rank % period]; }
+};
+
+// Parameter boxes depend on the mesh position rank mod t only (placement.h, "Symmetry").
+RankBoxes param_boxes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
+  RankBoxes out;
+  out.period = s.degree();
+  out.boxes.reserve(out.period);
+  for (int pos = 0; pos < out.period; ++pos)
+    out.boxes.push_back(block_param_boxes(m, kind, place_block_mesh(s, pos, world)));
+  return out;
 }
 
-Box box2(double r0, double r1, double c0, double c1) {
-  Box b;
-  b.lo[0] = r0, b.hi[0] = r1, b.lo[1] = c0, b.hi[1] = c1;
-  return b;
+// Activation boxes of a batch of G sequences: the mesh position gives sequence and hidden
+// slices, the replica the rows.
+RankBoxes activation_boxes(const ModelSpec& m, const Strategy& s, int world, int64_t G) {
+  RankBoxes out;
+  out.period = world;
+  out.boxes.resize(world);
+  const int t = s.degree();
+  for (int pos = 0; pos < t; ++pos) {
+    BlockPlacement p = place_block_mesh(s, pos, world);
+    for (int rep = 0; rep < world / t; ++rep) {
+      p.rank = rep * t + pos;
+      p.replica = rep;
+      out.boxes[p.rank] = {block_activation_box(m, p, G)};
+    }
+  }
+  return out;
 }
 
-// Slice i of n of [0, len).
-void slice(double len, int i, int n, double& lo, double& hi) {
-  lo = len * i / n;
-  hi = len * (i + 1) / n;
+// A strategy whose degree does not divide the world has no placement on it.
+bool fits(const Strategy& s, int world) {
+  const int t = s.degree();
+  return t > 0 && t <= world && world % t == 0;
 }
 
-double overlap(const Holding& a, const Holding& b) {
-  double v = 0;
-  for (int k = 0; k < a.count; ++k) v += intersect(a.parts[k], b.parts[k]).volume();
-  return v;
+int64_t numel(const std::vector<Box>& boxes) {
+  int64_t n = 0;
+  for (const Box& b : boxes) n += b.numel();
+  return n;
 }
 
-double overlap3(const Holding& a, const Holding& b, const Holding& c) {
-  double v = 0;
-  for (int k = 0; k < a.count; ++k)
-    v += intersect(intersect(a.parts[k], b.parts[k]), c.parts[k]).volume();
-  return v;
+// Elements of `want` held in `have` (tensor by tensor).
+int64_t overlap(const std::vector<Box>& want, const std::vector<Box>& have) {
+  int64_t n = 0;
+  for (size_t k = 0; k < want.size(); ++k) n += want[k].overlap(have[k]);
+  return n;
 }
 
-// Rank r needs need[r], holds have[r]; sources are searched in [lo(r), hi(r)).
+// Elements of `want` held in both `a` and `b`.
+int64_t overlap(const std::vector<Box>& want, const std::vector<Box>& a,
+                const std::vector<Box>& b) {
+  int64_t n = 0;
+  for (size_t k = 0; k < want.size(); ++k) n += want[k].overlap(a[k], b[k]);
+  return n;
+}
+
+std::vector<int64_t> missing_elements(const RankBoxes& have, const RankBoxes& need, int world) {
+  std::vector<int64_t> out(world);
+  for (int r = 0; r < world; ++r) out[r] = numel(need.of(r)) - overlap(need.of(r), have.of(r));
+  return out;
+}
+
+// Rank r needs need.of(r), holds have.of(r); sources are searched in [lo(r), hi(r)).
 template <typename Range>
-TransferCost transfer(const std::vector<Holding>& have, const std::vector<Holding>& need,
-                      double elem_bytes, Range range, const ClusterSpec& cluster,
-                      const LinkState& links) {
+TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_bytes, Range range,
+                      const ClusterSpec& cluster, const LinkState& links) {
   TransferCost out;
-  const int world = static_cast<int>(have.size());
+  const int world = links.world;
   std::vector<uint8_t> node_seen(cluster.num_nodes(), 0);
   for (int r = 0; r < world; ++r) {
-    double total = 0;
-    for (int k = 0; k < need[r].count; ++k) total += need[r].parts[k].volume();
-    const double missing = total - overlap(need[r], have[r]);
-    if (missing <= 1e-9 * total) continue;
+    const std::vector<Box>& want = need.of(r);
+    const std::vector<Box>& mine = have.of(r);
+    const int64_t missing = numel(want) - overlap(want, mine);
+    if (missing == 0) continue;
     double bw = std::numeric_limits<double>::infinity(), lat = 0;
     int link = -1;
     // The matrix's bandwidth and latency depend only on the pair of nodes, so one source
@@ -59,9 +100,9 @@ TransferCost transfer(const std::vector<Holding>& have, const std::vector<Holdin
     auto scan = [&](int lo, int hi) {
       for (int q = std::max(lo, 0); q < std::min(hi, world); ++q) {
         if (q == r || node_seen[links.node[q]]) continue;
-        const double useful = overlap(have[q], need[r]);
-        if (useful <= 1e-9 * total) continue;
-        if (useful - overlap3(have[q], need[r], have[r]) <= 1e-9 * total) continue;
+        const std::vector<Box>& theirs = have.of(q);
+        // q is a source when it holds some of what r lacks.
+        if (overlap(want, theirs) - overlap(want, theirs, mine) == 0) continue;
         node_seen[links.node[q]] = 1;
         const double b = links.bw(q, r);
         if (b < bw) bw = b, link = links.link_of(q, r);
@@ -71,7 +112,7 @@ TransferCost transfer(const std::vector<Holding>& have, const std::vector<Holdin
     const auto [lo, hi] = range(r);
     scan(lo, hi);
     if (link < 0) scan(0, world);  // not found nearby: any holder
-    const double bytes = missing * elem_bytes;
+    const double bytes = double(missing) * elem_bytes;
     out.bytes += bytes;
     out.max_rank_bytes = std::max(out.max_rank_bytes, bytes);
     if (link >= 0) {
@@ -84,69 +125,45 @@ TransferCost transfer(const std::vector<Holding>& have, const std::vector<Holdin
 
 }  // namespace
 
-Holding activation_holding(const ModelSpec& m, const Strategy& s, int rank, int world) {
-  Holding h;
-  h.count = 1;
-  Box& b = h.parts[0];
-  const int t = s.degree();
-  const double seqs = double(effective_global_batch(m, world)) * t / world;
-  slice(seqs * (world / t), rank / t, world / t, b.lo[0], b.hi[0]);
-  b.lo[1] = 0, b.hi[1] = m.seq;
-  b.lo[2] = 0, b.hi[2] = m.hidden;
-  if (s.kind == StrategyKind::kTP1D && s.sp) slice(m.seq, rank % t, t, b.lo[1], b.hi[1]);
-  if (s.kind == StrategyKind::kTP2D)
-    slice(m.hidden, index_in(s, CommAxis::kMeshD2, rank, world), s.d2, b.lo[2], b.hi[2]);
-  return h;
+std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy& from,
+                                             const Strategy& to, int world) {
+  const int64_t G = effective_global_batch(m, world);
+  return missing_elements(activation_boxes(m, from, world, G), activation_boxes(m, to, world, G),
+                          world);
 }
 
-Holding param_holding(const ModelSpec& m, BlockKind kind, const Strategy& s, int rank,
-                      int world) {
-  const double h = m.hidden, f = m.ffn_size();
-  const bool attn = kind == BlockKind::kAttention;
-  const double c = attn ? 3 * h : f;  // in-weight columns
-  const double k = attn ? h : f;      // out-weight rows
-  // (i, n1): slice of in-columns / out-rows; (j, n2): slice of in-rows / out-columns.
-  int i = 0, n1 = 1, j = 0, n2 = 1;
-  if (s.kind == StrategyKind::kTP1D) i = rank % s.t, n1 = s.t;
-  if (s.kind == StrategyKind::kTP2D) {
-    i = index_in(s, CommAxis::kMeshD1, rank, world), n1 = s.d1;
-    j = index_in(s, CommAxis::kMeshD2, rank, world), n2 = s.d2;
-  }
-  double c0, c1, r0, r1, k0, k1, o0, o1;
-  slice(c, i, n1, c0, c1);
-  slice(h, j, n2, r0, r1);
-  slice(k, i, n1, k0, k1);
-  slice(h, j, n2, o0, o1);
-  Holding out;
-  out.count = 5;
-  out.parts[0] = box2(r0, r1, c0, c1);  // in-weight [h, c]
-  // In-bias: tp2d attention's QKV bias follows the reduce-scatter over d2 (sharded over t).
-  double b0 = c0, b1 = c1;
-  if (s.kind == StrategyKind::kTP2D && attn) slice(c1 - c0, j, n2, b0, b1), b0 += c0, b1 += c0;
-  out.parts[1] = box2(0, 1, b0, b1);
-  out.parts[2] = box2(k0, k1, o0, o1);  // out-weight [k, h]
-  // Out-bias and LayerNorm: replicated in 1D, sharded with the hidden dim over d2 in 2D.
-  out.parts[3] = box2(0, 1, o0, o1);
-  out.parts[4] = box2(0, 2, o0, o1);
-  return out;
+std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind, const Strategy& from,
+                                          const Strategy& to, int world) {
+  return missing_elements(param_boxes(m, kind, from, world), param_boxes(m, kind, to, world),
+                          world);
 }
 
 TransferCost redistribution_cost(const ModelSpec& m, const Strategy& from, const Strategy& to,
                                  const ClusterSpec& cluster, const LinkState& links) {
   const int world = links.world;
-  std::vector<Holding> have(world), need(world);
-  for (int r = 0; r < world; ++r) {
-    have[r] = activation_holding(m, from, r, world);
-    need[r] = activation_holding(m, to, r, world);
-  }
+  const int ta = from.degree(), tb = to.degree();
+  if (!fits(from, world) || !fits(to, world)) return {};
+  // A pipeline stage's micro-batch may hold fewer sequences than a strategy has replicas (2
+  // sequences over 4 data-parallel ranks). Boxes need whole rows, so such a batch is counted
+  // with the smallest batch both layouts split (the lcm of their replica counts) and scaled:
+  // every row boundary is G·replica/R, so the picture scales along the batch axis and the
+  // bytes (per rank and in total) are linear in G.
+  const int64_t G = effective_global_batch(m, world);
+  const int64_t ra = world / ta, rb = world / tb;
+  const int64_t g = G % ra == 0 && G % rb == 0 ? G : std::lcm(ra, rb);
+  const double scale = double(G) / double(g);
   // r's sequences under `to` are those of its aligned block of to.degree() ranks; under
   // `from` they are held by the from-groups overlapping that block.
-  const int ta = from.degree(), tb = to.degree();
   auto range = [&](int r) {
     const int b0 = r / tb * tb, b1 = b0 + tb;
     return std::pair<int, int>(b0 / ta * ta, (b1 + ta - 1) / ta * ta);
   };
-  return transfer(have, need, dtype_bytes(m.dtype), range, cluster, links);
+  try {
+    return transfer(activation_boxes(m, from, world, g), activation_boxes(m, to, world, g),
+                    dtype_bytes(m.dtype) * scale, range, cluster, links);
+  } catch (const std::invalid_argument&) {
+    return {};  // a layout that does not split (sequence or hidden): no placement, see header
+  }
 }
 
 TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy& from,
@@ -154,15 +171,16 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
                               const ClusterSpec& cluster, const LinkState& links) {
   const int world = links.world;
   if (param_layout_key(from) == param_layout_key(to)) return {};
-  std::vector<Holding> have(world), need(world);
-  for (int r = 0; r < world; ++r) {
-    have[r] = param_holding(m, kind, from, r, world);
-    need[r] = param_holding(m, kind, to, r, world);
-  }
+  if (!fits(from, world) || !fits(to, world)) return {};
   // Every tp group of `from` holds a whole copy of the block: r pulls from its own group.
   const int ta = from.degree();
   auto range = [&](int r) { return std::pair<int, int>(r / ta * ta, r / ta * ta + ta); };
-  return transfer(have, need, bytes_per_param, range, cluster, links);
+  try {
+    return transfer(param_boxes(m, kind, from, world), param_boxes(m, kind, to, world),
+                    bytes_per_param, range, cluster, links);
+  } catch (const std::invalid_argument&) {
+    return {};  // a weight that does not split evenly: no placement, see header
+  }
 }
 
 uint32_t activation_layout_key(const Strategy& s) {

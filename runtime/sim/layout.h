@@ -1,28 +1,33 @@
-// Where data lives under a strategy, and what it costs to move it to another strategy
-// (DESIGN.md §4, "Repartition"; activation redistribution between blocks).
+// What it costs to move data between two strategies' placements (DESIGN.md §4, "Repartition";
+// activation redistribution between blocks).
 //
-// Every piece a rank holds is an axis-aligned box of a tensor's index space, so "what must
-// rank r receive" is |need_r| − |need_r ∩ have_r| per tensor, in closed form.
+// Where data lives is runtime/core/placement.h, the geometry the live runtime slices and
+// repartitions with: every piece a rank holds is an integer box of a tensor's full index space.
+// What rank r must receive is, per tensor, |want_r| − |want_r ∩ have_r| elements (box
+// intersections, exact integers); the byte counts below are those element counts times the
+// bytes per element, so they equal what the live exchange (runtime/live/tp/exchange.h)
+// receives. Parameters: the six tensors of block_param_boxes (with their optimizer state:
+// `bytes_per_param` covers them). Activations: block_activation_box of the residual stream
+// [G, S, h] with G = effective_global_batch.
 //
-// Activations [sequences, positions, hidden] of a block's input (= its output):
-//   dp:         rank r holds its G/P sequences, all positions, all hidden;
-//   tp1d(t):    tp group g (ranks [g·t, (g+1)·t)) holds sequences [g·b, (g+1)·b), b = G·t/P,
-//               replicated; with sp each rank holds positions [i·s/t, (i+1)·s/t), i = r mod t;
-//   tp2d:       as tp1d for sequences, hidden sharded over the d2 axis ([N, h/d2]),
-//               replicated over d1.
-// Parameters of a block (in-weight [h, c], in-bias [c], out-weight [k, h], out-bias [h],
-// LayerNorm [2, h]; c = 3h / ffn, k = h / ffn): tp1d shards in-weight columns and out-weight
-// rows by i = r mod t (Megatron column / row parallel); tp2d places in-weight [h/d2, c/d1] and
-// out-weight [k/d1, h/d2] by the rank's coordinates on the d1 and d2 axes (as cost.h's
-// block_rank_params counts them). tp2d(d1=t, d2=1) holds exactly what tp1d(t) holds.
+// Strategies without a placement: a plan the simulator is asked to price may hold a strategy
+// whose degree does not divide its stage's world, or a dimension that does not split (such a
+// plan is invalid and Plan::validate says why; the static baselines still price it to show it
+// does not fit). Moving to or from such a layout is counted as free (zero bytes, zero time).
+// A micro-batch with fewer sequences than replicas is priced by scaling (layout.cpp).
 //
-// Transfer time: each receiving rank pulls its missing bytes from the ranks that hold them,
-// through its own link: time_r = max α + bytes_r / (lowest bandwidth among its sources);
-// the step waits for the slowest rank.
+// Speed: boxes are built once per call; parameter boxes for the t mesh positions of a strategy
+// only (a rank's boxes depend on its rank mod t, placement.h "Symmetry"), activation boxes per
+// position and replica. SimRun caches the result per pair of layout keys, so each pair is
+// computed once per run. With thousands of ranks the cost per pair is O(P·t) box overlaps.
+//
+// Transfer time (unchanged α–β model): each receiving rank pulls its missing bytes from the
+// ranks that hold them, through its own link: time_r = max α + bytes_r / (lowest bandwidth
+// among its sources); the step waits for the slowest rank.
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/core/cluster_spec.h"
 #include "runtime/core/cost.h"
@@ -31,34 +36,6 @@
 #include "runtime/sim/collective_model.h"
 
 namespace shardgym {
-
-struct Box {
-  double lo[3] = {0, 0, 0};
-  double hi[3] = {1, 1, 1};
-  double volume() const {
-    double v = 1;
-    for (int d = 0; d < 3; ++d) v *= hi[d] > lo[d] ? hi[d] - lo[d] : 0.0;
-    return v;
-  }
-};
-inline Box intersect(const Box& a, const Box& b) {
-  Box c;
-  for (int d = 0; d < 3; ++d) {
-    c.lo[d] = a.lo[d] > b.lo[d] ? a.lo[d] : b.lo[d];
-    c.hi[d] = a.hi[d] < b.hi[d] ? a.hi[d] : b.hi[d];
-  }
-  return c;
-}
-
-// Up to five tensors of one block (activations use the first only).
-struct Holding {
-  std::array<Box, 5> parts;
-  int count = 0;
-};
-
-Holding activation_holding(const ModelSpec& m, const Strategy& s, int rank, int world);
-Holding param_holding(const ModelSpec& m, BlockKind kind, const Strategy& s, int rank,
-                      int world);
 
 struct TransferCost {
   double time_s = 0;
@@ -75,6 +52,13 @@ TransferCost redistribution_cost(const ModelSpec& m, const Strategy& from, const
 TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy& from,
                               const Strategy& to, double bytes_per_param,
                               const ClusterSpec& cluster, const LinkState& links);
+
+// Elements rank r receives (index r of the result) in the moves above: the same box
+// arithmetic that their byte counts use (parameters: per optimizer-state tensor too).
+std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy& from,
+                                             const Strategy& to, int world);
+std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind, const Strategy& from,
+                                          const Strategy& to, int world);
 
 // Canonical keys: equal keys ⇔ identical placement for every rank (equal activation keys:
 // no redistribution needed; equal param keys: a change moves no bytes). chunks, recompute

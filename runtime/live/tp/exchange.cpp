@@ -9,6 +9,10 @@
 
 #include "kernels/reshard_pack.h"
 
+#ifdef SHARDGYM_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace shardgym::live {
 at::Tensor box_view(const at::Tensor& t, const Box& t_box, const Box& box) {
   if (t.dim() != box.dims() || !t_box.contains(box))
@@ -28,14 +32,29 @@ at::Tensor view_of(const at::Tensor& t, const Box& t_box, const Box& cell) {
   return box_view(t, t_box, cell);
 }
 
-// `cell` of a contiguous CPU matrix or vector `t` (whose box is `t_box`) as a region of
-// kernels/reshard_pack.h: the repartition's pack and unpack run through those loops (the
-// same ones the CUDA build has on the device). Anything else (more dimensions, a device
-// tensor, another dtype) returns false and is copied through ATen views.
+// `cell` of a contiguous matrix or vector `t` (whose box is `t_box`) as a region of
+// kernels/reshard_pack.h: the repartition's pack and unpack run through those loops, on the
+// CPU (float32 / float64) and, in a CUDA build, on the device (float32, reshard_pack.cu, on the
+// tensor's current stream). Anything else (more dimensions, another dtype or device) returns
+// false and is copied through ATen views.
+bool on_cuda(const at::Tensor& t) {
+#ifdef SHARDGYM_WITH_CUDA
+  return t.device().is_cuda();
+#else
+  (void)t;
+  return false;
+#endif
+}
+
 bool as_region(const at::Tensor& t, const Box& t_box, const Box& cell, kernels::Region& r,
                int64_t& rows, int64_t& cols) {
-  if (!t.device().is_cpu() || !t.is_contiguous() || t.dim() < 1 || t.dim() > 2) return false;
-  if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble) return false;
+  if (!t.is_contiguous() || t.dim() < 1 || t.dim() > 2) return false;
+  if (on_cuda(t)) {
+    if (t.scalar_type() != at::kFloat) return false;
+  } else if (!t.device().is_cpu() ||
+             (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble)) {
+    return false;
+  }
   if (t.dim() == 1) {
     rows = 1, cols = t.size(0);
     r = {0, 1, cell.lo[0] - t_box.lo[0], cell.hi[0] - t_box.lo[0]};
@@ -51,10 +70,18 @@ bool as_region(const at::Tensor& t, const Box& t_box, const Box& cell, kernels::
 void pack_cell(const at::Tensor& t, const Box& t_box, const Box& cell, at::Tensor dst) {
   kernels::Region r;
   int64_t rows = 0, cols = 0;
-  if (!as_region(t, t_box, cell, r, rows, cols) || dst.scalar_type() != t.scalar_type()) {
+  if (!as_region(t, t_box, cell, r, rows, cols) || dst.scalar_type() != t.scalar_type() ||
+      dst.device() != t.device() || !dst.is_contiguous()) {
     dst.copy_(view_of(t, t_box, cell).reshape({-1}));
     return;
   }
+#ifdef SHARDGYM_WITH_CUDA
+  if (on_cuda(t)) {
+    kernels::pack_cuda(t.data_ptr<float>(), rows, cols, r, dst.data_ptr<float>(),
+                       c10::cuda::getCurrentCUDAStream(t.device().index()).stream());
+    return;
+  }
+#endif
   if (t.scalar_type() == at::kFloat) {
     kernels::pack(t.data_ptr<float>(), rows, cols, r, dst.data_ptr<float>());
   } else {
@@ -67,11 +94,18 @@ void unpack_cell(const at::Tensor& src, at::Tensor& t, const Box& t_box, const B
   kernels::Region r;
   int64_t rows = 0, cols = 0;
   if (!as_region(t, t_box, cell, r, rows, cols) || src.scalar_type() != t.scalar_type() ||
-      !src.is_contiguous()) {
+      src.device() != t.device() || !src.is_contiguous()) {
     at::Tensor dst = view_of(t, t_box, cell);
     dst.copy_(src.view(dst.sizes()));
     return;
   }
+#ifdef SHARDGYM_WITH_CUDA
+  if (on_cuda(t)) {
+    kernels::unpack_cuda(src.data_ptr<float>(), t.data_ptr<float>(), rows, cols, r,
+                         c10::cuda::getCurrentCUDAStream(t.device().index()).stream());
+    return;
+  }
+#endif
   if (t.scalar_type() == at::kFloat) {
     kernels::unpack(src.data_ptr<float>(), t.data_ptr<float>(), rows, cols, r);
   } else {

@@ -3,7 +3,7 @@
 // Used twice: to redistribute residual-stream activations between blocks whose layouts differ
 // (forward, and the reversed plan in backward), and to repartition parameters and AdamW state
 // when a block changes strategy. Every rank builds the same global picture from the boxes of
-// all ranks (layout.h), so no metadata travels; only the elements a rank lacks do.
+// all ranks (runtime/core/placement.h), so no metadata travels; only the elements a rank lacks do.
 //
 // For each item, the full tensor is cut into grid cells along every box boundary of every rank.
 // A cell that rank d wants is copied locally when d already holds it; otherwise it comes from
@@ -18,7 +18,7 @@
 #include <ATen/Tensor.h>
 
 #include "runtime/live/comm/comm.h"
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 
 namespace shardgym::live {
 

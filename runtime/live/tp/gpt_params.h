@@ -9,7 +9,7 @@
 //   ln_f.{weight,bias}[h]  lm_head.weight[h,V]   (LM head untied from wte)
 // QKV columns are head-major: column c belongs to head c / (3·d), to q, k or v by
 // (c / d) % 3, and to feature c % d, where d = h / heads. A head split is then a contiguous
-// column slice, which keeps every TP shard an axis-aligned box (layout.h).
+// column slice, which keeps every TP shard an axis-aligned box (runtime/core/placement.h).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include <ATen/Tensor.h>
 
 #include "runtime/core/model_spec.h"
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 
 namespace shardgym::live {
 

@@ -17,7 +17,7 @@
 #include "runtime/live/comm/comm.h"
 #include "runtime/live/tp/adamw.h"
 #include "runtime/live/tp/exchange.h"
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 #include "runtime/live/tp/rank_trainer.h"
 #include "runtime/live/tp/tp_common.h"
 

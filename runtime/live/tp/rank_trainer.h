@@ -4,7 +4,7 @@
 // Every rank of a CommWorld constructs a RankTrainer with the same model, plan and options and
 // then calls the same methods in the same order (SPMD); each call that communicates says so.
 //
-// What a rank holds (layout.h has the exact boxes):
+// What a rank holds (runtime/core/placement.h has the exact boxes):
 //   - each block as its strategy places it: dp (replicated), tp1d(t) with P/t replicas,
 //     tp1d(sp=1), tp2d(d1,d2,first); chunks and recompute change execution, not placement;
 //   - embedding (wte, wpe), final LayerNorm and LM head: data parallel, replicated on every rank,

@@ -6,7 +6,7 @@
 
 #include "runtime/core/model_spec.h"
 #include "runtime/live/comm/comm.h"
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 
 namespace shardgym::live {
 

@@ -1,6 +1,9 @@
 // Layout and exchange-plan arithmetic (no communication): every strategy's parameter boxes
-// tile each tensor exactly, agree with the cost model's parameter count, and exchange plans
-// receive exactly the elements a rank lacks.
+// tile each tensor exactly, agree with the cost model's parameter count, exchange plans
+// receive exactly the elements a rank lacks, and the simulator's repartition and
+// redistribution counts (runtime/sim/layout.h) equal the live exchange's, rank by rank.
+#include <numeric>
+#include <random>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -8,7 +11,7 @@
 #include "runtime/core/catalog.h"
 #include "runtime/core/cost.h"
 #include "runtime/live/tp/exchange.h"
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 #include "runtime/sim/collective_model.h"
 #include "runtime/sim/layout.h"
 #include "tests/env/test_specs.h"
@@ -154,12 +157,57 @@ TEST(Exchange, ReceivesExactlyWhatEachRankLacks) {
   }
 }
 
+// The exchange plans of the live repartition of one block (runtime/live/tp/repartition.cpp:
+// one item per parameter and per tensor kind: value, exp_avg, exp_avg_sq), and the elements
+// each rank receives in them.
+std::vector<int64_t> live_repartition_elements(const ModelSpec& m, int block, const Strategy& a,
+                                               const Strategy& b, int world) {
+  std::vector<std::vector<ParamShard>> old_shards(world), new_shards(world);
+  for (int q = 0; q < world; ++q) {
+    old_shards[q] = block_param_shards(m, block, place_block(a, q, world));
+    new_shards[q] = block_param_shards(m, block, place_block(b, q, world));
+  }
+  std::vector<ExchangeItem> items;
+  for (size_t i = 0; i < old_shards[0].size(); ++i) {
+    ExchangeItem item;
+    item.full_shape = old_shards[0][i].full_shape;
+    for (int q = 0; q < world; ++q) {
+      item.have.push_back(old_shards[q][i].box);
+      item.want.push_back(new_shards[q][i].box);
+    }
+    for (int k = 0; k < 3; ++k) items.push_back(item);
+  }
+  std::vector<int64_t> out(world);
+  for (int q = 0; q < world; ++q) out[q] = ExchangePlan(items, q, world).elements_received();
+  return out;
+}
+
+// The live redistribution of the residual stream between two layouts (tp_model.cpp).
+std::vector<int64_t> live_redistribution_elements(const std::vector<Box>& from,
+                                                  const std::vector<Box>& to,
+                                                  const std::vector<int64_t>& full_shape) {
+  const int world = static_cast<int>(from.size());
+  std::vector<int64_t> out(world);
+  for (int q = 0; q < world; ++q)
+    out[q] = ExchangePlan({ExchangeItem{full_shape, from, to}}, q, world).elements_received();
+  return out;
+}
+
+std::vector<Box> activation_boxes(const ModelSpec& m, const Strategy& s, int world) {
+  std::vector<Box> out;
+  for (int q = 0; q < world; ++q)
+    out.push_back(block_activation_box(m, place_block(s, q, world), m.global_batch));
+  return out;
+}
+
 // The simulator and the live runtime place parameters with one geometry: for every pair of
-// strategies of every block kind, the elements the simulator says a repartition moves
-// (runtime/sim/layout.h) equal those the live exchange receives, rank by rank summed, exactly.
-TEST(Layout, SimulatorRepartitionBytesEqualWhatTheLiveRanksLack) {
+// strategies of every block kind of the whole catalog (tp2d, sp, chunks, recompute included),
+// the elements the simulator says each rank receives in a repartition equal those the live
+// exchange plan receives on that rank, and the simulator's bytes equal the live run's.
+TEST(Layout, SimulatorRepartitionEqualsTheLiveExchangeForEveryPairOfStrategies) {
   ModelSpec m = model();
   m.global_batch = 32;
+  const double elem = sizeof(double);  // the live tests train in float64
   for (int world : {2, 4, 8}) {
     const ClusterSpec cluster = test_specs::tiny_cluster(world, 1);
     const LinkState links = make_link_state(cluster, std::vector<double>(cluster.links.size(), 1.0));
@@ -170,25 +218,100 @@ TEST(Layout, SimulatorRepartitionBytesEqualWhatTheLiveRanksLack) {
       for (int i = 0; i < cat.size(); ++i)
         if (cat.shape_mask(kind)[i]) valid.push_back(cat.at(i));
       ASSERT_GE(valid.size(), 3u) << world;
-      int pairs = 0;
+      int moving = 0;
       for (const Strategy& a : valid) {
         for (const Strategy& b : valid) {
-          int64_t lacking_elems = 0;
-          for (int q = 0; q < world; ++q) {
-            const auto have = block_param_shards(m, block, place_block(a, q, world));
-            const auto want = block_param_shards(m, block, place_block(b, q, world));
-            for (size_t k = 0; k < want.size(); ++k) lacking_elems += lacking(want[k].box, have[k].box);
-          }
-          const double sim = repartition_cost(m, kind, a, b, 1.0, cluster, links).bytes;
-          EXPECT_EQ(sim, static_cast<double>(lacking_elems))
-              << a.to_string() << " -> " << b.to_string() << " on " << world << " ranks, "
-              << (kind == BlockKind::kAttention ? "attention" : "MLP");
-          ++pairs;
+          const std::string what = a.to_string() + " -> " + b.to_string() + " on " +
+                                   std::to_string(world) + " ranks, " +
+                                   (kind == BlockKind::kAttention ? "attention" : "MLP");
+          const std::vector<int64_t> live = live_repartition_elements(m, block, a, b, world);
+          std::vector<int64_t> sim = repartition_elements(m, kind, a, b, world);
+          for (auto& e : sim) e *= 3;  // value, exp_avg, exp_avg_sq
+          EXPECT_EQ(sim, live) << what;
+          const int64_t total = std::accumulate(live.begin(), live.end(), int64_t(0));
+          EXPECT_EQ(repartition_cost(m, kind, a, b, elem, cluster, links).bytes * 3,
+                    double(total) * elem)
+              << what;
+          moving += total > 0;
         }
       }
-      EXPECT_GT(pairs, 8);
+      EXPECT_GT(moving, 8);
     }
   }
+}
+
+// Random pairs of whole plans (seeded; every block's strategy drawn from the catalog's valid
+// entries, tp2d included): the simulator's repartition bytes of the plan change equal the
+// bytes the live ranks receive, rank by rank and in total, exactly; and along each plan the
+// activation redistributions between consecutive layouts (embedding and head data parallel)
+// equal the live ones.
+TEST(Layout, SimulatorBytesEqualTheLiveExchangeForRandomPlanPairs) {
+  ModelSpec m = model();
+  m.layers = 3;
+  m.global_batch = 32;
+  const double elem = sizeof(double);
+  std::mt19937 rng(20261124);
+  const std::vector<int64_t> act_shape = {m.global_batch, m.seq, m.hidden};
+  int pairs = 0, with_2d = 0;
+  for (int world : {2, 4, 8, 16}) {
+    const ClusterSpec cluster = test_specs::tiny_cluster(world, 1);
+    const LinkState links = make_link_state(cluster, std::vector<double>(cluster.links.size(), 1.0));
+    StrategyCatalog cat(m, world);
+    std::vector<Strategy> valid[2];
+    for (int i = 0; i < cat.size(); ++i)
+      for (int k = 0; k < 2; ++k)
+        if (cat.shape_mask(ModelSpec::block_kind(k))[i]) valid[k].push_back(cat.at(i));
+    auto random_plan = [&] {
+      Plan p;
+      for (int b = 0; b < m.num_blocks(); ++b) {
+        const auto& v = valid[b % 2];
+        p.blocks.push_back(v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]);
+      }
+      EXPECT_EQ(p.validate(m, world), "") << p.to_string();
+      return p;
+    };
+    std::vector<Box> dp_boxes;
+    for (int q = 0; q < world; ++q)
+      dp_boxes.push_back(data_parallel_activation_box(m, q, world, m.global_batch));
+    ASSERT_EQ(dp_boxes, activation_boxes(m, Strategy::dp(), world));
+    for (int n = 0; n < 40; ++n) {
+      const Plan a = random_plan(), b = random_plan();
+      const std::string what = a.to_string() + " -> " + b.to_string() + " on " +
+                               std::to_string(world) + " ranks";
+      std::vector<int64_t> live(world, 0), sim(world, 0);
+      double sim_bytes = 0;
+      for (int blk = 0; blk < m.num_blocks(); ++blk) {
+        const BlockKind kind = ModelSpec::block_kind(blk);
+        with_2d += a.blocks[blk].kind == StrategyKind::kTP2D;
+        if (a.blocks[blk] == b.blocks[blk]) continue;  // repartition.cpp moves changed blocks only
+        const auto l = live_repartition_elements(m, blk, a.blocks[blk], b.blocks[blk], world);
+        const auto s = repartition_elements(m, kind, a.blocks[blk], b.blocks[blk], world);
+        for (int q = 0; q < world; ++q) live[q] += l[q], sim[q] += 3 * s[q];
+        sim_bytes += repartition_cost(m, kind, a.blocks[blk], b.blocks[blk], 3 * elem, cluster,
+                                      links).bytes;
+      }
+      EXPECT_EQ(sim, live) << what;
+      EXPECT_EQ(sim_bytes, double(std::accumulate(live.begin(), live.end(), int64_t(0))) * elem)
+          << what;
+      // Activations along plan a: dp → block 0 → ... → last block → dp.
+      std::vector<Strategy> chain = {Strategy::dp()};
+      chain.insert(chain.end(), a.blocks.begin(), a.blocks.end());
+      chain.push_back(Strategy::dp());
+      for (size_t k = 0; k + 1 < chain.size(); ++k) {
+        const auto l = live_redistribution_elements(activation_boxes(m, chain[k], world),
+                                                    activation_boxes(m, chain[k + 1], world),
+                                                    act_shape);
+        EXPECT_EQ(redistribution_elements(m, chain[k], chain[k + 1], world), l)
+            << chain[k].to_string() << " -> " << chain[k + 1].to_string();
+        EXPECT_EQ(redistribution_cost(m, chain[k], chain[k + 1], cluster, links).bytes,
+                  double(std::accumulate(l.begin(), l.end(), int64_t(0))) * dtype_bytes(m.dtype))
+            << chain[k].to_string() << " -> " << chain[k + 1].to_string();
+      }
+      ++pairs;
+    }
+  }
+  EXPECT_EQ(pairs, 160);
+  EXPECT_GT(with_2d, 40);  // tp2d blocks are drawn
 }
 
 }  // namespace

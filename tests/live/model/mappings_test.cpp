@@ -10,7 +10,7 @@
 
 #include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/exchange.h"
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 #include "runtime/live/tp/mappings.h"
 
 namespace shardgym::live {

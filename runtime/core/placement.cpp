@@ -1,4 +1,4 @@
-#include "runtime/live/tp/layout.h"
+#include "runtime/core/placement.h"
 
 #include <algorithm>
 #include <sstream>
@@ -6,7 +6,7 @@
 
 #include "runtime/core/cost.h"
 
-namespace shardgym::live {
+namespace shardgym {
 namespace {
 
 int index_in(const std::vector<int>& ranks, int rank) {
@@ -16,7 +16,7 @@ int index_in(const std::vector<int>& ranks, int rank) {
 }
 
 // Slice `part` of `parts` equal pieces of [0, n).
-std::pair<int64_t, int64_t> slice(int64_t n, int part, int parts, const std::string& what) {
+std::pair<int64_t, int64_t> slice(int64_t n, int part, int parts, const char* what) {
   if (parts <= 0 || n % parts != 0) {
     std::ostringstream m;
     m << what << ": " << n << " does not split into " << parts << " equal parts";
@@ -26,15 +26,15 @@ std::pair<int64_t, int64_t> slice(int64_t n, int part, int parts, const std::str
   return {part * w, (part + 1) * w};
 }
 
-Box box1(int64_t n, int part, int parts, const std::string& what) {
+Box box1(int64_t n, int part, int parts, const char* what) {
   auto [lo, hi] = slice(n, part, parts, what);
   return Box{{lo}, {hi}};
 }
 
 Box box2(int64_t rows, int rpart, int rparts, int64_t cols, int cpart, int cparts,
-         const std::string& what) {
-  auto [r0, r1] = slice(rows, rpart, rparts, what + " rows");
-  auto [c0, c1] = slice(cols, cpart, cparts, what + " cols");
+         const char* what) {
+  auto [r0, r1] = slice(rows, rpart, rparts, what);
+  auto [c0, c1] = slice(cols, cpart, cparts, what);
   return Box{{r0, c0}, {r1, c1}};
 }
 
@@ -71,6 +71,26 @@ Box Box::intersect(const Box& o) const {
   return r;
 }
 
+int64_t Box::overlap(const Box& o) const {
+  int64_t n = 1;
+  for (int d = 0; d < dims(); ++d) {
+    const int64_t e = std::min(hi[d], o.hi[d]) - std::max(lo[d], o.lo[d]);
+    if (e <= 0) return 0;
+    n *= e;
+  }
+  return n;
+}
+
+int64_t Box::overlap(const Box& o, const Box& p) const {
+  int64_t n = 1;
+  for (int d = 0; d < dims(); ++d) {
+    const int64_t e = std::min({hi[d], o.hi[d], p.hi[d]}) - std::max({lo[d], o.lo[d], p.lo[d]});
+    if (e <= 0) return 0;
+    n *= e;
+  }
+  return n;
+}
+
 std::string Box::to_string() const {
   std::ostringstream s;
   s << "[";
@@ -79,7 +99,9 @@ std::string Box::to_string() const {
   return s.str();
 }
 
-BlockPlacement place_block(const Strategy& s, int rank, int world) {
+namespace {
+
+BlockPlacement place(const Strategy& s, int rank, int world, bool with_data) {
   const int t = s.degree();
   if (t <= 0 || world % t != 0 || rank < 0 || rank >= world) {
     std::ostringstream m;
@@ -96,7 +118,7 @@ BlockPlacement place_block(const Strategy& s, int rank, int world) {
   p.replica = rank / t;  // cost.h: tensor groups are consecutive ranks
   p.g1 = comm_group(s, CommAxis::kMeshD1, rank, world);
   p.g2 = comm_group(s, CommAxis::kMeshD2, rank, world);
-  p.data = comm_group(s, CommAxis::kData, rank, world);
+  if (with_data) p.data = comm_group(s, CommAxis::kData, rank, world);
   if (s.kind == StrategyKind::kDP) p.g1 = {rank};  // dp has no tensor axis
   p.n1 = static_cast<int>(p.g1.size());
   p.n2 = static_cast<int>(p.g2.size());
@@ -104,7 +126,7 @@ BlockPlacement place_block(const Strategy& s, int rank, int world) {
   p.i2 = index_in(p.g2, rank);
   p.sp = s.sp;
   if (p.i1 < 0 || p.i2 < 0 || p.n1 * p.n2 != t ||
-      static_cast<int>(p.data.size()) != p.replicas) {
+      (with_data && static_cast<int>(p.data.size()) != p.replicas)) {
     std::ostringstream m;
     m << s.to_string() << ": groups of rank " << rank << " do not form a mesh (|G1|=" << p.n1
       << ", |G2|=" << p.n2 << ", t=" << t << ", replicas=" << p.data.size() << ")";
@@ -114,44 +136,89 @@ BlockPlacement place_block(const Strategy& s, int rank, int world) {
   return p;
 }
 
+}  // namespace
+
+BlockPlacement place_block(const Strategy& s, int rank, int world) {
+  return place(s, rank, world, true);
+}
+
+BlockPlacement place_block_mesh(const Strategy& s, int rank, int world) {
+  return place(s, rank, world, false);
+}
+
+std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const BlockPlacement& p) {
+  const int64_t h = m.hidden, f = m.ffn_size();
+  std::vector<Box> out;
+  out.reserve(6);
+  try {
+    out.push_back(box1(h, p.i2, p.n2, "ln.weight"));
+    out.push_back(box1(h, p.i2, p.n2, "ln.bias"));
+    if (kind == BlockKind::kAttention) {
+      if (m.heads % p.t != 0)
+        throw std::invalid_argument("degree does not divide heads=" + std::to_string(m.heads));
+      out.push_back(box2(h, p.i2, p.n2, 3 * h, p.i1, p.n1, "qkv.weight"));
+      out.push_back(box1(3 * h, p.i1 * p.n2 + p.i2, p.t, "qkv.bias"));
+      out.push_back(box2(h, p.i1, p.n1, h, p.i2, p.n2, "proj.weight"));
+      out.push_back(box1(h, p.i2, p.n2, "proj.bias"));
+    } else {
+      out.push_back(box2(h, p.i2, p.n2, f, p.i1, p.n1, "fc1.weight"));
+      out.push_back(box1(f, p.i1, p.n1, "fc1.bias"));
+      out.push_back(box2(f, p.i1, p.n1, h, p.i2, p.n2, "fc2.weight"));
+      out.push_back(box1(h, p.i2, p.n2, "fc2.bias"));
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(p.strategy.to_string() +
+                                (kind == BlockKind::kAttention ? " attention " : " MLP ") +
+                                e.what());
+  }
+  return out;
+}
+
+int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlacement& p) {
+  int64_t n = 0;
+  for (const Box& b : block_param_boxes(m, kind, p)) n += b.numel();
+  return n;
+}
+
+double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s) {
+  try {
+    return static_cast<double>(block_param_elements(m, kind, place_block_mesh(s, 0, s.degree())));
+  } catch (const std::invalid_argument&) {
+    return block_rank_params(m, kind, s);
+  }
+}
+
 std::vector<ParamShard> block_param_shards(const ModelSpec& m, int block, const BlockPlacement& p) {
   const int64_t h = m.hidden, f = m.ffn_size();
-  const std::string prefix = "h." + std::to_string(ModelSpec::block_layer(block)) +
-                             (ModelSpec::block_kind(block) == BlockKind::kAttention ? ".attn."
-                                                                                     : ".mlp.");
-  auto shard = [&](const std::string& n, std::vector<int64_t> shape, Box box, bool replicated) {
-    ParamShard s;
-    s.name = prefix + n;
-    s.full_shape = std::move(shape);
-    s.box = std::move(box);
-    s.tp_replicated = replicated;
-    s.decay = s.full_shape.size() >= 2;
-    return s;
+  const BlockKind kind = ModelSpec::block_kind(block);
+  const bool attn = kind == BlockKind::kAttention;
+  const std::string prefix =
+      "h." + std::to_string(ModelSpec::block_layer(block)) + (attn ? ".attn." : ".mlp.");
+  struct Spec {
+    const char* name;
+    std::vector<int64_t> shape;
+    bool replicated_in_1d;  // the same box on every rank of a 1D tensor group
   };
+  const std::vector<Spec> specs =
+      attn ? std::vector<Spec>{{"ln.weight", {h}, true},          {"ln.bias", {h}, true},
+                               {"qkv.weight", {h, 3 * h}, false}, {"qkv.bias", {3 * h}, false},
+                               {"proj.weight", {h, h}, false},    {"proj.bias", {h}, true}}
+           : std::vector<Spec>{{"ln.weight", {h}, true},      {"ln.bias", {h}, true},
+                               {"fc1.weight", {h, f}, false}, {"fc1.bias", {f}, false},
+                               {"fc2.weight", {f, h}, false}, {"fc2.bias", {h}, true}};
+  std::vector<Box> boxes = block_param_boxes(m, kind, p);
   // Replicated over G1 (n2 pieces) is "tp_replicated" only for 1D groups, where G1 is the whole
   // tensor group; in 2D the G1 replicas compute identically, which is all the sum rule needs.
   const bool rep2 = p.n2 == 1 && p.t > 1;
   std::vector<ParamShard> out;
-  out.push_back(shard("ln.weight", {h}, box1(h, p.i2, p.n2, prefix + "ln.weight"), rep2));
-  out.push_back(shard("ln.bias", {h}, box1(h, p.i2, p.n2, prefix + "ln.bias"), rep2));
-  if (ModelSpec::block_kind(block) == BlockKind::kAttention) {
-    const int hb = p.i1 * p.n2 + p.i2;
-    if (m.heads % p.t != 0)
-      throw std::invalid_argument(p.strategy.to_string() + ": degree does not divide heads=" +
-                                  std::to_string(m.heads));
-    out.push_back(shard("qkv.weight", {h, 3 * h},
-                        box2(h, p.i2, p.n2, 3 * h, p.i1, p.n1, prefix + "qkv.weight"), false));
-    out.push_back(shard("qkv.bias", {3 * h}, box1(3 * h, hb, p.t, prefix + "qkv.bias"), false));
-    out.push_back(shard("proj.weight", {h, h},
-                        box2(h, p.i1, p.n1, h, p.i2, p.n2, prefix + "proj.weight"), false));
-    out.push_back(shard("proj.bias", {h}, box1(h, p.i2, p.n2, prefix + "proj.bias"), rep2));
-  } else {
-    out.push_back(shard("fc1.weight", {h, f},
-                        box2(h, p.i2, p.n2, f, p.i1, p.n1, prefix + "fc1.weight"), false));
-    out.push_back(shard("fc1.bias", {f}, box1(f, p.i1, p.n1, prefix + "fc1.bias"), false));
-    out.push_back(shard("fc2.weight", {f, h},
-                        box2(f, p.i1, p.n1, h, p.i2, p.n2, prefix + "fc2.weight"), false));
-    out.push_back(shard("fc2.bias", {h}, box1(h, p.i2, p.n2, prefix + "fc2.bias"), rep2));
+  for (size_t k = 0; k < specs.size(); ++k) {
+    ParamShard s;
+    s.name = prefix + specs[k].name;
+    s.full_shape = specs[k].shape;
+    s.box = std::move(boxes[k]);
+    s.tp_replicated = specs[k].replicated_in_1d && rep2;
+    s.decay = s.full_shape.size() >= 2;
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -208,4 +275,4 @@ std::vector<ParamShard> outer_param_shards(const ModelSpec& m) {
   return out;
 }
 
-}  // namespace shardgym::live
+}  // namespace shardgym
