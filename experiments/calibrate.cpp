@@ -607,6 +607,28 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   return v;
 }
 
+namespace {
+
+struct NamedError {
+  const char* table;  // row name in the table
+  const char* json;   // key in the JSON
+  const ErrorSummary* error;
+};
+
+// The error figures of a validation, in the order the table and the JSON list them.
+std::vector<NamedError> error_figures(const LiveValidation& v) {
+  return {{"step", "step", &v.step},
+          {"block fwd", "block_fwd", &v.fwd},
+          {"block bwd", "block_bwd", &v.bwd},
+          {"block comm", "block_comm", &v.comm},
+          {"peak memory", "peak_memory", &v.memory},
+          {"repart. s", "repartition_s", &v.repartition_s},
+          {"repart. B", "repartition_bytes", &v.repartition_bytes},
+          {"live again", "live_repeat_step", &v.repeat}};
+}
+
+}  // namespace
+
 std::string live_validation_table(const LiveValidation& v) {
   std::ostringstream o;
   o << "simulator " << (v.calibration.empty() ? "uncalibrated" : "calibrated by " + v.calibration)
@@ -619,14 +641,8 @@ std::string live_validation_table(const LiveValidation& v) {
       << std::setw(9) << 100 * e.median << "%" << std::setw(9) << 100 * e.p90 << "%"
       << std::setw(8) << e.n << "\n";
   };
-  row("step", v.step);
-  row("block fwd", v.fwd);
-  row("block bwd", v.bwd);
-  row("block comm", v.comm);
-  row("peak memory", v.memory);
-  row("repart. s", v.repartition_s);
-  row("repart. B", v.repartition_bytes);
-  if (v.repeat.n > 0) row("live again", v.repeat);
+  for (const NamedError& f : error_figures(v))
+    if (f.error != &v.repeat || v.repeat.n > 0) row(f.table, *f.error);
   o << std::setprecision(3) << "Kendall tau of the plans' step latencies: " << v.kendall_tau;
   if (v.repeat.n > 0) o << " (live against itself, second visit: " << v.repeat_tau << ")";
   o << std::setprecision(3)
@@ -644,14 +660,7 @@ std::string live_validation_json(const LiveValidation& v) {
   };
   o << "{\"config\": \"" << v.config << "\", \"calibration\": \"" << v.calibration
     << "\", \"ranks\": " << v.ranks << ", \"launch\": \"" << v.launch << "\", ";
-  err("step", v.step);
-  err("block_fwd", v.fwd);
-  err("block_bwd", v.bwd);
-  err("block_comm", v.comm);
-  err("peak_memory", v.memory);
-  err("repartition_s", v.repartition_s);
-  err("repartition_bytes", v.repartition_bytes);
-  err("live_repeat_step", v.repeat);
+  for (const NamedError& f : error_figures(v)) err(f.json, *f.error);
   o << "\"live_repeat_tau\": " << v.repeat_tau << ", ";
   o << "\"kendall_tau\": " << v.kendall_tau << ", \"live_spread_median\": " << v.live_spread_median
     << ", \"plans\": [";
