@@ -67,15 +67,23 @@ Row validate_one(const std::string& path) {
 
 namespace {
 
+// What calibrate and validate-sim both take from their flags: iterations per plan, the seed,
+// and progress lines on `err`.
+LiveMeasureOptions measure_options(int warmup, int iterations, uint64_t seed, std::ostream& err) {
+  LiveMeasureOptions o;
+  o.warmup = warmup;
+  o.iterations = iterations;
+  o.seed = seed;
+  o.progress = [&err](const std::string& line) { err << line << std::endl; };
+  return o;
+}
+
 int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream& err) {
   LiveValidationOptions o;
+  static_cast<LiveMeasureOptions&>(o) = measure_options(args.warmup, args.iterations, args.seed, err);
   o.plans = args.plans;
-  o.warmup = args.warmup;
-  o.iterations = args.iterations;
-  o.seed = args.seed;
   o.calibration = args.calibration;
   o.repeat = !args.no_repeat;
-  o.progress = [&err](const std::string& line) { err << line << std::endl; };
   LiveValidation v;
   try {
     v = validate_live(args.config, o);
@@ -95,12 +103,8 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
 }  // namespace
 
 int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& err) {
-  LiveMeasureOptions o;
-  o.warmup = args.warmup;
-  o.iterations = args.iterations;
+  LiveMeasureOptions o = measure_options(args.warmup, args.iterations, args.seed, err);
   o.mixed_plans = args.mixed_plans;
-  o.seed = args.seed;
-  o.progress = [&err](const std::string& line) { err << line << std::endl; };
   CalibrationFile c;
   try {
     c = calibrate_live(args.config, o, args.command_line);
