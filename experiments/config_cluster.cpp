@@ -32,24 +32,28 @@ std::string unknown_name(const std::string& what, const std::string& name,
 }
 
 // `peak_tflops: 989` or `peak_tflops: {bf16: 989, fp32: 67}`, taken for the model's dtype.
-double parse_peak_flops(const YamlField& f, DType dtype) {
+// A map without the model's dtype gives 0 and says why in `missing`: a catalog may hold
+// boards that cannot run this model (a V100 has no bf16), and only a cluster that uses one
+// is an error (parse_cluster).
+double parse_peak_flops(const YamlField& f, DType dtype, std::string& missing) {
   if (!f.is_map()) return f.as_positive_double() * kTera;
   const std::vector<std::string> keys = {"bf16", "fp16", "fp32", "fp64"};
   f.check_keys(keys);
   auto entry = f.optional(dtype_key(dtype));
   if (!entry) {
-    f.fail("no figure for the model's dtype '" + dtype_key(dtype) + "' (given: " + join(f.keys()) +
-           ")");
+    missing = f.file() + ":" + std::to_string(f.line()) + ": peak_tflops has no figure for the " +
+              "model's dtype '" + dtype_key(dtype) + "' (given: " + join(f.keys()) + ")";
+    return 0;
   }
   return entry->as_positive_double() * kTera;
 }
 
-DeviceType parse_device(const YamlField& f, DType dtype) {
+DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
   f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w",
                 "gemm_efficiency", "attention_efficiency", "memory_efficiency"});
   DeviceType d;
   d.name = f.child("name").as_string();
-  d.peak_flops = parse_peak_flops(f.child("peak_tflops"), dtype);
+  d.peak_flops = parse_peak_flops(f.child("peak_tflops"), dtype, missing);
   d.memory_bytes = f.child("memory_gib").as_positive_double() * kGiB;
   d.memory_bw = f.child("memory_bw_gbs").as_positive_double() * kGB;
   d.idle_w = f.child("idle_w").as_double(0);
@@ -124,10 +128,12 @@ void parse_hardware(const YamlField& map, DType dtype, CatalogSource& into) {
     for (size_t i = 0; i < devices->size(); ++i) {
       YamlField f = devices->at(i);
       f.expect_map();
-      DeviceType d = parse_device(f, dtype);
+      std::string missing;
+      DeviceType d = parse_device(f, dtype, missing);
       check_new(f.child("name"), names_of(into.catalog.devices), into.device_at);
       into.catalog.devices.push_back(d);
       into.device_at.push_back(where(f));
+      into.device_unusable.push_back(missing);
     }
   }
   if (auto links = map.optional("links")) {
@@ -166,6 +172,11 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
     if (std::find(device_names.begin(), device_names.end(), node.device) == device_names.end()) {
       device.fail(unknown_name("device", node.device, device_names));
     }
+    const size_t di = std::find(device_names.begin(), device_names.end(), node.device) -
+                      device_names.begin();
+    if (di < included.device_unusable.size() && !included.device_unusable[di].empty())
+      device.fail("device '" + node.device + "' cannot run this model: " +
+                  included.device_unusable[di]);
     node.gpus = f.child("gpus").as_int(1, 4096);
     YamlField link = f.child("intra_link");
     node.intra_link = link.as_string();

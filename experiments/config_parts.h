@@ -21,6 +21,9 @@ namespace config_detail {
 struct CatalogSource {
   HardwareCatalog catalog;
   std::vector<std::string> device_at, link_at;
+  // Per device: "" or why it cannot run the model (no peak for its dtype), reported only
+  // when a cluster uses it.
+  std::vector<std::string> device_unusable;
 };
 
 // Reads the `devices:` and `links:` lists of a map (a catalog file or the cluster section)

@@ -263,12 +263,19 @@ HeadCost CostModel::head_cost() const {
   const std::vector<Gemm> gemms = {{n, double(m.hidden), double(m.vocab), 1}};
   compute_times(gemms, 3 * gemms[0].flops(), "head", out.compute_s, out.busy_energy_j);
   if (terms_.memory_bound) {
-    // Cross-entropy over fp32 logits: written, read for the softmax, gradient written and read.
+    // Cross-entropy over the logits, kernel by kernel as Megatron-Core's (unfused, the default)
+    // vocab_parallel_cross_entropy runs it (core/tensor_parallel/cross_entropy.py, r0.8):
+    // forward: cast to fp32 (read e, write 4), max (read 4), subtract the max in place
+    // (read 4, write 4), exp in place (4 + 4), sum (4), divide in place (4 + 4): 32 B + cast;
+    // backward: scale by the loss gradient in place (4 + 4), cast back (read 4, write e).
+    // Per logit 40 B, and 2·(e + 4) B more when the model's dtype is not fp32.
+    const double e = dtype_bytes(m.dtype);
+    const double ce_bytes_per_logit = 40.0 + (e != 4 ? 2 * (e + 4) : 0.0);
     double t_ce = 0;
     for (int r = 0; r < world_; ++r) {
       const DeviceType& dev = cluster_.devices[rank_device_[r]];
       if (dev.memory_bw > 0 && dev.memory_efficiency > 0)
-        t_ce = std::max(t_ce, 4 * 4.0 * n * m.vocab / (dev.memory_bw * dev.memory_efficiency) *
+        t_ce = std::max(t_ce, ce_bytes_per_logit * n * m.vocab / (dev.memory_bw * dev.memory_efficiency) *
                                   cond_.slowdown[r]);
     }
     out.compute_s += t_ce;

@@ -80,7 +80,7 @@ TEST(ConfigTest, QuickstartSaysWhatTheReadmeSays) {
   EXPECT_DOUBLE_EQ(s.cluster.links[s.cluster.link_index("nvswitch-h100")].bandwidth, 450e9);
   // The nccl-tests per-step latency of the catalog (hardware.yaml), not the datasheet's.
   EXPECT_DOUBLE_EQ(s.cluster.links[s.cluster.link_index("nvswitch-h100")].latency_s, 5.7e-6);
-  EXPECT_DOUBLE_EQ(s.cluster.device_of(0).gemm_efficiency, 0.70);
+  EXPECT_DOUBLE_EQ(s.cluster.device_of(0).gemm_efficiency, 0.57);
   // The stored text carries the included catalog, commented out.
   EXPECT_NE(s.source_text.find("# ---- included hardware.yaml ----"), std::string::npos);
 }
@@ -151,6 +151,20 @@ TEST(ConfigTest, AbsurdModelSizesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_for("layers: 2", "layers: 100000").find("100000"), std::string::npos);
   EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
+}
+
+// A catalog board without a peak for the model's dtype (the V100 has no bf16) does not stop
+// configs that do not use it; a cluster that uses it is refused, naming the node's line, the
+// board and the dtype.
+TEST(ConfigTest, BoardWithoutTheModelsDtypeIsRefusedOnlyWhereUsed) {
+  const std::string path = experiments("quickstart.yaml");
+  const std::string v100 = edit_error(path, "device: H100-SXM5-80GB", "device: V100-SXM2-32GB");
+  EXPECT_NE(v100.find("inline.yaml:23:"), std::string::npos) << v100;
+  EXPECT_NE(v100.find("device 'V100-SXM2-32GB' cannot run this model"), std::string::npos) << v100;
+  EXPECT_NE(v100.find("no figure for the model's dtype 'bf16' (given: fp16, fp32, fp64)"),
+            std::string::npos)
+      << v100;
+  EXPECT_EQ(edit_error(path, "device: H100-SXM5-80GB", "device: H200-SXM-141GB"), "");
 }
 
 // Agent parameters are checked at load, with file, line and reason (issue: ppo(ent=abc) and
@@ -458,8 +472,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"include_bad_catalog.yaml", "bad_catalog.yaml", "devices[0].memory_gib", 3,
                 "expected a number"},
         BadCase{"include_missing.yaml", "include_missing.yaml", "include", 1, "cannot read"},
+        // Reported where a node uses the board (a catalog may hold boards this model
+        // cannot run on); the message names the peak_tflops line.
         BadCase{"missing_dtype_flops.yaml", "missing_dtype_flops.yaml",
-                "cluster.devices[0].peak_tflops", 5, "no figure for the model's dtype 'fp64'"}),
+                "cluster.nodes[0].device", 13,
+                "missing_dtype_flops.yaml:5: peak_tflops has no figure for the model's dtype "
+                "'fp64'"}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       std::string name = fs::path(info.param.file).stem().string();
       for (char& ch : name) {
