@@ -14,7 +14,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 kind=${1:-}
 # tsan builds only what the multirank tests run (their executables and the rank workers).
-multirank_targets="comm_test live_run_test memory_test bench_live_test process_test live_process_test
+multirank_targets="comm_test launch_test world_limits_test live_run_test memory_test bench_live_test
+  process_test live_process_test
   live_model_mappings_test live_model_equivalence_test live_model_tp_block_test
   live_model_repartition_test live_comm_worker shardgym_rank_worker"
 case "$kind" in
