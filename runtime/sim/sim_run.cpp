@@ -196,6 +196,20 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
 
 Measurement SimRun::step(const Plan& plan) {
   Measurement m;
+  step_into(plan, m);
+  return m;
+}
+
+void SimRun::step_into(const Plan& plan, Measurement& m) {
+  {  // m = Measurement{}, keeping the vectors' storage
+    std::vector<double> fwd, bwd, comm, peak;
+    fwd.swap(m.block_fwd_s), bwd.swap(m.block_bwd_s), comm.swap(m.block_comm_s);
+    peak.swap(m.peak_memory_bytes);
+    m = Measurement{};
+    fwd.clear(), bwd.clear(), comm.clear(), peak.clear();
+    m.block_fwd_s.swap(fwd), m.block_bwd_s.swap(bwd), m.block_comm_s.swap(comm);
+    m.peak_memory_bytes.swap(peak);
+  }
   // The stages' blocks before a pipeline change (only then can they differ).
   const bool same_pipe = plan.pipeline == pipe_;
   if (!same_pipe) before_stage_ = block_stage_;
@@ -204,7 +218,7 @@ Measurement SimRun::step(const Plan& plan) {
   if (!err.empty()) {
     m.ok = false;
     m.error = "sim step " + std::to_string(step_) + ": " + err;
-    return m;
+    return;
   }
   evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, &noise_, m);
   for (int b = 0; b < blocks_; ++b)
@@ -216,20 +230,23 @@ Measurement SimRun::step(const Plan& plan) {
   if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))
     install(conditions_at(step_));
   draw_link_measurement();
-  return m;
 }
 
 RunContext SimRun::context() const {
   RunContext c;
+  context_into(c);
+  return c;
+}
+
+void SimRun::context_into(RunContext& c) const {
   c.step = step_;
   c.phase = static_cast<int>(
       std::upper_bound(event_steps_.begin(), event_steps_.end(), step_) - event_steps_.begin());
   c.num_phases = 1 + static_cast<int>(event_steps_.size());
-  c.link_bw_factor = measured_link_;
+  c.link_bw_factor.assign(measured_link_.begin(), measured_link_.end());
   c.seq_factor = double(cost_.model().seq) / model_.seq;
   c.max_compute_slowdown = max_slowdown_;
   c.memory_capacity = *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
-  return c;
 }
 
 std::optional<Measurement> SimRun::estimate(const Plan& plan) const {

@@ -102,9 +102,12 @@ class SimRun : public TrainingRun {
 
   void reset(uint64_t seed, const Plan& initial) override;
   Measurement step(const Plan& plan) override;
+  void step_into(const Plan& plan, Measurement& out) override;
   const Plan& plan() const override { return plan_; }
   RunContext context() const override;
+  void context_into(RunContext& out) const override;
   std::vector<uint8_t> action_mask(int block) const override;
+  void action_mask_into(int block, uint8_t* out) const override;
   std::optional<Measurement> estimate(const Plan& plan) const override;
   bool deterministic() const override { return true; }
   bool cloneable() const override { return true; }
@@ -169,6 +172,16 @@ class SimRun : public TrainingRun {
     std::vector<uint8_t> prefix;  // (values.size() + 1) rows of catalog-size bytes
   };
   void ensure_mask_tables() const;
+  // The last row action_mask_into built for each block kind: what it depended on (cache
+  // generation, memory of the plan in force, the block's entry and its neighbour's) and the
+  // prefix rows it took (row numbers, not pointers, so a clone stays valid). The blocks of a
+  // plan that repeats one strategy then share one pair of binary searches.
+  struct MaskMemo {
+    uint32_t gen = 0;
+    double memory = -1;
+    int entry = -1, neighbour = -1;
+    size_t first = 0, second = 0;  // rows of mask_tables_ (attention: plain, recompute)
+  };
   // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
   // on the stages `from_stage` of `from_stage_world` ranks each (the pipeline in force before,
   // which may have another stage count). noise: nullptr = none.
@@ -227,6 +240,7 @@ class SimRun : public TrainingRun {
   // entries after an attention without / with recompute.
   mutable MaskTable mask_tables_[4];
   mutable uint32_t mask_gen_ = 0;
+  mutable MaskMemo mask_memo_[2];
   mutable double current_mem_ = -1;  // memory of the plan in force; < 0: not computed
   mutable HeadCost head_;
   mutable uint32_t head_gen_ = 0;

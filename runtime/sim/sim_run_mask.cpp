@@ -43,66 +43,89 @@ void SimRun::ensure_mask_tables() const {
 }
 
 std::vector<uint8_t> SimRun::action_mask(int b) const {
+  std::vector<uint8_t> mask(catalog_.size());
+  action_mask_into(b, mask.data());
+  return mask;
+}
+
+void SimRun::action_mask_into(int b, uint8_t* out) const {
   if (b < 0 || b >= blocks_)
     throw std::out_of_range("action_mask: block " + std::to_string(b) + " outside [0, " +
                             std::to_string(blocks_) + ")");
   const int K = catalog_.size();
   if (stage_cost_.size() > 1) {
     // Pipelines: try each entry on the whole plan (stage memory is not one sum).
-    std::vector<uint8_t> mask(K, 0);
     ensure_shapes();
     std::vector<int> trial = idx_;
     for (int e = 0; e < K; ++e) {
+      out[e] = 0;
       if (!shape_ok_[b & 1][e]) continue;
       trial[b] = e;
       stage_memory(trial, stage_scratch_);
       bool fits = true;
       for (size_t s = 0; s < stage_scratch_.size(); ++s)
         fits = fits && stage_scratch_[s] <= stage_capacity_[s];
-      mask[e] = fits ? 1 : 0;
+      out[e] = fits ? 1 : 0;
     }
-    return mask;
+    return;
   }
   ensure_mask_tables();
   if (current_mem_ < 0) current_mem_ = memory_of(idx_);
   const double cap = stage_capacity_[0];
-  // Number of entries of table t whose own term is ≤ limit.
-  auto admitted = [&](int t, double limit) -> const uint8_t* {
+  // Number of entries of table t whose own term is ≤ limit: std::upper_bound without its
+  // branches (the limits of a plan's blocks are unrelated, so they mispredict half the time).
+  auto admitted = [&](int t, double limit) -> size_t {
     const auto& v = mask_tables_[t].values;
-    const size_t n = std::upper_bound(v.begin(), v.end(), limit) - v.begin();
-    return &mask_tables_[t].prefix[n * K];
+    size_t n = v.size();
+    if (n == 0) return 0;
+    const double* base = v.data();
+    while (n > 1) {
+      const size_t half = n / 2;
+      base = !(limit < base[half]) ? base + half : base;
+      n -= half;
+    }
+    return static_cast<size_t>(base - v.data()) + (!(limit < *base) ? 1 : 0);
   };
-  std::vector<uint8_t> mask(K);
-  const BlockSlot& cur = block(b & 1, idx_[b]);
-  if (b & 1) {
+  const int kind = b & 1;
+  const int neighbour = kind ? idx_[b - 1] : (b + 1 < blocks_ ? idx_[b + 1] : -1);
+  MaskMemo& memo = mask_memo_[kind];
+  const bool hit = memo.gen == gen_ && memo.memory == current_mem_ && memo.entry == idx_[b] &&
+                   memo.neighbour == neighbour;
+  const BlockSlot& cur = block(kind, idx_[b]);
+  if (kind) {
     const bool after_recompute = entries_[idx_[b - 1]].recompute;
-    const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
-    const double limit = cap - (current_mem_ - own);
-    const uint8_t* row = admitted(after_recompute ? 3 : 2, limit);
-    std::copy_n(row, K, mask.begin());
-    return mask;
+    const int t = after_recompute ? 3 : 2;
+    if (!hit) {
+      const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
+      memo.first = admitted(t, cap - (current_mem_ - own));
+    }
+    std::copy_n(&mask_tables_[t].prefix[memo.first * K], K, out);
+  } else {
+    if (!hit) {
+      double mlp_act = 0, mlp_act_prev = 0;
+      if (neighbour >= 0) {
+        const BlockSlot& mlp = block(1, neighbour);
+        mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
+      }
+      const bool recomputes = entries_[idx_[b]].recompute;
+      const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
+      const double base = current_mem_ - own;
+      memo.first = admitted(0, cap - base - mlp_act);
+      memo.second = admitted(1, cap - base - mlp_act_prev);
+    }
+    const uint8_t* plain = &mask_tables_[0].prefix[memo.first * K];
+    const uint8_t* recompute = &mask_tables_[1].prefix[memo.second * K];
+    int e = 0;
+    for (; e + 8 <= K; e += 8) {  // eight entries at a time
+      uint64_t a, r;
+      std::memcpy(&a, plain + e, 8);
+      std::memcpy(&r, recompute + e, 8);
+      a |= r;
+      std::memcpy(out + e, &a, 8);
+    }
+    for (; e < K; ++e) out[e] = plain[e] | recompute[e];
   }
-  double mlp_act = 0, mlp_act_prev = 0;
-  if (b + 1 < blocks_) {
-    const BlockSlot& mlp = block(1, idx_[b + 1]);
-    mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
-  }
-  const bool recomputes = entries_[idx_[b]].recompute;
-  const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
-  const double base = current_mem_ - own;
-  const uint8_t* plain = admitted(0, cap - base - mlp_act);
-  const uint8_t* recompute = admitted(1, cap - base - mlp_act_prev);
-  uint8_t* out = mask.data();
-  int e = 0;
-  for (; e + 8 <= K; e += 8) {  // eight entries at a time
-    uint64_t a, r;
-    std::memcpy(&a, plain + e, 8);
-    std::memcpy(&r, recompute + e, 8);
-    a |= r;
-    std::memcpy(out + e, &a, 8);
-  }
-  for (; e < K; ++e) out[e] = plain[e] | recompute[e];
-  return mask;
+  memo.gen = gen_, memo.memory = current_mem_, memo.entry = idx_[b], memo.neighbour = neighbour;
 }
 
 }  // namespace shardgym
