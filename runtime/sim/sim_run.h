@@ -40,6 +40,7 @@
 // bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -171,6 +172,13 @@ class SimRun : public TrainingRun {
     std::vector<double> values;
     std::vector<uint8_t> prefix;  // (values.size() + 1) rows of catalog-size bytes
   };
+  // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
+  // entries after an attention without / with recompute.
+  using MaskTables = std::array<MaskTable, 4>;
+  // Builds the tables for gen_, then shares them: runs whose tables come out byte for byte
+  // the same (the envs of a vector env, under the same conditions) hold one immutable copy
+  // (sim_run_mask.cpp keeps a process-wide index of the live ones, under a mutex). 64 envs
+  // then read 60 KB of tables instead of 64 × 60 KB, which no core's cache holds.
   void ensure_mask_tables() const;
   // The last row action_mask_into built for each block kind: what it depended on (cache
   // generation, memory of the plan in force, the block's entry and its neighbour's) and the
@@ -236,11 +244,11 @@ class SimRun : public TrainingRun {
   mutable int act_stride_ = 0, param_stride_ = 0;
   mutable std::vector<uint8_t> shape_ok_[2];
   mutable uint32_t shape_gen_ = 0;
-  // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
-  // entries after an attention without / with recompute.
-  mutable MaskTable mask_tables_[4];
+  mutable std::shared_ptr<const MaskTables> mask_tables_;
   mutable uint32_t mask_gen_ = 0;
   mutable MaskMemo mask_memo_[2];
+  mutable std::vector<uint32_t> row_hint_;  // per block: its last counts (table rows) of
+                                            // action_mask_into, 2 per block
   mutable double current_mem_ = -1;  // memory of the plan in force; < 0: not computed
   mutable HeadCost head_;
   mutable uint32_t head_gen_ = 0;

@@ -242,5 +242,53 @@ TEST(SimRun, ScenarioErrorsNameTheEvent) {
   EXPECT_THROW(SimRun{spec}, std::invalid_argument);
 }
 
+// action_mask's rows reuse work between blocks and steps (a block's last count, the row of the
+// block before it with the same entries) and runs built alike share their tables: every row
+// must still be what estimate() says, on every step of a run through changing plans, and a
+// second run built from the same spec must give the same rows.
+TEST(SimRun, MaskRowsStayExactAsThePlanChanges) {
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(1, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
+  const int blocks = spec.model.num_blocks();
+  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);
+  spec.initial_plan = start.to_string();
+  const double peak = SimRun(spec).estimate(start)->peak_memory_bytes[0];
+  spec.cluster.devices[0].memory_bytes = peak + 1e9;  // some changes fit, others do not
+  SimRun run(spec), twin(spec);
+  const int K = run.catalog().size();
+  std::mt19937_64 rng(11);
+  int masked = 0, allowed = 0;
+  for (int step = 0; step < 12; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<std::vector<uint8_t>> rows(blocks);
+    for (int b = 0; b < blocks; ++b) {
+      rows[b] = run.action_mask(b);
+      ASSERT_EQ(twin.action_mask(b), rows[b]) << "block " << b;
+      const auto& shape = run.catalog().shape_mask(ModelSpec::block_kind(b));
+      for (int k = 0; k < K; ++k) {
+        Plan p = run.plan();
+        p.blocks[b] = run.catalog().at(k);
+        const bool fits = shape[k] && !run.estimate(p)->oom;
+        ASSERT_EQ(rows[b][k] == 1, fits) << "block " << b << " " << p.blocks[b].to_string();
+        (fits ? allowed : masked) += 1;
+      }
+    }
+    // Change 1-3 blocks to allowed entries (the plan in force when none is).
+    Plan next = run.plan();
+    for (int c = 0, n = 1 + int(rng() % 3); c < n; ++c) {
+      const int b = int(rng() % blocks);
+      std::vector<int> ok;
+      for (int k = 0; k < K; ++k)
+        if (rows[b][k]) ok.push_back(k);
+      if (!ok.empty()) next.blocks[b] = run.catalog().at(ok[rng() % ok.size()]);
+    }
+    ASSERT_TRUE(run.step(next).ok);
+    ASSERT_TRUE(twin.step(next).ok);
+  }
+  EXPECT_GT(masked, 0);
+  EXPECT_GT(allowed, 0);
+}
+
 }  // namespace
 }  // namespace shardgym
