@@ -125,8 +125,7 @@ bool SimRun::configure(const Pipeline& pipe) const {
     for (int s = 0; s < p; ++s)
       stage_cost_.emplace_back(cost_.cluster().slice(s * stage_world_, stage_world_),
                                calibration_, terms_);
-    block_cache_.assign(2 * p, {});
-    for (auto& c : block_cache_) c.resize(entries_.size());
+    block_cache_.assign(2 * p, entries_.size());
     redist_cache_.assign(p, std::vector<TransferSlot>(size_t(act_stride_) * act_stride_));
     repart_cache_.assign(2 * p, std::vector<TransferSlot>(size_t(param_stride_) * param_stride_));
   }

@@ -134,6 +134,28 @@ class SimRun : public TrainingRun {
     double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
     double state_moved = 0;  // state bytes a stage move sends (before memory calibration)
   };
+  // Block-cost rows, [2·stage + kind] → one slot per entry. A row may be an immutable copy
+  // shared with other runs that built the very same bytes (share(); 64 envs then read one
+  // row instead of 64); writing to it (mut) first takes a private copy, and copying a
+  // BlockRows copies the private rows, so a run never writes what another reads.
+  class BlockRows {
+   public:
+    using Row = std::vector<BlockSlot>;
+    BlockRows() = default;
+    BlockRows(const BlockRows& o);
+    BlockRows& operator=(const BlockRows& o) { return *this = BlockRows(o); }
+    BlockRows(BlockRows&&) = default;
+    BlockRows& operator=(BlockRows&&) = default;
+    void assign(size_t rows, size_t entries);  // fresh private rows of empty slots
+    size_t size() const { return rows_.size(); }
+    const Row& operator[](size_t i) const { return *rows_[i]; }
+    Row& mut(size_t i);
+    void share(size_t i);  // swaps row i for the shared copy of its bytes
+
+   private:
+    std::vector<std::shared_ptr<Row>> rows_;
+    std::vector<uint8_t> shared_;
+  };
   struct TransferSlot {  // cached TransferCost of one pair of layouts
     uint32_t gen = 0;
     double time = 0, bytes = 0, energy = 0;
@@ -238,7 +260,7 @@ class SimRun : public TrainingRun {
   // Caches, valid while their stamp equals gen_.
   mutable uint32_t gen_ = 1;
   // Per stage: [2·stage + kind] / [stage] / [2·stage + kind].
-  mutable std::vector<std::vector<BlockSlot>> block_cache_;
+  mutable BlockRows block_cache_;
   mutable std::vector<std::vector<TransferSlot>> redist_cache_;   // act ids, stride act_stride_
   mutable std::vector<std::vector<TransferSlot>> repart_cache_;   // param ids, stride param_stride_
   mutable int act_stride_ = 0, param_stride_ = 0;

@@ -1,5 +1,9 @@
 // SimRun's caches and the evaluation of one plan (the hot path of step()).
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include <cmath>
 
@@ -39,6 +43,55 @@ int dense_id(std::vector<uint32_t>& keys, uint32_t key) {
 
 }  // namespace
 
+SimRun::BlockRows::BlockRows(const BlockRows& o) : shared_(o.shared_) {
+  for (size_t i = 0; i < o.rows_.size(); ++i)
+    rows_.push_back(shared_[i] ? o.rows_[i] : std::make_shared<Row>(*o.rows_[i]));
+}
+
+void SimRun::BlockRows::assign(size_t rows, size_t entries) {
+  rows_.clear();
+  for (size_t i = 0; i < rows; ++i) rows_.push_back(std::make_shared<Row>(entries));
+  shared_.assign(rows, 0);
+}
+
+SimRun::BlockRows::Row& SimRun::BlockRows::mut(size_t i) {
+  if (shared_[i]) {
+    rows_[i] = std::make_shared<Row>(*rows_[i]);
+    shared_[i] = 0;
+  }
+  return *rows_[i];
+}
+
+void SimRun::BlockRows::share(size_t i) {
+  if (shared_[i]) return;
+  // The live shared rows by a hash of their bytes (slots are plain numbers; equal bytes are
+  // equal slots, stamps included, so a run gets only a row it would have built itself).
+  static std::mutex mutex;
+  static std::unordered_multimap<uint64_t, std::weak_ptr<Row>> live;
+  const Row& row = *rows_[i];
+  const size_t bytes = row.size() * sizeof(BlockSlot);
+  const unsigned char* c = reinterpret_cast<const unsigned char*>(row.data());
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (size_t k = 0; k < bytes; ++k) h = (h ^ c[k]) * 1099511628211ull;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto range = live.equal_range(h);
+  for (auto it = range.first; it != range.second;) {
+    std::shared_ptr<Row> held = it->second.lock();
+    if (!held) {
+      it = live.erase(it);
+      continue;
+    }
+    if (held->size() == row.size() && std::memcmp(held->data(), row.data(), bytes) == 0) {
+      rows_[i] = std::move(held);
+      shared_[i] = 1;
+      return;
+    }
+    ++it;
+  }
+  live.emplace(h, rows_[i]);
+  shared_[i] = 1;
+}
+
 int SimRun::entry_of(const Strategy& s) const { return entry_of(s, strategy_key(s)); }
 
 int SimRun::entry_of(const Strategy& s, uint64_t key) const {
@@ -59,7 +112,7 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
   entry_keys_.push_back(key);
   act_id_.push_back(dense_id(act_keys_, activation_layout_key(s)));
   param_id_.push_back(dense_id(param_keys_, param_layout_key(s)));
-  for (auto& c : block_cache_) c.resize(entries_.size());
+  for (size_t i = 0; i < block_cache_.size(); ++i) block_cache_.mut(i).resize(entries_.size());
   for (auto& m : shape_ok_) m.resize(entries_.size());
   shape_gen_ = 0;
   if (static_cast<int>(act_keys_.size()) > act_stride_) {
@@ -143,7 +196,7 @@ const HeadCost& SimRun::head() const {
 }
 
 const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) const {
-  BlockSlot& s = block_cache_[2 * stage + kind][entry];
+  BlockSlot& s = block_cache_.mut(2 * stage + kind)[entry];
   const BlockCost c = stage_cost_[stage].block_cost(
       kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
   s.fwd = c.fwd_s, s.bwd = c.bwd_s, s.comm = c.comm_s;

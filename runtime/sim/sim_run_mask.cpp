@@ -89,6 +89,9 @@ void SimRun::ensure_mask_tables() const {
   }
   mask_tables_ = shared_copy(std::move(tables));
   mask_gen_ = gen_;
+  // The tables filled every shape-valid catalog entry's block costs on stage 0 (the only
+  // one: pipelines do not use the tables): runs built alike share those rows from here on.
+  if (stage_cost_.size() == 1) block_cache_.share(0), block_cache_.share(1);
 }
 
 std::vector<uint8_t> SimRun::action_mask(int b) const {
