@@ -18,6 +18,7 @@
 #include "env/registry.h"
 #include "env/vector_env.h"
 #include "runtime/core/training_run.h"
+#include "runtime/sim/sim_run.h"
 
 namespace shardgym::py {
 namespace {
@@ -56,6 +57,12 @@ class PyVectorEnv {
     actions_ = static_cast<size_t>(envs_.action_size());
     mask_ = static_cast<size_t>(envs_.mask_size());
     catalog_size_ = s.catalog_size;
+    // Every env comes from the same id and spec: simulated runs share their transfer costs,
+    // so a pair of layouts that all N envs meet is priced once (SimRun::share_costs_with).
+    if (auto* first = dynamic_cast<SimRun*>(&envs_.env(0).run())) {
+      for (int i = 1; i < envs_.size(); ++i)
+        if (auto* run = dynamic_cast<SimRun*>(&envs_.env(i).run())) run->share_costs_with(*first);
+    }
     parts_ = s.observation_parts;
     plan_.resize(n_ * blocks_);
     final_obs_.resize(n_ * dim_);

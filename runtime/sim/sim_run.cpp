@@ -72,7 +72,9 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
   cost_.set_conditions(conditions_at(0));
   configure(plan_.pipeline);
-  install(conditions_at(0));
+  install(0);
+  group_act_ = static_cast<int>(act_keys_.size());
+  group_param_ = static_cast<int>(param_keys_.size());
   reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);
 }
 
@@ -155,7 +157,10 @@ bool SimRun::configure(const Pipeline& pipe) const {
   return true;
 }
 
-void SimRun::install(const Conditions& c) {
+void SimRun::install(int step) {
+  installed_phase_ = static_cast<int>(
+      std::upper_bound(event_steps_.begin(), event_steps_.end(), step) - event_steps_.begin());
+  const Conditions c = conditions_at(step);
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
                     now.model.global_batch == c.model.global_batch &&
@@ -175,13 +180,13 @@ void SimRun::draw_link_measurement() {
 }
 
 void SimRun::reset(uint64_t seed, const Plan& initial) {
-  install(conditions_at(0));  // shape validity depends on the conditions (seq length)
+  install(0);  // shape validity depends on the conditions (seq length)
   const Pipeline before = pipe_;
   std::vector<int> idx;
   const std::string err = resolve(initial, idx);
   if (!err.empty()) {
     configure(before);
-    install(conditions_at(step_));  // leave the episode as it was
+    install(step_);  // leave the episode as it was
     throw std::invalid_argument("initial plan: " + err);
   }
   noise_.seed(seed);
@@ -227,7 +232,7 @@ void SimRun::step_into(const Plan& plan, Measurement& m) {
   current_mem_ = *std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end());
   ++step_;
   if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))
-    install(conditions_at(step_));
+    install(step_);
   draw_link_measurement();
 }
 

@@ -126,6 +126,14 @@ class SimRun : public TrainingRun {
   const Pipeline& pipeline() const { return pipe_; }
   const Scenario& scenario() const { return scenario_; }
 
+  // Joins `first`'s group: the runs of a group share the transfer costs (activation
+  // redistribution, repartition) of the layouts of the catalog, per scenario phase and
+  // pipeline shape, so a pair of layouts one run has priced is a copy for the others (a
+  // vector env's envs: one fill instead of N). Safe with the runs on different threads. The
+  // caller promises both runs were built from the same ExperimentSpec and SimOptions;
+  // throws std::invalid_argument where they visibly were not (model, world, catalog, events).
+  void share_costs_with(SimRun& first);
+
  private:
   struct BlockSlot {  // cached BlockCost summary of one (kind, entry)
     uint32_t gen = 0;
@@ -220,7 +228,15 @@ class SimRun : public TrainingRun {
                 const std::vector<int>& from_stage, int from_stage_world, LogNormalNoise* noise,
                 Measurement& out, IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
-  void install(const Conditions& c);  // invalidates the caches if `c` differs
+  void install(int step);  // conditions_at(step); invalidates the caches if they differ
+  // The group's transfer slot for a pair of catalog layouts under the conditions in force,
+  // or nullptr (no group, or a layout outside the catalog's). kind < 0: redistribution.
+  struct SharedTransfer;
+  SharedTransfer* shared_transfer(int stage, int kind, int from_id, int to_id) const;
+  // Fills `slot` (of gen_) from the group's slot, or computes it with `cost` and publishes.
+  template <typename Cost>
+  const TransferSlot& fill_transfer(TransferSlot& slot, SharedTransfer* shared,
+                                    Cost&& cost) const;
   void draw_link_measurement();
 
   ModelSpec model_;
@@ -274,6 +290,14 @@ class SimRun : public TrainingRun {
   mutable double current_mem_ = -1;  // memory of the plan in force; < 0: not computed
   mutable HeadCost head_;
   mutable uint32_t head_gen_ = 0;
+
+  // share_costs_with's group; its ids are those of the entries the constructor registered.
+  struct CostGroup;
+  std::shared_ptr<CostGroup> group_;
+  int group_act_ = 0, group_param_ = 0;  // layouts of the catalog (and dp): ids below these
+  int installed_phase_ = 0;              // phase whose conditions are installed
+  mutable void* group_tables_ = nullptr; // the group's slots for gen_'s conditions
+  mutable uint32_t group_tables_gen_ = 0;
 
   // Episode state.
   LogNormalNoise noise_;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "runtime/sim/sim_run.h"
 #include "tests/sim/sim_fixtures.h"
@@ -288,6 +289,61 @@ TEST(SimRun, MaskRowsStayExactAsThePlanChanges) {
   }
   EXPECT_GT(masked, 0);
   EXPECT_GT(allowed, 0);
+}
+
+// Runs that share their transfer costs (share_costs_with, as the vector env's envs do) step
+// exactly as a run on its own, also when the group's runs price new pairs on two threads at
+// once; runs from different specs refuse to share.
+TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(2, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
+  spec.scenario.noise = 0.05;
+  ScenarioEvent seq;  // a phase change halfway: the group keys its costs by phase
+  seq.step = 6, seq.kind = EventKind::kSeqLength, seq.value = 1024;
+  spec.scenario.events.push_back(seq);
+  SimRun alone(spec), first(spec), second(spec);
+  second.share_costs_with(first);
+  const int blocks = spec.model.num_blocks();
+  std::mt19937_64 rng(5);
+  std::vector<Plan> plans;
+  Plan p = alone.plan();
+  for (int i = 0; i < 12; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      const int b = int(rng() % blocks);
+      const auto& shape = alone.catalog().shape_mask(ModelSpec::block_kind(b));
+      int k;
+      do k = int(rng() % alone.catalog().size());
+      while (!shape[k]);
+      p.blocks[b] = alone.catalog().at(k);
+    }
+    plans.push_back(p);
+  }
+  std::vector<Measurement> a, b1, b2;
+  for (const Plan& plan : plans) a.push_back(alone.step(plan));
+  std::thread t1([&] { for (const Plan& plan : plans) b1.push_back(first.step(plan)); });
+  std::thread t2([&] { for (const Plan& plan : plans) b2.push_back(second.step(plan)); });
+  t1.join();
+  t2.join();
+  int moved = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    for (const std::vector<Measurement>* m : {&b1, &b2}) {
+      ASSERT_EQ((*m)[i].ok, a[i].ok) << (*m)[i].error;
+      EXPECT_EQ((*m)[i].step_latency_s, a[i].step_latency_s);
+      EXPECT_EQ((*m)[i].repartition_s, a[i].repartition_s);
+      EXPECT_EQ((*m)[i].repartition_bytes, a[i].repartition_bytes);
+      EXPECT_EQ((*m)[i].energy_j, a[i].energy_j);
+      EXPECT_EQ((*m)[i].block_comm_s, a[i].block_comm_s);
+    }
+    moved += a[i].repartition_bytes > 0;
+  }
+  EXPECT_GT(moved, 0) << "the plans should move bytes";
+
+  ExperimentSpec other = spec;
+  other.model.layers = 2;
+  SimRun different(other);
+  EXPECT_THROW(different.share_costs_with(first), std::invalid_argument);
 }
 
 }  // namespace
