@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,21 @@ class Env {
   // Throws std::invalid_argument for an action outside the space or the mask.
   virtual StepResult step(const Action& action) = 0;
   virtual std::vector<uint8_t> action_mask() const = 0;
+  // The same as `out = step(action)`, reusing out's buffers (VectorEnv steps every env into
+  // one StepResult it keeps). The default does that assignment; a wrapper that changes what
+  // step() returns keeps the default unless it overrides both.
+  virtual void step_into(const Action& action, StepResult& out) { out = step(action); }
+  // action_mask() as 0/1 bytes into out[0, size); throws std::logic_error if the mask has
+  // another size. The default copies action_mask().
+  virtual void action_mask_into(uint8_t* out, size_t size) const {
+    const std::vector<uint8_t> m = action_mask();
+    if (m.size() != size) {
+      throw std::logic_error("Env(" + spec().id + "): action mask of " +
+                             std::to_string(m.size()) + " entries, expected " +
+                             std::to_string(size));
+    }
+    for (size_t j = 0; j < size; ++j) out[j] = m[j] != 0;
+  }
   // The job underneath (for baselines, oracles, trace metadata).
   virtual TrainingRun& run() = 0;
   virtual const TrainingRun& run() const = 0;

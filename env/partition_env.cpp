@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 
@@ -142,10 +144,10 @@ ResetResult PartitionEnv::reset(std::optional<uint64_t> seed) {
   sync_indices_from_plan();
   pipeline_ = run_->plan().pipeline;
   std::fill(last_obs_.begin(), last_obs_.end(), 0.0f);
-  const RunContext ctx = run_->context();
-  invalidate_mask(ctx);
+  run_->context_into(ctx_);
+  invalidate_mask(ctx_);
   ResetResult r;
-  r.obs = observe(reference_, ctx);
+  observe(reference_, ctx_, r.obs);
   r.info.measurement = reference_;
   r.info.plan = run_->plan();
   r.info.plan_indices = current_;
@@ -173,14 +175,8 @@ void PartitionEnv::invalidate_mask(const RunContext& ctx) {
 
 void PartitionEnv::ensure_row(int b) const {
   if (row_epoch_[b] == epoch_) return;
-  const std::vector<uint8_t> row = run_->action_mask(b);
-  const size_t k = static_cast<size_t>(choices_);
-  if (row.size() != k) {
-    throw std::logic_error("PartitionEnv(" + spec_.id + "): the run's action_mask(" +
-                           std::to_string(b) + ") has " + std::to_string(row.size()) +
-                           " entries, the catalog " + std::to_string(k));
-  }
-  std::copy(row.begin(), row.end(), mask_.begin() + b * k);
+  // 0/1, written in place (TrainingRun::action_mask_into checks the row's size).
+  run_->action_mask_into(b, mask_.data() + static_cast<size_t>(b) * choices_);
   row_epoch_[b] = epoch_;
 }
 
@@ -203,6 +199,38 @@ std::vector<uint8_t> PartitionEnv::action_mask() const {
   for (int b = 0; b < blocks_; ++b) ensure_row(b);
   ensure_pipeline_row();
   return mask_;
+}
+
+void PartitionEnv::action_mask_into(uint8_t* out, size_t size) const {
+  require_started();
+  if (size != mask_.size()) {
+    throw std::logic_error("PartitionEnv(" + spec_.id + "): action mask of " +
+                           std::to_string(mask_.size()) + " entries, expected " +
+                           std::to_string(size));
+  }
+  // After a change every row is stale, and the next step needs only the rows of the blocks
+  // it changes (check_action): a stale row is then written straight to `out` and left stale
+  // here, which spares copying the whole mask once more. Asked twice under the same plan and
+  // conditions, the rows are cached, as action_mask() caches them.
+  const bool cache = direct_epoch_ == epoch_;
+  direct_epoch_ = epoch_;
+  const size_t k = static_cast<size_t>(choices_);
+  // mask_ holds 0/1 only (TrainingRun::action_mask_into and the pipeline row write 0/1), so
+  // cached rows are copied as they are, in runs of consecutive valid rows.
+  int run_start = 0;  // first row of the current run of cached rows
+  for (int b = 0; b <= blocks_; ++b) {
+    if (b < blocks_) {
+      if (cache) ensure_row(b);
+      if (row_epoch_[b] == epoch_) continue;
+    }
+    if (b > run_start) std::memcpy(out + run_start * k, mask_.data() + run_start * k,
+                                   (b - run_start) * k);
+    run_start = b + 1;
+    if (b < blocks_) run_->action_mask_into(b, out + b * k);
+  }
+  ensure_pipeline_row();
+  const size_t tail = static_cast<size_t>(blocks_) * k;
+  if (size > tail) std::memcpy(out + tail, mask_.data() + tail, size - tail);
 }
 
 void PartitionEnv::check_action(const Action& action) const {
@@ -255,6 +283,12 @@ void PartitionEnv::check_action(const Action& action) const {
 }
 
 StepResult PartitionEnv::step(const Action& action) {
+  StepResult r;
+  step_into(action, r);
+  return r;
+}
+
+void PartitionEnv::step_into(const Action& action, StepResult& r) {
   if (!failure_.empty()) {
     throw std::logic_error("PartitionEnv::step(" + spec_.id +
                            "): the episode ended with an error (" + failure_ +
@@ -267,9 +301,13 @@ StepResult PartitionEnv::step(const Action& action) {
   if (moves_ > 0)
     pending_.pipeline = apply_pipeline_choice(pipeline_, action[blocks_], blocks_ / 2);
 
-  Measurement m = run_->step(pending_);
+  // Written straight into r (reusing its buffers); every field of r is set below as a fresh
+  // StepResult would have it.
+  Measurement& m = r.info.measurement;
+  run_->step_into(pending_, m);
   ++steps_;
-  const RunContext ctx = run_->context();
+  run_->context_into(ctx_);
+  const RunContext& ctx = ctx_;
   bool changed = false;
   if (m.ok) {  // an accepted step installs the requested plan
     changed = !std::equal(current_.begin(), current_.end(), action.begin());
@@ -287,7 +325,9 @@ StepResult PartitionEnv::step(const Action& action) {
     invalidate_mask(ctx);
   }
 
-  StepResult r;
+  r.reward = 0;
+  r.terminated = r.truncated = false;
+  r.info.error.clear();
   if (m.ok) {
     const size_t b = static_cast<size_t>(blocks_);
     if (m.block_fwd_s.size() != b || m.block_bwd_s.size() != b || m.block_comm_s.size() != b) {
@@ -313,14 +353,18 @@ StepResult PartitionEnv::step(const Action& action) {
     r.truncated = true;
     r.info.error = failure_;
   }
-  r.obs = observe(m, ctx);
-  r.info.scalars.emplace("raw_reward", r.reward);
-  // Several measured iterations per step (live.iterations): how much they varied.
-  if (m.iterations > 1) r.info.scalars.emplace("step_latency_spread", m.step_latency_spread);
+  observe(m, ctx, r.obs);
+  // Exactly these scalars; entries of a reused r are updated in place, others erased.
+  std::map<std::string, double>& scalars = r.info.scalars;
+  const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
+  for (auto it = scalars.begin(); it != scalars.end();) {
+    const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread");
+    it = ours ? std::next(it) : scalars.erase(it);
+  }
+  scalars["raw_reward"] = r.reward;
+  if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
   r.info.plan = run_->plan();
   r.info.plan_indices = current_;
-  r.info.measurement = std::move(m);
-  return r;
 }
 
 double PartitionEnv::capacity(const RunContext& ctx) const {
@@ -344,10 +388,14 @@ double PartitionEnv::raw_reward(const Measurement& m, const RunContext& ctx) con
   return -cost;
 }
 
-Observation PartitionEnv::observe(const Measurement& m, const RunContext& ctx) {
+void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observation& obs) {
   const bool measured = m.ok && static_cast<int>(m.block_fwd_s.size()) == blocks_;
   // After a failed step the measured entries keep their previous values.
-  Observation obs = measured ? Observation(last_obs_.size()) : last_obs_;
+  if (measured) {
+    obs.assign(last_obs_.size(), 0.0f);
+  } else {
+    obs = last_obs_;
+  }
   const Plan& plan = run_->plan();
   for (int b = 0; b < blocks_; ++b) {
     float* out = obs.data() + static_cast<size_t>(b) * kBlockFeatures;
@@ -398,7 +446,6 @@ Observation PartitionEnv::observe(const Measurement& m, const RunContext& ctx) {
     }
   }
   last_obs_ = obs;
-  return obs;
 }
 
 std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int links, int moves) {

@@ -63,7 +63,9 @@ class PartitionEnv : public Env {
   const EnvSpec& spec() const override { return spec_; }
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
   StepResult step(const Action& action) override;
+  void step_into(const Action& action, StepResult& out) override;
   std::vector<uint8_t> action_mask() const override;
+  void action_mask_into(uint8_t* out, size_t size) const override;
   TrainingRun& run() override { return *run_; }
   const TrainingRun& run() const override { return *run_; }
   int elapsed_steps() const override { return steps_; }
@@ -89,7 +91,7 @@ class PartitionEnv : public Env {
   void invalidate_mask(const RunContext& ctx);
   void sync_indices_from_plan();
   void strategy_features(const Strategy& s, int index, float* out) const;
-  Observation observe(const Measurement& m, const RunContext& ctx);
+  void observe(const Measurement& m, const RunContext& ctx, Observation& obs);
   double raw_reward(const Measurement& m, const RunContext& ctx) const;
   double capacity(const RunContext& ctx) const;
 
@@ -112,10 +114,12 @@ class PartitionEnv : public Env {
   Plan pending_;                         // reused buffer for the requested plan
   std::vector<int32_t> current_;         // catalog index per block of the plan in force, -1
   Observation last_obs_;
+  RunContext ctx_;  // the run's context after the last reset or step
 
   mutable std::vector<uint8_t> mask_;       // B × K, row b valid if row_epoch_[b] == epoch_
   mutable std::vector<uint64_t> row_epoch_;
   mutable uint64_t pipeline_epoch_ = 0;  // the pipeline row (mask_'s tail) is valid at epoch_
+  mutable uint64_t direct_epoch_ = 0;    // epoch_ of action_mask_into's last uncached call
   uint64_t epoch_ = 1;
   int mask_phase_ = -1;  // conditions the cached rows were computed under
   double mask_seq_factor_ = 0, mask_capacity_ = 0;

@@ -35,6 +35,8 @@ VectorEnv::VectorEnv(int num_envs, const std::function<std::unique_ptr<Env>(int)
   }
   pool_ = std::make_unique<ThreadPool>(threads);
   for (int64_t n : spec().action_space.nvec) mask_size_ += n;
+  actions_.assign(envs_.size(), Action(spec().action_space.nvec.size()));
+  results_.resize(envs_.size());
 }
 
 VectorEnv::~VectorEnv() = default;
@@ -99,18 +101,9 @@ void VectorEnv::write_row(int i, const Observation& obs, const Info& info,
     std::fill(row + known, row + blocks, -1);
   }
   if (out.mask) {
-    const std::vector<uint8_t> m = envs_[i]->action_mask();
-    if (static_cast<int64_t>(m.size()) != mask_size_) {
-      throw std::logic_error("VectorEnv: env " + std::to_string(i) + " returned a mask of " +
-                             std::to_string(m.size()) + " entries, expected " +
-                             std::to_string(mask_size_));
-    }
-    // numpy bools are 0/1. Local pointers and count: a uint8_t store may alias anything,
-    // so reading m.data() / m.size() inside the loop would reload them at every byte.
-    const uint8_t* src = m.data();
-    uint8_t* row = out.mask + i * mask_size_;
-    const int64_t n = mask_size_;
-    for (int64_t j = 0; j < n; ++j) row[j] = src[j] != 0;
+    // 0/1 (numpy bools), straight from the env's mask cache (Env::action_mask_into checks
+    // the size).
+    envs_[i]->action_mask_into(out.mask + i * mask_size_, static_cast<size_t>(mask_size_));
   }
 }
 
@@ -131,12 +124,14 @@ void VectorEnv::step_into(const int32_t* actions, const VectorBuffers& out) {
   const int blocks = spec().num_blocks;
   if (out.errors) out.errors->assign(envs_.size(), std::string());
   pool_->parallel_for(size(), [&](int i) {
-    StepResult r = envs_[i]->step(
-        Action(actions + static_cast<int64_t>(i) * a, actions + static_cast<int64_t>(i + 1) * a));
+    Action& action = actions_[i];
+    action.assign(actions + static_cast<int64_t>(i) * a, actions + static_cast<int64_t>(i + 1) * a);
+    StepResult& r = results_[i];
+    envs_[i]->step_into(action, r);
     if (out.reward) out.reward[i] = r.reward;
     if (out.terminated) out.terminated[i] = r.terminated ? 1 : 0;
     if (out.truncated) out.truncated[i] = r.truncated ? 1 : 0;
-    if (out.errors) (*out.errors)[i] = std::move(r.info.error);
+    if (out.errors) (*out.errors)[i] = r.info.error;
     if (!(r.terminated || r.truncated)) {
       write_row(i, r.obs, r.info, out);
       return;

@@ -69,6 +69,10 @@ class VectorEnv {
   void write_row(int i, const Observation& obs, const Info& info, const VectorBuffers& out);
 
   std::vector<std::unique_ptr<Env>> envs_;
+  // step_into's per-env action and result, kept between steps so that a step reuses their
+  // buffers (Env::step_into) instead of allocating a StepResult per env.
+  std::vector<Action> actions_;
+  std::vector<StepResult> results_;
   std::unique_ptr<ThreadPool> pool_;
   int64_t mask_size_ = 0;
 };

@@ -13,6 +13,12 @@ double max_of(const std::vector<double>& v) {
 }
 
 // A figure the backend leaves at 0 (e.g. no energy meter) compares as "same as baseline".
+// A std::string, so that map lookups by it build no temporary key.
+const std::string& baseline_key() {
+  static const std::string key = "baseline_latency_per_token_s";
+  return key;
+}
+
 double ratio(double baseline, double value) {
   return baseline > 0 && value > 0 ? baseline / value : 1.0;
 }
@@ -42,13 +48,18 @@ TimeLimit::TimeLimit(std::unique_ptr<Env> inner, int max_steps)
 }
 
 StepResult TimeLimit::step(const Action& action) {
+  StepResult r;
+  step_into(action, r);
+  return r;
+}
+
+void TimeLimit::step_into(const Action& action, StepResult& out) {
   if (inner_->elapsed_steps() >= max_steps_) {
     throw std::logic_error("TimeLimit(" + spec_.id + "): the episode was truncated after " +
                            std::to_string(max_steps_) + " steps; call reset() first");
   }
-  StepResult r = inner_->step(action);
-  if (inner_->elapsed_steps() >= max_steps_ && !r.terminated) r.truncated = true;
-  return r;
+  inner_->step_into(action, out);
+  if (inner_->elapsed_steps() >= max_steps_ && !out.terminated) out.truncated = true;
 }
 
 // ---------------------------------------------------------------------- NormalizeReward
@@ -92,14 +103,14 @@ ResetResult NormalizeReward::reset(std::optional<uint64_t> seed) {
     base_.energy = b.energy_j / std::max(b.tokens, 1.0);
   }
   const Figures& base = baseline_figures();
-  r.info.scalars["baseline_latency_per_token_s"] = base.latency;
+  r.info.scalars[baseline_key()] = base.latency;
   return r;
 }
 
 const NormalizeReward::Figures& NormalizeReward::baseline_figures() {
   if (!estimates_) return base_;
-  RunContext ctx = run().context();
-  if (have_key_ && same_conditions(ctx, key_)) return base_;
+  run().context_into(now_);
+  if (have_key_ && same_conditions(now_, key_)) return base_;
   std::optional<Measurement> est = run().estimate(baseline_);
   // A baseline that cannot run now (e.g. out of memory after a phase change) keeps its
   // last figures; there is no "Megatron under these conditions" to compare with.
@@ -108,7 +119,7 @@ const NormalizeReward::Figures& NormalizeReward::baseline_figures() {
     base_.memory = max_of(est->peak_memory_bytes);
     base_.energy = est->energy_j / std::max(est->tokens, 1.0);
   }
-  key_ = std::move(ctx);
+  key_ = now_;
   have_key_ = true;
   return base_;
 }
@@ -125,18 +136,31 @@ double NormalizeReward::normalize(const Measurement& m, const Figures& base) con
 }
 
 StepResult NormalizeReward::step(const Action& action) {
+  StepResult r;
+  step_into(action, r);
+  return r;
+}
+
+void NormalizeReward::step_into(const Action& action, StepResult& out) {
   // The run's context and estimate describe the step about to be taken: the baseline is
   // taken before stepping, under the conditions the step will run in.
   const Figures base = baseline_figures();
-  StepResult r = inner_->step(action);
-  if (!r.info.error.empty()) {
-    r.reward = 0;  // a failed step has no figures to compare
-    return r;
+  // The inner env leaves only its own scalars; this one's entry (node and key) is kept aside
+  // and put back, so a reused `out` allocates nothing.
+  auto kept = out.info.scalars.extract(baseline_key());
+  inner_->step_into(action, out);
+  if (!out.info.error.empty()) {
+    out.reward = 0;  // a failed step has no figures to compare
+    return;
   }
-  r.info.scalars["raw_reward"] = r.reward;
-  r.info.scalars["baseline_latency_per_token_s"] = base.latency;
-  r.reward = normalize(r.info.measurement, base);
-  return r;
+  out.info.scalars["raw_reward"] = out.reward;
+  if (kept) {
+    kept.mapped() = base.latency;
+    out.info.scalars.insert(std::move(kept));
+  } else {
+    out.info.scalars[baseline_key()] = base.latency;
+  }
+  out.reward = normalize(out.info.measurement, base);
 }
 
 // -------------------------------------------------------------------------- RecordTrace

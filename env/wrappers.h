@@ -52,6 +52,10 @@ class TimeLimit : public Wrapper {
   TimeLimit(std::unique_ptr<Env> inner, int max_steps);
   const EnvSpec& spec() const override { return spec_; }
   StepResult step(const Action& action) override;
+  void step_into(const Action& action, StepResult& out) override;
+  void action_mask_into(uint8_t* out, size_t size) const override {
+    inner_->action_mask_into(out, size);
+  }
 
  private:
   EnvSpec spec_;
@@ -63,6 +67,10 @@ class NormalizeReward : public Wrapper {
   NormalizeReward(std::unique_ptr<Env> inner, RewardSpec weights, Plan baseline);
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
   StepResult step(const Action& action) override;
+  void step_into(const Action& action, StepResult& out) override;
+  void action_mask_into(uint8_t* out, size_t size) const override {
+    inner_->action_mask_into(out, size);
+  }
 
  private:
   // Figures the reward compares: latency per token, peak memory, energy per token.
@@ -79,6 +87,7 @@ class NormalizeReward : public Wrapper {
   bool estimates_ = false;         // the run can estimate the baseline
   bool have_key_ = false;
   RunContext key_;                 // conditions of the cached estimate (step ignored)
+  RunContext now_;                 // the run's context, refilled at each step
   Figures base_;
 };
 

@@ -27,30 +27,14 @@ class VectorEnv:
         self.env_spec = probe
         self.catalog_size = probe["catalog_size"]
         self.action_nvec = np.asarray(probe["action_nvec"], dtype=np.int64)
-        self._parts = [(p["name"], p["offset"], tuple(p["shape"]))
-                       for p in probe["observation_parts"]]
 
-    def _obs(self, flat, plan):
-        n = flat.shape[0]
-        obs = {name: flat[:, off:off + int(np.prod(shape))].reshape((n,) + shape)
-               for name, off, shape in self._parts}
-        plan = plan.astype(np.int64)
-        obs["plan"] = np.where(plan < 0, self.catalog_size, plan)
-        return obs
-
+    # The extension builds the observation Dict (one view per part of the flat buffer, "plan"
+    # as int64 with catalog_size for a strategy outside the catalog) and the info dict itself.
     def reset(self, seed=0):
-        r = self._venv.reset(int(seed))
-        return self._obs(r["obs"], r["plan"]), {"action_mask": r["action_mask"]}
+        return self._venv.reset(int(seed))
 
     def step(self, actions):
-        actions = np.ascontiguousarray(actions, dtype=np.int32)
-        r = self._venv.step(actions)
-        done = r["terminated"] | r["truncated"]
-        info = {"action_mask": r["action_mask"], "_final": done,
-                "final_obs": self._obs(r["final_obs"], r["final_plan"])
-                if done.any() else None,
-                "error": r["error"]}
-        return self._obs(r["obs"], r["plan"]), r["reward"], r["terminated"], r["truncated"], info
+        return self._venv.step(np.ascontiguousarray(actions, dtype=np.int32))
 
     def action_masks(self):
         return self._venv.action_masks()

@@ -11,6 +11,16 @@ std::unique_ptr<TrainingRun> TrainingRun::clone() const {
   throw std::logic_error("the '" + backend() + "' training run cannot be cloned");
 }
 
+void TrainingRun::action_mask_into(int block, uint8_t* out) const {
+  const std::vector<uint8_t> row = action_mask(block);
+  if (static_cast<int>(row.size()) != catalog().size()) {
+    throw std::logic_error("the '" + backend() + "' run's action_mask(" + std::to_string(block) +
+                           ") has " + std::to_string(row.size()) + " entries, the catalog " +
+                           std::to_string(catalog().size()));
+  }
+  for (size_t k = 0; k < row.size(); ++k) out[k] = row[k] != 0;
+}
+
 bool plan_fits(const TrainingRun& run, const Plan& plan) {
   const std::optional<Measurement> m = run.estimate(plan);
   return m && m->ok && !m->oom;

@@ -55,10 +55,17 @@ class TrainingRun {
   virtual Measurement step(const Plan& plan) = 0;
   virtual const Plan& plan() const = 0;
   virtual RunContext context() const = 0;
+  // The same as `out = step(plan)` / `out = context()`, reusing out's buffers (an env steps
+  // thousands of times a second; the defaults do just that assignment).
+  virtual void step_into(const Plan& plan, Measurement& out) { out = step(plan); }
+  virtual void context_into(RunContext& out) const { out = context(); }
 
   // mask[k] = 1 if catalog entry k may be chosen for `block` now: shape-valid, and the plan
   // with that block changed (the others as they are) fits every rank's memory.
   virtual std::vector<uint8_t> action_mask(int block) const = 0;
+  // action_mask(block) written to out[0, catalog size) as 0/1 without allocating; the default
+  // copies action_mask(block).
+  virtual void action_mask_into(int block, uint8_t* out) const;
 
   // Noise-free cost of `plan` under the current conditions without running it, where the
   // backend can tell (sim: yes; live: no). Used for baselines and oracles.

@@ -72,7 +72,9 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
   cost_.set_conditions(conditions_at(0));
   configure(plan_.pipeline);
-  install(conditions_at(0));
+  install(0);
+  group_act_ = static_cast<int>(act_keys_.size());
+  group_param_ = static_cast<int>(param_keys_.size());
   reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);
 }
 
@@ -125,8 +127,7 @@ bool SimRun::configure(const Pipeline& pipe) const {
     for (int s = 0; s < p; ++s)
       stage_cost_.emplace_back(cost_.cluster().slice(s * stage_world_, stage_world_),
                                calibration_, terms_);
-    block_cache_.assign(2 * p, {});
-    for (auto& c : block_cache_) c.resize(entries_.size());
+    block_cache_.assign(2 * p, entries_.size());
     redist_cache_.assign(p, std::vector<TransferSlot>(size_t(act_stride_) * act_stride_));
     repart_cache_.assign(2 * p, std::vector<TransferSlot>(size_t(param_stride_) * param_stride_));
   }
@@ -156,7 +157,10 @@ bool SimRun::configure(const Pipeline& pipe) const {
   return true;
 }
 
-void SimRun::install(const Conditions& c) {
+void SimRun::install(int step) {
+  installed_phase_ = static_cast<int>(
+      std::upper_bound(event_steps_.begin(), event_steps_.end(), step) - event_steps_.begin());
+  const Conditions c = conditions_at(step);
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
                     now.model.global_batch == c.model.global_batch &&
@@ -176,13 +180,13 @@ void SimRun::draw_link_measurement() {
 }
 
 void SimRun::reset(uint64_t seed, const Plan& initial) {
-  install(conditions_at(0));  // shape validity depends on the conditions (seq length)
+  install(0);  // shape validity depends on the conditions (seq length)
   const Pipeline before = pipe_;
   std::vector<int> idx;
   const std::string err = resolve(initial, idx);
   if (!err.empty()) {
     configure(before);
-    install(conditions_at(step_));  // leave the episode as it was
+    install(step_);  // leave the episode as it was
     throw std::invalid_argument("initial plan: " + err);
   }
   noise_.seed(seed);
@@ -196,6 +200,20 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
 
 Measurement SimRun::step(const Plan& plan) {
   Measurement m;
+  step_into(plan, m);
+  return m;
+}
+
+void SimRun::step_into(const Plan& plan, Measurement& m) {
+  {  // m = Measurement{}, keeping the vectors' storage
+    std::vector<double> fwd, bwd, comm, peak;
+    fwd.swap(m.block_fwd_s), bwd.swap(m.block_bwd_s), comm.swap(m.block_comm_s);
+    peak.swap(m.peak_memory_bytes);
+    m = Measurement{};
+    fwd.clear(), bwd.clear(), comm.clear(), peak.clear();
+    m.block_fwd_s.swap(fwd), m.block_bwd_s.swap(bwd), m.block_comm_s.swap(comm);
+    m.peak_memory_bytes.swap(peak);
+  }
   // The stages' blocks before a pipeline change (only then can they differ).
   const bool same_pipe = plan.pipeline == pipe_;
   if (!same_pipe) before_stage_ = block_stage_;
@@ -204,7 +222,7 @@ Measurement SimRun::step(const Plan& plan) {
   if (!err.empty()) {
     m.ok = false;
     m.error = "sim step " + std::to_string(step_) + ": " + err;
-    return m;
+    return;
   }
   evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, &noise_, m);
   for (int b = 0; b < blocks_; ++b)
@@ -214,22 +232,25 @@ Measurement SimRun::step(const Plan& plan) {
   current_mem_ = *std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end());
   ++step_;
   if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))
-    install(conditions_at(step_));
+    install(step_);
   draw_link_measurement();
-  return m;
 }
 
 RunContext SimRun::context() const {
   RunContext c;
+  context_into(c);
+  return c;
+}
+
+void SimRun::context_into(RunContext& c) const {
   c.step = step_;
   c.phase = static_cast<int>(
       std::upper_bound(event_steps_.begin(), event_steps_.end(), step_) - event_steps_.begin());
   c.num_phases = 1 + static_cast<int>(event_steps_.size());
-  c.link_bw_factor = measured_link_;
+  c.link_bw_factor.assign(measured_link_.begin(), measured_link_.end());
   c.seq_factor = double(cost_.model().seq) / model_.seq;
   c.max_compute_slowdown = max_slowdown_;
   c.memory_capacity = *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
-  return c;
 }
 
 std::optional<Measurement> SimRun::estimate(const Plan& plan) const {

@@ -40,6 +40,7 @@
 // bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -102,9 +103,12 @@ class SimRun : public TrainingRun {
 
   void reset(uint64_t seed, const Plan& initial) override;
   Measurement step(const Plan& plan) override;
+  void step_into(const Plan& plan, Measurement& out) override;
   const Plan& plan() const override { return plan_; }
   RunContext context() const override;
+  void context_into(RunContext& out) const override;
   std::vector<uint8_t> action_mask(int block) const override;
+  void action_mask_into(int block, uint8_t* out) const override;
   std::optional<Measurement> estimate(const Plan& plan) const override;
   bool deterministic() const override { return true; }
   bool cloneable() const override { return true; }
@@ -122,6 +126,14 @@ class SimRun : public TrainingRun {
   const Pipeline& pipeline() const { return pipe_; }
   const Scenario& scenario() const { return scenario_; }
 
+  // Joins `first`'s group: the runs of a group share the transfer costs (activation
+  // redistribution, repartition) of the layouts of the catalog, per scenario phase and
+  // pipeline shape, so a pair of layouts one run has priced is a copy for the others (a
+  // vector env's envs: one fill instead of N). Safe with the runs on different threads. The
+  // caller promises both runs were built from the same ExperimentSpec and SimOptions;
+  // throws std::invalid_argument where they visibly were not (model, world, catalog, events).
+  void share_costs_with(SimRun& first);
+
  private:
   struct BlockSlot {  // cached BlockCost summary of one (kind, entry)
     uint32_t gen = 0;
@@ -129,6 +141,28 @@ class SimRun : public TrainingRun {
     double grad_sync = 0, param_gather = 0, optimizer = 0, params = 0;
     double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
     double state_moved = 0;  // state bytes a stage move sends (before memory calibration)
+  };
+  // Block-cost rows, [2·stage + kind] → one slot per entry. A row may be an immutable copy
+  // shared with other runs that built the very same bytes (share(); 64 envs then read one
+  // row instead of 64); writing to it (mut) first takes a private copy, and copying a
+  // BlockRows copies the private rows, so a run never writes what another reads.
+  class BlockRows {
+   public:
+    using Row = std::vector<BlockSlot>;
+    BlockRows() = default;
+    BlockRows(const BlockRows& o);
+    BlockRows& operator=(const BlockRows& o) { return *this = BlockRows(o); }
+    BlockRows(BlockRows&&) = default;
+    BlockRows& operator=(BlockRows&&) = default;
+    void assign(size_t rows, size_t entries);  // fresh private rows of empty slots
+    size_t size() const { return rows_.size(); }
+    const Row& operator[](size_t i) const { return *rows_[i]; }
+    Row& mut(size_t i);
+    void share(size_t i);  // swaps row i for the shared copy of its bytes
+
+   private:
+    std::vector<std::shared_ptr<Row>> rows_;
+    std::vector<uint8_t> shared_;
   };
   struct TransferSlot {  // cached TransferCost of one pair of layouts
     uint32_t gen = 0;
@@ -168,7 +202,24 @@ class SimRun : public TrainingRun {
     std::vector<double> values;
     std::vector<uint8_t> prefix;  // (values.size() + 1) rows of catalog-size bytes
   };
+  // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
+  // entries after an attention without / with recompute.
+  using MaskTables = std::array<MaskTable, 4>;
+  // Builds the tables for gen_, then shares them: runs whose tables come out byte for byte
+  // the same (the envs of a vector env, under the same conditions) hold one immutable copy
+  // (sim_run_mask.cpp keeps a process-wide index of the live ones, under a mutex). 64 envs
+  // then read 60 KB of tables instead of 64 × 60 KB, which no core's cache holds.
   void ensure_mask_tables() const;
+  // The last row action_mask_into built for each block kind: what it depended on (cache
+  // generation, memory of the plan in force, the block's entry and its neighbour's) and the
+  // prefix rows it took (row numbers, not pointers, so a clone stays valid). The blocks of a
+  // plan that repeats one strategy then share one pair of binary searches.
+  struct MaskMemo {
+    uint32_t gen = 0;
+    double memory = -1;
+    int entry = -1, neighbour = -1;
+    size_t first = 0, second = 0;  // rows of mask_tables_ (attention: plain, recompute)
+  };
   // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
   // on the stages `from_stage` of `from_stage_world` ranks each (the pipeline in force before,
   // which may have another stage count). noise: nullptr = none.
@@ -177,7 +228,15 @@ class SimRun : public TrainingRun {
                 const std::vector<int>& from_stage, int from_stage_world, LogNormalNoise* noise,
                 Measurement& out, IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
-  void install(const Conditions& c);  // invalidates the caches if `c` differs
+  void install(int step);  // conditions_at(step); invalidates the caches if they differ
+  // The group's transfer slot for a pair of catalog layouts under the conditions in force,
+  // or nullptr (no group, or a layout outside the catalog's). kind < 0: redistribution.
+  struct SharedTransfer;
+  SharedTransfer* shared_transfer(int stage, int kind, int from_id, int to_id) const;
+  // Fills `slot` (of gen_) from the group's slot, or computes it with `cost` and publishes.
+  template <typename Cost>
+  const TransferSlot& fill_transfer(TransferSlot& slot, SharedTransfer* shared,
+                                    Cost&& cost) const;
   void draw_link_measurement();
 
   ModelSpec model_;
@@ -217,19 +276,28 @@ class SimRun : public TrainingRun {
   // Caches, valid while their stamp equals gen_.
   mutable uint32_t gen_ = 1;
   // Per stage: [2·stage + kind] / [stage] / [2·stage + kind].
-  mutable std::vector<std::vector<BlockSlot>> block_cache_;
+  mutable BlockRows block_cache_;
   mutable std::vector<std::vector<TransferSlot>> redist_cache_;   // act ids, stride act_stride_
   mutable std::vector<std::vector<TransferSlot>> repart_cache_;   // param ids, stride param_stride_
   mutable int act_stride_ = 0, param_stride_ = 0;
   mutable std::vector<uint8_t> shape_ok_[2];
   mutable uint32_t shape_gen_ = 0;
-  // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
-  // entries after an attention without / with recompute.
-  mutable MaskTable mask_tables_[4];
+  mutable std::shared_ptr<const MaskTables> mask_tables_;
   mutable uint32_t mask_gen_ = 0;
+  mutable MaskMemo mask_memo_[2];
+  mutable std::vector<uint32_t> row_hint_;  // per block: its last counts (table rows) of
+                                            // action_mask_into, 2 per block
   mutable double current_mem_ = -1;  // memory of the plan in force; < 0: not computed
   mutable HeadCost head_;
   mutable uint32_t head_gen_ = 0;
+
+  // share_costs_with's group; its ids are those of the entries the constructor registered.
+  struct CostGroup;
+  std::shared_ptr<CostGroup> group_;
+  int group_act_ = 0, group_param_ = 0;  // layouts of the catalog (and dp): ids below these
+  int installed_phase_ = 0;              // phase whose conditions are installed
+  mutable void* group_tables_ = nullptr; // the group's slots for gen_'s conditions
+  mutable uint32_t group_tables_gen_ = 0;
 
   // Episode state.
   LogNormalNoise noise_;

@@ -1,5 +1,13 @@
 // SimRun's caches and the evaluation of one plan (the hot path of step()).
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <map>
+#include <stdexcept>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include <cmath>
 
@@ -39,6 +47,55 @@ int dense_id(std::vector<uint32_t>& keys, uint32_t key) {
 
 }  // namespace
 
+SimRun::BlockRows::BlockRows(const BlockRows& o) : shared_(o.shared_) {
+  for (size_t i = 0; i < o.rows_.size(); ++i)
+    rows_.push_back(shared_[i] ? o.rows_[i] : std::make_shared<Row>(*o.rows_[i]));
+}
+
+void SimRun::BlockRows::assign(size_t rows, size_t entries) {
+  rows_.clear();
+  for (size_t i = 0; i < rows; ++i) rows_.push_back(std::make_shared<Row>(entries));
+  shared_.assign(rows, 0);
+}
+
+SimRun::BlockRows::Row& SimRun::BlockRows::mut(size_t i) {
+  if (shared_[i]) {
+    rows_[i] = std::make_shared<Row>(*rows_[i]);
+    shared_[i] = 0;
+  }
+  return *rows_[i];
+}
+
+void SimRun::BlockRows::share(size_t i) {
+  if (shared_[i]) return;
+  // The live shared rows by a hash of their bytes (slots are plain numbers; equal bytes are
+  // equal slots, stamps included, so a run gets only a row it would have built itself).
+  static std::mutex mutex;
+  static std::unordered_multimap<uint64_t, std::weak_ptr<Row>> live;
+  const Row& row = *rows_[i];
+  const size_t bytes = row.size() * sizeof(BlockSlot);
+  const unsigned char* c = reinterpret_cast<const unsigned char*>(row.data());
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (size_t k = 0; k < bytes; ++k) h = (h ^ c[k]) * 1099511628211ull;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto range = live.equal_range(h);
+  for (auto it = range.first; it != range.second;) {
+    std::shared_ptr<Row> held = it->second.lock();
+    if (!held) {
+      it = live.erase(it);
+      continue;
+    }
+    if (held->size() == row.size() && std::memcmp(held->data(), row.data(), bytes) == 0) {
+      rows_[i] = std::move(held);
+      shared_[i] = 1;
+      return;
+    }
+    ++it;
+  }
+  live.emplace(h, rows_[i]);
+  shared_[i] = 1;
+}
+
 int SimRun::entry_of(const Strategy& s) const { return entry_of(s, strategy_key(s)); }
 
 int SimRun::entry_of(const Strategy& s, uint64_t key) const {
@@ -59,7 +116,7 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
   entry_keys_.push_back(key);
   act_id_.push_back(dense_id(act_keys_, activation_layout_key(s)));
   param_id_.push_back(dense_id(param_keys_, param_layout_key(s)));
-  for (auto& c : block_cache_) c.resize(entries_.size());
+  for (size_t i = 0; i < block_cache_.size(); ++i) block_cache_.mut(i).resize(entries_.size());
   for (auto& m : shape_ok_) m.resize(entries_.size());
   shape_gen_ = 0;
   if (static_cast<int>(act_keys_.size()) > act_stride_) {
@@ -143,7 +200,7 @@ const HeadCost& SimRun::head() const {
 }
 
 const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) const {
-  BlockSlot& s = block_cache_[2 * stage + kind][entry];
+  BlockSlot& s = block_cache_.mut(2 * stage + kind)[entry];
   const BlockCost c = stage_cost_[stage].block_cost(
       kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
   s.fwd = c.fwd_s, s.bwd = c.bwd_s, s.comm = c.comm_s;
@@ -159,21 +216,107 @@ const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) cons
   return s;
 }
 
-const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int to) const {
-  TransferSlot& s = redist_cache_[stage][size_t(act_id_[from]) * act_stride_ + act_id_[to]];
-  const TransferCost c = stage_cost_[stage].redistribution(entries_[from], entries_[to]);
+// ------------------------------------------------------------------ shared transfer costs
+
+// One transfer cost of a group: written once (under the group's mutex), then read by any run
+// of the group without a lock once `ready` says so.
+struct SimRun::SharedTransfer {
+  std::atomic<uint32_t> ready{0};
+  double time = 0, bytes = 0, energy = 0;
+};
+
+struct SimRun::CostGroup {
+  // The slots of one set of conditions: redistribution per stage over the catalog's
+  // activation layouts, repartition per (stage, kind) over its parameter layouts.
+  struct Tables {
+    Tables(int stages, int act, int param)
+        : act(act), param(param),
+          redist(new SharedTransfer[size_t(stages) * act * act]),
+          repart(new SharedTransfer[size_t(2 * stages) * param * param]) {}
+    int act, param;
+    std::unique_ptr<SharedTransfer[]> redist, repart;
+  };
+  std::mutex mutex;
+  // By (scenario phase, stages, micro-batches, schedule, virtual stages): what the stages'
+  // cost models depend on besides the spec (a moved boundary changes none of them).
+  std::map<std::array<int, 5>, std::unique_ptr<Tables>> tables;
+};
+
+void SimRun::share_costs_with(SimRun& first) {
+  if (&first == this) return;
+  auto differ = [&](const std::string& what) {
+    throw std::invalid_argument("SimRun::share_costs_with: the runs differ in " + what +
+                                "; only runs built from the same spec may share costs");
+  };
+  if (first.blocks_ != blocks_ || first.world_ != world_ || first.model_.name != model_.name)
+    differ("model or world");
+  if (first.catalog_.entries() != catalog_.entries()) differ("catalog");
+  if (first.event_steps_ != event_steps_) differ("scenario events");
+  if (first.group_act_ != group_act_ || first.group_param_ != group_param_ ||
+      !std::equal(act_keys_.begin(), act_keys_.begin() + group_act_, first.act_keys_.begin()) ||
+      !std::equal(param_keys_.begin(), param_keys_.begin() + group_param_,
+                  first.param_keys_.begin()))
+    differ("layouts");
+  if (!first.group_) first.group_ = std::make_shared<CostGroup>();
+  group_ = first.group_;
+  group_tables_gen_ = 0;
+}
+
+SimRun::SharedTransfer* SimRun::shared_transfer(int stage, int kind, int from_id,
+                                                int to_id) const {
+  if (!group_) return nullptr;
+  const int limit = kind < 0 ? group_act_ : group_param_;
+  if (from_id >= limit || to_id >= limit) return nullptr;
+  if (group_tables_gen_ != gen_) {
+    const std::array<int, 5> key = {installed_phase_, static_cast<int>(stage_cost_.size()),
+                                    pipe_.micro_batches, static_cast<int>(pipe_.schedule),
+                                    pipe_.virtual_stages};
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    std::unique_ptr<CostGroup::Tables>& t = group_->tables[key];
+    if (!t) t = std::make_unique<CostGroup::Tables>(key[1], group_act_, group_param_);
+    group_tables_ = t.get();
+    group_tables_gen_ = gen_;
+  }
+  const auto* t = static_cast<const CostGroup::Tables*>(group_tables_);
+  if (kind < 0) return &t->redist[(size_t(stage) * t->act + from_id) * t->act + to_id];
+  return &t->repart[(size_t(2 * stage + kind) * t->param + from_id) * t->param + to_id];
+}
+
+template <typename Cost>
+const SimRun::TransferSlot& SimRun::fill_transfer(TransferSlot& s, SharedTransfer* shared,
+                                                  Cost&& cost) const {
+  if (shared && shared->ready.load(std::memory_order_acquire)) {
+    s.time = shared->time, s.bytes = shared->bytes, s.energy = shared->energy, s.gen = gen_;
+    return s;
+  }
+  const TransferCost c = cost();
   s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
+  if (shared) {
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    if (!shared->ready.load(std::memory_order_relaxed)) {
+      shared->time = s.time, shared->bytes = s.bytes, shared->energy = s.energy;
+      shared->ready.store(1, std::memory_order_release);
+    }
+  }
   return s;
 }
 
+const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int to) const {
+  const int a = act_id_[from], z = act_id_[to];
+  TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
+  return fill_transfer(s, shared_transfer(stage, -1, a, z), [&] {
+    return stage_cost_[stage].redistribution(entries_[from], entries_[to]);
+  });
+}
+
 const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, int to) const {
-  TransferSlot& s =
-      repart_cache_[2 * stage + kind][size_t(param_id_[from]) * param_stride_ + param_id_[to]];
+  const int a = param_id_[from], z = param_id_[to];
+  TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
   if (s.gen == gen_) return s;
-  const TransferCost c = stage_cost_[stage].repartition(
-      kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[from], entries_[to]);
-  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
-  return s;
+  return fill_transfer(s, shared_transfer(stage, kind, a, z), [&] {
+    return stage_cost_[stage].repartition(kind == 0 ? BlockKind::kAttention : BlockKind::kMlp,
+                                          entries_[from], entries_[to]);
+  });
 }
 
 void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) const {

@@ -9,16 +9,64 @@
 // two (attention: recomputing and non-recomputing entries).
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <stdexcept>
 
 #include "runtime/sim/sim_run.h"
 
 namespace shardgym {
 
+namespace {
+
+// The live tables of every run, by a hash of their contents. A run's tables are read-only
+// once shared, so any number of runs (and threads) may read one copy.
+template <typename Tables>
+std::shared_ptr<const Tables> shared_copy(Tables tables) {
+  // FNV-1a over the sorted values (a few KB; the prefix rows, 15 KB each, are compared only
+  // on a hash match).
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& t : tables) {
+    const unsigned char* c = reinterpret_cast<const unsigned char*>(t.values.data());
+    for (size_t i = 0; i < t.values.size() * sizeof(double); ++i) h = (h ^ c[i]) * 1099511628211ull;
+    h = (h ^ t.values.size()) * 1099511628211ull;
+  }
+  auto same = [](const Tables& a, const Tables& b) {
+    for (size_t t = 0; t < a.size(); ++t) {
+      if (a[t].prefix != b[t].prefix || a[t].values.size() != b[t].values.size()) return false;
+      // Bytes, not ==: a NaN equals itself here, and -0.0 differs from 0.0.
+      if (std::memcmp(a[t].values.data(), b[t].values.data(),
+                      a[t].values.size() * sizeof(double)) != 0)
+        return false;
+    }
+    return true;
+  };
+  static std::mutex mutex;
+  static std::unordered_multimap<uint64_t, std::weak_ptr<const Tables>> live;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto range = live.equal_range(h);
+  for (auto it = range.first; it != range.second;) {
+    std::shared_ptr<const Tables> held = it->second.lock();
+    if (!held) {
+      it = live.erase(it);
+      continue;
+    }
+    if (same(*held, tables)) return held;
+    ++it;
+  }
+  auto made = std::make_shared<const Tables>(std::move(tables));
+  live.emplace(h, made);
+  return made;
+}
+
+}  // namespace
+
 void SimRun::ensure_mask_tables() const {
-  if (mask_gen_ == gen_) return;
+  if (mask_gen_ == gen_ && mask_tables_) return;
   ensure_shapes();
   const int K = catalog_.size();
+  MaskTables tables;
   for (int t = 0; t < 4; ++t) {
     const int kind = t < 2 ? 0 : 1;
     std::vector<std::pair<double, int>> members;
@@ -29,7 +77,7 @@ void SimRun::ensure_mask_tables() const {
       members.emplace_back(c.state + (t == 3 ? c.act_prev : c.act), e);
     }
     std::sort(members.begin(), members.end());
-    MaskTable& table = mask_tables_[t];
+    MaskTable& table = tables[t];
     table.values.resize(members.size());
     table.prefix.assign((members.size() + 1) * size_t(K), 0);
     for (size_t n = 0; n < members.size(); ++n) {
@@ -39,70 +87,104 @@ void SimRun::ensure_mask_tables() const {
       row[members[n].second] = 1;
     }
   }
+  mask_tables_ = shared_copy(std::move(tables));
   mask_gen_ = gen_;
+  // The tables filled every shape-valid catalog entry's block costs on stage 0 (the only
+  // one: pipelines do not use the tables): runs built alike share those rows from here on.
+  if (stage_cost_.size() == 1) block_cache_.share(0), block_cache_.share(1);
 }
 
 std::vector<uint8_t> SimRun::action_mask(int b) const {
+  std::vector<uint8_t> mask(catalog_.size());
+  action_mask_into(b, mask.data());
+  return mask;
+}
+
+void SimRun::action_mask_into(int b, uint8_t* out) const {
   if (b < 0 || b >= blocks_)
     throw std::out_of_range("action_mask: block " + std::to_string(b) + " outside [0, " +
                             std::to_string(blocks_) + ")");
   const int K = catalog_.size();
   if (stage_cost_.size() > 1) {
     // Pipelines: try each entry on the whole plan (stage memory is not one sum).
-    std::vector<uint8_t> mask(K, 0);
     ensure_shapes();
     std::vector<int> trial = idx_;
     for (int e = 0; e < K; ++e) {
+      out[e] = 0;
       if (!shape_ok_[b & 1][e]) continue;
       trial[b] = e;
       stage_memory(trial, stage_scratch_);
       bool fits = true;
       for (size_t s = 0; s < stage_scratch_.size(); ++s)
         fits = fits && stage_scratch_[s] <= stage_capacity_[s];
-      mask[e] = fits ? 1 : 0;
+      out[e] = fits ? 1 : 0;
     }
-    return mask;
+    return;
   }
   ensure_mask_tables();
   if (current_mem_ < 0) current_mem_ = memory_of(idx_);
   const double cap = stage_capacity_[0];
-  // Number of entries of table t whose own term is ≤ limit.
-  auto admitted = [&](int t, double limit) -> const uint8_t* {
-    const auto& v = mask_tables_[t].values;
-    const size_t n = std::upper_bound(v.begin(), v.end(), limit) - v.begin();
-    return &mask_tables_[t].prefix[n * K];
+  // Number of entries of table t whose own term is ≤ limit: std::upper_bound without its
+  // branches (the limits of a plan's blocks are unrelated, so they mispredict half the time).
+  // `hint` (the block's count at its last row) is taken when the limit still falls in its
+  // interval, which is exact: then as many values are ≤ limit. Between steps the plan's memory
+  // moves by the few blocks that changed, so most limits stay in their interval.
+  if (row_hint_.size() != 2 * size_t(blocks_)) row_hint_.assign(2 * size_t(blocks_), 0);
+  auto admitted = [&](int t, double limit, uint32_t& hint) -> size_t {
+    const auto& v = (*mask_tables_)[t].values;
+    size_t n = v.size();
+    if (hint <= n && (hint == 0 || !(limit < v[hint - 1])) && (hint == n || limit < v[hint]))
+      return hint;
+    if (n == 0) return hint = 0;
+    const double* base = v.data();
+    while (n > 1) {
+      const size_t half = n / 2;
+      base = !(limit < base[half]) ? base + half : base;
+      n -= half;
+    }
+    hint = static_cast<uint32_t>(base - v.data()) + (!(limit < *base) ? 1 : 0);
+    return hint;
   };
-  std::vector<uint8_t> mask(K);
-  const BlockSlot& cur = block(b & 1, idx_[b]);
-  if (b & 1) {
+  const int kind = b & 1;
+  const int neighbour = kind ? idx_[b - 1] : (b + 1 < blocks_ ? idx_[b + 1] : -1);
+  MaskMemo& memo = mask_memo_[kind];
+  const bool hit = memo.gen == gen_ && memo.memory == current_mem_ && memo.entry == idx_[b] &&
+                   memo.neighbour == neighbour;
+  const BlockSlot& cur = block(kind, idx_[b]);
+  if (kind) {
     const bool after_recompute = entries_[idx_[b - 1]].recompute;
-    const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
-    const double limit = cap - (current_mem_ - own);
-    const uint8_t* row = admitted(after_recompute ? 3 : 2, limit);
-    std::copy_n(row, K, mask.begin());
-    return mask;
+    const int t = after_recompute ? 3 : 2;
+    if (!hit) {
+      const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
+      memo.first = admitted(t, cap - (current_mem_ - own), row_hint_[2 * b]);
+    }
+    std::copy_n(&(*mask_tables_)[t].prefix[memo.first * K], K, out);
+  } else {
+    if (!hit) {
+      double mlp_act = 0, mlp_act_prev = 0;
+      if (neighbour >= 0) {
+        const BlockSlot& mlp = block(1, neighbour);
+        mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
+      }
+      const bool recomputes = entries_[idx_[b]].recompute;
+      const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
+      const double base = current_mem_ - own;
+      memo.first = admitted(0, cap - base - mlp_act, row_hint_[2 * b]);
+      memo.second = admitted(1, cap - base - mlp_act_prev, row_hint_[2 * b + 1]);
+    }
+    const uint8_t* plain = &(*mask_tables_)[0].prefix[memo.first * K];
+    const uint8_t* recompute = &(*mask_tables_)[1].prefix[memo.second * K];
+    int e = 0;
+    for (; e + 8 <= K; e += 8) {  // eight entries at a time
+      uint64_t a, r;
+      std::memcpy(&a, plain + e, 8);
+      std::memcpy(&r, recompute + e, 8);
+      a |= r;
+      std::memcpy(out + e, &a, 8);
+    }
+    for (; e < K; ++e) out[e] = plain[e] | recompute[e];
   }
-  double mlp_act = 0, mlp_act_prev = 0;
-  if (b + 1 < blocks_) {
-    const BlockSlot& mlp = block(1, idx_[b + 1]);
-    mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
-  }
-  const bool recomputes = entries_[idx_[b]].recompute;
-  const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
-  const double base = current_mem_ - own;
-  const uint8_t* plain = admitted(0, cap - base - mlp_act);
-  const uint8_t* recompute = admitted(1, cap - base - mlp_act_prev);
-  uint8_t* out = mask.data();
-  int e = 0;
-  for (; e + 8 <= K; e += 8) {  // eight entries at a time
-    uint64_t a, r;
-    std::memcpy(&a, plain + e, 8);
-    std::memcpy(&r, recompute + e, 8);
-    a |= r;
-    std::memcpy(out + e, &a, 8);
-  }
-  for (; e < K; ++e) out[e] = plain[e] | recompute[e];
-  return mask;
+  memo.gen = gen_, memo.memory = current_mem_, memo.entry = idx_[b], memo.neighbour = neighbour;
 }
 
 }  // namespace shardgym

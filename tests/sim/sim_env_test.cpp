@@ -116,5 +116,66 @@ TEST(SimEnv, StepSpeedSanity) {
   RecordProperty("env_steps_per_s_random_plans", std::to_string(env_every));
 }
 
+// VectorEnv steps each env into one StepResult it keeps (Env::step_into) and reads masks with
+// action_mask_into: through make_env's stack (TimeLimit, NormalizeReward, PartitionEnv over
+// SimRun) these must give exactly what step() and action_mask() give, episode after episode,
+// whatever the reused result held before.
+TEST(SimEnv, StepIntoAndMaskIntoMatchStepAndMask) {
+  ExperimentSpec spec =
+      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                          testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
+  spec.scenario.noise = 0.05;
+  spec.reward.normalize = true;
+  spec.steps_per_episode = 5;
+  auto a = make_env("shardgym/TPSim-v0", spec), b = make_env("shardgym/TPSim-v0", spec);
+  EXPECT_EQ(a->reset(3).obs, b->reset(3).obs);
+  StepResult reused;
+  reused.obs.assign(7, 9.0f);  // left over from elsewhere: none of it may survive
+  reused.truncated = true;
+  reused.info.scalars["left_over"] = 1;
+  reused.info.error = "left over";
+  const Space& space = a->spec().action_space;
+  std::vector<uint8_t> mask_b(a->action_mask().size());
+  std::mt19937_64 rng(4);
+  int ended = 0;
+  for (int t = 0; t < 14; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const std::vector<uint8_t> mask = a->action_mask();
+    b->action_mask_into(mask_b.data(), mask_b.size());
+    ASSERT_EQ(mask_b, mask);
+    // Every third step keeps the plan (mask rows come from the cache), the others draw
+    // allowed entries for every block.
+    Action action = space.sample(rng, &mask);
+    if (t % 3 == 2) {
+      const Plan& now = a->run().plan();
+      for (int i = 0; i < now.size(); ++i) action[i] = a->run().catalog().index_of(now.blocks[i]);
+    }
+    const StepResult r = a->step(action);
+    b->step_into(action, reused);
+    EXPECT_EQ(reused.obs, r.obs);
+    EXPECT_EQ(reused.reward, r.reward);
+    EXPECT_EQ(reused.terminated, r.terminated);
+    EXPECT_EQ(reused.truncated, r.truncated);
+    EXPECT_EQ(reused.info.plan, r.info.plan);
+    EXPECT_EQ(reused.info.plan_indices, r.info.plan_indices);
+    EXPECT_EQ(reused.info.scalars, r.info.scalars);
+    EXPECT_EQ(reused.info.error, r.info.error);
+    const Measurement &m = reused.info.measurement, &n = r.info.measurement;
+    EXPECT_EQ(m.step_latency_s, n.step_latency_s);
+    EXPECT_EQ(m.repartition_s, n.repartition_s);
+    EXPECT_EQ(m.energy_j, n.energy_j);
+    EXPECT_EQ(m.block_fwd_s, n.block_fwd_s);
+    EXPECT_EQ(m.block_bwd_s, n.block_bwd_s);
+    EXPECT_EQ(m.block_comm_s, n.block_comm_s);
+    EXPECT_EQ(m.peak_memory_bytes, n.peak_memory_bytes);
+    EXPECT_EQ(m.oom, n.oom);
+    if (r.terminated || r.truncated) {
+      ++ended;
+      EXPECT_EQ(a->reset().obs, b->reset().obs);
+    }
+  }
+  EXPECT_GE(ended, 2);
+}
+
 }  // namespace
 }  // namespace shardgym

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "runtime/sim/sim_run.h"
 #include "tests/sim/sim_fixtures.h"
@@ -240,6 +241,109 @@ TEST(SimRun, ScenarioErrorsNameTheEvent) {
   }
   spec.scenario.events = {{2, EventKind::kStraggler, "", 99, 2.0, 0}};
   EXPECT_THROW(SimRun{spec}, std::invalid_argument);
+}
+
+// action_mask's rows reuse work between blocks and steps (a block's last count, the row of the
+// block before it with the same entries) and runs built alike share their tables: every row
+// must still be what estimate() says, on every step of a run through changing plans, and a
+// second run built from the same spec must give the same rows.
+TEST(SimRun, MaskRowsStayExactAsThePlanChanges) {
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(1, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
+  const int blocks = spec.model.num_blocks();
+  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);
+  spec.initial_plan = start.to_string();
+  const double peak = SimRun(spec).estimate(start)->peak_memory_bytes[0];
+  spec.cluster.devices[0].memory_bytes = peak + 1e9;  // some changes fit, others do not
+  SimRun run(spec), twin(spec);
+  const int K = run.catalog().size();
+  std::mt19937_64 rng(11);
+  int masked = 0, allowed = 0;
+  for (int step = 0; step < 12; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<std::vector<uint8_t>> rows(blocks);
+    for (int b = 0; b < blocks; ++b) {
+      rows[b] = run.action_mask(b);
+      ASSERT_EQ(twin.action_mask(b), rows[b]) << "block " << b;
+      const auto& shape = run.catalog().shape_mask(ModelSpec::block_kind(b));
+      for (int k = 0; k < K; ++k) {
+        Plan p = run.plan();
+        p.blocks[b] = run.catalog().at(k);
+        const bool fits = shape[k] && !run.estimate(p)->oom;
+        ASSERT_EQ(rows[b][k] == 1, fits) << "block " << b << " " << p.blocks[b].to_string();
+        (fits ? allowed : masked) += 1;
+      }
+    }
+    // Change 1-3 blocks to allowed entries (the plan in force when none is).
+    Plan next = run.plan();
+    for (int c = 0, n = 1 + int(rng() % 3); c < n; ++c) {
+      const int b = int(rng() % blocks);
+      std::vector<int> ok;
+      for (int k = 0; k < K; ++k)
+        if (rows[b][k]) ok.push_back(k);
+      if (!ok.empty()) next.blocks[b] = run.catalog().at(ok[rng() % ok.size()]);
+    }
+    ASSERT_TRUE(run.step(next).ok);
+    ASSERT_TRUE(twin.step(next).ok);
+  }
+  EXPECT_GT(masked, 0);
+  EXPECT_GT(allowed, 0);
+}
+
+// Runs that share their transfer costs (share_costs_with, as the vector env's envs do) step
+// exactly as a run on its own, also when the group's runs price new pairs on two threads at
+// once; runs from different specs refuse to share.
+TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(2, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
+  spec.scenario.noise = 0.05;
+  ScenarioEvent seq;  // a phase change halfway: the group keys its costs by phase
+  seq.step = 6, seq.kind = EventKind::kSeqLength, seq.value = 1024;
+  spec.scenario.events.push_back(seq);
+  SimRun alone(spec), first(spec), second(spec);
+  second.share_costs_with(first);
+  const int blocks = spec.model.num_blocks();
+  std::mt19937_64 rng(5);
+  std::vector<Plan> plans;
+  Plan p = alone.plan();
+  for (int i = 0; i < 12; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      const int b = int(rng() % blocks);
+      const auto& shape = alone.catalog().shape_mask(ModelSpec::block_kind(b));
+      int k;
+      do k = int(rng() % alone.catalog().size());
+      while (!shape[k]);
+      p.blocks[b] = alone.catalog().at(k);
+    }
+    plans.push_back(p);
+  }
+  std::vector<Measurement> a, b1, b2;
+  for (const Plan& plan : plans) a.push_back(alone.step(plan));
+  std::thread t1([&] { for (const Plan& plan : plans) b1.push_back(first.step(plan)); });
+  std::thread t2([&] { for (const Plan& plan : plans) b2.push_back(second.step(plan)); });
+  t1.join();
+  t2.join();
+  int moved = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    for (const std::vector<Measurement>* m : {&b1, &b2}) {
+      ASSERT_EQ((*m)[i].ok, a[i].ok) << (*m)[i].error;
+      EXPECT_EQ((*m)[i].step_latency_s, a[i].step_latency_s);
+      EXPECT_EQ((*m)[i].repartition_s, a[i].repartition_s);
+      EXPECT_EQ((*m)[i].repartition_bytes, a[i].repartition_bytes);
+      EXPECT_EQ((*m)[i].energy_j, a[i].energy_j);
+      EXPECT_EQ((*m)[i].block_comm_s, a[i].block_comm_s);
+    }
+    moved += a[i].repartition_bytes > 0;
+  }
+  EXPECT_GT(moved, 0) << "the plans should move bytes";
+
+  ExperimentSpec other = spec;
+  other.model.layers = 2;
+  SimRun different(other);
+  EXPECT_THROW(different.share_costs_with(first), std::invalid_argument);
 }
 
 }  // namespace
