@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "agents/agent.h"
 #include "env/registry.h"
 #include "experiments/config.h"
 
@@ -165,6 +168,35 @@ TEST(ScenarioVariants, EachLoadsAndDiffersFromItsOriginalOnlyInScenarioEvents) {
     EXPECT_EQ(ea->spec().catalog_size, eb->spec().catalog_size);
     EXPECT_EQ(ea->spec().observation_space.flat_size(), eb->spec().observation_space.flat_size());
   }
+}
+
+// What scripts/generalisation.sh does: a PPO checkpoint saved on the original loads on each of
+// its variants and acts there (PPO::load checks blocks, catalog and observation size).
+TEST(ScenarioVariants, APpoCheckpointOfTheOriginalLoadsOnEachVariant) {
+  if (!SHARDGYM_TEST_WITH_TORCH) GTEST_SKIP() << "ppo needs LibTorch (SHARDGYM_WITH_TORCH=OFF)";
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardgym_scenario_variants_test." + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::map<fs::path, fs::path> checkpoints;  // original -> its PPO checkpoint
+  for (const fs::path& v : variant_files()) {
+    SCOPED_TRACE(v.string());
+    const fs::path orig = original_of(v);
+    if (!checkpoints.count(orig)) {
+      const ExperimentSpec a = load_experiment(orig.string());
+      const auto env = make_env(a.env_id, a);
+      const fs::path ckpt = dir / (orig.stem().string() + ".ckpt");
+      make_agent("ppo", env->spec(), 0)->save(ckpt.string());
+      checkpoints[orig] = ckpt;
+    }
+    const ExperimentSpec b = load_experiment(v.string());
+    const auto env = make_env(b.env_id, b);
+    std::unique_ptr<Agent> agent = make_agent("ppo", env->spec(), 1);
+    ASSERT_NO_THROW(agent->load(checkpoints[orig].string()));
+    const Observation obs = env->reset(0).obs;
+    agent->begin_episode(*env);
+    EXPECT_TRUE(env->spec().action_space.contains(agent->act(obs, env->action_mask())));
+  }
+  fs::remove_all(dir);
 }
 
 // The comparison is not vacuous: a change outside the scenario is found, one inside is not.
