@@ -3,14 +3,14 @@
 // named after only in its scenario's events (or length draws), and so gives PPO the same
 // observation and action layout, which is what lets a checkpoint trained on the original run on
 // it. Every dynamic scenario has at least three variants.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -107,7 +107,8 @@ fs::path original_of(const fs::path& variant) {
   for (const auto& e : fs::directory_iterator(kScenarios)) {
     if (e.path().extension() != ".yaml") continue;
     const std::string name = e.path().stem().string();
-    if (stem.rfind(name + "-", 0) == 0 && name.size() > best.stem().string().size()) best = e.path();
+    if (stem.rfind(name + "-", 0) == 0 && name.size() > best.stem().string().size())
+      best = e.path();
   }
   return best;
 }
@@ -144,10 +145,11 @@ TEST(ScenarioVariants, EachLoadsAndDiffersFromItsOriginalOnlyInScenarioEvents) {
     const ExperimentSpec b = load_experiment(v.string());
     EXPECT_EQ(b.name, v.stem().string());
 
-    const std::vector<std::string> diff = forbidden_differences(
-        YAML::LoadFile(orig.string()), orig.parent_path(), YAML::LoadFile(v.string()),
-        v.parent_path());
-    for (const std::string& d : diff) ADD_FAILURE() << "differs outside the scenario's events: " << d;
+    const std::vector<std::string> diff =
+        forbidden_differences(YAML::LoadFile(orig.string()), orig.parent_path(),
+                              YAML::LoadFile(v.string()), v.parent_path());
+    for (const std::string& d : diff)
+      ADD_FAILURE() << "differs outside the scenario's events: " << d;
     EXPECT_EQ(a.scenario.noise, b.scenario.noise);
 
     // The events themselves differ (after expansion of `every` and `seq_mix`).
