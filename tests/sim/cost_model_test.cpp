@@ -132,6 +132,31 @@ TEST(CostModel, HeterogeneousGroupRunsAtItsSlowestMember) {
   EXPECT_GT(fwd(mixed, t8), 2 * fwd(fast, t8));
 }
 
+// The LM head's cross-entropy costs the HBM traffic of Megatron-Core's unfused
+// vocab_parallel_cross_entropy, kernel by kernel: 40 B per logit, plus 2·(e + 4) B for the
+// casts to and from fp32 when the model's dtype (e bytes) is not fp32: 52 B in bf16 or fp16.
+TEST(CostModel, CrossEntropyMovesMegatronCoresBytesPerLogit) {
+  DeviceType dev = testing::h100_sxm();
+  dev.memory_efficiency = 0.85;
+  const ClusterSpec c = testing::cluster(1, 8, dev, testing::nvswitch());
+  auto head_s = [&](DType dtype, bool memory_bound) {
+    ModelSpec m = testing::gpt(2, 1024, 16, 512, 1);
+    m.global_batch = 16;  // 2 sequences per rank
+    m.dtype = dtype;
+    CostModel cm(c, default_calibration(), CostTerms{memory_bound});
+    Conditions cond = cm.conditions();
+    cond.model = m;
+    cm.set_conditions(cond);
+    return cm.head_cost().compute_s;
+  };
+  const double logits = 2.0 * 512 * ModelSpec{}.vocab;  // tokens per rank × vocabulary
+  const double bw = dev.memory_bw * dev.memory_efficiency;
+  for (DType d : {DType::kBFloat16, DType::kFloat16})
+    EXPECT_NEAR(head_s(d, true) - head_s(d, false), 52 * logits / bw, 1e-12) << dtype_name(d);
+  EXPECT_NEAR(head_s(DType::kFloat32, true) - head_s(DType::kFloat32, false), 40 * logits / bw,
+              1e-12);
+}
+
 TEST(CostModel, StragglerAndChunkOverlap) {
   const ModelSpec m = testing::gpt(1, 4096, 32, 1024, 2);
   const ClusterSpec c = testing::cluster(1, 8, testing::a100_pcie(), testing::pcie4());
