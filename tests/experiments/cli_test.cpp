@@ -1,6 +1,8 @@
 // The `shardgym` binary end to end: each subcommand run as a process, exit codes checked
 // (0 ok, 2 bad input), output checked for what a user relies on.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -158,6 +160,27 @@ TEST(CliTest, HelpListsEverySubcommand) {
   CliResult train = shardgym_cli("train --help");
   EXPECT_EQ(train.code, 0);
   EXPECT_NE(train.output.find("--episodes"), std::string::npos) << train.output;
+}
+
+// The simulator against the published runs of experiments/validation/ (issue 9's targets):
+// per-GPU throughput within 10 % at the median and 20 % at worst, and every published
+// configuration fits memory. A change to the cost model that breaks the fit fails here.
+TEST(CliTest, PublishedRunsWithinTheirErrorBounds) {
+  CliResult r = shardgym_cli("validate-sim --published '" + src("experiments/validation") +
+                             "' --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(JsonChecker(r.output).valid()) << r.output;
+  std::vector<double> errors;
+  const std::string key = "\"error\":";
+  for (size_t at = r.output.find(key); at != std::string::npos; at = r.output.find(key, at + 1))
+    errors.push_back(std::abs(std::stod(r.output.substr(at + key.size()))));
+  ASSERT_GE(errors.size(), 17u) << r.output;
+  EXPECT_EQ(r.output.find("\"fits\":false"), std::string::npos) << r.output;
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  EXPECT_LE(median, 0.10) << r.output;
+  EXPECT_LE(errors.back(), 0.20) << r.output;
 }
 
 // Replay (CompilerGym's validate): a simulator trace re-executed on the simulator with its
