@@ -89,6 +89,19 @@ def _experiment(env_id, config, options):
     return exp
 
 
+def spaces_of(spec):
+    """(observation_space, action_space) of one env from its C++ EnvSpec (as `spec()` gives it):
+    a Dict of the named observation parts, the plan in force as integers, and the
+    MultiDiscrete action."""
+    parts = {p["name"]: spaces.Box(0.0, np.inf, tuple(p["shape"]), np.float32)
+             for p in spec["observation_parts"]}
+    # K stands for "not in the catalog" (C++ reports -1), so the space stays MultiDiscrete.
+    parts["plan"] = spaces.MultiDiscrete(
+        np.full(spec["num_blocks"], spec["catalog_size"] + 1, dtype=np.int64))
+    return (spaces.Dict(parts),
+            spaces.MultiDiscrete(np.asarray(spec["action_nvec"], dtype=np.int64)))
+
+
 def split_mask(mask, nvec):
     """The flat mask as a tuple of per-dimension int8 masks (MultiDiscrete.sample(mask=...))."""
     bounds = np.cumsum(nvec)[:-1]
@@ -111,15 +124,10 @@ class ShardGymEnv(gymnasium.Env):
         self.env_spec = spec  # the C++ EnvSpec as a dict (ids, sizes, parts, catalog)
         self.catalog = list(spec["catalog"])
         self.num_blocks = spec["num_blocks"]
-        k = spec["catalog_size"]
         self._parts = [(p["name"], p["offset"], tuple(p["shape"]))
                        for p in spec["observation_parts"]]
         self.part_meanings = {p["name"]: p["meaning"] for p in spec["observation_parts"]}
-        parts = {name: spaces.Box(0.0, np.inf, shape, np.float32) for name, _, shape in self._parts}
-        # K stands for "not in the catalog" (C++ reports -1), so the space stays MultiDiscrete.
-        parts["plan"] = spaces.MultiDiscrete(np.full(self.num_blocks, k + 1, dtype=np.int64))
-        self.observation_space = spaces.Dict(parts)
-        self.action_space = spaces.MultiDiscrete(np.asarray(spec["action_nvec"], dtype=np.int64))
+        self.observation_space, self.action_space = spaces_of(spec)
         self._seeded = False
         self._last_obs = None
         self._mask = None

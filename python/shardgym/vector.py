@@ -12,9 +12,10 @@ info["final_obs"] where info["_final"] is True. info["action_mask"] is (N, M) bo
 action raises ValueError (the C++ contract; the lowest env index is reported).
 """
 import numpy as np
+from gymnasium.vector.utils import batch_space
 
 import _shardgym
-from shardgym.env import _experiment
+from shardgym.env import _experiment, spaces_of
 
 
 class VectorEnv:
@@ -27,6 +28,10 @@ class VectorEnv:
         self.env_spec = probe
         self.catalog_size = probe["catalog_size"]
         self.action_nvec = np.asarray(probe["action_nvec"], dtype=np.int64)
+        # Gymnasium's VectorEnv attributes: one env's spaces, and the same with a leading N axis.
+        self.single_observation_space, self.single_action_space = spaces_of(probe)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
 
     # The extension builds the observation Dict (one view per part of the flat buffer, "plan"
     # as int64 with catalog_size for a strategy outside the catalog) and the info dict itself.

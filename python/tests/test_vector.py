@@ -46,3 +46,23 @@ def test_vector_env_raises_on_a_masked_action(quickstart):
     actions[1, 0] = masked[0]
     with pytest.raises(ValueError, match="block 0|attn"):
         venv.step(actions)
+
+
+def test_vector_env_has_gymnasiums_space_attributes(quickstart):
+    """single_observation_space / single_action_space are the single env's; observation_space
+    and action_space carry the leading N axis, and what reset and step return lies in them."""
+    single = gymnasium.make(SIM, config=quickstart)
+    venv = shardgym.vector.make(SIM, num_envs=3, config=quickstart, threads=1)
+    assert venv.single_observation_space == single.observation_space
+    assert venv.single_action_space == single.action_space
+    assert venv.action_space.shape == (3,) + single.action_space.shape
+    obs, info = venv.reset(seed=0)
+    assert venv.observation_space.contains(obs)
+    nvec = venv.single_action_space.nvec
+    actions = np.stack([venv.single_action_space.sample(
+        mask=shardgym.split_mask(info["action_mask"][i], nvec)) for i in range(3)])
+    assert venv.action_space.contains(actions)
+    obs, *_ = venv.step(actions)
+    assert venv.observation_space.contains(obs)
+    single.close()
+    venv.close()
