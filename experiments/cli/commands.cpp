@@ -23,6 +23,7 @@
 namespace shardgym::cli {
 
 const char* const kVersion = SHARDGYM_VERSION " (" SHARDGYM_GIT_SHA ")";
+const char* const kGitSha = SHARDGYM_GIT_SHA;
 
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
   ExperimentSpec spec = load_experiment(args.config);
@@ -33,7 +34,7 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
   options.episodes = args.episodes;
   options.steps = args.steps;
   options.train_steps = args.train_steps;
-  options.git_sha = SHARDGYM_GIT_SHA;
+  options.git_sha = kGitSha;
   Progress progress(err, Progress::stream_is_tty(stderr));
   options.progress = &progress;
 

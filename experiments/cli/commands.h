@@ -13,6 +13,8 @@
 namespace shardgym::cli {
 
 extern const char* const kVersion;
+// The commit the binary was built from ("unknown" outside a git checkout), for traces.
+extern const char* const kGitSha;
 
 // Bad input found after parsing the command line (e.g. a --plan that does not parse).
 class BadInput : public std::runtime_error {

@@ -15,10 +15,6 @@
 #include "experiments/config.h"
 #include "experiments/progress.h"
 
-#ifndef SHARDGYM_GIT_SHA
-#define SHARDGYM_GIT_SHA "unknown"
-#endif
-
 namespace shardgym::cli {
 
 int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
@@ -50,7 +46,7 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
   if (!args.out.empty()) {
     std::filesystem::create_directories(args.out);
     trace_path = (std::filesystem::path(args.out) / "eval.h5").string();
-    writer = std::make_shared<TraceWriter>(trace_path, make_trace_metadata(spec, SHARDGYM_GIT_SHA));
+    writer = std::make_shared<TraceWriter>(trace_path, make_trace_metadata(spec, kGitSha));
   }
   std::unique_ptr<Env> env = make_env(spec.env_id, spec);
   if (writer) env = std::make_unique<RecordTrace>(std::move(env), writer);

@@ -173,7 +173,7 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
         std::string file;
         for (char c : id) file += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
         w = std::make_shared<TraceWriter>((std::filesystem::path(args.out) / (file + ".h5")).string(),
-                                          make_trace_metadata(spec, "compare"));
+                                          make_trace_metadata(spec, kGitSha));
         w->set_agent(id);
       }
       return std::make_unique<RecordTrace>(std::move(env), w);

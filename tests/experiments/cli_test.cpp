@@ -323,6 +323,13 @@ TEST(CliTest, CompareAgainstMegatron) {
   EXPECT_TRUE(fs::exists(traces / "random.h5")) << r.output;
   CliResult inspect = shardgym_cli("inspect '" + (traces / "random.h5").string() + "'");
   EXPECT_EQ(inspect.code, 0) << inspect.output;
+  // The trace names the binary's commit, as `train`'s does (it once said "compare").
+  CliResult version = shardgym_cli("--version");
+  const size_t open = version.output.find('('), close = version.output.find(')');
+  ASSERT_TRUE(open != std::string::npos && close > open) << version.output;
+  EXPECT_NE(inspect.output.find("git sha  " + version.output.substr(open + 1, close - open - 1)),
+            std::string::npos)
+      << inspect.output << version.output;
   // The same table rebuilt from the recorded traces, running nothing: every agent's row is
   // the same, figure for figure.
   CliResult rebuilt =
