@@ -13,9 +13,7 @@
 #include "experiments/train.h"
 #include "runtime/sim/cost_report.h"
 
-#ifndef SHARDGYM_GIT_SHA
-#define SHARDGYM_GIT_SHA "unknown"
-#endif
+#include "git_sha.h"  // generated at build time: SHARDGYM_GIT_SHA
 #ifndef SHARDGYM_VERSION
 #define SHARDGYM_VERSION "0.0.0"
 #endif
