@@ -274,9 +274,10 @@ HeadCost CostModel::head_cost() const {
     double t_ce = 0;
     for (int r = 0; r < world_; ++r) {
       const DeviceType& dev = cluster_.devices[rank_device_[r]];
-      if (dev.memory_bw > 0 && dev.memory_efficiency > 0)
-        t_ce = std::max(t_ce, ce_bytes_per_logit * n * m.vocab / (dev.memory_bw * dev.memory_efficiency) *
-                                  cond_.slowdown[r]);
+      if (dev.memory_bw > 0 && dev.memory_efficiency > 0) {
+        const double bw = dev.memory_bw * dev.memory_efficiency;
+        t_ce = std::max(t_ce, ce_bytes_per_logit * n * m.vocab / bw * cond_.slowdown[r]);
+      }
     }
     out.compute_s += t_ce;
   }
