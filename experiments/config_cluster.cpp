@@ -169,11 +169,9 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
     NodeSpec node;
     YamlField device = f.child("device");
     node.device = device.as_string();
-    if (std::find(device_names.begin(), device_names.end(), node.device) == device_names.end()) {
-      device.fail(unknown_name("device", node.device, device_names));
-    }
     const size_t di = std::find(device_names.begin(), device_names.end(), node.device) -
                       device_names.begin();
+    if (di == device_names.size()) device.fail(unknown_name("device", node.device, device_names));
     if (di < included.device_unusable.size() && !included.device_unusable[di].empty())
       device.fail("device '" + node.device + "' cannot run this model: " +
                   included.device_unusable[di]);

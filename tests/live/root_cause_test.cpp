@@ -13,32 +13,31 @@ ProgressMark at(ProgressMark m, int64_t ticket) {
   return m;
 }
 
-RankOutcome killed(int rank, ProgressMark mark) {
+RankOutcome outcome(int rank, ProgressMark mark, int exit_code) {
   RankOutcome o;
   o.rank = rank;
   o.mark = mark;
+  o.exit_code = exit_code;
+  return o;
+}
+
+RankOutcome killed(int rank, ProgressMark mark) {
+  RankOutcome o = outcome(rank, mark, -9);
   o.killed = true;
-  o.exit_code = -9;
   return o;
 }
 
 RankOutcome died(int rank, ProgressMark mark, int code, const std::string& line) {
-  RankOutcome o;
-  o.rank = rank;
-  o.mark = mark;
-  o.exit_code = code;
+  RankOutcome o = outcome(rank, mark, code);
   o.last_line = line;
   return o;
 }
 
 RankOutcome reported(int rank, ProgressMark mark, int order, const std::string& error) {
-  RankOutcome o;
-  o.rank = rank;
-  o.mark = mark;
+  RankOutcome o = outcome(rank, mark, 1);
   o.answered = true;
   o.failure = error;
   o.failure_order = order;
-  o.exit_code = 1;
   return o;
 }
 

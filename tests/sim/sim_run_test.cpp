@@ -147,15 +147,23 @@ TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
   EXPECT_EQ(run.step(moved).repartition_bytes, 0);
 }
 
-TEST(SimRun, MaskExcludesEntriesThatWouldNotFit) {
+// A 4-layer GPT on 8 H100s starting from tp1d(8) everywhere, with device memory set to that
+// plan's peak plus `headroom` bytes: some plan changes fit, others do not.
+ExperimentSpec tight_memory_spec(double headroom) {
   ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
                                             testing::cluster(1, 8, testing::h100_sxm(),
                                                              testing::nvswitch()));
-  const int blocks = spec.model.num_blocks();
-  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);
+  const Plan start = Plan::uniform(Strategy::tp1d(8), spec.model.num_blocks());
   spec.initial_plan = start.to_string();
   const double peak = SimRun(spec).estimate(start)->peak_memory_bytes[0];
-  spec.cluster.devices[0].memory_bytes = peak + 0.5e9;  // half a GB of headroom
+  spec.cluster.devices[0].memory_bytes = peak + headroom;
+  return spec;
+}
+
+TEST(SimRun, MaskExcludesEntriesThatWouldNotFit) {
+  const ExperimentSpec spec = tight_memory_spec(0.5e9);  // half a GB of headroom
+  const int blocks = spec.model.num_blocks();
+  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);  // the spec's initial plan
   SimRun run(spec);
   int masked = 0, allowed = 0;
   for (int b : {0, 1, blocks - 1}) {
@@ -248,14 +256,9 @@ TEST(SimRun, ScenarioErrorsNameTheEvent) {
 // must still be what estimate() says, on every step of a run through changing plans, and a
 // second run built from the same spec must give the same rows.
 TEST(SimRun, MaskRowsStayExactAsThePlanChanges) {
-  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
-                                            testing::cluster(1, 8, testing::h100_sxm(),
-                                                             testing::nvswitch()));
+  const ExperimentSpec spec = tight_memory_spec(1e9);  // some changes fit, others do not
   const int blocks = spec.model.num_blocks();
-  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);
-  spec.initial_plan = start.to_string();
-  const double peak = SimRun(spec).estimate(start)->peak_memory_bytes[0];
-  spec.cluster.devices[0].memory_bytes = peak + 1e9;  // some changes fit, others do not
+  const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);  // the spec's initial plan
   SimRun run(spec), twin(spec);
   const int K = run.catalog().size();
   std::mt19937_64 rng(11);
