@@ -1,6 +1,9 @@
 #include "runtime/sim/noise.h"
 
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -40,20 +43,44 @@ double inverse_normal_cdf(double p) {
   return x - u / (1 + x * u / 2);
 }
 
+namespace {
+
+std::vector<double> level_table(double sigma) {
+  std::vector<double> table(LogNormalNoise::kLevels);
+  double sum = 0;
+  for (int i = 0; i < LogNormalNoise::kLevels; ++i) {
+    const double z = inverse_normal_cdf((i + 0.5) / LogNormalNoise::kLevels);
+    table[i] = std::exp(sigma * z - sigma * sigma / 2);
+    sum += table[i];
+  }
+  const double mean = sum / LogNormalNoise::kLevels;
+  for (double& f : table) f /= mean;
+  return table;
+}
+
+// The live tables by σ's bits (the same bits build the same table).
+std::shared_ptr<const std::vector<double>> shared_level_table(double sigma) {
+  uint64_t key;
+  std::memcpy(&key, &sigma, sizeof key);
+  static std::mutex mutex;
+  static std::map<uint64_t, std::weak_ptr<const std::vector<double>>> live;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<const std::vector<double>>& slot = live[key];
+  if (std::shared_ptr<const std::vector<double>> held = slot.lock()) return held;
+  auto made = std::make_shared<const std::vector<double>>(level_table(sigma));
+  slot = made;
+  return made;
+}
+
+}  // namespace
+
 LogNormalNoise::LogNormalNoise(double sigma) : sigma_(sigma) {
   if (!(sigma >= 0) || sigma > 2)
     throw std::invalid_argument("noise sigma " + std::to_string(sigma) +
                                 " is outside [0, 2]");
   if (sigma_ <= 0) return;
-  table_.resize(kLevels);
-  double sum = 0;
-  for (int i = 0; i < kLevels; ++i) {
-    const double z = inverse_normal_cdf((i + 0.5) / kLevels);
-    table_[i] = std::exp(sigma_ * z - sigma_ * sigma_ / 2);
-    sum += table_[i];
-  }
-  const double mean = sum / kLevels;
-  for (double& f : table_) f /= mean;
+  table_ = shared_level_table(sigma_);
+  levels_ = table_->data();
 }
 
 }  // namespace shardgym

@@ -5,9 +5,14 @@
 // a grid of 4096 equiprobable levels (|z| ≤ 3.5): one 64-bit draw of std::mt19937_64 yields
 // five factors. The table is rescaled so that its mean is exactly 1, so the noise-free
 // estimate is the expectation of the noisy measurement. σ = 0 returns 1 and draws nothing.
+//
+// The table (32 KB) depends on σ alone, so generators of the same σ share one immutable copy
+// (a process-wide index by σ): 64 envs of a vector env then read one table instead of 64,
+// which together filled a core's L2 cache. Each generator keeps its own random state.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -30,7 +35,7 @@ class LogNormalNoise {
   double next() {
     if (sigma_ <= 0) return 1.0;
     if (left_ == 0) bits_ = rng_(), left_ = kPerDraw;
-    const double f = table_[bits_ & (kLevels - 1)];
+    const double f = levels_[bits_ & (kLevels - 1)];
     bits_ >>= kBits;
     --left_;
     return f;
@@ -38,7 +43,8 @@ class LogNormalNoise {
 
  private:
   double sigma_ = 0;
-  std::vector<double> table_;
+  std::shared_ptr<const std::vector<double>> table_;  // kLevels factors, shared by σ
+  const double* levels_ = nullptr;                    // table_->data()
   std::mt19937_64 rng_;
   uint64_t bits_ = 0;
   int left_ = 0;
