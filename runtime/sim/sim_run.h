@@ -41,6 +41,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -164,9 +165,22 @@ class SimRun : public TrainingRun {
     std::vector<std::shared_ptr<Row>> rows_;
     std::vector<uint8_t> shared_;
   };
-  struct TransferSlot {  // cached TransferCost of one pair of layouts
-    uint32_t gen = 0;
+  // Cached TransferCost of one pair of layouts. In a run's own tables `gen` is the cache
+  // generation it was filled for; in a group's (share_costs_with) it is 1 once the figures are
+  // written, which happens once, under the group's mutex (release), so that runs on other
+  // threads read them after an acquire load of `gen` (a plain load on x86) and no lock.
+  struct TransferSlot {
+    std::atomic<uint32_t> gen{0};
     double time = 0, bytes = 0, energy = 0;
+    TransferSlot() = default;
+    TransferSlot(const TransferSlot& o)
+        : gen(o.gen.load(std::memory_order_relaxed)), time(o.time), bytes(o.bytes),
+          energy(o.energy) {}
+    TransferSlot& operator=(const TransferSlot& o) {
+      gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      time = o.time, bytes = o.bytes, energy = o.energy;
+      return *this;
+    }
   };
 
   // Sets up the stages and micro-batches of `pipe` (m explicit); returns whether it changed.
@@ -184,10 +198,20 @@ class SimRun : public TrainingRun {
     return s.gen == gen_ ? s : fill_block(stage, kind, entry);
   }
   const BlockSlot& fill_block(int stage, int kind, int entry) const;
+  // Transfer costs: a run of a group reads the pairs of the catalog's layouts straight from
+  // the group's tables (one copy for all the envs of a vector env, instead of a private copy
+  // per env in front of it); a run alone, and layouts outside the catalog, use its own tables.
   const TransferSlot& redistribution(int stage, int from_entry, int to_entry) const {
-    const TransferSlot& s =
-        redist_cache_[stage][size_t(act_id_[from_entry]) * act_stride_ + act_id_[to_entry]];
-    return s.gen == gen_ ? s : fill_redistribution(stage, from_entry, to_entry);
+    const int a = act_id_[from_entry], z = act_id_[to_entry];
+    if (group_ && a < group_act_ && z < group_act_) {
+      const TransferSlot& s = group_slots(stage, -1)[size_t(a) * group_act_ + z];
+      return s.gen.load(std::memory_order_acquire) ? s
+                                                   : fill_redistribution(stage, from_entry, to_entry);
+    }
+    const TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
+    return s.gen.load(std::memory_order_relaxed) == gen_
+               ? s
+               : fill_redistribution(stage, from_entry, to_entry);
   }
   const TransferSlot& fill_redistribution(int stage, int from_entry, int to_entry) const;
   // Embedding state on the first stage, LM head state and logits on the last (adds to `out`).
@@ -229,14 +253,18 @@ class SimRun : public TrainingRun {
                 Measurement& out, IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
   void install(int step);  // conditions_at(step); invalidates the caches if they differ
-  // The group's transfer slot for a pair of catalog layouts under the conditions in force,
-  // or nullptr (no group, or a layout outside the catalog's). kind < 0: redistribution.
-  struct SharedTransfer;
-  SharedTransfer* shared_transfer(int stage, int kind, int from_id, int to_id) const;
-  // Fills `slot` (of gen_) from the group's slot, or computes it with `cost` and publishes.
+  // The group's slots of one table under the conditions in force (group_ set): kind < 0,
+  // redistribution on `stage` (group_act_² slots), else repartition of (stage, kind)
+  // (group_param_²), each row-major by (from, to) layout id.
+  TransferSlot* group_slots(int stage, int kind) const {
+    if (group_tables_gen_ != gen_) bind_group_tables();
+    return kind < 0 ? group_redist_ + size_t(stage) * group_act_ * group_act_
+                    : group_repart_ + size_t(2 * stage + kind) * group_param_ * group_param_;
+  }
+  void bind_group_tables() const;  // the group's tables for the conditions in force
+  // Computes a transfer cost into a slot of the group's (once; returns the slot).
   template <typename Cost>
-  const TransferSlot& fill_transfer(TransferSlot& slot, SharedTransfer* shared,
-                                    Cost&& cost) const;
+  const TransferSlot& publish(TransferSlot& slot, Cost&& cost) const;
   void draw_link_measurement();
 
   ModelSpec model_;
@@ -296,7 +324,8 @@ class SimRun : public TrainingRun {
   std::shared_ptr<CostGroup> group_;
   int group_act_ = 0, group_param_ = 0;  // layouts of the catalog (and dp): ids below these
   int installed_phase_ = 0;              // phase whose conditions are installed
-  mutable void* group_tables_ = nullptr; // the group's slots for gen_'s conditions
+  mutable TransferSlot* group_redist_ = nullptr;  // the group's slots for gen_'s conditions
+  mutable TransferSlot* group_repart_ = nullptr;
   mutable uint32_t group_tables_gen_ = 0;
 
   // Episode state.

@@ -218,23 +218,14 @@ const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) cons
 
 // ------------------------------------------------------------------ shared transfer costs
 
-// One transfer cost of a group: written once (under the group's mutex), then read by any run
-// of the group without a lock once `ready` says so.
-struct SimRun::SharedTransfer {
-  std::atomic<uint32_t> ready{0};
-  double time = 0, bytes = 0, energy = 0;
-};
-
 struct SimRun::CostGroup {
   // The slots of one set of conditions: redistribution per stage over the catalog's
   // activation layouts, repartition per (stage, kind) over its parameter layouts.
   struct Tables {
     Tables(int stages, int act, int param)
-        : act(act), param(param),
-          redist(new SharedTransfer[size_t(stages) * act * act]),
-          repart(new SharedTransfer[size_t(2 * stages) * param * param]) {}
-    int act, param;
-    std::unique_ptr<SharedTransfer[]> redist, repart;
+        : redist(new TransferSlot[size_t(stages) * act * act]),
+          repart(new TransferSlot[size_t(2 * stages) * param * param]) {}
+    std::unique_ptr<TransferSlot[]> redist, repart;
   };
   std::mutex mutex;
   // By (scenario phase, stages, micro-batches, schedule, virtual stages): what the stages'
@@ -257,66 +248,65 @@ void SimRun::share_costs_with(SimRun& first) {
       !std::equal(param_keys_.begin(), param_keys_.begin() + group_param_,
                   first.param_keys_.begin()))
     differ("layouts");
-  if (!first.group_) first.group_ = std::make_shared<CostGroup>();
+  if (!first.group_) {
+    first.group_ = std::make_shared<CostGroup>();
+    first.group_tables_gen_ = 0;
+  }
   group_ = first.group_;
   group_tables_gen_ = 0;
 }
 
-SimRun::SharedTransfer* SimRun::shared_transfer(int stage, int kind, int from_id,
-                                                int to_id) const {
-  if (!group_) return nullptr;
-  const int limit = kind < 0 ? group_act_ : group_param_;
-  if (from_id >= limit || to_id >= limit) return nullptr;
-  if (group_tables_gen_ != gen_) {
-    const std::array<int, 5> key = {installed_phase_, static_cast<int>(stage_cost_.size()),
-                                    pipe_.micro_batches, static_cast<int>(pipe_.schedule),
-                                    pipe_.virtual_stages};
-    std::lock_guard<std::mutex> lock(group_->mutex);
-    std::unique_ptr<CostGroup::Tables>& t = group_->tables[key];
-    if (!t) t = std::make_unique<CostGroup::Tables>(key[1], group_act_, group_param_);
-    group_tables_ = t.get();
-    group_tables_gen_ = gen_;
-  }
-  const auto* t = static_cast<const CostGroup::Tables*>(group_tables_);
-  if (kind < 0) return &t->redist[(size_t(stage) * t->act + from_id) * t->act + to_id];
-  return &t->repart[(size_t(2 * stage + kind) * t->param + from_id) * t->param + to_id];
+void SimRun::bind_group_tables() const {
+  const std::array<int, 5> key = {installed_phase_, static_cast<int>(stage_cost_.size()),
+                                  pipe_.micro_batches, static_cast<int>(pipe_.schedule),
+                                  pipe_.virtual_stages};
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  std::unique_ptr<CostGroup::Tables>& t = group_->tables[key];
+  if (!t) t = std::make_unique<CostGroup::Tables>(key[1], group_act_, group_param_);
+  group_redist_ = t->redist.get();
+  group_repart_ = t->repart.get();
+  group_tables_gen_ = gen_;
 }
 
 template <typename Cost>
-const SimRun::TransferSlot& SimRun::fill_transfer(TransferSlot& s, SharedTransfer* shared,
-                                                  Cost&& cost) const {
-  if (shared && shared->ready.load(std::memory_order_acquire)) {
-    s.time = shared->time, s.bytes = shared->bytes, s.energy = shared->energy, s.gen = gen_;
-    return s;
-  }
+const SimRun::TransferSlot& SimRun::publish(TransferSlot& s, Cost&& cost) const {
   const TransferCost c = cost();
-  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
-  if (shared) {
-    std::lock_guard<std::mutex> lock(group_->mutex);
-    if (!shared->ready.load(std::memory_order_relaxed)) {
-      shared->time = s.time, shared->bytes = s.bytes, shared->energy = s.energy;
-      shared->ready.store(1, std::memory_order_release);
-    }
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  if (!s.gen.load(std::memory_order_relaxed)) {  // else another run wrote the same figures
+    s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j;
+    s.gen.store(1, std::memory_order_release);
   }
   return s;
 }
 
 const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int to) const {
   const int a = act_id_[from], z = act_id_[to];
+  auto cost = [&] { return stage_cost_[stage].redistribution(entries_[from], entries_[to]); };
+  if (group_ && a < group_act_ && z < group_act_)
+    return publish(group_slots(stage, -1)[size_t(a) * group_act_ + z], cost);
   TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
-  return fill_transfer(s, shared_transfer(stage, -1, a, z), [&] {
-    return stage_cost_[stage].redistribution(entries_[from], entries_[to]);
-  });
+  const TransferCost c = cost();
+  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j;
+  s.gen.store(gen_, std::memory_order_relaxed);
+  return s;
 }
 
 const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, int to) const {
   const int a = param_id_[from], z = param_id_[to];
-  TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
-  if (s.gen == gen_) return s;
-  return fill_transfer(s, shared_transfer(stage, kind, a, z), [&] {
+  auto cost = [&] {
     return stage_cost_[stage].repartition(kind == 0 ? BlockKind::kAttention : BlockKind::kMlp,
                                           entries_[from], entries_[to]);
-  });
+  };
+  if (group_ && a < group_param_ && z < group_param_) {
+    TransferSlot& s = group_slots(stage, kind)[size_t(a) * group_param_ + z];
+    return s.gen.load(std::memory_order_acquire) ? s : publish(s, cost);
+  }
+  TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
+  if (s.gen.load(std::memory_order_relaxed) == gen_) return s;
+  const TransferCost c = cost();
+  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j;
+  s.gen.store(gen_, std::memory_order_relaxed);
+  return s;
 }
 
 void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) const {
