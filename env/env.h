@@ -55,6 +55,11 @@ struct StepResult {
   bool terminated = false;
   bool truncated = false;
   Info info;
+  // Set by a step_into caller that reads of the Info only error, plan_indices and
+  // measurement (VectorEnv's buffers): the env stack may then leave info.plan and
+  // info.scalars as they were, which spares copying the plan and updating the scalars' map on
+  // every step. Everything else is as with step(), which always fills the whole Info.
+  bool lean_info = false;
 };
 
 // A named slice of the flat observation (EnvPool's "obs:..." fields): entries
@@ -94,8 +99,10 @@ class Env {
   virtual StepResult step(const Action& action) = 0;
   virtual std::vector<uint8_t> action_mask() const = 0;
   // The same as `out = step(action)`, reusing out's buffers (VectorEnv steps every env into
-  // one StepResult it keeps). The default does that assignment; a wrapper that changes what
-  // step() returns keeps the default unless it overrides both.
+  // one StepResult it keeps); with out.lean_info, info.plan and info.scalars may be left as
+  // they were (see StepResult). The default does that assignment (out.lean_info then reads
+  // false); a wrapper that changes what step() returns keeps the default unless it overrides
+  // both.
   virtual void step_into(const Action& action, StepResult& out) { out = step(action); }
   // action_mask() as 0/1 bytes into out[0, size); throws std::logic_error if the mask has
   // another size. The default copies action_mask().

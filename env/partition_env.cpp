@@ -81,7 +81,8 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
     shape_ok_.insert(shape_ok_.end(), shape.begin(), shape.end());
   }
   const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_ + moves_;
-  last_obs_.assign(dim, 0.0f);
+  dim_ = dim;
+  last_measured_.assign(size_t(blocks_) * 3 + 2 + (moves_ > 0 ? stages_ : 0), 0.0f);
 
   const bool deterministic = run_->deterministic();
   spec_.id = std::move(id);
@@ -143,7 +144,7 @@ ResetResult PartitionEnv::reset(std::optional<uint64_t> seed) {
   started_ = true;
   sync_indices_from_plan();
   pipeline_ = run_->plan().pipeline;
-  std::fill(last_obs_.begin(), last_obs_.end(), 0.0f);
+  std::fill(last_measured_.begin(), last_measured_.end(), 0.0f);
   run_->context_into(ctx_);
   invalidate_mask(ctx_);
   ResetResult r;
@@ -354,6 +355,8 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
     r.info.error = failure_;
   }
   observe(m, ctx, r.obs);
+  r.info.plan_indices = current_;
+  if (r.lean_info) return;  // the caller reads neither the plan nor the scalars
   // Exactly these scalars; entries of a reused r are updated in place, others erased.
   std::map<std::string, double>& scalars = r.info.scalars;
   const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
@@ -364,7 +367,6 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   scalars["raw_reward"] = r.reward;
   if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
   r.info.plan = run_->plan();
-  r.info.plan_indices = current_;
 }
 
 double PartitionEnv::capacity(const RunContext& ctx) const {
@@ -390,12 +392,10 @@ double PartitionEnv::raw_reward(const Measurement& m, const RunContext& ctx) con
 
 void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observation& obs) {
   const bool measured = m.ok && static_cast<int>(m.block_fwd_s.size()) == blocks_;
-  // After a failed step the measured entries keep their previous values.
-  if (measured) {
-    obs.assign(last_obs_.size(), 0.0f);
-  } else {
-    obs = last_obs_;
-  }
+  // Every entry is written below; after a failed step the measured entries keep their
+  // previous values (last_measured_), the others describe the plan and context in force.
+  obs.resize(static_cast<size_t>(dim_));
+  float* kept = last_measured_.data();
   const Plan& plan = run_->plan();
   for (int b = 0; b < blocks_; ++b) {
     float* out = obs.data() + static_cast<size_t>(b) * kBlockFeatures;
@@ -406,22 +406,27 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
     } else {
       strategy_features(plan.blocks.at(b), -1, out);
     }
+    float* k = kept + 3 * static_cast<size_t>(b);
     if (measured) {
       const double* inv = &ref_inv_[3 * static_cast<size_t>(b)];
-      out[7] = nonneg(m.block_fwd_s[b] * inv[0]);
-      out[8] = nonneg(m.block_bwd_s[b] * inv[1]);
-      out[9] = nonneg(m.block_comm_s[b] * inv[2]);
+      k[0] = nonneg(m.block_fwd_s[b] * inv[0]);
+      k[1] = nonneg(m.block_bwd_s[b] * inv[1]);
+      k[2] = nonneg(m.block_comm_s[b] * inv[2]);
     }
+    out[7] = k[0], out[8] = k[1], out[9] = k[2];
   }
+  kept += 3 * static_cast<size_t>(blocks_);
   float* g = obs.data() + static_cast<size_t>(blocks_) * kBlockFeatures;
   g[0] = nonneg(static_cast<double>(steps_) / std::max(1, experiment_.steps_per_episode));
   g[1] = nonneg(static_cast<double>(ctx.phase) / std::max(1, ctx.num_phases));
   g[2] = nonneg(ctx.seq_factor);
   g[3] = nonneg(ctx.max_compute_slowdown);
   if (measured) {
-    g[4] = nonneg(max_of(m.peak_memory_bytes) / capacity(ctx));
-    g[5] = nonneg(m.step_latency_s / denominator(reference_.step_latency_s, 1.0));
+    kept[0] = nonneg(max_of(m.peak_memory_bytes) / capacity(ctx));
+    kept[1] = nonneg(m.step_latency_s / denominator(reference_.step_latency_s, 1.0));
   }
+  g[4] = kept[0], g[5] = kept[1];
+  kept += 2;
   for (int l = 0; l < links_; ++l) {
     g[kGlobalFixed + l] = l < static_cast<int>(ctx.link_bw_factor.size())
                               ? nonneg(ctx.link_bw_factor[l])
@@ -436,16 +441,17 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
       pp[s] = nonneg(double(first) / (blocks_ / 2));
     }
     const size_t stage_world = static_cast<size_t>(world_ / stages_);
-    if (measured && m.peak_memory_bytes.size() == static_cast<size_t>(world_)) {
+    if (measured) {
+      const bool per_rank = m.peak_memory_bytes.size() == static_cast<size_t>(world_);
       for (int s = 0; s < stages_; ++s) {
         double peak = 0;
-        for (size_t r = s * stage_world; r < (s + 1) * stage_world; ++r)
+        for (size_t r = s * stage_world; per_rank && r < (s + 1) * stage_world; ++r)
           peak = std::max(peak, m.peak_memory_bytes[r]);
-        pp[stages_ - 1 + s] = nonneg(peak / capacity(ctx));
+        kept[s] = per_rank ? nonneg(peak / capacity(ctx)) : 0.0f;
       }
     }
+    std::copy_n(kept, stages_, pp + stages_ - 1);
   }
-  last_obs_ = obs;
 }
 
 std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int links, int moves) {

@@ -113,7 +113,11 @@ class PartitionEnv : public Env {
   std::vector<uint8_t> shape_ok_;        // 2 × K: the catalog's attention and MLP shape masks
   Plan pending_;                         // reused buffer for the requested plan
   std::vector<int32_t> current_;         // catalog index per block of the plan in force, -1
-  Observation last_obs_;
+  // The measured entries of the last observation (per block fwd, bwd, comm; peak memory and
+  // latency; with pipelines each stage's peak), in that order: a failed step keeps them. Kept
+  // apart so that a step does not copy its whole observation (2.6 KB at 64 blocks) aside.
+  std::vector<float> last_measured_;
+  int dim_ = 0;  // observation size
   RunContext ctx_;  // the run's context after the last reset or step
 
   mutable std::vector<uint8_t> mask_;       // B × K, row b valid if row_epoch_[b] == epoch_

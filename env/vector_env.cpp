@@ -127,6 +127,7 @@ void VectorEnv::step_into(const int32_t* actions, const VectorBuffers& out) {
     Action& action = actions_[i];
     action.assign(actions + static_cast<int64_t>(i) * a, actions + static_cast<int64_t>(i + 1) * a);
     StepResult& r = results_[i];
+    r.lean_info = true;  // the buffers take no Info but error and plan_indices
     envs_[i]->step_into(action, r);
     if (out.reward) out.reward[i] = r.reward;
     if (out.terminated) out.terminated[i] = r.terminated ? 1 : 0;

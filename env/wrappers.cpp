@@ -145,6 +145,11 @@ void NormalizeReward::step_into(const Action& action, StepResult& out) {
   // The run's context and estimate describe the step about to be taken: the baseline is
   // taken before stepping, under the conditions the step will run in.
   const Figures base = baseline_figures();
+  if (out.lean_info) {  // no scalars to keep up to date (StepResult::lean_info)
+    inner_->step_into(action, out);
+    out.reward = out.info.error.empty() ? normalize(out.info.measurement, base) : 0.0;
+    return;
+  }
   // The inner env leaves only its own scalars; this one's entry (node and key) is kept aside
   // and put back, so a reused `out` allocates nothing.
   auto kept = out.info.scalars.extract(baseline_key());

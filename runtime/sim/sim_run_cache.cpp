@@ -114,6 +114,7 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
   const int e = static_cast<int>(entries_.size());
   entries_.push_back(s);
   entry_keys_.push_back(key);
+  recomputes_.push_back(s.recompute ? 1 : 0);
   act_id_.push_back(dense_id(act_keys_, activation_layout_key(s)));
   param_id_.push_back(dense_id(param_keys_, param_layout_key(s)));
   for (size_t i = 0; i < block_cache_.size(); ++i) block_cache_.mut(i).resize(entries_.size());
@@ -341,7 +342,7 @@ void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out)
   for (int b = 0; b < blocks_; ++b) {
     const int st = block_stage_[b];
     const BlockSlot& c = block(st, b & 1, idx[b]);
-    const bool after_recompute = (b & 1) && entries_[idx[b - 1]].recompute;
+    const bool after_recompute = (b & 1) && recomputes_[idx[b - 1]];
     out[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
   }
 }
@@ -386,7 +387,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     gather[st] += c.param_gather * nm;
     opt[st] += c.optimizer;
     params[st] += c.params;
-    const bool after_recompute = kind && entries_[idx[b - 1]].recompute;
+    const bool after_recompute = kind && recomputes_[idx[b - 1]];
     stage_scratch_[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
     busy_j += m * c.busy_j * nc;
     link_j += m * c.link_j;

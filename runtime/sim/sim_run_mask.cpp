@@ -152,7 +152,7 @@ void SimRun::action_mask_into(int b, uint8_t* out) const {
                    memo.neighbour == neighbour;
   const BlockSlot& cur = block(kind, idx_[b]);
   if (kind) {
-    const bool after_recompute = entries_[idx_[b - 1]].recompute;
+    const bool after_recompute = recomputes_[idx_[b - 1]];
     const int t = after_recompute ? 3 : 2;
     if (!hit) {
       const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
@@ -166,7 +166,7 @@ void SimRun::action_mask_into(int b, uint8_t* out) const {
         const BlockSlot& mlp = block(1, neighbour);
         mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
       }
-      const bool recomputes = entries_[idx_[b]].recompute;
+      const bool recomputes = recomputes_[idx_[b]];
       const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
       const double base = current_mem_ - own;
       memo.first = admitted(0, cap - base - mlp_act, row_hint_[2 * b]);

@@ -119,7 +119,8 @@ TEST(SimEnv, StepSpeedSanity) {
 // VectorEnv steps each env into one StepResult it keeps (Env::step_into) and reads masks with
 // action_mask_into: through make_env's stack (TimeLimit, NormalizeReward, PartitionEnv over
 // SimRun) these must give exactly what step() and action_mask() give, episode after episode,
-// whatever the reused result held before.
+// whatever the reused result held before. A result that asks for a lean Info (VectorEnv's)
+// gets the same figures, observation, reward, flags, error and plan indices.
 TEST(SimEnv, StepIntoAndMaskIntoMatchStepAndMask) {
   ExperimentSpec spec =
       testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
@@ -128,7 +129,11 @@ TEST(SimEnv, StepIntoAndMaskIntoMatchStepAndMask) {
   spec.reward.normalize = true;
   spec.steps_per_episode = 5;
   auto a = make_env("shardgym/TPSim-v0", spec), b = make_env("shardgym/TPSim-v0", spec);
+  auto c = make_env("shardgym/TPSim-v0", spec);
   EXPECT_EQ(a->reset(3).obs, b->reset(3).obs);
+  c->reset(3);
+  StepResult lean;
+  lean.lean_info = true;
   StepResult reused;
   reused.obs.assign(7, 9.0f);  // left over from elsewhere: none of it may survive
   reused.truncated = true;
@@ -169,9 +174,21 @@ TEST(SimEnv, StepIntoAndMaskIntoMatchStepAndMask) {
     EXPECT_EQ(m.block_comm_s, n.block_comm_s);
     EXPECT_EQ(m.peak_memory_bytes, n.peak_memory_bytes);
     EXPECT_EQ(m.oom, n.oom);
+    c->step_into(action, lean);
+    EXPECT_EQ(lean.obs, r.obs);
+    EXPECT_EQ(lean.reward, r.reward);
+    EXPECT_EQ(lean.terminated, r.terminated);
+    EXPECT_EQ(lean.truncated, r.truncated);
+    EXPECT_EQ(lean.info.plan_indices, r.info.plan_indices);
+    EXPECT_EQ(lean.info.error, r.info.error);
+    EXPECT_EQ(lean.info.measurement.step_latency_s, n.step_latency_s);
+    EXPECT_EQ(lean.info.measurement.block_comm_s, n.block_comm_s);
+    EXPECT_TRUE(lean.info.scalars.empty()) << "a lean step leaves the scalars alone";
     if (r.terminated || r.truncated) {
       ++ended;
-      EXPECT_EQ(a->reset().obs, b->reset().obs);
+      const Observation next = a->reset().obs;
+      EXPECT_EQ(b->reset().obs, next);
+      EXPECT_EQ(c->reset().obs, next);
     }
   }
   EXPECT_GE(ended, 2);
