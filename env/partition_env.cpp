@@ -401,8 +401,9 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
     float* out = obs.data() + static_cast<size_t>(b) * kBlockFeatures;
     const int idx = current_[b];
     if (idx >= 0) {
-      std::copy_n(&catalog_features_[static_cast<size_t>(idx) * kStrategyFeatures],
-                  kStrategyFeatures, out);
+      // memcpy of a constant size is inlined; std::copy_n here called memmove per block.
+      std::memcpy(out, &catalog_features_[static_cast<size_t>(idx) * kStrategyFeatures],
+                  sizeof(float) * kStrategyFeatures);
     } else {
       strategy_features(plan.blocks.at(b), -1, out);
     }

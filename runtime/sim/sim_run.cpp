@@ -192,6 +192,9 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
   noise_.seed(seed);
   step_ = 0;
   idx_ = idx;
+  idx_keys_.resize(idx_.size());
+  for (size_t b = 0; b < idx_.size(); ++b) idx_keys_[b] = entry_keys_[idx_[b]];
+  idx_gen_ = gen_;
   current_mem_ = -1;
   plan_ = initial;
   plan_.pipeline = pipe_;
@@ -225,10 +228,14 @@ void SimRun::step_into(const Plan& plan, Measurement& m) {
     return;
   }
   evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, &noise_, m);
-  for (int b = 0; b < blocks_; ++b)
-    if (scratch_[b] != idx_[b]) plan_.blocks[b] = entries_[scratch_[b]];
+  for (int b = 0; b < blocks_; ++b) {
+    if (scratch_[b] == idx_[b]) continue;
+    plan_.blocks[b] = entries_[scratch_[b]];
+    idx_keys_[b] = entry_keys_[scratch_[b]];
+  }
   plan_.pipeline = pipe_;
   idx_.swap(scratch_);
+  idx_gen_ = gen_;
   current_mem_ = *std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end());
   ++step_;
   if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))

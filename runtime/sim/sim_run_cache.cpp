@@ -177,16 +177,18 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
     }
   }
   idx.resize(blocks_);
+  // Unchanged blocks skip the hash lookup (their keys are idx_keys_, read in order) and,
+  // when the plan in force passed this check under the same conditions, the shape check.
+  const bool have = idx_keys_.size() == static_cast<size_t>(blocks_);
+  const bool trusted = have && idx_gen_ == gen_;
   for (int b = 0; b < blocks_; ++b) {
-    // Unchanged blocks skip the hash lookup.
     const uint64_t key = strategy_key(plan.blocks[b]);
-    const bool same = b < static_cast<int>(idx_.size()) && key != kUnpackable &&
-                      key == entry_keys_[idx_[b]];
+    const bool same = have && key != kUnpackable && key == idx_keys_[b];
     idx[b] = same ? idx_[b] : entry_of(plan.blocks[b], key);
   }
   ensure_shapes();
   for (int b = 0; b < blocks_; ++b) {
-    if (shape_ok_[b & 1][idx[b]]) continue;
+    if ((trusted && idx[b] == idx_[b]) || shape_ok_[b & 1][idx[b]]) continue;
     const BlockKind kind = ModelSpec::block_kind(b);
     return "block " + std::to_string(b) + " (" + block_kind_name(kind) + "): " +
            entries_[idx[b]].to_string() + " is not valid: " +
