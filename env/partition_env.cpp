@@ -142,6 +142,7 @@ ResetResult PartitionEnv::reset(std::optional<uint64_t> seed) {
   steps_ = 0;
   failure_.clear();
   started_ = true;
+  pending_in_force_ = false;
   sync_indices_from_plan();
   pipeline_ = run_->plan().pipeline;
   std::fill(last_measured_.begin(), last_measured_.end(), 0.0f);
@@ -215,19 +216,22 @@ void PartitionEnv::action_mask_into(uint8_t* out, size_t size) const {
   // conditions, the rows are cached, as action_mask() caches them.
   const bool cache = direct_epoch_ == epoch_;
   direct_epoch_ = epoch_;
+  if (cache)
+    for (int b = 0; b < blocks_; ++b) ensure_row(b);
   const size_t k = static_cast<size_t>(choices_);
   // mask_ holds 0/1 only (TrainingRun::action_mask_into and the pipeline row write 0/1), so
-  // cached rows are copied as they are, in runs of consecutive valid rows.
-  int run_start = 0;  // first row of the current run of cached rows
-  for (int b = 0; b <= blocks_; ++b) {
-    if (b < blocks_) {
-      if (cache) ensure_row(b);
-      if (row_epoch_[b] == epoch_) continue;
+  // cached rows are copied as they are, in runs of consecutive valid rows; each run of stale
+  // rows is one call of the run (after a change: the whole mask in one call).
+  for (int b = 0; b < blocks_;) {
+    const bool cached = row_epoch_[b] == epoch_;
+    int end = b + 1;
+    while (end < blocks_ && (row_epoch_[end] == epoch_) == cached) ++end;
+    if (cached) {
+      std::memcpy(out + b * k, mask_.data() + b * k, (end - b) * k);
+    } else {
+      run_->action_mask_rows_into(b, end - b, out + b * k);
     }
-    if (b > run_start) std::memcpy(out + run_start * k, mask_.data() + run_start * k,
-                                   (b - run_start) * k);
-    run_start = b + 1;
-    if (b < blocks_) run_->action_mask_into(b, out + b * k);
+    b = end;
   }
   ensure_pipeline_row();
   const size_t tail = static_cast<size_t>(blocks_) * k;
@@ -298,7 +302,10 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   require_started();
   check_action(action);
   const StrategyCatalog& catalog = run_->catalog();
-  for (int b = 0; b < blocks_; ++b) pending_.blocks[b] = catalog.at(action[b]);
+  // After an accepted step pending_ is the plan in force (current_): only the blocks that the
+  // action changes are looked up again.
+  for (int b = 0; b < blocks_; ++b)
+    if (!pending_in_force_ || action[b] != current_[b]) pending_.blocks[b] = catalog.at(action[b]);
   if (moves_ > 0)
     pending_.pipeline = apply_pipeline_choice(pipeline_, action[blocks_], blocks_ / 2);
 
@@ -310,6 +317,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   run_->context_into(ctx_);
   const RunContext& ctx = ctx_;
   bool changed = false;
+  pending_in_force_ = m.ok;
   if (m.ok) {  // an accepted step installs the requested plan
     changed = !std::equal(current_.begin(), current_.end(), action.begin());
     if (changed) std::copy_n(action.begin(), blocks_, current_.begin());

@@ -112,6 +112,7 @@ class PartitionEnv : public Env {
   std::vector<double> ref_inv_;          // B × 3: 1 / reference (fwd, bwd, comm)
   std::vector<uint8_t> shape_ok_;        // 2 × K: the catalog's attention and MLP shape masks
   Plan pending_;                         // reused buffer for the requested plan
+  bool pending_in_force_ = false;        // pending_ is the plan in force (current_)
   std::vector<int32_t> current_;         // catalog index per block of the plan in force, -1
   // The measured entries of the last observation (per block fwd, bwd, comm; peak memory and
   // latency; with pipelines each stage's peak), in that order: a failed step keeps them. Kept

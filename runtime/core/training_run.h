@@ -66,6 +66,12 @@ class TrainingRun {
   // action_mask(block) written to out[0, catalog size) as 0/1 without allocating; the default
   // copies action_mask(block).
   virtual void action_mask_into(int block, uint8_t* out) const;
+  // Rows [first, first + count) at once, row b at out + (b − first)·K (K = catalog size): an
+  // env writes the whole mask after a change. The default calls action_mask_into per row.
+  virtual void action_mask_rows_into(int first, int count, uint8_t* out) const {
+    const size_t k = static_cast<size_t>(catalog().size());
+    for (int i = 0; i < count; ++i) action_mask_into(first + i, out + i * k);
+  }
 
   // Noise-free cost of `plan` under the current conditions without running it, where the
   // backend can tell (sim: yes; live: no). Used for baselines and oracles.

@@ -110,6 +110,7 @@ class SimRun : public TrainingRun {
   void context_into(RunContext& out) const override;
   std::vector<uint8_t> action_mask(int block) const override;
   void action_mask_into(int block, uint8_t* out) const override;
+  void action_mask_rows_into(int first, int count, uint8_t* out) const override;
   std::optional<Measurement> estimate(const Plan& plan) const override;
   bool deterministic() const override { return true; }
   bool cloneable() const override { return true; }

@@ -100,30 +100,39 @@ std::vector<uint8_t> SimRun::action_mask(int b) const {
   return mask;
 }
 
-void SimRun::action_mask_into(int b, uint8_t* out) const {
-  if (b < 0 || b >= blocks_)
+void SimRun::action_mask_into(int b, uint8_t* out) const { action_mask_rows_into(b, 1, out); }
+
+void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
+  if (count <= 0) return;
+  if (first < 0 || first + count > blocks_) {
+    const int b = first < 0 ? first : first + count - 1;
     throw std::out_of_range("action_mask: block " + std::to_string(b) + " outside [0, " +
                             std::to_string(blocks_) + ")");
+  }
   const int K = catalog_.size();
   if (stage_cost_.size() > 1) {
     // Pipelines: try each entry on the whole plan (stage memory is not one sum).
     ensure_shapes();
     std::vector<int> trial = idx_;
-    for (int e = 0; e < K; ++e) {
-      out[e] = 0;
-      if (!shape_ok_[b & 1][e]) continue;
-      trial[b] = e;
-      stage_memory(trial, stage_scratch_);
-      bool fits = true;
-      for (size_t s = 0; s < stage_scratch_.size(); ++s)
-        fits = fits && stage_scratch_[s] <= stage_capacity_[s];
-      out[e] = fits ? 1 : 0;
+    for (int b = first; b < first + count; ++b, out += K) {
+      for (int e = 0; e < K; ++e) {
+        out[e] = 0;
+        if (!shape_ok_[b & 1][e]) continue;
+        trial[b] = e;
+        stage_memory(trial, stage_scratch_);
+        bool fits = true;
+        for (size_t s = 0; s < stage_scratch_.size(); ++s)
+          fits = fits && stage_scratch_[s] <= stage_capacity_[s];
+        out[e] = fits ? 1 : 0;
+      }
+      trial[b] = idx_[b];
     }
     return;
   }
   ensure_mask_tables();
   if (current_mem_ < 0) current_mem_ = memory_of(idx_);
   const double cap = stage_capacity_[0];
+  const MaskTables& tables = *mask_tables_;
   // Number of entries of table t whose own term is ≤ limit: std::upper_bound without its
   // branches (the limits of a plan's blocks are unrelated, so they mispredict half the time).
   // `hint` (the block's count at its last row) is taken when the limit still falls in its
@@ -131,7 +140,7 @@ void SimRun::action_mask_into(int b, uint8_t* out) const {
   // moves by the few blocks that changed, so most limits stay in their interval.
   if (row_hint_.size() != 2 * size_t(blocks_)) row_hint_.assign(2 * size_t(blocks_), 0);
   auto admitted = [&](int t, double limit, uint32_t& hint) -> size_t {
-    const auto& v = (*mask_tables_)[t].values;
+    const auto& v = tables[t].values;
     size_t n = v.size();
     if (hint <= n && (hint == 0 || !(limit < v[hint - 1])) && (hint == n || limit < v[hint]))
       return hint;
@@ -145,46 +154,48 @@ void SimRun::action_mask_into(int b, uint8_t* out) const {
     hint = static_cast<uint32_t>(base - v.data()) + (!(limit < *base) ? 1 : 0);
     return hint;
   };
-  const int kind = b & 1;
-  const int neighbour = kind ? idx_[b - 1] : (b + 1 < blocks_ ? idx_[b + 1] : -1);
-  MaskMemo& memo = mask_memo_[kind];
-  const bool hit = memo.gen == gen_ && memo.memory == current_mem_ && memo.entry == idx_[b] &&
-                   memo.neighbour == neighbour;
-  const BlockSlot& cur = block(kind, idx_[b]);
-  if (kind) {
-    const bool after_recompute = recomputes_[idx_[b - 1]];
-    const int t = after_recompute ? 3 : 2;
-    if (!hit) {
-      const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
-      memo.first = admitted(t, cap - (current_mem_ - own), row_hint_[2 * b]);
-    }
-    std::copy_n(&(*mask_tables_)[t].prefix[memo.first * K], K, out);
-  } else {
-    if (!hit) {
-      double mlp_act = 0, mlp_act_prev = 0;
-      if (neighbour >= 0) {
-        const BlockSlot& mlp = block(1, neighbour);
-        mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
+  for (int b = first; b < first + count; ++b, out += K) {
+    const int kind = b & 1;
+    const int neighbour = kind ? idx_[b - 1] : (b + 1 < blocks_ ? idx_[b + 1] : -1);
+    MaskMemo& memo = mask_memo_[kind];
+    const bool hit = memo.gen == gen_ && memo.memory == current_mem_ && memo.entry == idx_[b] &&
+                     memo.neighbour == neighbour;
+    const BlockSlot& cur = block(kind, idx_[b]);
+    if (kind) {
+      const bool after_recompute = recomputes_[idx_[b - 1]];
+      const int t = after_recompute ? 3 : 2;
+      if (!hit) {
+        const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
+        memo.first = admitted(t, cap - (current_mem_ - own), row_hint_[2 * b]);
       }
-      const bool recomputes = recomputes_[idx_[b]];
-      const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
-      const double base = current_mem_ - own;
-      memo.first = admitted(0, cap - base - mlp_act, row_hint_[2 * b]);
-      memo.second = admitted(1, cap - base - mlp_act_prev, row_hint_[2 * b + 1]);
+      std::memcpy(out, &tables[t].prefix[memo.first * K], K);
+    } else {
+      if (!hit) {
+        double mlp_act = 0, mlp_act_prev = 0;
+        if (neighbour >= 0) {
+          const BlockSlot& mlp = block(1, neighbour);
+          mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
+        }
+        const bool recomputes = recomputes_[idx_[b]];
+        const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
+        const double base = current_mem_ - own;
+        memo.first = admitted(0, cap - base - mlp_act, row_hint_[2 * b]);
+        memo.second = admitted(1, cap - base - mlp_act_prev, row_hint_[2 * b + 1]);
+      }
+      const uint8_t* plain = &tables[0].prefix[memo.first * K];
+      const uint8_t* recompute = &tables[1].prefix[memo.second * K];
+      int e = 0;
+      for (; e + 8 <= K; e += 8) {  // eight entries at a time
+        uint64_t a, r;
+        std::memcpy(&a, plain + e, 8);
+        std::memcpy(&r, recompute + e, 8);
+        a |= r;
+        std::memcpy(out + e, &a, 8);
+      }
+      for (; e < K; ++e) out[e] = plain[e] | recompute[e];
     }
-    const uint8_t* plain = &(*mask_tables_)[0].prefix[memo.first * K];
-    const uint8_t* recompute = &(*mask_tables_)[1].prefix[memo.second * K];
-    int e = 0;
-    for (; e + 8 <= K; e += 8) {  // eight entries at a time
-      uint64_t a, r;
-      std::memcpy(&a, plain + e, 8);
-      std::memcpy(&r, recompute + e, 8);
-      a |= r;
-      std::memcpy(out + e, &a, 8);
-    }
-    for (; e < K; ++e) out[e] = plain[e] | recompute[e];
+    memo.gen = gen_, memo.memory = current_mem_, memo.entry = idx_[b], memo.neighbour = neighbour;
   }
-  memo.gen = gen_, memo.memory = current_mem_, memo.entry = idx_[b], memo.neighbour = neighbour;
 }
 
 }  // namespace shardgym
