@@ -96,6 +96,38 @@ TEST(PipelineAction, PipelinedEnvAddsTheComponent) {
   EXPECT_THROW(env->action_from_plan(far), std::invalid_argument);
 }
 
+// A failed step keeps the measured entries of the observation, each stage's peak memory
+// included; the boundaries and the step counter still describe the step. (The step fails
+// because a sequence-length event makes the sp plan in force shape-invalid: 2 ∤ 31.)
+TEST(PipelineAction, AFailedStepKeepsEachStagesMeasuredMemory) {
+  ExperimentSpec spec = test_specs::pipelined(/*layers=*/8, /*stages=*/2);
+  spec.initial_plan = "uniform:tp1d(t=2,sp=1)@pp(p=2,m=4)";
+  ScenarioEvent seq;
+  seq.step = 3, seq.kind = EventKind::kSeqLength, seq.value = 31;  // the third env step
+  test_specs::add_event(spec, seq);
+  auto env = sim_env(spec);
+  env->reset(0);
+  const Action keep = env->action_from_plan(env->run().plan());
+  Action move = keep;
+  move.back() = 1;  // a boundary move: the stages' memory changes
+  const StepResult first = env->step(move);
+  ASSERT_TRUE(first.info.error.empty()) << first.info.error;
+  const StepResult ok = env->step(env->action_from_plan(env->run().plan()));
+  ASSERT_TRUE(ok.info.error.empty()) << ok.info.error;
+  const StepResult bad = env->step(env->action_from_plan(env->run().plan()));
+  ASSERT_FALSE(bad.info.error.empty());
+  EXPECT_TRUE(bad.truncated);
+  const int dim = static_cast<int>(ok.obs.size()), g = 16 * PartitionEnv::kBlockFeatures;
+  ASSERT_EQ(bad.obs.size(), ok.obs.size());
+  for (int i = 0; i < dim; ++i) {
+    if (i == g) continue;  // step / steps
+    EXPECT_EQ(bad.obs[i], ok.obs[i]) << "entry " << i;
+  }
+  EXPECT_GT(bad.obs[g], ok.obs[g]);
+  for (int i = dim - 2; i < dim; ++i) EXPECT_GT(bad.obs[i], 0.0f) << "stage memory, entry " << i;
+  EXPECT_NE(ok.obs[dim - 2], ok.obs[dim - 1]) << "the stages hold different bytes";
+}
+
 TEST(PipelineAction, AMoveThatEmptiesAStageIsMasked) {
   // Two layers in two stages: every move empties a stage.
   auto env = sim_env(test_specs::pipelined(/*layers=*/2, /*stages=*/2));

@@ -2,6 +2,7 @@
 // cloning (sim_run.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -227,6 +228,24 @@ TEST(SimRun, InvalidPlanFailsWithoutThrowing) {
   EXPECT_THROW(run.reset(0, bad), std::invalid_argument);
 }
 
+// resolve() skips the shape check of the blocks a plan keeps only while the conditions it
+// passed under hold: a sequence-length event that makes the plan in force shape-invalid
+// fails the next step that keeps it.
+TEST(SimRun, EventThatInvalidatesThePlanInForceFailsTheStepThatKeepsIt) {
+  ExperimentSpec spec = small_spec();
+  spec.initial_plan = "uniform:tp1d(t=4,sp=1)";
+  spec.scenario.events = {{2, EventKind::kSeqLength, "", -1, 1.0, 510}};  // 4 ∤ 510
+  SimRun run(spec);
+  const Plan p = run.plan();
+  ASSERT_TRUE(run.step(p).ok);
+  ASSERT_TRUE(run.step(p).ok);
+  const Measurement m = run.step(p);
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("does not divide seq=510"), std::string::npos) << m.error;
+  run.reset(0, p);
+  EXPECT_TRUE(run.step(p).ok);
+}
+
 TEST(SimRun, CloneContinuesIdentically) {
   SimRun run(small_spec(0.1));
   run.reset(11, run.plan());
@@ -259,16 +278,24 @@ TEST(SimRun, MaskRowsStayExactAsThePlanChanges) {
   const ExperimentSpec spec = tight_memory_spec(1e9);  // some changes fit, others do not
   const int blocks = spec.model.num_blocks();
   const Plan start = Plan::uniform(Strategy::tp1d(8), blocks);  // the spec's initial plan
-  SimRun run(spec), twin(spec);
+  SimRun run(spec), twin(spec), runs(spec);  // runs: rows in runs (action_mask_rows_into)
   const int K = run.catalog().size();
   std::mt19937_64 rng(11);
   int masked = 0, allowed = 0;
   for (int step = 0; step < 12; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
+    // The whole mask in one call on even steps, in two runs split at a block that moves on
+    // odd ones.
+    std::vector<uint8_t> all(size_t(blocks) * K, 2);
+    const int split = step % 2 ? 1 + step % (blocks - 1) : blocks;
+    runs.action_mask_rows_into(0, split, all.data());
+    runs.action_mask_rows_into(split, blocks - split, all.data() + size_t(split) * K);
     std::vector<std::vector<uint8_t>> rows(blocks);
     for (int b = 0; b < blocks; ++b) {
       rows[b] = run.action_mask(b);
       ASSERT_EQ(twin.action_mask(b), rows[b]) << "block " << b;
+      ASSERT_TRUE(std::equal(rows[b].begin(), rows[b].end(), all.begin() + size_t(b) * K))
+          << "block " << b << " written in a run of rows";
       const auto& shape = run.catalog().shape_mask(ModelSpec::block_kind(b));
       for (int k = 0; k < K; ++k) {
         Plan p = run.plan();
@@ -289,8 +316,37 @@ TEST(SimRun, MaskRowsStayExactAsThePlanChanges) {
     }
     ASSERT_TRUE(run.step(next).ok);
     ASSERT_TRUE(twin.step(next).ok);
+    ASSERT_TRUE(runs.step(next).ok);
   }
   EXPECT_GT(masked, 0);
+  EXPECT_GT(allowed, 0);
+  EXPECT_THROW(runs.action_mask_rows_into(blocks - 1, 2, std::vector<uint8_t>(2 * K).data()),
+               std::out_of_range);
+}
+
+// With pipeline stages the rows are found by trying each entry on the whole plan: a run of
+// rows in one call must equal the rows one by one (each row tries its block alone).
+TEST(SimRun, MaskRowsInOneCallEqualRowByRowWithPipelines) {
+  ExperimentSpec spec = tight_memory_spec(1e9);
+  spec.initial_plan = "uniform:tp1d(t=4)@pp(p=2)";
+  const Plan start = resolve_plan(spec.initial_plan, spec.model, spec.cluster);
+  // 0.2 GB of headroom: a row computed with the block before it left changed differs.
+  spec.cluster.devices[0].memory_bytes = SimRun(spec).estimate(start)->peak_memory_bytes[0] + 0.2e9;
+  SimRun run(spec);
+  run.reset(0, start);
+  ASSERT_EQ(run.plan().stages(), 2);
+  const int blocks = spec.model.num_blocks(), K = run.catalog().size();
+  std::vector<uint8_t> all(size_t(blocks) * K, 2);
+  run.action_mask_rows_into(0, blocks, all.data());
+  int masked = 0, allowed = 0;
+  for (int b = 0; b < blocks; ++b) {
+    const std::vector<uint8_t> row = run.action_mask(b);
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), all.begin() + size_t(b) * K)) << "block " << b;
+    const auto& shape = run.catalog().shape_mask(ModelSpec::block_kind(b));
+    for (int k = 0; k < K; ++k)
+      if (shape[k]) (row[k] ? allowed : masked) += 1;
+  }
+  EXPECT_GT(masked, 0) << "memory should mask some entries";
   EXPECT_GT(allowed, 0);
 }
 
