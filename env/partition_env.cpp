@@ -5,7 +5,9 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "env/pipeline_action.h"
 
@@ -39,6 +41,31 @@ double denominator(double ref, double fallback) {
 
 float nonneg(double x) { return x > 0 ? static_cast<float>(x) : 0.0f; }
 
+// The live copy with the same bytes as `v`, or `v` made the live copy (a process-wide index
+// by an FNV-1a hash of the bytes, under a mutex; entries die with their last env).
+std::shared_ptr<const std::vector<float>> shared_copy(std::vector<float> v) {
+  const size_t bytes = v.size() * sizeof(float);
+  const unsigned char* c = reinterpret_cast<const unsigned char*>(v.data());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  static std::mutex mutex;
+  static std::unordered_multimap<uint64_t, std::weak_ptr<const std::vector<float>>> live;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto range = live.equal_range(h);
+  for (auto it = range.first; it != range.second;) {
+    std::shared_ptr<const std::vector<float>> held = it->second.lock();
+    if (!held) {
+      it = live.erase(it);
+      continue;
+    }
+    if (held->size() == v.size() && std::memcmp(held->data(), v.data(), bytes) == 0) return held;
+    ++it;
+  }
+  auto made = std::make_shared<const std::vector<float>>(std::move(v));
+  live.emplace(h, made);
+  return made;
+}
+
 }  // namespace
 
 PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
@@ -61,10 +88,11 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
                                 std::to_string(blocks_));
   }
 
-  catalog_features_.resize(static_cast<size_t>(choices_) * kStrategyFeatures);
+  std::vector<float> features(static_cast<size_t>(choices_) * kStrategyFeatures);
   for (int k = 0; k < choices_; ++k) {
-    strategy_features(catalog.at(k), k, &catalog_features_[k * kStrategyFeatures]);
+    strategy_features(catalog.at(k), k, &features[k * kStrategyFeatures]);
   }
+  catalog_features_ = shared_copy(std::move(features));
   stages_ = initial_plan_.stages();
   moves_ = pipeline_choices(stages_);
   pipeline_ = initial_plan_.pipeline;
@@ -410,7 +438,7 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
     const int idx = current_[b];
     if (idx >= 0) {
       // memcpy of a constant size is inlined; std::copy_n here called memmove per block.
-      std::memcpy(out, &catalog_features_[static_cast<size_t>(idx) * kStrategyFeatures],
+      std::memcpy(out, catalog_features_->data() + static_cast<size_t>(idx) * kStrategyFeatures,
                   sizeof(float) * kStrategyFeatures);
     } else {
       strategy_features(plan.blocks.at(b), -1, out);

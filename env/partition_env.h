@@ -108,7 +108,9 @@ class PartitionEnv : public Env {
   int blocks_ = 0, choices_ = 0, links_ = 0, world_ = 1;
   int stages_ = 1, moves_ = 0;  // p of the initial plan; pipeline_choices(p)
   Pipeline pipeline_;           // the pipeline in force
-  std::vector<float> catalog_features_;  // K × kStrategyFeatures
+  // K × kStrategyFeatures, immutable and shared by the envs whose tables come out the same
+  // (a vector env's: one copy read by all, instead of a 4.8 KB table each at K = 172).
+  std::shared_ptr<const std::vector<float>> catalog_features_;
   std::vector<double> ref_inv_;          // B × 3: 1 / reference (fwd, bwd, comm)
   std::vector<uint8_t> shape_ok_;        // 2 × K: the catalog's attention and MLP shape masks
   Plan pending_;                         // reused buffer for the requested plan
