@@ -131,9 +131,11 @@ class SimRun : public TrainingRun {
   // Joins `first`'s group: the runs of a group share the transfer costs (activation
   // redistribution, repartition) of the layouts of the catalog, per scenario phase and
   // pipeline shape, so a pair of layouts one run has priced is a copy for the others (a
-  // vector env's envs: one fill instead of N). Safe with the runs on different threads. The
-  // caller promises both runs were built from the same ExperimentSpec and SimOptions;
-  // throws std::invalid_argument where they visibly were not (model, world, catalog, events).
+  // vector env's envs: one fill instead of N), and the runs read those pairs from the group's
+  // tables alone (one copy in the cache, not one per run). Safe with the runs on different
+  // threads. The caller promises both runs were built from the same ExperimentSpec and
+  // SimOptions; throws std::invalid_argument where they visibly were not (model, world,
+  // catalog, events).
   void share_costs_with(SimRun& first);
 
  private:
@@ -206,8 +208,8 @@ class SimRun : public TrainingRun {
     const int a = act_id_[from_entry], z = act_id_[to_entry];
     if (group_ && a < group_act_ && z < group_act_) {
       const TransferSlot& s = group_slots(stage, -1)[size_t(a) * group_act_ + z];
-      return s.gen.load(std::memory_order_acquire) ? s
-                                                   : fill_redistribution(stage, from_entry, to_entry);
+      if (s.gen.load(std::memory_order_acquire)) return s;
+      return fill_redistribution(stage, from_entry, to_entry);
     }
     const TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
     return s.gen.load(std::memory_order_relaxed) == gen_
