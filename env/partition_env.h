@@ -120,7 +120,7 @@ class PartitionEnv : public Env {
   // latency; with pipelines each stage's peak), in that order: a failed step keeps them. Kept
   // apart so that a step does not copy its whole observation (2.6 KB at 64 blocks) aside.
   std::vector<float> last_measured_;
-  int dim_ = 0;  // observation size
+  int dim_ = 0;     // observation size
   RunContext ctx_;  // the run's context after the last reset or step
 
   mutable std::vector<uint8_t> mask_;       // B × K, row b valid if row_epoch_[b] == epoch_

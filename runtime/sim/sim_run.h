@@ -177,7 +177,9 @@ class SimRun : public TrainingRun {
     double time = 0, bytes = 0, energy = 0;
     TransferSlot() = default;
     TransferSlot(const TransferSlot& o)
-        : gen(o.gen.load(std::memory_order_relaxed)), time(o.time), bytes(o.bytes),
+        : gen(o.gen.load(std::memory_order_relaxed)),
+          time(o.time),
+          bytes(o.bytes),
           energy(o.energy) {}
     TransferSlot& operator=(const TransferSlot& o) {
       gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -336,9 +338,9 @@ class SimRun : public TrainingRun {
   LogNormalNoise noise_;
   int step_ = 0;
   Plan plan_;
-  std::vector<int> idx_;             // entries of the plan in force
-  std::vector<uint64_t> idx_keys_;   // their keys (entry_keys_), block by block
-  uint32_t idx_gen_ = 0;             // gen_ under which resolve() accepted them
+  std::vector<int> idx_;            // entries of the plan in force
+  std::vector<uint64_t> idx_keys_;  // their keys (entry_keys_), block by block
+  uint32_t idx_gen_ = 0;            // gen_ under which resolve() accepted them
   std::vector<double> measured_link_;
   mutable std::vector<int> scratch_;
   mutable std::vector<int> before_stage_;  // block stages before the plan being resolved
