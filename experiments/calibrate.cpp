@@ -31,6 +31,7 @@ constexpr const char* kSimEnv = "shardgym/TPSim-v0";
 struct PlanStats {
   double step_s = 0, spread = 0, peak_bytes = 0;
   double repartition_s = 0, repartition_bytes = 0;  // of the first step, into this plan
+  double repartition_peak_bytes = 0;
   std::vector<double> fwd, bwd, comm;               // per block, median over iterations
   std::vector<double> steps;                        // every measured step latency
 };
@@ -52,6 +53,7 @@ PlanStats measure(TrainingRun& run, const Plan& plan, const LiveMeasureOptions& 
   if (!first.ok) throw std::runtime_error(failed(first, plan));
   s.repartition_s = first.repartition_s;
   s.repartition_bytes = first.repartition_bytes;
+  s.repartition_peak_bytes = first.repartition_peak_bytes;
   for (int i = 1; i < o.warmup; ++i) {
     const Measurement m = run.step(plan);
     if (!m.ok) throw std::runtime_error(failed(m, plan));
@@ -541,7 +543,8 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   const int blocks = live.spec.model.num_blocks();
   run.reset(o.seed, plans.front());
   sim.reset(o.seed, plans.front());
-  std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, spreads;
+  std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, repm_err;
+  std::vector<double> spreads;
   std::vector<double> live_steps, sim_steps;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
@@ -555,6 +558,8 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     for (double p : pred.peak_memory_bytes) c.sim_peak_bytes = std::max(c.sim_peak_bytes, p);
     c.live_repartition_s = s.repartition_s, c.sim_repartition_s = first.repartition_s;
     c.live_repartition_bytes = s.repartition_bytes, c.sim_repartition_bytes = first.repartition_bytes;
+    c.live_repartition_peak_bytes = s.repartition_peak_bytes;
+    c.sim_repartition_peak_bytes = first.repartition_peak_bytes;
     c.live_fwd = s.fwd, c.live_bwd = s.bwd, c.live_comm = s.comm;
     c.sim_fwd = pred.block_fwd_s, c.sim_bwd = pred.block_bwd_s, c.sim_comm = pred.block_comm_s;
     step_err.push_back(rel_error(c.sim_step_s, c.live_step_s));
@@ -562,6 +567,7 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     if (i > 0 && c.live_repartition_bytes > 0) {
       rep_err.push_back(rel_error(c.sim_repartition_s, c.live_repartition_s));
       repb_err.push_back(rel_error(c.sim_repartition_bytes, c.live_repartition_bytes));
+      repm_err.push_back(rel_error(c.sim_repartition_peak_bytes, c.live_repartition_peak_bytes));
     }
     for (int b = 0; b < blocks; ++b) {
       fwd_err.push_back(rel_error(c.sim_fwd[b], c.live_fwd[b]));
@@ -588,6 +594,7 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   v.memory = summarize(mem_err);
   v.repartition_s = summarize(rep_err);
   v.repartition_bytes = summarize(repb_err);
+  v.repartition_peak = summarize(repm_err);
   v.kendall_tau = kendall_tau(live_steps, sim_steps);
   v.live_spread_median = median(spreads);
   if (o.repeat) {
@@ -624,6 +631,7 @@ std::vector<NamedError> error_figures(const LiveValidation& v) {
           {"peak memory", "peak_memory", &v.memory},
           {"repart. s", "repartition_s", &v.repartition_s},
           {"repart. B", "repartition_bytes", &v.repartition_bytes},
+          {"repart. peak", "repartition_peak_bytes", &v.repartition_peak},
           {"live again", "live_repeat_step", &v.repeat}};
 }
 
@@ -634,10 +642,10 @@ std::string live_validation_table(const LiveValidation& v) {
   o << "simulator " << (v.calibration.empty() ? "uncalibrated" : "calibrated by " + v.calibration)
     << " against the live run of " << v.config << " (" << v.ranks << " ranks, " << v.launch
     << "), " << v.plans.size() << " random plans\n\n";
-  o << std::left << std::setw(12) << "figure" << std::right << std::setw(10) << "median"
+  o << std::left << std::setw(13) << "figure" << std::right << std::setw(10) << "median"
     << std::setw(10) << "p90" << std::setw(8) << "n" << "   (|sim / live − 1|)\n";
   auto row = [&](const char* name, const ErrorSummary& e) {
-    o << std::left << std::setw(12) << name << std::right << std::fixed << std::setprecision(1)
+    o << std::left << std::setw(13) << name << std::right << std::fixed << std::setprecision(1)
       << std::setw(9) << 100 * e.median << "%" << std::setw(9) << 100 * e.p90 << "%"
       << std::setw(8) << e.n << "\n";
   };
@@ -672,7 +680,8 @@ std::string live_validation_json(const LiveValidation& v) {
       << c.sim_peak_bytes << ", \"live_repartition_s\": " << c.live_repartition_s
       << ", \"sim_repartition_s\": " << c.sim_repartition_s << ", \"live_repartition_bytes\": "
       << c.live_repartition_bytes << ", \"sim_repartition_bytes\": " << c.sim_repartition_bytes
-      << "}";
+      << ", \"live_repartition_peak_bytes\": " << c.live_repartition_peak_bytes
+      << ", \"sim_repartition_peak_bytes\": " << c.sim_repartition_peak_bytes << "}";
   }
   o << "]}";
   return o.str();

@@ -167,6 +167,7 @@ class SimRun : public TrainingRun {
   struct TransferSlot {  // cached TransferCost of one pair of layouts
     uint32_t gen = 0;
     double time = 0, bytes = 0, energy = 0;
+    double message = 0;  // repartitions: largest message of a rank, bytes
   };
 
   // Sets up the stages and micro-batches of `pipe` (m explicit); returns whether it changed.

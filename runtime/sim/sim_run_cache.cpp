@@ -16,6 +16,8 @@
 #include "runtime/sim/pipeline_model.h"
 #include "runtime/sim/sim_run.h"
 
+#include "runtime/core/placement.h"
+
 namespace shardgym {
 namespace {
 
@@ -222,7 +224,7 @@ const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) cons
 // of the group without a lock once `ready` says so.
 struct SimRun::SharedTransfer {
   std::atomic<uint32_t> ready{0};
-  double time = 0, bytes = 0, energy = 0;
+  double time = 0, bytes = 0, energy = 0, message = 0;
 };
 
 struct SimRun::CostGroup {
@@ -287,14 +289,17 @@ const SimRun::TransferSlot& SimRun::fill_transfer(TransferSlot& s, SharedTransfe
                                                   Cost&& cost) const {
   if (shared && shared->ready.load(std::memory_order_acquire)) {
     s.time = shared->time, s.bytes = shared->bytes, s.energy = shared->energy, s.gen = gen_;
+    s.message = shared->message;
     return s;
   }
   const TransferCost c = cost();
   s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.gen = gen_;
+  s.message = c.max_message_bytes;
   if (shared) {
     std::lock_guard<std::mutex> lock(group_->mutex);
     if (!shared->ready.load(std::memory_order_relaxed)) {
       shared->time = s.time, shared->bytes = s.bytes, shared->energy = s.energy;
+      shared->message = s.message;
       shared->ready.store(1, std::memory_order_release);
     }
   }
@@ -463,6 +468,10 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   }
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
+  // Memory in transit (layout.h): blocks move in order, each holding its new state and one
+  // message before its old state (with its gradients) is freed; `held` is what the blocks
+  // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
+  double rep_peak = 0, held = 0;
   int changed = 0;
   // Nothing moves when every block keeps its strategy and stage.
   if (from && !(*from == idx && &from_stage == &block_stage_)) {
@@ -481,11 +490,23 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
         rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
         rep_bytes += bytes * stage_world_;
         rep_j += bytes * stage_world_ * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+        rep_peak = std::max(rep_peak, held + 2 * bytes);  // its state and one message of it
         continue;
       }
       if (a == z || param_id_[a] == param_id_[z]) continue;
       const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
       rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;
+      const double moved = stage_cost_[st].moved_bytes_per_param();
+      const double fresh = moved * block(st, b & 1, z).params;
+      rep_peak = std::max(rep_peak, held + fresh + r.message);
+      // The old strategy may not fit this stage when the pipeline changed shape with it.
+      const int ta = entries_[a].degree();
+      const double old_params = ta > 0 && stage_world_ % ta == 0
+                                    ? block(st, b & 1, a).params
+                                    : rank_param_elements(model_, b & 1 ? BlockKind::kMlp
+                                                                        : BlockKind::kAttention,
+                                                          entries_[a]);
+      held += fresh - (moved + model_.grad_bytes()) * old_params;
     }
   }
   const RuntimeCalibration& cal = cost_.cluster().calibration;
@@ -495,6 +516,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   out.step_latency_s = latency;
   out.repartition_s = rep_s * np;
   out.repartition_bytes = rep_bytes;
+  out.repartition_peak_bytes = rep_peak;
   out.energy_j = idle_power_w_ * (latency + out.repartition_s) + busy_j + link_j + redist_j + rep_j;
   out.tokens = double(effective_global_batch(cost_.model(), world_)) * cost_.model().seq;
   if (p == 1) {

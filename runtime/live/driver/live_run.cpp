@@ -239,6 +239,7 @@ Measurement LiveRun::step(const Plan& plan) {
     Measurement m = std::move(runs.front());
     m.repartition_s = first.repartition_s;
     m.repartition_bytes = first.repartition_bytes;
+    m.repartition_peak_bytes = first.repartition_peak_bytes;
     return m;
   }
   // Medians over the measured iterations; peak memory the largest any of them reached.
@@ -260,6 +261,7 @@ Measurement LiveRun::step(const Plan& plan) {
   Measurement m = runs.back();
   m.repartition_s = first.repartition_s;
   m.repartition_bytes = first.repartition_bytes;
+  m.repartition_peak_bytes = first.repartition_peak_bytes;
   m.step_latency_s = median_of([](const Measurement& r) { return r.step_latency_s; });
   m.energy_j = median_of([](const Measurement& r) { return r.energy_j; });
   for (size_t b = 0; b < m.block_fwd_s.size(); ++b) {
@@ -308,6 +310,7 @@ Measurement LiveRun::iterate(const Plan& plan) {
     m.step_latency_s = std::max(m.step_latency_s, r.step_s);
     m.repartition_s = std::max(m.repartition_s, r.repartition_s);
     m.repartition_bytes += r.repartition_bytes;
+    m.repartition_peak_bytes = std::max(m.repartition_peak_bytes, r.repartition_peak_bytes);
     m.peak_memory_bytes.push_back(r.peak_bytes);
     busy.push_back(r.busy_s);
     for (int b = 0; b < blocks && b < static_cast<int>(r.fwd_s.size()); ++b) {

@@ -144,7 +144,15 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       } else if (cmd.op == RankOp::kStep) {
         const Plan next = Plan::parse(cmd.plan, model.num_blocks());
         if (next != trainer->plan()) {
+          // The peak above what the rank held before: the command's peak was reset to
+          // the current figure when it began, and nothing was allocated since.
+          const int64_t held = device.is_cuda() ? cuda_allocated_bytes(device.index())
+                                                : MemoryMeter::current_bytes(rank);
           const RepartitionStats rs = trainer->repartition(next);
+          rep.repartition_peak_bytes =
+              static_cast<double>((device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
+                                                    : MemoryMeter::peak_bytes(rank)) -
+                                  held);
           rep.repartition_s = rs.seconds;
           rep.repartition_bytes = rs.bytes_received;
           rep.blocks_changed = rs.blocks_changed;

@@ -213,6 +213,7 @@ std::string RankReport::serialize() const {
   put(o, "step_s", num(step_s));
   put(o, "repartition_s", num(repartition_s));
   put(o, "repartition_bytes", num(repartition_bytes));
+  put(o, "repartition_peak_bytes", num(repartition_peak_bytes));
   put(o, "blocks_changed", std::to_string(blocks_changed));
   put(o, "busy_s", num(busy_s));
   put(o, "peak_bytes", num(peak_bytes));
@@ -233,6 +234,7 @@ RankReport RankReport::parse(const std::string& text) {
   r.step_s = f.dbl("step_s");
   r.repartition_s = f.dbl("repartition_s");
   r.repartition_bytes = f.dbl("repartition_bytes");
+  r.repartition_peak_bytes = f.dbl("repartition_peak_bytes");
   r.blocks_changed = f.i32("blocks_changed");
   r.busy_s = f.dbl("busy_s");
   r.peak_bytes = f.dbl("peak_bytes");

@@ -76,6 +76,9 @@ struct RankReport {
   double step_s = 0;  // wall clock of the training iteration
   double repartition_s = 0;
   double repartition_bytes = 0;  // received by this rank
+  // Largest memory the rank held during the repartition above what it held before it
+  // (allocator figures; tp/repartition.cpp says what makes it up).
+  double repartition_peak_bytes = 0;
   int blocks_changed = 0;
   double busy_s = 0;      // thread CPU time of the command
   double peak_bytes = 0;  // allocator peak during the command
