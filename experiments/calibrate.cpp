@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "analysis/stats.h"
+#include "datasets/trace.h"
+#include "datasets/trace_writer.h"
 #include "env/registry.h"
 #include "experiments/config.h"
 #include "runtime/core/cost.h"
@@ -45,23 +47,25 @@ std::string failed(const Measurement& m, const Plan& plan) {
   return "the live run failed on plan " + plan.to_string() + ": " + m.error;
 }
 
+using Stepper = std::function<Measurement(const Plan&)>;
+
 // Steps into `plan` (the repartition is measured on that first step), runs warm-up − 1 more
 // unmeasured iterations, then `iterations` measured ones.
-PlanStats measure(TrainingRun& run, const Plan& plan, const LiveMeasureOptions& o) {
+PlanStats measure(const Stepper& step, const Plan& plan, const LiveMeasureOptions& o) {
   PlanStats s;
-  const Measurement first = run.step(plan);
+  const Measurement first = step(plan);
   if (!first.ok) throw std::runtime_error(failed(first, plan));
   s.repartition_s = first.repartition_s;
   s.repartition_bytes = first.repartition_bytes;
   s.repartition_peak_bytes = first.repartition_peak_bytes;
   for (int i = 1; i < o.warmup; ++i) {
-    const Measurement m = run.step(plan);
+    const Measurement m = step(plan);
     if (!m.ok) throw std::runtime_error(failed(m, plan));
   }
   const int blocks = plan.size();
   std::vector<std::vector<double>> fwd(blocks), bwd(blocks), comm(blocks);
   for (int i = 0; i < o.iterations; ++i) {
-    const Measurement m = run.step(plan);
+    const Measurement m = step(plan);
     if (!m.ok) throw std::runtime_error(failed(m, plan));
     s.steps.push_back(m.step_latency_s);
     for (int b = 0; b < blocks; ++b) {
@@ -86,9 +90,9 @@ struct LiveSetup {
   std::unique_ptr<Env> env;
 };
 
-LiveSetup open_live(const std::string& config) {
+LiveSetup open_live(ExperimentSpec spec, const std::string& config) {
   LiveSetup s;
-  s.spec = load_experiment(config);
+  s.spec = std::move(spec);
   s.env = make_bare_env(s.spec.env_id, s.spec);
   if (s.env->run().backend() != "live")
     throw std::invalid_argument(config + ": env '" + s.spec.env_id +
@@ -303,7 +307,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1 (the first "
                                                 "iteration after a plan change is not measured)");
   if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
-  LiveSetup live = open_live(config);
+  LiveSetup live = open_live(load_experiment(config), config);
   TrainingRun& run = live.env->run();
   ExperimentSpec sspec = sim_spec_of(live.spec);
   sspec.cluster.calibration = {};  // fits are made against the physical model
@@ -357,7 +361,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   std::vector<double> log_dev;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
-    const PlanStats s = measure(run, plan, o);
+    const PlanStats s = measure([&run](const Plan& p) { return run.step(p); }, plan, o);
     const IterationBreakdown bd = sim.breakdown(plan);
     const double m = std::max(1, bd.pipeline.micro_batches);
     for (int b = 0; b < blocks && i < uniform_plans; ++b) {
@@ -521,13 +525,14 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1");
   if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
   if (o.plans < 2) throw std::invalid_argument("--plans must be at least 2 (τ needs a ranking)");
-  LiveSetup live = open_live(config);
-  TrainingRun& run = live.env->run();
-  ExperimentSpec sspec = sim_spec_of(live.spec);
+  // The plans are drawn first (the simulator says which fit memory), so that both runs can
+  // start from the first of them.
+  ExperimentSpec spec = load_experiment(config);
+  ExperimentSpec sspec = sim_spec_of(spec);
   LiveValidation v;
   v.config = config;
-  v.ranks = live.spec.cluster.world_size();
-  v.launch = live.spec.live.launch;
+  v.ranks = spec.cluster.world_size();
+  v.launch = spec.live.launch;
   if (!o.calibration.empty()) {
     const CalibrationFile file = load_calibration_file(o.calibration);
     const std::string why = apply_calibration(file, o.calibration, sspec.cluster);
@@ -535,22 +540,61 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
       throw std::invalid_argument(o.calibration + " does not fit " + config + ": " + why);
   }
   v.calibration = sspec.cluster.calibration.path;
-  SimRun sim(sspec);
+  const int blocks = spec.model.num_blocks();
+  std::vector<Plan> plans;
+  {
+    const SimRun draw(sspec);
+    std::mt19937_64 rng(o.seed);
+    plans = random_plans(draw.catalog(), blocks, o.plans, rng, draw);
+  }
+  spec.initial_plan = sspec.initial_plan = plans.front().to_string();
+  LiveSetup live = open_live(spec, config);
+  std::unique_ptr<Env> sim_env = make_bare_env(kSimEnv, sspec);
 
-  std::mt19937_64 rng(o.seed);
-  const std::vector<Plan> plans = random_plans(run.catalog(), live.spec.model.num_blocks(),
-                                               o.plans, rng, sim);
-  const int blocks = live.spec.model.num_blocks();
-  run.reset(o.seed, plans.front());
-  sim.reset(o.seed, plans.front());
+  // Both runs step through their bare envs (an env step is its run's step plus the
+  // observation), so that --traces can record them: every iteration of the first pass, warm-up
+  // included, live and simulated, the same plans step for step (the repeat pass is not recorded).
+  std::shared_ptr<TraceWriter> live_trace, sim_trace;
+  if (!o.traces.empty()) {
+    live_trace = std::make_shared<TraceWriter>(o.traces + ".live.h5",
+                                               make_trace_metadata(spec, o.git_sha));
+    sim_trace = std::make_shared<TraceWriter>(o.traces + ".sim.h5",
+                                              make_trace_metadata(sspec, o.git_sha));
+    for (auto* w : {live_trace.get(), sim_trace.get()}) w->set_agent("validate-sim");
+  }
+  bool recording = true;
+  auto stepper = [&](Env& env, TraceWriter* trace) -> Stepper {
+    return [&env, trace, &recording, blocks](const Plan& p) {
+      Action a(blocks);
+      for (int b = 0; b < blocks; ++b) {
+        a[b] = env.run().catalog().index_of(p.blocks[b]);
+        if (a[b] < 0)
+          throw std::invalid_argument("plan " + p.to_string() + ": " + p.blocks[b].to_string() +
+                                      " is not in the catalog of " + env.spec().id);
+      }
+      const StepResult r = env.step(a);
+      if (trace && recording) trace->record_step(a, r);
+      return r.info.measurement;
+    };
+  };
+  const Stepper live_step = stepper(*live.env, live_trace.get());
+  const Stepper sim_step = stepper(*sim_env, sim_trace.get());
+  const ResetResult live_reset = live.env->reset(o.seed);
+  const ResetResult sim_reset = sim_env->reset(o.seed);
+  if (live_trace) {
+    live_trace->begin_episode(live.env->spec(), o.seed, live_reset);
+    sim_trace->begin_episode(sim_env->spec(), o.seed, sim_reset);
+  }
   std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, repm_err;
   std::vector<double> spreads;
   std::vector<double> live_steps, sim_steps;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
-    const PlanStats s = measure(run, plan, o);
-    const Measurement first = sim.step(plan);  // the repartition into this plan
-    const Measurement pred = sim.step(plan);   // an iteration in it (noise-free)
+    const PlanStats s = measure(live_step, plan, o);
+    const Measurement first = sim_step(plan);  // the repartition into this plan
+    const Measurement pred = sim_step(plan);   // an iteration in it (noise-free)
+    // The trace's remaining iterations (the simulator's are all `pred`).
+    for (int k = 2; k < o.warmup + o.iterations && sim_trace; ++k) sim_step(plan);
     PlanComparison c;
     c.plan = plan.to_string();
     c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
@@ -597,12 +641,17 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   v.repartition_peak = summarize(repm_err);
   v.kendall_tau = kendall_tau(live_steps, sim_steps);
   v.live_spread_median = median(spreads);
+  if (live_trace) {
+    live_trace->end_episode();
+    sim_trace->end_episode();
+    recording = false;
+  }
   if (o.repeat) {
     // The live run against itself: every plan again, in the same order. What the simulator's
     // errors and τ can be at best, given how much the live run varies between visits.
     std::vector<double> again, diff;
     for (size_t i = 0; i < plans.size(); ++i) {
-      const PlanStats s = measure(run, plans[i], o);
+      const PlanStats s = measure(live_step, plans[i], o);
       again.push_back(s.step_s);
       diff.push_back(rel_error(s.step_s, live_steps[i]));
       if (o.progress && (i + 1) % 10 == 0)

@@ -68,6 +68,9 @@ struct LiveValidationOptions : LiveMeasureOptions {
   int plans = 30;
   bool repeat = true;
   std::string calibration;  // file; "" = the config's cluster.calibration, if any
+  // Non-empty: the first pass is recorded as traces PREFIX.live.h5 and PREFIX.sim.h5 (every
+  // iteration, warm-up included, the same plans step for step; `git_sha` goes into them).
+  std::string traces, git_sha;
 };
 
 LiveValidation validate_live(const std::string& config, const LiveValidationOptions& options);

@@ -84,6 +84,8 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
   o.plans = args.plans;
   o.calibration = args.calibration;
   o.repeat = !args.no_repeat;
+  o.traces = args.traces;
+  o.git_sha = kGitSha;
   LiveValidation v;
   try {
     v = validate_live(args.config, o);
