@@ -518,6 +518,40 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       c.repartition_fit_error = median(err);
     }
   }
+  // Collectives alone, at three sizes around the model's messages: what the link does without
+  // a training step around it (recorded, not used: the link above is fitted from the waits
+  // the training step itself sees, which is what the simulator prices).
+  {
+    const bool native_rs = live.spec.live.backend == "nccl";  // Gloo: all-reduce and a slice
+    std::vector<double> steps, bytes, seconds;
+    for (double size : {4096.0, 65536.0, 1048576.0}) {
+      for (const TrainingRun::CollectiveTiming& t : run.time_collectives(size, 20)) {
+        CalibrationFile::Collective row;
+        row.op = t.op;
+        for (size_t i = 0; i < t.group.size(); ++i)
+          row.group += (i ? "," : "") + std::to_string(t.group[i]);
+        row.bytes = t.bytes, row.seconds = t.seconds;
+        c.collectives.push_back(row);
+        // Ring steps and bytes each rank sends (NCCL's and Gloo's ring algorithms).
+        const double n = double(t.group.size()), b = t.bytes;
+        const bool reduce = t.op == "all_reduce" || (t.op == "reduce_scatter" && !native_rs);
+        steps.push_back(reduce ? 2 * (n - 1) : n - 1);
+        bytes.push_back(reduce ? 2 * (n - 1) / n * b : t.op == "all_gather" ? (n - 1) * b
+                                                                          : (n - 1) / n * b);
+        seconds.push_back(t.seconds);
+      }
+    }
+    if (!seconds.empty()) {
+      double alpha = 0, inv_bw = 0;
+      nonneg_fit2(steps, bytes, seconds, alpha, inv_bw);
+      c.collective_latency_s = alpha;
+      c.collective_bandwidth = inv_bw > 0 ? 1.0 / inv_bw : 1e18;
+      std::vector<double> err;
+      for (size_t i = 0; i < seconds.size(); ++i)
+        err.push_back(rel_error(alpha * steps[i] + inv_bw * bytes[i], seconds[i]));
+      c.collective_fit_error = median(err);
+    }
+  }
   return c;
 }
 
