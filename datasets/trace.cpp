@@ -72,6 +72,7 @@ Measurement TraceEpisode::measurement(int t) const {
   m.step_latency_s = step_latency_s[t];
   m.repartition_s = repartition_s[t];
   m.repartition_bytes = repartition_bytes[t];
+  m.repartition_peak_bytes = repartition_peak_bytes[t];
   m.energy_j = energy_j[t];
   m.tokens = tokens[t];
   m.loss = loss[t];

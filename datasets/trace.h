@@ -76,6 +76,7 @@ struct TraceEpisode {
 
   // metrics/: the Measurement of each step
   std::vector<double> step_latency_s, repartition_s, repartition_bytes, energy_j, tokens, loss;
+  std::vector<double> repartition_peak_bytes;  // N (NaN: traces written before it existed)
   std::vector<uint8_t> ok, oom;                                // N
   std::vector<double> peak_memory_bytes;                       // N·P
   std::vector<double> block_fwd_s, block_bwd_s, block_comm_s;  // N·B (NaN: not measured)

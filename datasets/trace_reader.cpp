@@ -8,6 +8,7 @@
 #include <cctype>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "datasets/h5_util.h"
@@ -328,7 +329,7 @@ TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
   charge(info.name + " observations", N + 1, uint64_t(ep.obs_dim) * sizeof(float) + 1);
   charge(info.name + " actions and plans", N, uint64_t(ep.action_dim + B) * 4 + 1);
   charge(info.name + " per-rank and per-block metrics", N, (uint64_t(ep.world) + 3 * B) * 8 + 1);
-  charge(info.name + " per-step columns", N, 7 * 8 + 4 + 1);
+  charge(info.name + " per-step columns", N, 8 * 8 + 4 + 1);
   auto doubles = [&](const std::string& name, size_t count) {
     std::vector<double> v(count);
     h5::read_all(err, gid, name, H5T_NATIVE_DOUBLE, v.data(), count);
@@ -355,6 +356,11 @@ TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
   ep.energy_j = doubles("metrics/energy_j", N);
   ep.tokens = doubles("metrics/tokens", N);
   ep.loss = doubles("metrics/loss", N);
+  // Absent in traces written before it was recorded: NaN, "not measured".
+  ep.repartition_peak_bytes =
+      H5Lexists(gid, "metrics/repartition_peak_bytes", H5P_DEFAULT) > 0
+          ? doubles("metrics/repartition_peak_bytes", N)
+          : std::vector<double>(N, std::numeric_limits<double>::quiet_NaN());
   ep.ok = bytes("metrics/ok");
   ep.oom = bytes("metrics/oom");
   ep.peak_memory_bytes = doubles("metrics/peak_memory_bytes", N * ep.world);

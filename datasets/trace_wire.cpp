@@ -149,7 +149,7 @@ std::string encode(const TraceEpisode& ep) {
   w.vec(ep.terminations);
   w.vec(ep.truncations);
   for (const auto* v : {&ep.step_latency_s, &ep.repartition_s, &ep.repartition_bytes,
-                        &ep.energy_j, &ep.tokens, &ep.loss}) {
+                        &ep.energy_j, &ep.tokens, &ep.loss, &ep.repartition_peak_bytes}) {
     w.vec(*v);
   }
   w.vec(ep.ok);
@@ -194,7 +194,7 @@ TraceEpisode decode_episode(std::string_view bytes) {
   ep.terminations = r.vec<uint8_t>();
   ep.truncations = r.vec<uint8_t>();
   for (auto* v : {&ep.step_latency_s, &ep.repartition_s, &ep.repartition_bytes, &ep.energy_j,
-                  &ep.tokens, &ep.loss}) {
+                  &ep.tokens, &ep.loss, &ep.repartition_peak_bytes}) {
     *v = r.vec<double>();
   }
   ep.ok = r.vec<uint8_t>();
@@ -239,7 +239,7 @@ TraceEpisode decode_episode(std::string_view bytes) {
     columns_agree = columns_agree && v->size() == n;
   }
   for (const auto* v : {&ep.step_latency_s, &ep.repartition_s, &ep.repartition_bytes,
-                        &ep.energy_j, &ep.tokens, &ep.loss}) {
+                        &ep.energy_j, &ep.tokens, &ep.loss, &ep.repartition_peak_bytes}) {
     columns_agree = columns_agree && v->size() == n;
   }
   for (const auto& [name, values] : ep.scalars) columns_agree = columns_agree && values.size() == n;

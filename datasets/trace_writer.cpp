@@ -48,7 +48,8 @@ struct TraceWriter::State {
     h5::H5Id group, metrics, scalars_group;
     int index = 0, obs_dim = 0, action_dim = 0, blocks = 0, world = 0, steps = 0;
     h5::Column observations, actions, rewards, terminations, truncations, plans;
-    h5::Column latency, repartition, repartition_bytes, energy, tokens, loss, ok, oom;
+    h5::Column latency, repartition, repartition_bytes, repartition_peak, energy, tokens, loss;
+    h5::Column ok, oom;
     h5::Column peak_memory, fwd, bwd, comm;
     std::map<std::string, h5::Column> scalars;
     std::set<std::string> latency_sources, memory_sources, energy_sources;
@@ -269,6 +270,7 @@ void TraceWriter::begin_episode(const EnvSpec& spec, uint64_t seed, const ResetR
   ep->latency = s.column(mg, "step_latency_s", nd, f64, 0, "s");
   ep->repartition = s.column(mg, "repartition_s", nd, f64, 0, "s");
   ep->repartition_bytes = s.column(mg, "repartition_bytes", nd, f64, 0, "bytes");
+  ep->repartition_peak = s.column(mg, "repartition_peak_bytes", nd, f64, 0, "bytes");
   ep->energy = s.column(mg, "energy_j", nd, f64, 0, "J");
   ep->tokens = s.column(mg, "tokens", nd, f64, 0, "tokens");
   ep->loss = s.column(mg, "loss", nd, f64, 0, "nats");
@@ -326,6 +328,7 @@ void TraceWriter::record_step(const Action& action, const StepResult& r) {
   ep.latency.append(err, &m.step_latency_s);
   ep.repartition.append(err, &m.repartition_s);
   ep.repartition_bytes.append(err, &m.repartition_bytes);
+  ep.repartition_peak.append(err, &m.repartition_peak_bytes);
   ep.energy.append(err, &m.energy_j);
   ep.tokens.append(err, &m.tokens);
   ep.loss.append(err, &m.loss);
@@ -378,7 +381,8 @@ void TraceWriter::end_episode() {
   for (h5::Column* c : {&ep.latency, &ep.repartition, &ep.fwd, &ep.bwd, &ep.comm}) {
     h5::write_attr_string(err, c->id(), "source", lat);
   }
-  h5::write_attr_string(err, ep.peak_memory.id(), "source", mem);
+  for (h5::Column* c : {&ep.peak_memory, &ep.repartition_peak})
+    h5::write_attr_string(err, c->id(), "source", mem);
   h5::write_attr_string(err, ep.energy.id(), "source", energy);
   // Data first, then the flag: the flag can only reach the disk after the data has.
   h5::H5Id group = std::move(ep.group);

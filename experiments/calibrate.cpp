@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "analysis/stats.h"
+#include "datasets/trace.h"
+#include "datasets/trace_writer.h"
 #include "env/registry.h"
 #include "experiments/config.h"
 #include "runtime/core/cost.h"
@@ -31,6 +33,7 @@ constexpr const char* kSimEnv = "shardgym/TPSim-v0";
 struct PlanStats {
   double step_s = 0, spread = 0, peak_bytes = 0;
   double repartition_s = 0, repartition_bytes = 0;  // of the first step, into this plan
+  double repartition_peak_bytes = 0;
   std::vector<double> fwd, bwd, comm;               // per block, median over iterations
   std::vector<double> steps;                        // every measured step latency
 };
@@ -44,22 +47,25 @@ std::string failed(const Measurement& m, const Plan& plan) {
   return "the live run failed on plan " + plan.to_string() + ": " + m.error;
 }
 
+using Stepper = std::function<Measurement(const Plan&)>;
+
 // Steps into `plan` (the repartition is measured on that first step), runs warm-up − 1 more
 // unmeasured iterations, then `iterations` measured ones.
-PlanStats measure(TrainingRun& run, const Plan& plan, const LiveMeasureOptions& o) {
+PlanStats measure(const Stepper& step, const Plan& plan, const LiveMeasureOptions& o) {
   PlanStats s;
-  const Measurement first = run.step(plan);
+  const Measurement first = step(plan);
   if (!first.ok) throw std::runtime_error(failed(first, plan));
   s.repartition_s = first.repartition_s;
   s.repartition_bytes = first.repartition_bytes;
+  s.repartition_peak_bytes = first.repartition_peak_bytes;
   for (int i = 1; i < o.warmup; ++i) {
-    const Measurement m = run.step(plan);
+    const Measurement m = step(plan);
     if (!m.ok) throw std::runtime_error(failed(m, plan));
   }
   const int blocks = plan.size();
   std::vector<std::vector<double>> fwd(blocks), bwd(blocks), comm(blocks);
   for (int i = 0; i < o.iterations; ++i) {
-    const Measurement m = run.step(plan);
+    const Measurement m = step(plan);
     if (!m.ok) throw std::runtime_error(failed(m, plan));
     s.steps.push_back(m.step_latency_s);
     for (int b = 0; b < blocks; ++b) {
@@ -84,9 +90,9 @@ struct LiveSetup {
   std::unique_ptr<Env> env;
 };
 
-LiveSetup open_live(const std::string& config) {
+LiveSetup open_live(ExperimentSpec spec, const std::string& config) {
   LiveSetup s;
-  s.spec = load_experiment(config);
+  s.spec = std::move(spec);
   s.env = make_bare_env(s.spec.env_id, s.spec);
   if (s.env->run().backend() != "live")
     throw std::invalid_argument(config + ": env '" + s.spec.env_id +
@@ -301,7 +307,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1 (the first "
                                                 "iteration after a plan change is not measured)");
   if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
-  LiveSetup live = open_live(config);
+  LiveSetup live = open_live(load_experiment(config), config);
   TrainingRun& run = live.env->run();
   ExperimentSpec sspec = sim_spec_of(live.spec);
   sspec.cluster.calibration = {};  // fits are made against the physical model
@@ -355,7 +361,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   std::vector<double> log_dev;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
-    const PlanStats s = measure(run, plan, o);
+    const PlanStats s = measure([&run](const Plan& p) { return run.step(p); }, plan, o);
     const IterationBreakdown bd = sim.breakdown(plan);
     const double m = std::max(1, bd.pipeline.micro_batches);
     for (int b = 0; b < blocks && i < uniform_plans; ++b) {
@@ -512,6 +518,40 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       c.repartition_fit_error = median(err);
     }
   }
+  // Collectives alone, at three sizes around the model's messages: what the link does without
+  // a training step around it (recorded, not used: the link above is fitted from the waits
+  // the training step itself sees, which is what the simulator prices).
+  {
+    const bool native_rs = live.spec.live.backend == "nccl";  // Gloo: all-reduce and a slice
+    std::vector<double> steps, bytes, seconds;
+    for (double size : {4096.0, 65536.0, 1048576.0}) {
+      for (const TrainingRun::CollectiveTiming& t : run.time_collectives(size, 20)) {
+        CalibrationFile::Collective row;
+        row.op = t.op;
+        for (size_t i = 0; i < t.group.size(); ++i)
+          row.group += (i ? "," : "") + std::to_string(t.group[i]);
+        row.bytes = t.bytes, row.seconds = t.seconds;
+        c.collectives.push_back(row);
+        // Ring steps and bytes each rank sends (NCCL's and Gloo's ring algorithms).
+        const double n = double(t.group.size()), b = t.bytes;
+        const bool reduce = t.op == "all_reduce" || (t.op == "reduce_scatter" && !native_rs);
+        steps.push_back(reduce ? 2 * (n - 1) : n - 1);
+        bytes.push_back(reduce ? 2 * (n - 1) / n * b : t.op == "all_gather" ? (n - 1) * b
+                                                                          : (n - 1) / n * b);
+        seconds.push_back(t.seconds);
+      }
+    }
+    if (!seconds.empty()) {
+      double alpha = 0, inv_bw = 0;
+      nonneg_fit2(steps, bytes, seconds, alpha, inv_bw);
+      c.collective_latency_s = alpha;
+      c.collective_bandwidth = inv_bw > 0 ? 1.0 / inv_bw : 1e18;
+      std::vector<double> err;
+      for (size_t i = 0; i < seconds.size(); ++i)
+        err.push_back(rel_error(alpha * steps[i] + inv_bw * bytes[i], seconds[i]));
+      c.collective_fit_error = median(err);
+    }
+  }
   return c;
 }
 
@@ -519,13 +559,14 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1");
   if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
   if (o.plans < 2) throw std::invalid_argument("--plans must be at least 2 (τ needs a ranking)");
-  LiveSetup live = open_live(config);
-  TrainingRun& run = live.env->run();
-  ExperimentSpec sspec = sim_spec_of(live.spec);
+  // The plans are drawn first (the simulator says which fit memory), so that both runs can
+  // start from the first of them.
+  ExperimentSpec spec = load_experiment(config);
+  ExperimentSpec sspec = sim_spec_of(spec);
   LiveValidation v;
   v.config = config;
-  v.ranks = live.spec.cluster.world_size();
-  v.launch = live.spec.live.launch;
+  v.ranks = spec.cluster.world_size();
+  v.launch = spec.live.launch;
   if (!o.calibration.empty()) {
     const CalibrationFile file = load_calibration_file(o.calibration);
     const std::string why = apply_calibration(file, o.calibration, sspec.cluster);
@@ -533,21 +574,61 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
       throw std::invalid_argument(o.calibration + " does not fit " + config + ": " + why);
   }
   v.calibration = sspec.cluster.calibration.path;
-  SimRun sim(sspec);
+  const int blocks = spec.model.num_blocks();
+  std::vector<Plan> plans;
+  {
+    const SimRun draw(sspec);
+    std::mt19937_64 rng(o.seed);
+    plans = random_plans(draw.catalog(), blocks, o.plans, rng, draw);
+  }
+  spec.initial_plan = sspec.initial_plan = plans.front().to_string();
+  LiveSetup live = open_live(spec, config);
+  std::unique_ptr<Env> sim_env = make_bare_env(kSimEnv, sspec);
 
-  std::mt19937_64 rng(o.seed);
-  const std::vector<Plan> plans = random_plans(run.catalog(), live.spec.model.num_blocks(),
-                                               o.plans, rng, sim);
-  const int blocks = live.spec.model.num_blocks();
-  run.reset(o.seed, plans.front());
-  sim.reset(o.seed, plans.front());
-  std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, spreads;
+  // Both runs step through their bare envs (an env step is its run's step plus the
+  // observation), so that --traces can record them: every iteration of the first pass, warm-up
+  // included, live and simulated, the same plans step for step (the repeat pass is not recorded).
+  std::shared_ptr<TraceWriter> live_trace, sim_trace;
+  if (!o.traces.empty()) {
+    live_trace = std::make_shared<TraceWriter>(o.traces + ".live.h5",
+                                               make_trace_metadata(spec, o.git_sha));
+    sim_trace = std::make_shared<TraceWriter>(o.traces + ".sim.h5",
+                                              make_trace_metadata(sspec, o.git_sha));
+    for (auto* w : {live_trace.get(), sim_trace.get()}) w->set_agent("validate-sim");
+  }
+  bool recording = true;
+  auto stepper = [&](Env& env, TraceWriter* trace) -> Stepper {
+    return [&env, trace, &recording, blocks](const Plan& p) {
+      Action a(blocks);
+      for (int b = 0; b < blocks; ++b) {
+        a[b] = env.run().catalog().index_of(p.blocks[b]);
+        if (a[b] < 0)
+          throw std::invalid_argument("plan " + p.to_string() + ": " + p.blocks[b].to_string() +
+                                      " is not in the catalog of " + env.spec().id);
+      }
+      const StepResult r = env.step(a);
+      if (trace && recording) trace->record_step(a, r);
+      return r.info.measurement;
+    };
+  };
+  const Stepper live_step = stepper(*live.env, live_trace.get());
+  const Stepper sim_step = stepper(*sim_env, sim_trace.get());
+  const ResetResult live_reset = live.env->reset(o.seed);
+  const ResetResult sim_reset = sim_env->reset(o.seed);
+  if (live_trace) {
+    live_trace->begin_episode(live.env->spec(), o.seed, live_reset);
+    sim_trace->begin_episode(sim_env->spec(), o.seed, sim_reset);
+  }
+  std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, repm_err;
+  std::vector<double> spreads;
   std::vector<double> live_steps, sim_steps;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
-    const PlanStats s = measure(run, plan, o);
-    const Measurement first = sim.step(plan);  // the repartition into this plan
-    const Measurement pred = sim.step(plan);   // an iteration in it (noise-free)
+    const PlanStats s = measure(live_step, plan, o);
+    const Measurement first = sim_step(plan);  // the repartition into this plan
+    const Measurement pred = sim_step(plan);   // an iteration in it (noise-free)
+    // The trace's remaining iterations (the simulator's are all `pred`).
+    for (int k = 2; k < o.warmup + o.iterations && sim_trace; ++k) sim_step(plan);
     PlanComparison c;
     c.plan = plan.to_string();
     c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
@@ -555,6 +636,8 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     for (double p : pred.peak_memory_bytes) c.sim_peak_bytes = std::max(c.sim_peak_bytes, p);
     c.live_repartition_s = s.repartition_s, c.sim_repartition_s = first.repartition_s;
     c.live_repartition_bytes = s.repartition_bytes, c.sim_repartition_bytes = first.repartition_bytes;
+    c.live_repartition_peak_bytes = s.repartition_peak_bytes;
+    c.sim_repartition_peak_bytes = first.repartition_peak_bytes;
     c.live_fwd = s.fwd, c.live_bwd = s.bwd, c.live_comm = s.comm;
     c.sim_fwd = pred.block_fwd_s, c.sim_bwd = pred.block_bwd_s, c.sim_comm = pred.block_comm_s;
     step_err.push_back(rel_error(c.sim_step_s, c.live_step_s));
@@ -562,6 +645,7 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     if (i > 0 && c.live_repartition_bytes > 0) {
       rep_err.push_back(rel_error(c.sim_repartition_s, c.live_repartition_s));
       repb_err.push_back(rel_error(c.sim_repartition_bytes, c.live_repartition_bytes));
+      repm_err.push_back(rel_error(c.sim_repartition_peak_bytes, c.live_repartition_peak_bytes));
     }
     for (int b = 0; b < blocks; ++b) {
       fwd_err.push_back(rel_error(c.sim_fwd[b], c.live_fwd[b]));
@@ -588,14 +672,20 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   v.memory = summarize(mem_err);
   v.repartition_s = summarize(rep_err);
   v.repartition_bytes = summarize(repb_err);
+  v.repartition_peak = summarize(repm_err);
   v.kendall_tau = kendall_tau(live_steps, sim_steps);
   v.live_spread_median = median(spreads);
+  if (live_trace) {
+    live_trace->end_episode();
+    sim_trace->end_episode();
+    recording = false;
+  }
   if (o.repeat) {
     // The live run against itself: every plan again, in the same order. What the simulator's
     // errors and τ can be at best, given how much the live run varies between visits.
     std::vector<double> again, diff;
     for (size_t i = 0; i < plans.size(); ++i) {
-      const PlanStats s = measure(run, plans[i], o);
+      const PlanStats s = measure(live_step, plans[i], o);
       again.push_back(s.step_s);
       diff.push_back(rel_error(s.step_s, live_steps[i]));
       if (o.progress && (i + 1) % 10 == 0)
@@ -624,6 +714,7 @@ std::vector<NamedError> error_figures(const LiveValidation& v) {
           {"peak memory", "peak_memory", &v.memory},
           {"repart. s", "repartition_s", &v.repartition_s},
           {"repart. B", "repartition_bytes", &v.repartition_bytes},
+          {"repart. peak", "repartition_peak_bytes", &v.repartition_peak},
           {"live again", "live_repeat_step", &v.repeat}};
 }
 
@@ -634,10 +725,10 @@ std::string live_validation_table(const LiveValidation& v) {
   o << "simulator " << (v.calibration.empty() ? "uncalibrated" : "calibrated by " + v.calibration)
     << " against the live run of " << v.config << " (" << v.ranks << " ranks, " << v.launch
     << "), " << v.plans.size() << " random plans\n\n";
-  o << std::left << std::setw(12) << "figure" << std::right << std::setw(10) << "median"
+  o << std::left << std::setw(13) << "figure" << std::right << std::setw(10) << "median"
     << std::setw(10) << "p90" << std::setw(8) << "n" << "   (|sim / live − 1|)\n";
   auto row = [&](const char* name, const ErrorSummary& e) {
-    o << std::left << std::setw(12) << name << std::right << std::fixed << std::setprecision(1)
+    o << std::left << std::setw(13) << name << std::right << std::fixed << std::setprecision(1)
       << std::setw(9) << 100 * e.median << "%" << std::setw(9) << 100 * e.p90 << "%"
       << std::setw(8) << e.n << "\n";
   };
@@ -672,7 +763,8 @@ std::string live_validation_json(const LiveValidation& v) {
       << c.sim_peak_bytes << ", \"live_repartition_s\": " << c.live_repartition_s
       << ", \"sim_repartition_s\": " << c.sim_repartition_s << ", \"live_repartition_bytes\": "
       << c.live_repartition_bytes << ", \"sim_repartition_bytes\": " << c.sim_repartition_bytes
-      << "}";
+      << ", \"live_repartition_peak_bytes\": " << c.live_repartition_peak_bytes
+      << ", \"sim_repartition_peak_bytes\": " << c.sim_repartition_peak_bytes << "}";
   }
   o << "]}";
   return o.str();

@@ -40,6 +40,8 @@ struct PlanComparison {
   double live_peak_bytes = 0, sim_peak_bytes = 0;  // largest rank
   double live_repartition_s = 0, sim_repartition_s = 0;  // into this plan (0 for the first)
   double live_repartition_bytes = 0, sim_repartition_bytes = 0;
+  // Memory a rank held during that repartition on top of its state, the largest rank.
+  double live_repartition_peak_bytes = 0, sim_repartition_peak_bytes = 0;
   std::vector<double> live_fwd, sim_fwd, live_bwd, sim_bwd, live_comm, sim_comm;  // per block
 };
 
@@ -53,7 +55,7 @@ struct LiveValidation {
   int ranks = 0;
   std::string launch;
   std::vector<PlanComparison> plans;
-  ErrorSummary step, fwd, bwd, comm, memory, repartition_s, repartition_bytes;
+  ErrorSummary step, fwd, bwd, comm, memory, repartition_s, repartition_bytes, repartition_peak;
   double kendall_tau = 0;
   double live_spread_median = 0;  // run-to-run spread of the live step latency, (p90−p10)/median
   // With `repeat`: the live run's second visit of every plan against its first (step latency),
@@ -66,6 +68,9 @@ struct LiveValidationOptions : LiveMeasureOptions {
   int plans = 30;
   bool repeat = true;
   std::string calibration;  // file; "" = the config's cluster.calibration, if any
+  // Non-empty: the first pass is recorded as traces PREFIX.live.h5 and PREFIX.sim.h5 (every
+  // iteration, warm-up included, the same plans step for step; `git_sha` goes into them).
+  std::string traces, git_sha;
 };
 
 LiveValidation validate_live(const std::string& config, const LiveValidationOptions& options);

@@ -73,7 +73,19 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << ", per_block_s: " << num(r.repartition_per_block_s)
     << ", bandwidth: " << num(r.repartition_bandwidth)
     << ", fit_error: " << num(c.repartition_fit_error) << "}\n"
-    << "model_signature: " << quoted(r.model_signature) << "\n"
+    << "model_signature: " << quoted(r.model_signature) << "\n";
+  if (!c.collectives.empty()) {
+    o << "# Collectives alone (not used by the simulator): slowest member's median seconds.\n"
+      << "collectives:\n"
+      << "  fit: {latency_s: " << num(c.collective_latency_s)
+      << ", bandwidth: " << num(c.collective_bandwidth)
+      << ", fit_error: " << num(c.collective_fit_error) << "}\n"
+      << "  timings:\n";
+    for (const CalibrationFile::Collective& t : c.collectives)
+      o << "    - {op: " << t.op << ", group: " << quoted(t.group) << ", bytes: " << num(t.bytes)
+        << ", seconds: " << num(t.seconds) << "}\n";
+  }
+  o
     << "# Seconds per micro-batch, slowest rank, median over the iterations.\n"
     << "blocks:\n";
   for (const MeasuredBlock& b : r.blocks) {
@@ -92,7 +104,7 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   if (!root.is_map()) root.fail("a calibration file is a map (see docs/calibration.md)");
   root.check_keys({"format", "version", "created", "command", "config", "machine", "live",
                    "measurement", "device", "link", "overhead", "noise", "memory",
-                   "repartition", "model_signature", "blocks"});
+                   "repartition", "model_signature", "blocks", "collectives"});
   YamlField format = root.child("format");
   if (format.as_string() != kFormat)
     format.fail("'" + format.as_string() + "' is not a calibration file (format: " + kFormat + ")");
@@ -162,6 +174,29 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     r.repartition_per_block_s = rp->child("per_block_s").as_double(0, 1e6);
     r.repartition_bandwidth = rp->child("bandwidth").as_double(0, 1e18);
     if (auto f = rp->optional("fit_error")) c.repartition_fit_error = f->as_double(0);
+  }
+  if (auto co = root.optional("collectives")) {
+    co->check_keys({"fit", "timings"});
+    YamlField fit = co->child("fit");
+    fit.check_keys({"latency_s", "bandwidth", "fit_error"});
+    c.collective_latency_s = fit.child("latency_s").as_double(0, 1e3);
+    c.collective_bandwidth = fit.child("bandwidth").as_double(0, 1e18);
+    if (auto f = fit.optional("fit_error")) c.collective_fit_error = f->as_double(0);
+    YamlField ts = co->child("timings");
+    ts.expect_sequence();
+    if (ts.size() > kMaxBlocks)
+      ts.fail(std::to_string(ts.size()) + " timings; a calibration holds at most " +
+              std::to_string(kMaxBlocks));
+    for (size_t i = 0; i < ts.size(); ++i) {
+      YamlField f = ts.at(i);
+      f.check_keys({"op", "group", "bytes", "seconds"});
+      CalibrationFile::Collective t;
+      t.op = f.child("op").as_choice({"all_reduce", "all_gather", "reduce_scatter"});
+      t.group = f.child("group").as_string();
+      t.bytes = f.child("bytes").as_double(0, 1e15);
+      t.seconds = f.child("seconds").as_double(0, 1e6);
+      c.collectives.push_back(std::move(t));
+    }
   }
   r.model_signature = root.child("model_signature").as_string();
   YamlField blocks = root.child("blocks");

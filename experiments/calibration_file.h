@@ -33,6 +33,19 @@ struct CalibrationFile {
   double compute_fit_error = 0, comm_fit_error = 0, overhead_fit_error = 0;
   double memory_fit_error = 0, repartition_fit_error = 0;
   RuntimeCalibration runtime;  // block table, per-step overhead, optimizer, noise
+
+  // Microbenchmarks: every collective on every group the strategies form, at a few sizes,
+  // run alone (no training step around them), and the α–β fit of them. Recorded beside the
+  // link fit from the training step's waits, not used by the simulator (docs/calibration.md
+  // says why); absent in files written before they were measured.
+  struct Collective {
+    std::string op;      // all_reduce | all_gather | reduce_scatter
+    std::string group;   // member ranks, "0,1"
+    double bytes = 0;    // per rank, input
+    double seconds = 0;  // slowest member, median
+  };
+  std::vector<Collective> collectives;
+  double collective_latency_s = 0, collective_bandwidth = 0, collective_fit_error = 0;
 };
 
 std::string calibration_to_yaml(const CalibrationFile& c);

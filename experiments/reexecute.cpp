@@ -95,9 +95,14 @@ DriftReport reexecute_episode(const std::string& trace, int episode,
   }
   env->reset(ep.info.seed);
 
-  const std::vector<std::string> names = {"reward", "step_latency_s", "repartition_s",
-                                          "repartition_bytes", "energy_j", "tokens",
-                                          "peak_memory_bytes"};
+  // A trace written before repartition_peak_bytes was recorded has NaN there: left out.
+  const bool has_repartition_peak = std::none_of(
+      ep.repartition_peak_bytes.begin(), ep.repartition_peak_bytes.end(),
+      [](double v) { return std::isnan(v); });
+  std::vector<std::string> names = {"reward", "step_latency_s", "repartition_s",
+                                    "repartition_bytes", "energy_j", "tokens",
+                                    "peak_memory_bytes"};
+  if (has_repartition_peak) names.push_back("repartition_peak_bytes");
   report.components.resize(names.size());
   for (size_t c = 0; c < names.size(); ++c) {
     report.components[c].name = names[c];
@@ -115,10 +120,12 @@ DriftReport reexecute_episode(const std::string& trace, int episode,
     const std::vector<double> recorded_peak(ep.peak_memory_bytes.begin() + t * P,
                                             ep.peak_memory_bytes.begin() + (t + 1) * P);
     const double now[] = {r.reward, m.step_latency_s, m.repartition_s, m.repartition_bytes,
-                          m.energy_j, m.tokens, max_of(m.peak_memory_bytes)};
+                          m.energy_j, m.tokens, max_of(m.peak_memory_bytes),
+                          m.repartition_peak_bytes};
     const double then[] = {ep.rewards[t], ep.step_latency_s[t], ep.repartition_s[t],
                            ep.repartition_bytes[t], ep.energy_j[t], ep.tokens[t],
-                           max_of(recorded_peak)};
+                           max_of(recorded_peak),
+                           has_repartition_peak ? ep.repartition_peak_bytes[t] : 0.0};
     for (size_t c = 0; c < names.size(); ++c)
       report.components[c].per_step[t] = relative(now[c], then[c]);
     if ((r.terminated || r.truncated) && t + 1 < report.steps) break;

@@ -5,7 +5,9 @@
 # `shardgym validate-sim` compares it with the live run on random plans it was not fitted on.
 #   scripts/live_fidelity.sh [--plans N] [--iterations N] [--warmup N] [--out DIR] [CASE...]
 # CASE is threads-2, threads-4, processes-2 or processes-4 (default: all four). Writes
-# DIR/calib-CASE.yaml, DIR/validate-CASE.json and DIR/validate-CASE.txt (DIR: runs/fidelity).
+# DIR/calib-CASE.yaml, DIR/validate-CASE.json, DIR/validate-CASE.txt and the traces of both
+# runs, DIR/validate-CASE.live.h5 and .sim.h5 (`shardgym report DIR` plots them; DIR:
+# runs/fidelity).
 # Run it on an otherwise idle machine: other load shows up as measurement noise.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,7 +20,7 @@ while [[ $# -gt 0 ]]; do
     --iterations) iterations=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     threads-2|threads-4|processes-2|processes-4) cases+=("$1"); shift ;;
     *) echo "live_fidelity.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
@@ -36,6 +38,7 @@ for c in "${cases[@]}"; do
   echo "== $c: validate on $plans random plans"
   "$bin" validate-sim "$config" --calibration "$out/calib-$c.yaml" --plans "$plans" \
     --warmup "$warmup" --iterations "$iterations" --seed 1 --out "$out/validate-$c.json" \
+    --traces "$out/validate-$c" \
     | tee "$out/validate-$c.txt"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

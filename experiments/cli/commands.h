@@ -47,6 +47,7 @@ struct ValidateArgs {
   uint64_t seed = 0;
   bool no_repeat = false;
   std::string out;  // --out: also write the JSON here
+  std::string traces;  // --traces PREFIX: PREFIX.live.h5 and PREFIX.sim.h5
 };
 // Predicted against published throughput and iteration time for every config, or (with a
 // config) against the live run on random plans.

@@ -84,6 +84,8 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
   o.plans = args.plans;
   o.calibration = args.calibration;
   o.repeat = !args.no_repeat;
+  o.traces = args.traces;
+  o.git_sha = kGitSha;
   LiveValidation v;
   try {
     v = validate_live(args.config, o);
@@ -131,6 +133,9 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << " GFLOP/s (fit error " << 100 * c.compute_fit_error << " %)\n"
       << "  link '" << c.link_name << "': " << c.link_latency_s * 1e6 << " us per ring step, "
       << c.link_bandwidth / 1e9 << " GB/s (fit error " << 100 * c.comm_fit_error << " %)\n"
+      << "  collectives alone (" << c.collectives.size() << " timings, not used): "
+      << c.collective_latency_s * 1e6 << " us per ring step, " << c.collective_bandwidth / 1e9
+      << " GB/s (fit error " << 100 * c.collective_fit_error << " %)\n"
       << "  memory: " << c.runtime.memory_state_scale << " x state + "
       << c.runtime.memory_activation_scale << " x activations + "
       << c.runtime.memory_base_bytes / 1e6 << " MB (fit error " << 100 * c.memory_fit_error

@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000));
   validate->add_option("--seed", validate_args.seed, "Seed of the plan draws and the run");
   validate->add_option("--out", validate_args.out, "Also write the JSON report to this file");
+  validate->add_option("--traces", validate_args.traces,
+                       "Record both runs: PREFIX.live.h5 and PREFIX.sim.h5 (every iteration of "
+                       "the first pass; `shardgym report` plots them against each other)");
   validate->add_flag("--no-repeat", validate_args.no_repeat,
                      "Skip the live run's second visit of every plan (the noise floor)");
   validate->add_flag("--json", validate_args.json, "Print JSON instead of a table");

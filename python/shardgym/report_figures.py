@@ -227,7 +227,9 @@ def pareto_plot(traces, out, name):
 
 def fidelity(traces, out, name):
     """Live episodes paired with simulator episodes that ran the same plans from the same
-    seed: per step, the simulator's latency and peak memory against the live measurement."""
+    seed: per step, the simulator's latency and peak memory against the live measurement,
+    and each repartition's memory in transit (`shardgym validate-sim --traces` writes such
+    pairs)."""
     sims = [(t, ep) for t in traces for ep in t.episodes if ep["attrs"].get("backend") == "sim"]
     pairs = []
     for t in traces:
@@ -244,17 +246,30 @@ def fidelity(traces, out, name):
         return None, None
     plt = _plt()
     from matplotlib import ticker
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
+    # The repartitions' memory in transit, where both traces record it (newer traces only).
+    def moved(lm, sm):
+        if "repartition_peak_bytes" not in lm or "repartition_peak_bytes" not in sm:
+            return None
+        keep = np.isfinite(lm["repartition_peak_bytes"]) & (lm["repartition_peak_bytes"] > 0)
+        return lm["repartition_peak_bytes"][keep], sm["repartition_peak_bytes"][keep]
+    transit = [moved(ep["metrics"], sep["metrics"]) for (_, ep), (_, sep) in pairs]
+    panels = 3 if any(m is not None and m[0].size for m in transit) else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 5.2))
     mem = [_peak(e["metrics"]) for p in pairs for _, e in p]
     div, unit = _memory_unit(np.concatenate(mem))
     ratios = []
-    for (t, ep), (st, sep) in pairs:
+    for ((t, ep), (st, sep)), tr in zip(pairs, transit):
         label = f"{_short(t.path)}:{ep['name']} vs {_short(st.path)}:{sep['name']}"
         lm, sm = ep["metrics"], sep["metrics"]
         ratios.extend(sm["step_latency_s"] / lm["step_latency_s"])
         axes[0].scatter(lm["step_latency_s"], sm["step_latency_s"], s=22, label=label)
         axes[1].scatter(_peak(lm) / div, _peak(sm) / div, s=22, label=label)
-    for ax, what, unit_ in ((axes[0], "step latency", "s"), (axes[1], "peak memory", unit)):
+        if panels == 3 and tr is not None and tr[0].size:
+            axes[2].scatter(tr[0] / 2.0 ** 10, tr[1] / 2.0 ** 10, s=22, label=label)
+    views = [(axes[0], "step latency", "s"), (axes[1], "peak memory", unit)]
+    if panels == 3:
+        views.append((axes[2], "repartition memory in transit", "KiB"))
+    for ax, what, unit_ in views:
         # Same logarithmic range on both axes: a factor off reads the same at any scale.
         values = np.concatenate([c.get_offsets().ravel() for c in ax.collections])
         values = values[np.isfinite(values) & (values > 0)]
@@ -265,7 +280,7 @@ def fidelity(traces, out, name):
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal")
-        subs = (1.0, 2.0, 5.0) if hi / lo > 10 else tuple(range(1, 10))
+        subs = (1.0, 2.0, 5.0) if hi / lo > 5 else tuple(range(1, 10))
         for axis in (ax.xaxis, ax.yaxis):  # plain numbers at 1, 2, 5 x 10^k (or 1..9 x 10^k)
             axis.set_major_locator(ticker.LogLocator(subs=subs))
             axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))

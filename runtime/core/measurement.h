@@ -13,6 +13,10 @@ struct Measurement {
   double step_latency_s = 0;        // one training iteration, after the repartition
   double repartition_s = 0;         // moving params + optimizer state to the new plan
   double repartition_bytes = 0;     // bytes received, summed over ranks
+  // The most memory any rank held during the repartition on top of what it held before it:
+  // new state of the block in flight, the message in transit, minus what earlier blocks freed
+  // (runtime/live/tp/repartition.cpp; predicted by runtime/sim/layout.h). 0 without one.
+  double repartition_peak_bytes = 0;
   double energy_j = 0;              // whole world, iteration + repartition
   double tokens = 0;                // tokens trained in the iteration
   double loss = 0;                  // live runs: training loss; sim: 0

@@ -81,6 +81,20 @@ class TrainingRun {
   virtual bool deterministic() const = 0;
   // A live job cannot be copied; callers check before calling clone().
   virtual bool cloneable() const { return false; }
+
+  // Live runs: every collective the trainer uses (all-reduce, all-gather, reduce-scatter) on
+  // every group its strategies form, `bytes` per rank, the median of `reps` after one
+  // warm-up (calibration's microbenchmarks, docs/calibration.md). Empty where not measured
+  // (the simulator, replay). Needs a reset run.
+  struct CollectiveTiming {
+    std::string op;          // "all_reduce" | "all_gather" | "reduce_scatter"
+    std::vector<int> group;  // sorted global ranks
+    double bytes = 0;        // per rank, the input
+    double seconds = 0;      // slowest member's median
+  };
+  virtual std::vector<CollectiveTiming> time_collectives(double /*bytes*/, int /*reps*/) {
+    return {};
+  }
   virtual std::unique_ptr<TrainingRun> clone() const;  // throws std::logic_error if !cloneable
 };
 

@@ -61,6 +61,8 @@ CostReport make_cost_report(const SimRun& run, const Plan& plan) {
   r.p2p_s = bd.p2p_s;
   r.step_latency_s = est->step_latency_s;
   r.repartition_s = est->repartition_s;
+  r.repartition_bytes = est->repartition_bytes;
+  r.repartition_peak_bytes = est->repartition_peak_bytes;
   r.energy_j = est->energy_j;
   r.tokens = est->tokens;
   r.peak_memory_bytes = est->peak_memory_bytes.empty() ? 0 : est->peak_memory_bytes[0];
@@ -147,7 +149,10 @@ std::string to_json(const CostReport& r) {
     << ",\"step_latency_s\":" << num(r.step_latency_s)
     << ",\"compute_s\":" << num(r.compute_s) << ",\"comm_s\":" << num(r.comm_s)
     << ",\"redistribution_s\":" << num(r.redistribution_s) << ",\"head_s\":" << num(r.head_s)
-    << ",\"repartition_s\":" << num(r.repartition_s) << ",\"energy_j\":" << num(r.energy_j)
+    << ",\"repartition_s\":" << num(r.repartition_s)
+    << ",\"repartition_bytes\":" << num(r.repartition_bytes)
+    << ",\"repartition_peak_bytes\":" << num(r.repartition_peak_bytes)
+    << ",\"energy_j\":" << num(r.energy_j)
     << ",\"energy_source\":\"model\",\"tokens\":" << num(r.tokens)
     << ",\"peak_memory_bytes\":" << num(r.peak_memory_bytes)
     << ",\"memory_capacity\":" << num(r.memory_capacity)
@@ -253,7 +258,12 @@ std::string to_table(const CostReport& r, bool collectives) {
     << fmt("%.3f", r.compute_s * 1e3) << ", comm " << fmt("%.3f", r.comm_s * 1e3)
     << " (exposed TP, DP reduction before overlap), redistribution " << fmt("%.3f", r.redistribution_s * 1e3)
     << ", embedding/head " << fmt("%.3f", r.head_s * 1e3) << ")\n"
-    << "repartition    " << fmt("%10.3f ms", r.repartition_s * 1e3) << "\n"
+    << "repartition    " << fmt("%10.3f ms", r.repartition_s * 1e3)
+    << (r.repartition_bytes > 0
+            ? fmt("  (%.3f GiB received; in transit at most ", r.repartition_bytes / gib) +
+                  fmt("%.3f GiB/rank on top of the state)", r.repartition_peak_bytes / gib)
+            : std::string())
+    << "\n"
     << "throughput     " << fmt("%10.1f tokens/s", r.step_latency_s > 0 ? r.tokens / r.step_latency_s : 0) << "\n"
     << "peak memory    " << fmt("%10.3f GiB/rank", r.peak_memory_bytes / gib) << " of "
     << fmt("%.3f GiB", r.memory_capacity / gib) << (r.oom ? "  OUT OF MEMORY" : "") << "\n"

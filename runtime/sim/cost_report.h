@@ -77,6 +77,8 @@ struct CostReport {
   double redistribution_s = 0;   // Σ block boundaries + last block → LM head
   double head_s = 0;             // LM head compute (all micro-batches) + its gradient sync
   double repartition_s = 0;      // from the run's current plan to this one
+  double repartition_bytes = 0;  // received, all ranks
+  double repartition_peak_bytes = 0;  // memory in transit, the largest rank (layout.h)
   double energy_j = 0;
   double tokens = 0;
   double peak_memory_bytes = 0;  // per rank

@@ -21,6 +21,11 @@
 // position and replica. SimRun caches the result per pair of layout keys, so each pair is
 // computed once per run. With thousands of ranks the cost per pair is O(P·t) box overlaps.
 //
+// Memory in transit (repartition_cost's max_message_bytes): the live runtime moves one block at
+// a time and holds one message at a time (runtime/live/tp/repartition.cpp), so what a rank holds
+// on top of its state during a repartition is the block's new state plus that message, after
+// what the blocks before it freed. SimRun adds those up (repartition_peak_bytes in Measurement).
+//
 // Transfer time (unchanged α–β model): each receiving rank pulls its missing bytes from the
 // ranks that hold them, through its own link: time_r = max α + bytes_r / (lowest bandwidth
 // among its sources); the step waits for the slowest rank.
@@ -42,6 +47,9 @@ struct TransferCost {
   double bytes = 0;           // received, summed over ranks
   double max_rank_bytes = 0;  // received by the rank that receives most
   double energy_j = 0;        // bytes × energy_per_byte of the link they crossed
+  // Repartitions: the largest message any rank sends or receives, in bytes (the live
+  // exchange's messages, runtime/core/exchange_geometry.h: one per pair of ranks and block).
+  double max_message_bytes = 0;
 };
 
 // Activations from `from`'s layout to `to`'s (one direction; call twice for fwd + bwd).

@@ -175,15 +175,17 @@ class SimRun : public TrainingRun {
   struct TransferSlot {
     std::atomic<uint32_t> gen{0};
     double time = 0, bytes = 0, energy = 0;
+    double message = 0;  // repartitions: largest message of a rank, bytes
     TransferSlot() = default;
     TransferSlot(const TransferSlot& o)
         : gen(o.gen.load(std::memory_order_relaxed)),
           time(o.time),
           bytes(o.bytes),
-          energy(o.energy) {}
+          energy(o.energy),
+          message(o.message) {}
     TransferSlot& operator=(const TransferSlot& o) {
       gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      time = o.time, bytes = o.bytes, energy = o.energy;
+      time = o.time, bytes = o.bytes, energy = o.energy, message = o.message;
       return *this;
     }
   };

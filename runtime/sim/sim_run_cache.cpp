@@ -16,6 +16,8 @@
 #include "runtime/sim/pipeline_model.h"
 #include "runtime/sim/sim_run.h"
 
+#include "runtime/core/placement.h"
+
 namespace shardgym {
 namespace {
 
@@ -276,7 +278,7 @@ const SimRun::TransferSlot& SimRun::publish(TransferSlot& s, Cost&& cost) const 
   const TransferCost c = cost();
   std::lock_guard<std::mutex> lock(group_->mutex);
   if (!s.gen.load(std::memory_order_relaxed)) {  // else another run wrote the same figures
-    s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j;
+    s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.message = c.max_message_bytes;
     s.gen.store(1, std::memory_order_release);
   }
   return s;
@@ -289,7 +291,7 @@ const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int
     return publish(group_slots(stage, -1)[size_t(a) * group_act_ + z], cost);
   TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
   const TransferCost c = cost();
-  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j;
+  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.message = c.max_message_bytes;
   s.gen.store(gen_, std::memory_order_relaxed);
   return s;
 }
@@ -307,7 +309,7 @@ const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, i
   TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
   if (s.gen.load(std::memory_order_relaxed) == gen_) return s;
   const TransferCost c = cost();
-  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j;
+  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.message = c.max_message_bytes;
   s.gen.store(gen_, std::memory_order_relaxed);
   return s;
 }
@@ -456,6 +458,10 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   }
 
   double rep_s = 0, rep_bytes = 0, rep_j = 0;
+  // Memory in transit (layout.h): blocks move in order, each holding its new state and one
+  // message before its old state (with its gradients) is freed; `held` is what the blocks
+  // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
+  double rep_peak = 0, held = 0;
   int changed = 0;
   // Nothing moves when every block keeps its strategy and stage.
   if (from && !(*from == idx && &from_stage == &block_stage_)) {
@@ -474,11 +480,23 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
         rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
         rep_bytes += bytes * stage_world_;
         rep_j += bytes * stage_world_ * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+        rep_peak = std::max(rep_peak, held + 2 * bytes);  // its state and one message of it
         continue;
       }
       if (a == z || param_id_[a] == param_id_[z]) continue;
       const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
       rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;
+      const double moved = stage_cost_[st].moved_bytes_per_param();
+      const double fresh = moved * block(st, b & 1, z).params;
+      rep_peak = std::max(rep_peak, held + fresh + r.message);
+      // The old strategy may not fit this stage when the pipeline changed shape with it.
+      const int ta = entries_[a].degree();
+      const double old_params = ta > 0 && stage_world_ % ta == 0
+                                    ? block(st, b & 1, a).params
+                                    : rank_param_elements(model_, b & 1 ? BlockKind::kMlp
+                                                                        : BlockKind::kAttention,
+                                                          entries_[a]);
+      held += fresh - (moved + model_.grad_bytes()) * old_params;
     }
   }
   const RuntimeCalibration& cal = cost_.cluster().calibration;
@@ -488,6 +506,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   out.step_latency_s = latency;
   out.repartition_s = rep_s * np;
   out.repartition_bytes = rep_bytes;
+  out.repartition_peak_bytes = rep_peak;
   out.energy_j = idle_power_w_ * (latency + out.repartition_s) + busy_j + link_j + redist_j + rep_j;
   out.tokens = double(effective_global_batch(cost_.model(), world_)) * cost_.model().seq;
   if (p == 1) {

@@ -108,7 +108,7 @@ TraceEpisode sample_episode() {
   ep.terminations = {0, 1};
   ep.truncations = {0, 0};
   for (auto* v : {&ep.step_latency_s, &ep.repartition_s, &ep.repartition_bytes, &ep.energy_j,
-                  &ep.tokens, &ep.loss, &ep.peak_memory_bytes}) {
+                  &ep.tokens, &ep.loss, &ep.peak_memory_bytes, &ep.repartition_peak_bytes}) {
     *v = {1.5, 2.5};
   }
   ep.ok = {1, 1};

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <random>
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -222,6 +224,29 @@ TEST_F(TraceErrors, DeclaredSizesBeyondWhatTheFileCanHold) {
   H5Fclose(file);
   ASSERT_LT(fs::file_size(p), 1u << 20);
   expect_error(p, "/strategies declares 50000000 elements");
+}
+
+// Traces written before metrics/repartition_peak_bytes existed read as "not measured" (NaN),
+// and everything else in them as before.
+TEST_F(TraceErrors, TraceWithoutTheRepartitionPeakReadsItAsNaN) {
+  const std::string p = path("older.h5");
+  fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
+  hid_t file = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  for (int e = 0; e < 3; ++e) {
+    const std::string name =
+        "episodes/episode_" + std::to_string(e) + "/metrics/repartition_peak_bytes";
+    ASSERT_GE(H5Ldelete(file, name.c_str(), H5P_DEFAULT), 0) << name;
+  }
+  H5Fclose(file);
+  TraceReader r(p);
+  ASSERT_EQ(r.complete_episodes(), 3);
+  const TraceEpisode ep = r.read_episode(1);
+  ASSERT_EQ(ep.repartition_peak_bytes.size(), static_cast<size_t>(ep.steps()));
+  for (double v : ep.repartition_peak_bytes) EXPECT_TRUE(std::isnan(v));
+  const TraceEpisode fresh = TraceReader(write_good()).read_episode(1);
+  EXPECT_EQ(ep.repartition_bytes, fresh.repartition_bytes);
+  EXPECT_GT(fresh.repartition_peak_bytes.back(), 0);
 }
 
 // A FIFO (or any non-regular file) would block the reader forever: refused by its type.

@@ -63,6 +63,7 @@ inline Measurement measurement(int e, int t) {
   m.step_latency_s = 0.1 + e + t * 1e-3;
   m.repartition_s = t * 1e-4;
   m.repartition_bytes = t * 1e6;
+  m.repartition_peak_bytes = t * 3e5;
   m.energy_j = 100.0 + t;
   m.tokens = 4096;
   m.loss = 5.0 - t * 0.01;
@@ -158,6 +159,7 @@ inline void expect_episode(const TraceEpisode& ep, const std::vector<std::string
     EXPECT_EQ(got.step_latency_s, want.step_latency_s);
     EXPECT_EQ(got.repartition_s, want.repartition_s);
     EXPECT_EQ(got.repartition_bytes, want.repartition_bytes);
+    EXPECT_EQ(got.repartition_peak_bytes, want.repartition_peak_bytes);
     EXPECT_EQ(got.energy_j, want.energy_j);
     EXPECT_EQ(got.tokens, want.tokens);
     EXPECT_EQ(got.loss, want.loss);

@@ -57,6 +57,11 @@ CalibrationFile sample() {
   c.runtime.repartition_bandwidth = 1.0 / 7 * 1e9;
   c.runtime.blocks = {{0, "dp", 1e-3, 2e-3, 3e-3, 0.1},
                       {1, "tp1d(t=2,sp=1,chunks=2)", 1.0 / 7, 2.0 / 7, 3.0 / 7, 0.2}};
+  c.collectives = {{"all_reduce", "0,1", 4096, 1.0 / 3 * 1e-4},
+                   {"reduce_scatter", "0,1,2,3", 1048576, 2.0 / 7 * 1e-3}};
+  c.collective_latency_s = 1.0 / 11 * 1e-4;
+  c.collective_bandwidth = 1.0 / 13 * 1e10;
+  c.collective_fit_error = 0.125;
   return c;
 }
 
@@ -90,8 +95,22 @@ TEST(CalibrationFile, RoundTripsExactly) {
     EXPECT_EQ(r.runtime.blocks[i].bwd_s, c.runtime.blocks[i].bwd_s);
     EXPECT_EQ(r.runtime.blocks[i].comm_s, c.runtime.blocks[i].comm_s);
   }
+  ASSERT_EQ(r.collectives.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.collectives[i].op, c.collectives[i].op);
+    EXPECT_EQ(r.collectives[i].group, c.collectives[i].group);
+    EXPECT_EQ(r.collectives[i].bytes, c.collectives[i].bytes);
+    EXPECT_EQ(r.collectives[i].seconds, c.collectives[i].seconds);
+  }
+  EXPECT_EQ(r.collective_latency_s, c.collective_latency_s);
+  EXPECT_EQ(r.collective_bandwidth, c.collective_bandwidth);
+  EXPECT_EQ(r.collective_fit_error, c.collective_fit_error);
   // Written again, the text is the same.
   EXPECT_EQ(calibration_to_yaml(r), calibration_to_yaml(c));
+  // Files written before the microbenchmarks existed have no collectives section.
+  CalibrationFile older = c;
+  older.collectives.clear();
+  EXPECT_TRUE(parse_calibration_file(calibration_to_yaml(older), "c.yaml").collectives.empty());
 }
 
 void expect_refused(const std::string& text, const std::string& key, const std::string& reason) {

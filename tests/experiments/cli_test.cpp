@@ -203,7 +203,7 @@ TEST(CliTest, ReplayOfASimTraceDriftsByExactlyZero) {
        at = r.output.find("\"max\": 0,", at + 1)) {
     ++zeros;
   }
-  EXPECT_EQ(zeros, 7u) << "every figure's largest drift is exactly 0: " << r.output;
+  EXPECT_EQ(zeros, 8u) << "every figure's largest drift is exactly 0: " << r.output;
 
   // Alter step 5's recorded latency.
   hid_t file = H5Fopen(trace.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
@@ -429,6 +429,50 @@ TEST(CliTest, BenchLearnReportsTheOracleAndACurve) {
 // A rank that fails ends its episode; the trace is written and train exits 1 naming the error
 // (it used to exit 0 with "ended by a failed step"). Likewise a rank that stalls (named, not
 // its peers that timed out) and a rank thread that cannot start (it used to abort, exit 134).
+// validate-sim against the live run: the repartition bytes and the memory in transit are the
+// simulator's to the byte, and --traces records both runs with the same plans step for step.
+TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
+#if !SHARDGYM_TEST_WITH_TORCH
+  GTEST_SKIP() << "the live runtime needs LibTorch";
+#endif
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardgym_cli_validate_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string prefix = (dir / "v").string();
+  CliResult r = shardgym_cli("validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
+                             "' --plans 4 --warmup 1 --iterations 2 --no-repeat --json --traces '" +
+                             prefix + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string json = r.output.substr(r.output.find("{\"config\""));
+  EXPECT_TRUE(JsonChecker(json).valid()) << json;
+  for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
+                            "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
+    EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;
+  std::vector<std::vector<int32_t>> plans;
+  for (const char* side : {".live.h5", ".sim.h5"}) {
+    const std::string path = prefix + side;
+    ASSERT_TRUE(fs::exists(path)) << path;
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0) << path;
+    hid_t d = H5Dopen2(f, "/episodes/episode_0/plans", H5P_DEFAULT);
+    ASSERT_GE(d, 0) << path;
+    std::vector<int32_t> ids(4 * 3 * 8);  // 4 plans × (1 warm-up + 2 measured) × 8 blocks
+    hid_t space = H5Dget_space(d);
+    EXPECT_EQ(H5Sget_simple_extent_npoints(space), static_cast<hssize_t>(ids.size())) << path;
+    H5Sclose(space);
+    EXPECT_GE(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    plans.push_back(ids);
+    const CliResult inspect = shardgym_cli("inspect '" + path + "'");
+    EXPECT_NE(inspect.output.find(std::string(side) == ".live.h5" ? "live" : "sim"),
+              std::string::npos) << inspect.output;
+  }
+  EXPECT_EQ(plans[0], plans[1]);
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, TrainExitsOneWhenARankFails) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";

@@ -54,6 +54,16 @@ TEST(LiveRunProcesses, FourRankProcessesTrainAndRepartition) {
 // The micro-batch count crosses the store channel: rank processes given m = 2 hold half the
 // activations at a time (peaks well below the whole batch's at these activation-heavy shapes)
 // and train to the same losses (float64: only the order of the sums differs).
+// The collectives microbenchmark command reaches rank processes too (live_run_test has the
+// thread case and the details).
+TEST(LiveRunProcesses, TimeCollectivesInRankProcesses) {
+  LiveRun run(process_spec());
+  run.reset(5, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
+  const auto timings = run.time_collectives(4096, 2);
+  ASSERT_FALSE(timings.empty());
+  for (const auto& t : timings) EXPECT_GT(t.seconds, 0) << t.op;
+}
+
 TEST(LiveRunProcesses, MicroBatchesReachTheRankProcesses) {
   ExperimentSpec spec = process_spec();
   spec.model.layers = 4;

@@ -6,11 +6,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "env/registry.h"
 #include "runtime/live/comm/device.h"
+#include "runtime/live/launch/group_sets.h"
 #include "runtime/live/launch/thread_ranks.h"
 #include "tests/live/live_test_spec.h"
 
@@ -98,6 +100,34 @@ TEST(LiveRun, SeveralIterationsPerStepReportMediansAndSpread) {
 
 // A device the build or the machine cannot give is refused by the constructor, naming the
 // keys, before any rank starts: CUDA in a CPU-only build or without a GPU, NCCL on the CPU.
+// Calibration's microbenchmarks: three collectives on every group of two or more ranks the
+// strategies form, timed on the ranks as they run (threads here; processes in
+// live_process_test), one entry per (group, op).
+TEST(LiveRun, TimesEveryCollectiveOnEveryGroup) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  LiveRun run(spec);
+  EXPECT_THROW(run.time_collectives(4096, 3), std::logic_error);  // no ranks yet
+  run.reset(1, Plan::uniform(Strategy::dp(), run.model().num_blocks()));
+  EXPECT_THROW(run.time_collectives(2, 3), std::invalid_argument);
+  EXPECT_THROW(run.time_collectives(4096, 0), std::invalid_argument);
+  const auto timings = run.time_collectives(65536, 3);
+  size_t groups = 0;
+  for (const auto& set : standard_group_sets(4)) groups += set.size() >= 2;
+  ASSERT_EQ(timings.size(), 3 * groups);
+  std::set<std::vector<int>> seen;
+  for (const auto& t : timings) {
+    EXPECT_TRUE(t.op == "all_reduce" || t.op == "all_gather" || t.op == "reduce_scatter") << t.op;
+    EXPECT_GE(t.group.size(), 2u);
+    EXPECT_EQ(t.bytes, 65536);
+    EXPECT_TRUE(std::isfinite(t.seconds) && t.seconds > 0) << t.op << " " << t.seconds;
+    seen.insert(t.group);
+  }
+  EXPECT_EQ(seen.size(), groups);
+  EXPECT_TRUE(seen.count({0, 1, 2, 3}));
+  // The run trains on afterwards.
+  EXPECT_TRUE(run.step(Plan::uniform(Strategy::tp1d(4), run.model().num_blocks())).ok);
+}
+
 TEST(LiveRun, UnusableDevicesAreRejectedBeforeAnyRankStarts) {
   auto why = [](const std::string& device, const std::string& backend, int ranks) {
     ExperimentSpec spec = tiny_live_spec(ranks, "threads");

@@ -90,6 +90,17 @@ int64_t cuda_peak_allocated_bytes(int index) {
 #endif
 }
 
+int64_t cuda_allocated_bytes(int index) {
+#ifdef SHARDGYM_WITH_CUDA
+  ensure_cuda_initialised(index);
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+  return stats.allocated_bytes[0].current;
+#else
+  (void)index;
+  return 0;
+#endif
+}
+
 void cuda_reset_peak(int index) {
 #ifdef SHARDGYM_WITH_CUDA
   ensure_cuda_initialised(index);

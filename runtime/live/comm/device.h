@@ -29,5 +29,7 @@ void synchronize(const c10::Device& device);
 // rank on that device together), and its reset. 0 / no-op without CUDA.
 int64_t cuda_peak_allocated_bytes(int index);
 void cuda_reset_peak(int index);
+// Bytes the CUDA caching allocator holds allocated on device `index` now. 0 without CUDA.
+int64_t cuda_allocated_bytes(int index);
 
 }  // namespace shardgym::live

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 
 #include "runtime/core/cost.h"
 #include "runtime/live/comm/device.h"
 #include "runtime/live/driver/rank_driver.h"
+#include "runtime/live/launch/group_sets.h"
 #include "runtime/live/launch/memory_estimate.h"
 #include "runtime/live/launch/world_limits.h"
 #include "runtime/live/tp/micro_batches.h"
@@ -239,6 +241,7 @@ Measurement LiveRun::step(const Plan& plan) {
     Measurement m = std::move(runs.front());
     m.repartition_s = first.repartition_s;
     m.repartition_bytes = first.repartition_bytes;
+    m.repartition_peak_bytes = first.repartition_peak_bytes;
     return m;
   }
   // Medians over the measured iterations; peak memory the largest any of them reached.
@@ -260,6 +263,7 @@ Measurement LiveRun::step(const Plan& plan) {
   Measurement m = runs.back();
   m.repartition_s = first.repartition_s;
   m.repartition_bytes = first.repartition_bytes;
+  m.repartition_peak_bytes = first.repartition_peak_bytes;
   m.step_latency_s = median_of([](const Measurement& r) { return r.step_latency_s; });
   m.energy_j = median_of([](const Measurement& r) { return r.energy_j; });
   for (size_t b = 0; b < m.block_fwd_s.size(); ++b) {
@@ -308,6 +312,7 @@ Measurement LiveRun::iterate(const Plan& plan) {
     m.step_latency_s = std::max(m.step_latency_s, r.step_s);
     m.repartition_s = std::max(m.repartition_s, r.repartition_s);
     m.repartition_bytes += r.repartition_bytes;
+    m.repartition_peak_bytes = std::max(m.repartition_peak_bytes, r.repartition_peak_bytes);
     m.peak_memory_bytes.push_back(r.peak_bytes);
     busy.push_back(r.busy_s);
     for (int b = 0; b < blocks && b < static_cast<int>(r.fwd_s.size()); ++b) {
@@ -325,6 +330,35 @@ Measurement LiveRun::iterate(const Plan& plan) {
 
 std::vector<int> LiveRun::rank_pids() const {
   return driver_ ? driver_->pids() : std::vector<int>{};
+}
+
+std::vector<TrainingRun::CollectiveTiming> LiveRun::time_collectives(double bytes, int reps) {
+  if (!running()) throw std::logic_error("LiveRun::time_collectives: reset the run first");
+  if (!(bytes >= 4 && bytes <= 1e9) || reps < 1 || reps > 10000)
+    throw std::invalid_argument("LiveRun::time_collectives: bytes in [4, 1e9] and reps in "
+                                "[1, 10000], not " + std::to_string(bytes) + " and " +
+                                std::to_string(reps));
+  RankCommand cmd;
+  cmd.op = RankOp::kCollectives;
+  cmd.bytes = static_cast<int64_t>(bytes);
+  cmd.reps = reps;
+  const std::vector<RankReport> reports = command(cmd);
+  // The ranks walk standard_group_sets in order, three collectives per group of two or more.
+  static const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  std::vector<CollectiveTiming> out;
+  size_t k = 0;
+  for (const auto& set : standard_group_sets(config_.world_size)) {
+    if (set.size() < 2) continue;
+    for (const char* op : kOps) {
+      CollectiveTiming c{op, set, static_cast<double>(cmd.bytes), 0.0};
+      for (const RankReport& r : reports)
+        if (k < r.comm_s.size() && !std::isnan(r.comm_s[k]))
+          c.seconds = std::max(c.seconds, r.comm_s[k]);
+      out.push_back(std::move(c));
+      ++k;
+    }
+  }
+  return out;
 }
 
 double LiveRun::eval_loss(int index) {

@@ -66,6 +66,7 @@ class LiveRun : public TrainingRun {
   std::optional<Measurement> estimate(const Plan&) const override { return std::nullopt; }
   bool deterministic() const override { return false; }
 
+  std::vector<CollectiveTiming> time_collectives(double bytes, int reps) override;
   // Validation loss on the `index`-th validation batch (collective over the ranks).
   // Throws std::runtime_error if the run is stopped or the ranks fail.
   double eval_loss(int index = 0);

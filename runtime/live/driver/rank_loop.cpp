@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -72,6 +73,50 @@ void maybe_fault(const FaultSpec& f, int rank, int step, RankChannel& channel, i
   if (f.kind == "exit") std::_Exit(3);
 }
 
+// Calibration's microbenchmarks: on every standard group of two or more ranks, in the order of
+// `sets` (every rank walks the same list, so the members of a group meet in the same order),
+// an all-reduce, an all-gather and a reduce-scatter of `bytes` per rank (float32), one
+// warm-up call and `reps` timed ones after a barrier. Returns this rank's median seconds per
+// (group, op), NaN for the groups it is not in. Disjoint groups run at the same time, as a
+// tensor-parallel layer's do.
+std::vector<double> time_collectives(CommWorld& world, const std::vector<std::vector<int>>& sets,
+                                     int64_t bytes, int reps, const c10::Device& device) {
+  if (bytes < 4 || reps < 1)
+    throw std::invalid_argument("collectives: need at least 4 bytes and 1 repetition");
+  std::vector<double> out;
+  for (const auto& set : sets) {
+    if (set.size() < 2) continue;
+    const bool member = std::binary_search(set.begin(), set.end(), world.rank());
+    for (int op = 0; op < 3; ++op) {
+      if (!member) {
+        out.push_back(std::numeric_limits<double>::quiet_NaN());
+        continue;
+      }
+      Comm& comm = world.group(set);
+      const int64_t n = comm.size();
+      const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
+      at::Tensor t = at::ones({elems}, at::TensorOptions().dtype(at::kFloat).device(device));
+      auto call = [&] {
+        if (op == 0) comm.all_reduce(t);
+        if (op == 1) (void)comm.all_gather(t, 0);
+        if (op == 2) (void)comm.reduce_scatter(t, 0);
+        synchronize(device);
+      };
+      call();
+      comm.barrier();
+      std::vector<double> times;
+      for (int i = 0; i < reps; ++i) {
+        const Stopwatch sw;
+        call();
+        times.push_back(sw.elapsed_s());
+      }
+      std::sort(times.begin(), times.end());
+      out.push_back(times[times.size() / 2]);
+    }
+  }
+  return out;
+}
+
 at::Tensor to_tensor(const std::vector<int32_t>& v, int rows, int cols) {
   return at::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, at::kInt).to(at::kLong);
 }
@@ -139,12 +184,22 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
         sampler = std::make_unique<text::BatchSampler>(corpus, text::Split::kTrain, global_batch,
                                                        model.seq, cmd.seed ^ 0x5eedda7aull);
         steps = 0;
+      } else if (cmd.op == RankOp::kCollectives) {
+        rep.comm_s = time_collectives(world, sets, cmd.bytes, cmd.reps, device);
       } else if (!trainer) {
         throw std::logic_error("rank received a command before reset");
       } else if (cmd.op == RankOp::kStep) {
         const Plan next = Plan::parse(cmd.plan, model.num_blocks());
         if (next != trainer->plan()) {
+          // The peak above what the rank held before: the command's peak was reset to
+          // the current figure when it began, and nothing was allocated since.
+          const int64_t held = device.is_cuda() ? cuda_allocated_bytes(device.index())
+                                                : MemoryMeter::current_bytes(rank);
           const RepartitionStats rs = trainer->repartition(next);
+          rep.repartition_peak_bytes =
+              static_cast<double>((device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
+                                                    : MemoryMeter::peak_bytes(rank)) -
+                                  held);
           rep.repartition_s = rs.seconds;
           rep.repartition_bytes = rs.bytes_received;
           rep.blocks_changed = rs.blocks_changed;

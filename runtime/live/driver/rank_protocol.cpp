@@ -106,6 +106,7 @@ RankOp parse_op(const std::string& s) {
   if (s == "eval") return RankOp::kEval;
   if (s == "stop") return RankOp::kStop;
   if (s == "abort") return RankOp::kAbort;
+  if (s == "collectives") return RankOp::kCollectives;
   throw std::invalid_argument("RankCommand: unknown op '" + s + "'");
 }
 
@@ -123,6 +124,8 @@ const char* op_name(RankOp op) {
       return "stop";
     case RankOp::kAbort:
       return "abort";
+    case RankOp::kCollectives:
+      return "collectives";
   }
   return "?";
 }
@@ -188,6 +191,8 @@ std::string RankCommand::serialize() const {
   put(o, "seed", std::to_string(seed));
   put(o, "eval_index", std::to_string(eval_index));
   put(o, "micro_batches", std::to_string(micro_batches));
+  put(o, "bytes", std::to_string(bytes));
+  put(o, "reps", std::to_string(reps));
   return o.str();
 }
 
@@ -200,6 +205,8 @@ RankCommand RankCommand::parse(const std::string& text) {
   c.seed = f.u64("seed");
   c.eval_index = f.i32("eval_index");
   c.micro_batches = f.i32("micro_batches");
+  c.bytes = static_cast<int64_t>(f.u64("bytes"));
+  c.reps = f.i32("reps");
   return c;
 }
 
@@ -213,6 +220,7 @@ std::string RankReport::serialize() const {
   put(o, "step_s", num(step_s));
   put(o, "repartition_s", num(repartition_s));
   put(o, "repartition_bytes", num(repartition_bytes));
+  put(o, "repartition_peak_bytes", num(repartition_peak_bytes));
   put(o, "blocks_changed", std::to_string(blocks_changed));
   put(o, "busy_s", num(busy_s));
   put(o, "peak_bytes", num(peak_bytes));
@@ -233,6 +241,7 @@ RankReport RankReport::parse(const std::string& text) {
   r.step_s = f.dbl("step_s");
   r.repartition_s = f.dbl("repartition_s");
   r.repartition_bytes = f.dbl("repartition_bytes");
+  r.repartition_peak_bytes = f.dbl("repartition_peak_bytes");
   r.blocks_changed = f.i32("blocks_changed");
   r.busy_s = f.dbl("busy_s");
   r.peak_bytes = f.dbl("peak_bytes");

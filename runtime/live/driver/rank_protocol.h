@@ -50,7 +50,8 @@ FaultSpec parse_fault(const std::string& text);
 
 // kStop: leave the loop (then the launcher's closing barrier); kAbort: a peer failed, leave by
 // failing, so that no rank waits in a closing barrier for peers that are gone.
-enum class RankOp { kReset, kStep, kEval, kStop, kAbort };
+// kCollectives: time every collective on every standard group (calibration's microbenchmarks).
+enum class RankOp { kReset, kStep, kEval, kStop, kAbort, kCollectives };
 const char* op_name(RankOp op);  // "reset", "step", ... for messages and the wire format
 
 struct RankCommand {
@@ -62,6 +63,8 @@ struct RankCommand {
   // kStep: the iteration's batch runs as this many micro-batches with gradient accumulation
   // (tp/micro_batches.h); the driver has checked that it divides every local batch.
   int micro_batches = 1;
+  int64_t bytes = 0;  // kCollectives: per rank
+  int reps = 0;       // kCollectives: timed calls of each (after one warm-up)
 
   std::string serialize() const;
   static RankCommand parse(const std::string& text);
@@ -76,6 +79,9 @@ struct RankReport {
   double step_s = 0;  // wall clock of the training iteration
   double repartition_s = 0;
   double repartition_bytes = 0;  // received by this rank
+  // Largest memory the rank held during the repartition above what it held before it
+  // (allocator figures; tp/repartition.cpp says what makes it up).
+  double repartition_peak_bytes = 0;
   int blocks_changed = 0;
   double busy_s = 0;      // thread CPU time of the command
   double peak_bytes = 0;  // allocator peak during the command

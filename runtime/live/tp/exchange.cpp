@@ -113,45 +113,6 @@ void unpack_cell(const at::Tensor& src, at::Tensor& t, const Box& t_box, const B
   }
 }
 
-// Sorted distinct cut points of dimension d over every box of the item.
-std::vector<int64_t> cuts(const ExchangeItem& it, int d) {
-  std::vector<int64_t> c = {0, it.full_shape[d]};
-  for (const auto* boxes : {&it.have, &it.want})
-    for (const auto& b : *boxes) {
-      c.push_back(b.lo[d]);
-      c.push_back(b.hi[d]);
-    }
-  std::sort(c.begin(), c.end());
-  c.erase(std::unique(c.begin(), c.end()), c.end());
-  return c;
-}
-
-// Grid cells of `box` (row-major order) under the item's cuts.
-std::vector<Box> grid_cells(const Box& box, const std::vector<std::vector<int64_t>>& all_cuts) {
-  if (box.empty()) return {};
-  const int nd = box.dims();
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(nd);
-  for (int d = 0; d < nd; ++d) {
-    const auto& c = all_cuts[d];
-    for (size_t i = 0; i + 1 < c.size(); ++i)
-      if (c[i] >= box.lo[d] && c[i + 1] <= box.hi[d]) spans[d].push_back({c[i], c[i + 1]});
-  }
-  std::vector<Box> out;
-  std::vector<size_t> idx(nd, 0);
-  while (true) {
-    Box cell{std::vector<int64_t>(nd), std::vector<int64_t>(nd)};
-    for (int d = 0; d < nd; ++d) {
-      cell.lo[d] = spans[d][idx[d]].first;
-      cell.hi[d] = spans[d][idx[d]].second;
-    }
-    out.push_back(std::move(cell));
-    int d = nd - 1;
-    while (d >= 0 && ++idx[d] == spans[d].size()) idx[d--] = 0;
-    if (d < 0) break;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::vector<int>> tournament_rounds(int world) {
@@ -175,41 +136,13 @@ std::vector<std::vector<int>> tournament_rounds(int world) {
 }
 
 ExchangePlan::ExchangePlan(std::vector<ExchangeItem> items, int rank, int world)
-    : items_(std::move(items)), rank_(rank), world_(world), send_(world), recv_(world) {
-  for (size_t k = 0; k < items_.size(); ++k) {
-    const ExchangeItem& it = items_[k];
-    if (static_cast<int>(it.have.size()) != world || static_cast<int>(it.want.size()) != world)
+    : items_(std::move(items)), rank_(rank), world_(world) {
+  for (size_t k = 0; k < items_.size(); ++k)
+    if (static_cast<int>(items_[k].have.size()) != world ||
+        static_cast<int>(items_[k].want.size()) != world)
       throw std::invalid_argument("exchange item " + std::to_string(k) +
                                   ": need one have/want box per rank");
-    std::vector<std::vector<int64_t>> all_cuts(it.full_shape.size());
-    for (size_t d = 0; d < it.full_shape.size(); ++d) all_cuts[d] = cuts(it, static_cast<int>(d));
-    for (int dst = 0; dst < world; ++dst) {
-      for (Box& cell : grid_cells(it.want[dst], all_cuts)) {
-        if (it.have[dst].contains(cell)) {
-          if (dst == rank) local_.push_back({static_cast<int>(k), std::move(cell)});
-          continue;
-        }
-        int src = -1;
-        for (int q = 0; q < world; ++q) {
-          if (q == dst || !it.have[q].contains(cell)) continue;
-          if (src < 0 || std::abs(q - dst) < std::abs(src - dst)) src = q;
-        }
-        if (src < 0) {
-          std::ostringstream m;
-          m << "exchange item " << k << ": cell " << cell.to_string() << " wanted by rank " << dst
-            << " is held by no rank";
-          throw std::invalid_argument(m.str());
-        }
-        local_only_ = false;
-        if (src == rank) send_[dst].push_back({static_cast<int>(k), cell});
-        if (dst == rank) recv_[src].push_back({static_cast<int>(k), std::move(cell)});
-      }
-    }
-  }
-  for (int q = 0; q < world; ++q) {
-    for (const Cell& c : recv_[q]) elements_received_ += c.box.numel();
-    for (const Cell& c : send_[q]) elements_sent_ += c.box.numel();
-  }
+  x_ = plan_rank_exchange(items_, rank, world);
 }
 
 ExchangePlan ExchangePlan::reversed() const {
@@ -238,17 +171,17 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
       throw std::invalid_argument("exchange: items of different dtypes in one exchange");
     out[k] = at::empty(items_[k].want[rank_].extents(), inputs[k].options());
   }
-  for (const Cell& c : local_) {
+  for (const ExchangeCell& c : x_.local) {
     const int k = c.item;
     view_of(out[k], items_[k].want[rank_], c.box)
         .copy_(view_of(inputs[k], items_[k].have[rank_], c.box));
   }
-  if (local_only_) return out;
+  if (x_.local_only) return out;
   const at::TensorOptions opts = inputs.empty() ? at::TensorOptions() : inputs[0].options();
   auto send_to = [&](int peer, int64_t n) {
     at::Tensor buf = at::empty({n}, opts);
     int64_t off = 0;
-    for (const Cell& c : send_[peer]) {
+    for (const ExchangeCell& c : x_.send[peer]) {
       pack_cell(inputs[c.item], items_[c.item].have[rank_], c.box,
                 buf.narrow(0, off, c.box.numel()));
       off += c.box.numel();
@@ -259,7 +192,7 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
     at::Tensor buf = at::empty({n}, opts);
     world.recv(buf, peer);
     int64_t off = 0;
-    for (const Cell& c : recv_[peer]) {
+    for (const ExchangeCell& c : x_.recv[peer]) {
       unpack_cell(buf.narrow(0, off, c.box.numel()), out[c.item], items_[c.item].want[rank_],
                   c.box);
       off += c.box.numel();
@@ -269,8 +202,8 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
     const int peer = round[rank_];
     if (peer < 0) continue;
     int64_t ns = 0, nr = 0;
-    for (const Cell& c : send_[peer]) ns += c.box.numel();
-    for (const Cell& c : recv_[peer]) nr += c.box.numel();
+    for (const ExchangeCell& c : x_.send[peer]) ns += c.box.numel();
+    for (const ExchangeCell& c : x_.recv[peer]) nr += c.box.numel();
     if (rank_ < peer) {
       if (ns > 0) send_to(peer, ns);
       if (nr > 0) recv_from(peer, nr);

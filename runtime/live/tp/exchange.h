@@ -5,11 +5,11 @@
 // when a block changes strategy. Every rank builds the same global picture from the boxes of
 // all ranks (runtime/core/placement.h), so no metadata travels; only the elements a rank lacks do.
 //
-// For each item, the full tensor is cut into grid cells along every box boundary of every rank.
-// A cell that rank d wants is copied locally when d already holds it; otherwise it comes from
-// one holder (the nearest rank by |q − d|, ties to the lower rank). Cells travelling between
-// the same pair of ranks are packed into one message; pairs talk in the rounds of a
-// round-robin tournament, lower rank sending first, which cannot deadlock.
+// Who sends whom which cells is runtime/core/exchange_geometry.h (the simulator prices the same
+// messages). Cells travelling between the same pair of ranks are packed into one message; pairs
+// talk in the rounds of a round-robin tournament, lower rank sending first, which cannot
+// deadlock. In transit a rank holds one message at a time (the buffer of a send is freed
+// before the receive of the same round allocates its own).
 #pragma once
 
 #include <cstdint>
@@ -17,17 +17,10 @@
 
 #include <ATen/Tensor.h>
 
+#include "runtime/core/exchange_geometry.h"
 #include "runtime/live/comm/comm.h"
-#include "runtime/core/placement.h"
 
 namespace shardgym::live {
-
-// One tensor: the box each rank holds now and the box each rank must hold afterwards.
-struct ExchangeItem {
-  std::vector<int64_t> full_shape;
-  std::vector<Box> have;  // indexed by global rank
-  std::vector<Box> want;  // indexed by global rank
-};
 
 class ExchangePlan {
  public:
@@ -43,24 +36,16 @@ class ExchangePlan {
   // The plan that moves the want-layout back to the have-layout.
   ExchangePlan reversed() const;
 
-  int64_t elements_received() const { return elements_received_; }
-  int64_t elements_sent() const { return elements_sent_; }
+  int64_t elements_received() const { return x_.elements_received; }
+  int64_t elements_sent() const { return x_.elements_sent; }
   int rank() const { return rank_; }
   // True when every rank finds all it wants locally (no message at all).
-  bool local_only() const { return local_only_; }
+  bool local_only() const { return x_.local_only; }
 
  private:
-  struct Cell {
-    int item;
-    Box box;
-  };
-  std::vector<ExchangeItem> items_;
+  std::vector<ExchangeItem> items_;  // one box per rank
   int rank_ = 0, world_ = 1;
-  std::vector<Cell> local_;                // cells this rank copies from itself
-  std::vector<std::vector<Cell>> send_;    // [peer] cells this rank sends
-  std::vector<std::vector<Cell>> recv_;    // [peer] cells this rank receives
-  int64_t elements_received_ = 0, elements_sent_ = 0;
-  bool local_only_ = true;
+  RankExchange x_;
 };
 
 // The part of `full` (a tensor holding `full_box`, by default the whole tensor) inside `box`.

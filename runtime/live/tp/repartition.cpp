@@ -1,12 +1,17 @@
 // RankTrainer::repartition: moving blocks to new strategies between two iterations.
 //
-// For every block whose strategy changes, each parameter and its AdamW moments (exp_avg,
-// exp_avg_sq) go from the old boxes to the new ones through one ExchangePlan: a rank copies
-// what it already holds and receives only the cells it lacks, each from the nearest holder
-// (exchange.h). The AdamW step counter is a per-parameter scalar that every rank already holds
-// (every rank holds a piece of every parameter and all pieces step together), so it moves
-// without traffic. Gradients are not moved: they are recomputed by the next step.
-// Blocks whose placement is unchanged (only chunks, recompute or sp differ) move nothing.
+// Block by block, in order: each parameter of a block whose strategy changes goes, with its
+// AdamW moments (exp_avg, exp_avg_sq), from the old boxes to the new ones through one
+// ExchangePlan per block: a rank copies what it already holds and receives only the cells it
+// lacks, each from the nearest holder (exchange.h). The block's old tensors (values, moments
+// and the last step's gradients) are released as soon as its new ones are filled, so the
+// memory a rank holds on top of its state during a repartition is at most one block's new
+// state plus one message in transit, not the new state of every changed block. The simulator
+// predicts that peak from the same geometry (runtime/sim/layout.h, repartition_peak_bytes).
+// The AdamW step counter is a per-parameter scalar that every rank already holds (every rank
+// holds a piece of every parameter and all pieces step together), so it moves without
+// traffic. Gradients are not moved: they are recomputed by the next step. Blocks whose
+// placement is unchanged (only chunks, recompute or sp differ) keep their tensors.
 #include <sstream>
 #include <stdexcept>
 
@@ -33,57 +38,65 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
   for (int b = 0; b < next.size(); ++b)
     if (next.blocks[b] != st.plan.blocks[b]) changed.push_back(b);
 
-  // One item per (block, parameter, tensor kind); every rank lists them in the same order.
-  std::vector<ExchangeItem> items;
-  std::vector<at::Tensor> inputs;
-  std::vector<BlockState> fresh;
+  int64_t received = 0;
   for (int b : changed) {
     const Strategy& from = st.plan.blocks[b];
     const Strategy& to = next.blocks[b];
+    BlockState nb = make_block(st.model, b, to, st.rank, st.world, *st.groups, nullptr);
     std::vector<std::vector<ParamShard>> old_shards(st.world), new_shards(st.world);
+    bool same_boxes = true;
     for (int q = 0; q < st.world; ++q) {
       old_shards[q] = block_param_shards(st.model, b, place_block(from, q, st.world));
       new_shards[q] = block_param_shards(st.model, b, place_block(to, q, st.world));
+      for (size_t i = 0; i < old_shards[q].size(); ++i)
+        same_boxes = same_boxes && old_shards[q][i].box == new_shards[q][i].box;
     }
-    const BlockState& old_block = st.blocks[b];
-    for (size_t i = 0; i < old_block.params.size(); ++i) {
-      ExchangeItem item;
-      item.full_shape = old_shards[0][i].full_shape;
-      for (int q = 0; q < st.world; ++q) {
-        item.have.push_back(old_shards[q][i].box);
-        item.want.push_back(new_shards[q][i].box);
+    if (same_boxes) {  // only chunks, recompute or sp differ: the tensors stay as they are
+      for (size_t i = 0; i < nb.params.size(); ++i) {
+        nb.params[i].value = st.blocks[b].params[i].value;
+        nb.params[i].adam = st.blocks[b].params[i].adam;
       }
-      const LocalParam& p = old_block.params[i];
-      for (const at::Tensor& t : {p.value.detach(), p.adam.exp_avg, p.adam.exp_avg_sq}) {
-        items.push_back(item);
-        inputs.push_back(t);
+      st.blocks[b] = std::move(nb);
+      continue;
+    }
+    {
+      // One item per (parameter, tensor kind); every rank lists them in the same order.
+      std::vector<ExchangeItem> items;
+      std::vector<at::Tensor> inputs;
+      const BlockState& old_block = st.blocks[b];
+      for (size_t i = 0; i < old_block.params.size(); ++i) {
+        ExchangeItem item;
+        item.full_shape = old_shards[0][i].full_shape;
+        for (int q = 0; q < st.world; ++q) {
+          item.have.push_back(old_shards[q][i].box);
+          item.want.push_back(new_shards[q][i].box);
+        }
+        const LocalParam& p = old_block.params[i];
+        for (const at::Tensor& t : {p.value.detach(), p.adam.exp_avg, p.adam.exp_avg_sq}) {
+          items.push_back(item);
+          inputs.push_back(t);
+        }
       }
-    }
-    fresh.push_back(make_block(st.model, b, to, st.rank, st.world, *st.groups, nullptr));
-  }
-
-  const ExchangePlan plan(std::move(items), st.rank, st.world);
-  std::vector<at::Tensor> outs = plan.run(st.groups->world().world(), inputs);
-
-  size_t k = 0;
-  for (size_t c = 0; c < changed.size(); ++c) {
-    BlockState& nb = fresh[c];
-    const BlockState& old_block = st.blocks[changed[c]];
-    for (size_t i = 0; i < nb.params.size(); ++i) {
-      LocalParam& p = nb.params[i];
-      p.value = outs[k++].set_requires_grad(true);
-      p.adam.exp_avg = outs[k++];
-      p.adam.exp_avg_sq = outs[k++];
-      p.adam.step = old_block.params[i].adam.step;
-    }
-    st.blocks[changed[c]] = std::move(nb);
+      const ExchangePlan plan(std::move(items), st.rank, st.world);
+      std::vector<at::Tensor> outs = plan.run(st.groups->world().world(), inputs);
+      received += plan.elements_received();
+      size_t k = 0;
+      for (size_t i = 0; i < nb.params.size(); ++i) {
+        LocalParam& p = nb.params[i];
+        p.value = outs[k++].set_requires_grad(true);
+        p.adam.exp_avg = outs[k++];
+        p.adam.exp_avg_sq = outs[k++];
+        p.adam.step = old_block.params[i].adam.step;
+      }
+    }  // the inputs' references to the old tensors end here
+    st.blocks[b] = std::move(nb);  // releases the old values, moments and gradients
   }
   st.plan = next;
   st.act_plans.clear();
 
   RepartitionStats stats;
   stats.blocks_changed = static_cast<int>(changed.size());
-  stats.bytes_received = static_cast<double>(plan.elements_received()) *
+  stats.bytes_received = static_cast<double>(received) *
                          static_cast<double>(c10::elementSize(st.options.dtype));
   stats.seconds = now_s(st.options.device) - t0;
   return stats;
