@@ -26,6 +26,8 @@ nb::dict info_to_dict(const Info& info) {
   d["oom"] = m.oom;
   d["step_latency_s"] = m.step_latency_s;
   d["repartition_s"] = m.repartition_s;
+  d["repartition_bytes"] = m.repartition_bytes;
+  d["repartition_peak_bytes"] = m.repartition_peak_bytes;  // memory in transit, largest rank
   d["energy_j"] = m.energy_j;
   d["tokens"] = m.tokens;
   d["throughput"] = m.throughput();

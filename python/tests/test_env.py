@@ -107,6 +107,30 @@ def test_spaces_and_named_parts(quickstart):
     assert info["plan"] == "uniform:" + u.catalog[obs["plan"][0]]
 
 
+def test_info_reports_the_repartition(quickstart):
+    env = make(quickstart)
+    obs, info = env.reset(seed=0)
+    keep = obs["plan"].copy()
+    _, _, _, _, info = env.step(keep)
+    assert info["repartition_bytes"] == 0 and info["repartition_peak_bytes"] == 0
+    # Block 0 to other strategies its mask allows, until one lacks pieces the old one held:
+    # that move receives bytes and holds its new state and messages in transit.
+    k = len(env.unwrapped.catalog)
+    found = False
+    for a in range(k):
+        if a == keep[0] or not info["action_mask"][a]:
+            continue
+        moved = keep.copy()
+        moved[0] = a
+        _, _, _, _, info = env.step(moved)
+        if info["repartition_bytes"] > 0:
+            assert info["repartition_peak_bytes"] > 0
+            found = True
+            break
+        _, _, _, _, info = env.step(keep)
+    assert found
+
+
 def test_masks_follow_maskable_ppo_convention(quickstart):
     env = make(quickstart)
     obs, info = env.reset(seed=0)
