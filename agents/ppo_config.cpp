@@ -28,7 +28,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.keep = id.get("keep", 1.0) != 0;
   c.keep_p = id.get("keep_p", c.keep_p);
   c.margin = id.get("margin", c.margin);
-  c.plan = id.get("plan", 1.0) != 0;
+  c.plan = id.get("plan", c.plan ? 1.0 : 0.0) != 0;
   c.plan_p = id.get("plan_p", c.plan_p);
   c.plan_lr = id.get("plan_lr", c.plan_lr);
   auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
