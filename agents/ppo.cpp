@@ -216,8 +216,8 @@ PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_v
       {
         torch::NoGradGuard no_grad;
         u.approx_kl += ((ratio - 1) - log_ratio).sum(1).mean().item<double>();
-        clipped += (((ratio - 1).abs() > config.clip).to(torch::kFloat32) * used).sum().item<double>() /
-                   std::max(1.0, used.sum().item<double>());
+        torch::Tensor out = ((ratio - 1).abs() > config.clip).to(torch::kFloat32) * used;
+        clipped += out.sum().item<double>() / std::max(1.0, used.sum().item<double>());
       }
       u.policy_loss += pg.item<double>();
       u.value_loss += v_loss.item<double>();
