@@ -183,8 +183,7 @@ PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_v
       // Per-row log-ratios [m, R] (unused rows: 0); joint: their sum [m, 1].
       torch::Tensor b_act = act.index_select(0, idx);
       torch::Tensor used = used_rows(b_act);  // [m, R]
-      torch::Tensor log_ratio =
-          (dist.block_log_prob(b_act) - old_logp.index_select(0, idx)) * used;
+      torch::Tensor log_ratio = (dist.block_log_prob(b_act) - old_logp.index_select(0, idx)) * used;
       if (!config.block_ratio) {
         log_ratio = log_ratio.sum(1, /*keepdim=*/true);
         used = torch::ones_like(log_ratio);

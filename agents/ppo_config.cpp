@@ -7,9 +7,10 @@
 namespace shardgym {
 
 PPOConfig PPOConfig::from_id(const ParsedId& id) {
-  id.check_keys({"lr", "rollout", "epochs", "minibatches", "gamma", "lambda", "clip", "ent", "vf",
-                 "max_grad_norm", "norm_adv", "clip_vloss", "hidden", "fail_reward", "ratio",
-                 "keep", "keep_p", "decode", "margin", "plan", "plan_p", "plan_lr"});
+  id.check_keys({"lr",     "rollout",     "epochs", "minibatches",   "gamma",    "lambda",
+                 "clip",   "ent",         "vf",     "max_grad_norm", "norm_adv", "clip_vloss",
+                 "hidden", "fail_reward", "ratio",  "keep",          "keep_p",   "decode",
+                 "margin", "plan",        "plan_p", "plan_lr"});
   PPOConfig c;
   c.lr = id.get("lr", c.lr);
   c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));

@@ -51,9 +51,8 @@ PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int
     for (int i = 6; i < globals - moves; ++i) cond.push_back(i);
     plan_conditions = register_buffer("plan_conditions", torch::tensor(cond, torch::kLong));
     pi_plan = register_module("pi_plan", layer(static_cast<int>(cond.size()), 2 * catalog, 0.01));
-    plan_move = register_buffer(
-        "plan_move", torch::tensor({static_cast<float>(std::log1p(-plan_p)),
-                                    static_cast<float>(std::log(plan_p))}));
+    plan_move = register_buffer("plan_move", torch::tensor({static_cast<float>(std::log1p(-plan_p)),
+                                                            static_cast<float>(std::log(plan_p))}));
   }
   torch::Tensor extra = torch::zeros({blocks, 3});
   for (int b = 0; b < blocks; ++b) {

@@ -151,11 +151,10 @@ void PPO::save(const std::string& path) const {
   root.write("net", net);
   root.write("optimizer", opt);
   root.write("generator", m.gen.get_state());
-  root.write("header",
-             torch::tensor({kCheckpointVersion, int64_t{m.blocks}, int64_t{m.catalog},
-                            int64_t{m.obs_dim}, int64_t{config_.hidden}, int64_t{m.updates},
-                            m.env_steps, int64_t{m.pending}, int64_t{m.have_next},
-                            int64_t{m.plan_row >= 0}}));
+  root.write("header", torch::tensor({kCheckpointVersion, int64_t{m.blocks}, int64_t{m.catalog},
+                                      int64_t{m.obs_dim}, int64_t{config_.hidden},
+                                      int64_t{m.updates}, m.env_steps, int64_t{m.pending},
+                                      int64_t{m.have_next}, int64_t{m.plan_row >= 0}}));
   const PPORollout& b = m.buffer;
   root.write("buf_obs", vec_tensor(b.obs, torch::kFloat32));
   root.write("buf_mask", vec_tensor(b.mask, torch::kUInt8));
@@ -189,10 +188,9 @@ void PPO::load(const std::string& path) {
       throw std::runtime_error("ppo load: '" + path + "' has an unknown checkpoint version");
     const bool saved_plan = !v1 && h[9] != 0;
     if (saved_plan != (m.plan_row >= 0))
-      throw std::runtime_error("ppo load: '" + path + "' was saved " +
-                               (saved_plan ? "with" : "without") +
-                               " plan rows; load it into ppo(plan=" + (saved_plan ? "1" : "0") +
-                               ")");
+      throw std::runtime_error(
+          "ppo load: '" + path + "' was saved " + (saved_plan ? "with" : "without") +
+          " plan rows; load it into ppo(plan=" + (saved_plan ? "1" : "0") + ")");
     if (h[1] != m.blocks || h[2] != m.catalog || h[3] != m.obs_dim || h[4] != config_.hidden)
       throw std::runtime_error("ppo load: '" + path + "' is for " + std::to_string(h[1]) +
                                " blocks × " + std::to_string(h[2]) + " entries, obs " +
