@@ -19,8 +19,10 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
     : blocks(spec.num_blocks),
       catalog(spec.catalog_size),
       moves(agents_detail::pipeline_moves(spec)),
-      rows(spec.num_blocks + (moves > 0 ? 1 : 0)),
-      width(std::max(spec.catalog_size, moves)),
+      rows(spec.num_blocks + (moves > 0 ? 1 : 0) + (cfg.plan ? 3 : 0)),
+      width(std::max({spec.catalog_size, moves, cfg.plan ? 2 : 0})),
+      env_rows(spec.num_blocks + (moves > 0 ? 1 : 0)),
+      plan_row(cfg.plan ? env_rows : -1),
       config(cfg),
       gen(at::detail::createCPUGenerator(seed)) {
   if (blocks <= 0 || catalog <= 0)
@@ -35,14 +37,26 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
                                 " values is too short for " + std::to_string(blocks) + " blocks");
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
-                              cfg.keep, moves);
+                              cfg.keep, moves, cfg.plan ? cfg.plan_p : 0.0);
   if (cfg.keep) {
     torch::NoGradGuard no_grad;
     net->keep_bias.fill_(std::log(cfg.keep_p / (1 - cfg.keep_p) * std::max(1, catalog - 1)));
     if (moves > 0)  // choice 0 keeps the boundaries: the same start against M − 1 moves
       net->keep_bias[2].fill_(std::log(cfg.keep_p / (1 - cfg.keep_p) * std::max(1, moves - 1)));
   }
-  optimizer = std::make_unique<torch::optim::Adam>(net->parameters(),
+  // The plan entry rows have their own step size (plan_lr): Adam moves a parameter by about
+  // lr per step, and at 3e-4 a row's logits move ~0.15 nats in 30 updates, too little to
+  // single out a plan among K.
+  std::vector<torch::Tensor> rest, plan_params;
+  for (const auto& kv : net->named_parameters())
+    (kv.key().rfind("pi_plan.", 0) == 0 ? plan_params : rest).push_back(kv.value());
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(rest, std::make_unique<torch::optim::AdamOptions>(
+                                torch::optim::AdamOptions(cfg.lr).eps(1e-5)));
+  if (!plan_params.empty())
+    groups.emplace_back(plan_params, std::make_unique<torch::optim::AdamOptions>(
+                                         torch::optim::AdamOptions(cfg.plan_lr).eps(1e-5)));
+  optimizer = std::make_unique<torch::optim::Adam>(std::move(groups),
                                                    torch::optim::AdamOptions(cfg.lr).eps(1e-5));
 }
 
@@ -70,11 +84,11 @@ torch::Tensor PPO::Impl::obs_tensor(const std::vector<float>& flat, int64_t rows
 }
 
 torch::Tensor PPO::Impl::mask_tensor(const std::vector<uint8_t>& flat, int64_t n) const {
-  if (moves == 0)
+  if (moves == 0 && plan_row < 0)
     return torch::from_blob(const_cast<uint8_t*>(flat.data()), {n, blocks, catalog},
                             torch::kUInt8)
         .to(torch::kBool);
-  // Rows padded to W: the blocks' K entries, then the pipeline row's M.
+  // Rows padded to W: the blocks' K entries, then the pipeline row's M, then the plan rows.
   const size_t in = static_cast<size_t>(blocks) * catalog + moves;
   torch::Tensor out = torch::zeros({n, rows, width}, torch::kBool);
   auto o = out.accessor<bool, 3>();
@@ -83,8 +97,40 @@ torch::Tensor PPO::Impl::mask_tensor(const std::vector<uint8_t>& flat, int64_t n
     for (int b = 0; b < blocks; ++b)
       for (int k = 0; k < catalog; ++k) o[i][b][k] = row[static_cast<size_t>(b) * catalog + k];
     for (int c = 0; c < moves; ++c) o[i][blocks][c] = row[static_cast<size_t>(blocks) * catalog + c];
+    if (plan_row < 0) continue;
+    // An entry of a kind's row is allowed when every block of that kind allows it (each
+    // block's mask is checked with the others as they are, so a whole-plan move can still
+    // run out of memory: the step then fails and PPO learns fail_reward).
+    bool any[2] = {false, false};
+    for (int kind = 0; kind < 2; ++kind)
+      for (int k = 0; k < catalog; ++k) {
+        bool ok = kind < blocks;
+        for (int b = kind; b < blocks && ok; b += 2) ok = row[static_cast<size_t>(b) * catalog + k];
+        o[i][plan_row + 1 + kind][k] = ok;
+        any[kind] = any[kind] || ok;
+      }
+    o[i][plan_row][0] = true;
+    o[i][plan_row][1] = any[0] && (any[1] || blocks < 2);
+    for (int kind = 0; kind < 2; ++kind)  // keeps the row's distribution defined; unused
+      if (!any[kind]) o[i][plan_row + 1 + kind][0] = true;
   }
   return out;
+}
+
+Action PPO::Impl::env_action(const int64_t* r) const {
+  Action out(r, r + env_rows);
+  if (plan_row >= 0 && r[plan_row] == 1)
+    for (int b = 0; b < blocks; ++b) out[b] = static_cast<int>(r[plan_row + 1 + b % 2]);
+  return out;
+}
+
+torch::Tensor PPO::Impl::used_rows(const torch::Tensor& act) const {
+  torch::Tensor used = torch::ones({act.size(0), rows});
+  if (plan_row < 0) return used;
+  torch::Tensor move = act.select(1, plan_row).to(torch::kFloat32).unsqueeze(1);  // [n, 1]
+  used.narrow(1, 0, blocks).copy_((1 - move).expand({act.size(0), blocks}));
+  used.narrow(1, plan_row + 1, 2).copy_(move.expand({act.size(0), 2}));
+  return used;
 }
 
 std::vector<float> PPO::Impl::values(const std::vector<float>& flat, int64_t rows) {
@@ -134,17 +180,23 @@ PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_v
       auto [logits, value] = net->forward(obs.index_select(0, idx), mask.index_select(0, idx));
       ppo_detail::PlanDistribution dist =
           ppo_detail::distribution(logits, mask.index_select(0, idx));
-      // Per-block log-ratios [m, B]; joint: their sum [m, 1].
-      torch::Tensor log_ratio =
-          dist.block_log_prob(act.index_select(0, idx)) - old_logp.index_select(0, idx);
-      if (!config.block_ratio) log_ratio = log_ratio.sum(1, /*keepdim=*/true);
+      // Per-row log-ratios [m, R] (unused rows: 0); joint: their sum [m, 1].
+      torch::Tensor b_act = act.index_select(0, idx);
+      torch::Tensor used = used_rows(b_act);  // [m, R]
+      torch::Tensor log_ratio = (dist.block_log_prob(b_act) - old_logp.index_select(0, idx)) * used;
+      if (!config.block_ratio) {
+        log_ratio = log_ratio.sum(1, /*keepdim=*/true);
+        used = torch::ones_like(log_ratio);
+      }
       torch::Tensor entropy = dist.entropy().mean();
       torch::Tensor ratio = log_ratio.exp();
       torch::Tensor a = b_adv.index_select(0, idx);
       if (config.norm_adv && a.size(0) > 1) a = (a - a.mean()) / (a.std() + 1e-8);
       a = a.unsqueeze(1);
+      // Unused rows have log-ratio 0 (ratio 1, no gradient) and weight 0.
       torch::Tensor pg =
-          torch::max(-a * ratio, -a * torch::clamp(ratio, 1 - config.clip, 1 + config.clip))
+          (torch::max(-a * ratio, -a * torch::clamp(ratio, 1 - config.clip, 1 + config.clip)) *
+           used)
               .sum(1)
               .mean();
       torch::Tensor target = b_ret.index_select(0, idx), v_old = old_value.index_select(0, idx);
@@ -163,7 +215,8 @@ PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_v
       {
         torch::NoGradGuard no_grad;
         u.approx_kl += ((ratio - 1) - log_ratio).sum(1).mean().item<double>();
-        clipped += ((ratio - 1).abs() > config.clip).to(torch::kFloat32).mean().item<double>();
+        torch::Tensor out = ((ratio - 1).abs() > config.clip).to(torch::kFloat32) * used;
+        clipped += out.sum().item<double>() / std::max(1.0, used.sum().item<double>());
       }
       u.policy_loss += pg.item<double>();
       u.value_loss += v_loss.item<double>();
@@ -225,12 +278,39 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
   } else {
     a = dist.mode();
   }
-  Action out(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.rows);
+  if (!training_ && m.plan_row >= 0) {
+    // The plan rows, in both decodings: every block of a kind takes the kind's preferred
+    // entry when that beats the kind's entries in force (their mean logit in the kind's row)
+    // by more than `margin` nats; the other kind keeps its blocks' own decisions. The sampled
+    // policy drifts there too: a plan move goes to the entry rows' draw, then the blocks keep
+    // it.
+    const Action current = agents_detail::current_action(obs, m.blocks, m.catalog);
+    auto acc = a.accessor<int64_t, 2>();
+    auto p = logits.accessor<float, 3>();
+    for (int kind = 0; kind < 2 && kind < m.blocks; ++kind) {
+      const int row = m.plan_row + 1 + kind;
+      int64_t best = 0;
+      for (int k = 1; k < m.catalog; ++k)
+        if (p[0][row][k] > p[0][row][best]) best = k;
+      double in_force = 0;
+      int n = 0;
+      for (int b = kind; b < m.blocks; b += 2, ++n) in_force += p[0][row][current[b]];
+      if (p[0][row][best] - in_force / n <= config_.margin) continue;  // −inf: masked, move
+      bool allowed = true;  // (a row with nothing allowed holds a placeholder)
+      for (int b = kind; b < m.blocks && allowed; b += 2)
+        allowed = usable[static_cast<size_t>(b) * m.catalog + best] != 0;
+      if (!allowed) continue;
+      for (int b = kind; b < m.blocks; b += 2) acc[0][b] = best;
+    }
+    acc[0][m.plan_row] = 0;  // the env action is the block rows, as set here
+  }
+  Action out = m.env_action(a.data_ptr<int64_t>());
   if (training_) {
     m.pending = true;
     m.pending_obs = obs;
     m.pending_mask = std::move(usable);
     m.pending_act.assign(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + m.rows);
+    m.pending_env_act = out;
     torch::Tensor lp = dist.block_log_prob(a);
     m.pending_logp.assign(lp.data_ptr<float>(), lp.data_ptr<float>() + m.rows);
     m.pending_value = value.item<float>();
@@ -242,7 +322,7 @@ void PPO::observe(const Transition& t) {
   Impl& m = *impl_;
   if (!training_ || !m.pending) return;
   m.pending = false;
-  if (!std::equal(t.action.begin(), t.action.end(), m.pending_act.begin(), m.pending_act.end()))
+  if (t.action != m.pending_env_act)
     return;  // someone else chose this step: not the policy's sample
   double reward = t.failed ? config_.fail_reward : t.reward;
   const bool done = t.terminated || t.truncated || t.failed;

@@ -9,6 +9,13 @@
 // (CleanRL's MultiDiscrete). The value head reads the mean block embedding and the globals.
 // With a pipeline component (env/pipeline_action.h) one more categorical over the boundary
 // moves reads the same pooled input, with its own keep bonus on "keep the boundaries".
+// With plan=1 (off by default) three more rows: a plan move (yes / no, drawn with the fixed
+// probability plan_p) and the entry every attention block and every MLP block then takes
+// (read from the run's conditions), so a whole plan moves in one sampled step
+// (PPOConfig::plan). On a plan move the block rows are not used (no gradient from that step);
+// without one the entry rows are not. Evaluation moves every block of a kind to its entry
+// row's preferred entry when it beats the kind's entries in force by more than `margin` nats
+// (both decodes).
 // Because measured times, link bandwidths and the scenario phase are inputs, the policy
 // reacts to a change of conditions within an episode.
 //
@@ -24,7 +31,7 @@
 //
 //   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
 //       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
-//       keep_p=0.95,decode=pref,margin=1)
+//       keep_p=0.95,decode=pref,margin=1,plan=0,plan_p=0.05,plan_lr=0.01)
 //
 // Two ways to train: the Agent API (act / observe / update: an update runs every `rollout`
 // observed steps) or train() on a VectorEnv (`rollout` steps of every env per update).
@@ -75,6 +82,25 @@ struct PPOConfig {
   // `pref` is the plan the sampled policy drifts to, without the wait.
   bool decode_pref = true;
   double margin = 1.0;
+  // Plan rows (plan=1): besides each block's row, the policy has a plan-move row and two
+  // entry rows; on a plan move every attention block takes one entry and every MLP block
+  // another, in one step. Single-block moves away from Megatron-LM's plan are worth little
+  // alone (seq-mix-corpus: +0.1 % per block under 2 % noise; quickstart: +0.5 %) or lose
+  // (seq-mix-corpus: MLP blocks alone to tp1d(t=16,sp=1,chunks=2), 0.96 of Megatron-LM), while
+  // the better plans move every block of a kind together (that pair with attention on
+  // tp1d(t=8,sp=1): 1.19): without these rows the policy reaches them only by many lucky
+  // block moves. plan_p: the probability of a plan move per training step, fixed (an
+  // exploration rate: learnt, it collapsed to ~0.03 within a few updates, before the entry
+  // rows knew where to go). plan_lr: Adam's step for the entry rows (Adam moves a parameter
+  // ~lr per step; at lr=3e-4 a row's top probability went from 0.087 to 0.093 in 90 s; on
+  // seq-mix-corpus seeds 0 and 2, 3e-3 reached 95 % on neither, 1e-2 on seed 0;
+  // docs/benchmarks.md, "PPO across training seeds").
+  // Off by default: on the measured seeds it reached 95 % on 3 of 5 seq-mix-corpus seeds
+  // (0 of 5 without) but on fewer quickstart, periodic-congestion and stragglers-come-go
+  // seeds (docs/benchmarks.md, "PPO across training seeds").
+  bool plan = false;
+  double plan_p = 0.05;
+  double plan_lr = 1e-2;
 
   // From "ppo(k=v,...)"; throws std::invalid_argument on unknown keys or bad values.
   static PPOConfig from_id(const ParsedId& id);

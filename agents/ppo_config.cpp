@@ -7,9 +7,10 @@
 namespace shardgym {
 
 PPOConfig PPOConfig::from_id(const ParsedId& id) {
-  id.check_keys({"lr", "rollout", "epochs", "minibatches", "gamma", "lambda", "clip", "ent", "vf",
-                 "max_grad_norm", "norm_adv", "clip_vloss", "hidden", "fail_reward", "ratio",
-                 "keep", "keep_p", "decode", "margin"});
+  id.check_keys({"lr",     "rollout",     "epochs", "minibatches",   "gamma",    "lambda",
+                 "clip",   "ent",         "vf",     "max_grad_norm", "norm_adv", "clip_vloss",
+                 "hidden", "fail_reward", "ratio",  "keep",          "keep_p",   "decode",
+                 "margin", "plan",        "plan_p", "plan_lr"});
   PPOConfig c;
   c.lr = id.get("lr", c.lr);
   c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));
@@ -28,6 +29,9 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.keep = id.get("keep", 1.0) != 0;
   c.keep_p = id.get("keep_p", c.keep_p);
   c.margin = id.get("margin", c.margin);
+  c.plan = id.get("plan", c.plan ? 1.0 : 0.0) != 0;
+  c.plan_p = id.get("plan_p", c.plan_p);
+  c.plan_lr = id.get("plan_lr", c.plan_lr);
   auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
   const std::string ratio = id.get("ratio", std::string("block"));
   if (ratio != "block" && ratio != "joint")
@@ -38,7 +42,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
     bad("decode must be mode or pref, not '" + decode + "'");
   c.decode_pref = decode == "pref";
   if (!(c.margin >= 0)) bad("margin must be >= 0");
-  if (!(c.lr > 0)) bad("lr must be > 0");
+  if (!(c.lr > 0) || !(c.plan_lr > 0)) bad("lr and plan_lr must be > 0");
   if (c.rollout < 1 || c.epochs < 1 || c.minibatches < 1 || c.hidden < 1)
     bad("rollout, epochs, minibatches and hidden must be >= 1");
   if (c.minibatches > c.rollout) bad("minibatches must not exceed rollout");
@@ -46,6 +50,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
     bad("gamma and lambda must lie in [0, 1]");
   if (!(c.clip > 0) || !(c.max_grad_norm > 0)) bad("clip and max_grad_norm must be > 0");
   if (!(c.keep_p > 0 && c.keep_p < 1)) bad("keep_p must lie in (0, 1)");
+  if (!(c.plan_p > 0 && c.plan_p < 1)) bad("plan_p must lie in (0, 1)");
   return c;
 }
 

@@ -18,7 +18,7 @@ struct PPORollout {
   int envs = 1;
   std::vector<float> obs;     // rows × D
   std::vector<uint8_t> mask;  // rows × (B·K + M), the env's layout (M pipeline choices)
-  std::vector<int64_t> act;   // rows × R (R = B, + 1 with a pipeline component)
+  std::vector<int64_t> act;   // rows × R (R = B, + 1 with a pipeline component, + 3 plan rows)
   std::vector<float> logp;    // rows × R: log-probability of each block's entry (and move)
   std::vector<float> value, reward;
   std::vector<uint8_t> done;  // the episode ended at this step (no bootstrap from the next)
@@ -31,7 +31,9 @@ struct PPO::Impl {
   Impl(const EnvSpec& spec, const PPOConfig& config, uint64_t seed);
 
   int blocks, catalog, obs_dim, globals;
-  int moves, rows, width;  // pipeline choices M (0: none); R = B (+ 1); W = max(K, M)
+  int moves, rows, width;  // pipeline choices M (0: none); R = B (+ 1) (+ 3); W = max(K, M, 2)
+  int env_rows;            // B (+ 1): the env's action
+  int plan_row = -1;       // the plan-move row (then attention, MLP); -1 = no plan rows
   PPOConfig config;
   ppo_detail::PolicyNet net{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer;
@@ -44,7 +46,8 @@ struct PPO::Impl {
   bool pending = false;
   std::vector<float> pending_obs;
   std::vector<uint8_t> pending_mask;
-  std::vector<int64_t> pending_act;
+  std::vector<int64_t> pending_act;  // the policy's rows (R)
+  Action pending_env_act;            // what the env got
   std::vector<float> pending_logp;  // per row
   float pending_value = 0;
   bool have_next = false;
@@ -57,6 +60,13 @@ struct PPO::Impl {
   torch::Tensor obs_tensor(const std::vector<float>& flat, int64_t rows) const;
   // The env's masks (n × (B·K + M)) as bool [n, R, W].
   torch::Tensor mask_tensor(const std::vector<uint8_t>& flat, int64_t n) const;
+  // The env's action from the policy's rows: on a plan move (plan row = 1) every attention
+  // block takes the attention row's entry and every MLP block the MLP row's; else each
+  // block its own row. The pipeline entry is passed on.
+  Action env_action(const int64_t* policy_rows) const;
+  // Which rows an action used, [n, R] float: the block rows without a plan move, the entry
+  // rows with one; the plan-move and pipeline rows always. Unused rows carry no gradient.
+  torch::Tensor used_rows(const torch::Tensor& act) const;
   // Values of observations (no grad), [rows].
   std::vector<float> values(const std::vector<float>& flat, int64_t rows);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "runtime/live/tp/gemm.h"
 
@@ -26,14 +27,15 @@ torch::Tensor dense(const torch::nn::Linear& l, const torch::Tensor& x) {
 }  // namespace
 
 PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int globals_,
-                             int hidden_, bool keep_, int moves_)
+                             int hidden_, bool keep_, int moves_, double plan_p)
     : blocks(blocks_),
       catalog(catalog_),
       block_features(block_features_),
       globals(globals_),
       hidden(hidden_),
       keep(keep_),
-      moves(moves_) {
+      moves(moves_),
+      plan(plan_p > 0) {
   const int in = block_features + 3 + globals;
   enc1 = register_module("enc1", layer(in, hidden, std::sqrt(2.0)));
   enc2 = register_module("enc2", layer(hidden, hidden, std::sqrt(2.0)));
@@ -41,6 +43,17 @@ PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int
   v1 = register_module("v1", layer(hidden + globals, hidden, std::sqrt(2.0)));
   v2 = register_module("v2", layer(hidden, 1, 1.0));
   if (moves > 0) pi_pp = register_module("pi_pp", layer(hidden + globals, moves, 0.01));
+  if (plan) {
+    // The conditions among the globals (partition_env.h): phase, sequence factor, compute
+    // slowdown and the link classes' bandwidths; not the step, nor what depends on the plan
+    // in force (peak memory, latency, the pipeline part).
+    std::vector<int64_t> cond = {1, 2, 3};
+    for (int i = 6; i < globals - moves; ++i) cond.push_back(i);
+    plan_conditions = register_buffer("plan_conditions", torch::tensor(cond, torch::kLong));
+    pi_plan = register_module("pi_plan", layer(static_cast<int>(cond.size()), 2 * catalog, 0.01));
+    plan_move = register_buffer("plan_move", torch::tensor({static_cast<float>(std::log1p(-plan_p)),
+                                                            static_cast<float>(std::log(plan_p))}));
+  }
   torch::Tensor extra = torch::zeros({blocks, 3});
   for (int b = 0; b < blocks; ++b) {
     extra[b][b % 2] = 1.0;
@@ -70,18 +83,28 @@ std::pair<torch::Tensor, torch::Tensor> PolicyNetImpl::forward(const torch::Tens
     logits = logits + onehot * keep_bias.index_select(0, block_kind).view({1, blocks, 1});
   }
   torch::Tensor pooled = torch::cat({h.mean(1), g}, 1);
+  const int width = std::max({catalog, moves, plan ? 2 : 0});
+  if (width > catalog) logits = torch::constant_pad_nd(logits, {0, width - catalog});
+  std::vector<torch::Tensor> rows = {logits};  // [N, B, W], then one [N, 1, W] per extra row
+  auto row = [&](torch::Tensor r) {
+    rows.push_back(torch::constant_pad_nd(r, {0, width - r.size(1)}).unsqueeze(1));
+  };
   if (moves > 0) {
-    const int width = std::max(catalog, moves);
     torch::Tensor pp = dense(pi_pp, pooled);  // [N, M]
     if (keep && with_keep) {
       torch::Tensor bonus = torch::zeros({moves});
       bonus[0] = 1.0;
       pp = pp + bonus.unsqueeze(0) * keep_bias[2];
     }
-    logits = torch::constant_pad_nd(logits, {0, width - catalog});
-    pp = torch::constant_pad_nd(pp, {0, width - moves}).unsqueeze(1);
-    logits = torch::cat({logits, pp}, 1);  // [N, B+1, W]
+    row(pp);
   }
+  if (plan) {
+    torch::Tensor pl = dense(pi_plan, g.index_select(1, plan_conditions));  // [N, 2K]
+    row(plan_move.unsqueeze(0).expand({n, 2}));  // fixed: no gradient, log-ratio 0
+    row(pl.narrow(1, 0, catalog));
+    row(pl.narrow(1, catalog, catalog));
+  }
+  if (rows.size() > 1) logits = torch::cat(rows, 1);  // [N, R, W]
   logits = logits.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
   torch::Tensor value = dense(v2, torch::tanh(dense(v1, pooled))).squeeze(1);
   return {logits, value};

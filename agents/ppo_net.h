@@ -11,6 +11,13 @@
 // keep_kind: one learned logit bonus per block kind for the entry in force (read from the
 // block's first feature, catalog index / K). Keeping a plan is what avoids repartitions, and
 // without it "keep" must be learnt separately for every entry.
+// With plan rows (PPO's plan=1) three more rows: the plan-move row (2 choices: 0 = the blocks'
+// own rows decide, 1 = move the whole plan), fixed at log(1 − plan_p), log(plan_p) (an
+// exploration rate, not learnt), and two rows over the catalog, W_plan · c + b_plan with c the
+// run's conditions among the globals (phase, sequence factor, compute slowdown, link
+// bandwidths; not the plan in force or its measurements, so that the destination does not
+// change with the plan just taken): the entry every attention block and every MLP block takes
+// on a plan move. Rows: B blocks, [pipeline], then move, attention, MLP; W = max(K, M, 2).
 // Orthogonal initialisation as in CleanRL (gain √2, policy head 0.01, value head 1).
 #pragma once
 
@@ -20,7 +27,7 @@ namespace shardgym::ppo_detail {
 
 struct PolicyNetImpl : torch::nn::Module {
   PolicyNetImpl(int blocks, int catalog, int block_features, int globals, int hidden, bool keep,
-                int moves = 0);
+                int moves = 0, double plan_p = 0);  // plan_p > 0: the plan rows
 
   // Masked logits [N, R, W] and values [N] (R = B rows, + 1 with moves; W = max(K, moves)).
   // mask: bool [N, R, W]. with_keep = false leaves out the keep bonus (the learned preference
@@ -32,11 +39,15 @@ struct PolicyNetImpl : torch::nn::Module {
   int blocks, catalog, block_features, globals, hidden;
   bool keep;
   int moves;  // pipeline choices, 0 = none
+  bool plan;  // the three plan rows
   torch::nn::Linear enc1{nullptr}, enc2{nullptr}, pi{nullptr}, v1{nullptr}, v2{nullptr};
-  torch::nn::Linear pi_pp{nullptr};  // the pipeline row (moves > 0)
+  torch::nn::Linear pi_pp{nullptr};    // the pipeline row (moves > 0)
+  torch::nn::Linear pi_plan{nullptr};  // the plan entry rows (plan): K + K logits
   torch::Tensor block_extra;  // [B, 3]: kind one-hot, position
   torch::Tensor block_kind;   // [B] long: 0 attention, 1 MLP
   torch::Tensor keep_bias;    // [2], [3] with moves: per block kind, then choice 0 (keep)
+  torch::Tensor plan_move;    // [2] (plan): the plan-move row's fixed log-probabilities
+  torch::Tensor plan_conditions;  // (plan): indices of the globals pi_plan reads
 };
 TORCH_MODULE(PolicyNet);
 

@@ -51,8 +51,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
         value = out.second;
       }
       std::vector<Action> actions(n);
-      for (int i = 0; i < n; ++i)
-        actions[i].assign(a[i].data_ptr<int64_t>(), a[i].data_ptr<int64_t>() + m.rows);
+      for (int i = 0; i < n; ++i) actions[i] = m.env_action(a[i].data_ptr<int64_t>());
       VectorStep s = envs.step(actions);
       // Time-limit truncations bootstrap from the final observation's value (one batch).
       std::vector<int> boot;
@@ -126,7 +125,8 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
 
 namespace {
 
-constexpr int64_t kCheckpointVersion = 1;
+// Version 2 adds the plan rows' flag to the header (version 1: no plan rows, 9 entries).
+constexpr int64_t kCheckpointVersion = 2;
 
 template <typename T>
 torch::Tensor vec_tensor(const std::vector<T>& v, torch::ScalarType type) {
@@ -151,10 +151,10 @@ void PPO::save(const std::string& path) const {
   root.write("net", net);
   root.write("optimizer", opt);
   root.write("generator", m.gen.get_state());
-  root.write("header",
-             torch::tensor({kCheckpointVersion, int64_t{m.blocks}, int64_t{m.catalog},
-                            int64_t{m.obs_dim}, int64_t{config_.hidden}, int64_t{m.updates},
-                            m.env_steps, int64_t{m.pending}, int64_t{m.have_next}}));
+  root.write("header", torch::tensor({kCheckpointVersion, int64_t{m.blocks}, int64_t{m.catalog},
+                                      int64_t{m.obs_dim}, int64_t{config_.hidden},
+                                      int64_t{m.updates}, m.env_steps, int64_t{m.pending},
+                                      int64_t{m.have_next}, int64_t{m.plan_row >= 0}}));
   const PPORollout& b = m.buffer;
   root.write("buf_obs", vec_tensor(b.obs, torch::kFloat32));
   root.write("buf_mask", vec_tensor(b.mask, torch::kUInt8));
@@ -183,8 +183,14 @@ void PPO::load(const std::string& path) {
     torch::serialize::InputArchive root, net, opt;
     root.load_from(path);
     std::vector<int64_t> h = tensor_vec<int64_t>(root, "header");
-    if (h.size() != 9 || h[0] != kCheckpointVersion)
+    const bool v1 = h.size() == 9 && h[0] == 1;
+    if (!v1 && (h.size() != 10 || h[0] != kCheckpointVersion))
       throw std::runtime_error("ppo load: '" + path + "' has an unknown checkpoint version");
+    const bool saved_plan = !v1 && h[9] != 0;
+    if (saved_plan != (m.plan_row >= 0))
+      throw std::runtime_error(
+          "ppo load: '" + path + "' was saved " + (saved_plan ? "with" : "without") +
+          " plan rows; load it into ppo(plan=" + (saved_plan ? "1" : "0") + ")");
     if (h[1] != m.blocks || h[2] != m.catalog || h[3] != m.obs_dim || h[4] != config_.hidden)
       throw std::runtime_error("ppo load: '" + path + "' is for " + std::to_string(h[1]) +
                                " blocks × " + std::to_string(h[2]) + " entries, obs " +
@@ -215,6 +221,9 @@ void PPO::load(const std::string& path) {
     m.pending_obs = tensor_vec<float>(root, "pending_obs");
     m.pending_mask = tensor_vec<uint8_t>(root, "pending_mask");
     m.pending_act = tensor_vec<int64_t>(root, "pending_act");
+    m.pending_env_act.clear();
+    if (static_cast<int>(m.pending_act.size()) == m.rows)
+      m.pending_env_act = m.env_action(m.pending_act.data());
     m.pending_logp = tensor_vec<float>(root, "pending_logp");
     m.pending_value = tensor_vec<float>(root, "pending_value").at(0);
     m.next_obs = tensor_vec<float>(root, "next_obs");

@@ -51,10 +51,16 @@ TEST_F(PPOTest, ConfigFromId) {
   PPOConfig clean = PPOConfig::from_id(ParsedId::parse("ppo(ratio=joint,keep=0)"));
   EXPECT_FALSE(clean.block_ratio);
   EXPECT_FALSE(clean.keep);
+  EXPECT_FALSE(c.plan);
+  EXPECT_DOUBLE_EQ(c.plan_p, 0.05);
+  EXPECT_DOUBLE_EQ(c.plan_lr, 0.01);
+  PPOConfig with_plan = PPOConfig::from_id(ParsedId::parse("ppo(plan=1,plan_p=0.2)"));
+  EXPECT_TRUE(with_plan.plan);
+  EXPECT_DOUBLE_EQ(with_plan.plan_p, 0.2);
   for (const char* bad :
        {"ppo(lr=0)", "ppo(rollout=0)", "ppo(gamma=2)", "ppo(rollout=2,minibatches=4)",
         "ppo(colour=red)", "ppo(clip=-1)", "ppo(ratio=sideways)", "ppo(decode=best)",
-        "ppo(margin=-1)"}) {
+        "ppo(margin=-1)", "ppo(plan_p=0)", "ppo(plan_p=1)", "ppo(plan_lr=0)"}) {
     EXPECT_THROW(PPOConfig::from_id(ParsedId::parse(bad)), std::invalid_argument) << bad;
   }
 }
@@ -116,6 +122,70 @@ TEST_F(PPOTest, ActsAndTrainsOnAPipelinedEnv) {
   ppo.set_training(false);
   Observation obs = env->reset(0).obs;
   const auto mask = env->action_mask();
+  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask), mask, env->spec().catalog_size));
+}
+
+// Every attention block (even index) on one entry and every MLP block (odd) on one entry.
+bool one_entry_per_kind(const Action& a, int blocks) {
+  for (int b = 2; b < blocks; ++b)
+    if (a[b] != a[b % 2]) return false;
+  return true;
+}
+
+TEST_F(PPOTest, PlanMovesSetEveryBlockOfAKindAtOnce) {
+  ExperimentSpec spec = test_specs::tiny(/*layers=*/4, /*gpus_per_node=*/4, /*nodes=*/1);
+  spec.steps_per_episode = 16;  // 8 blocks: four of each kind
+  auto env = agent_tests::sim_env(spec);
+  const int blocks = env->spec().num_blocks;
+  ASSERT_EQ(blocks, 8);
+  // A plan move nearly every step: the sampled plan is one entry per kind, and it moves.
+  auto mover = make_agent("ppo(hidden=16,plan=1,plan_p=0.999)", env->spec(), 4);
+  agent_tests::Rollout out = agent_tests::rollout(*env, *mover, 0, 1, /*learn=*/true);
+  ASSERT_EQ(out.actions.size(), 16u);
+  EXPECT_EQ(out.invalid, 0);
+  int changed = 0;
+  for (size_t t = 0; t < out.actions.size(); ++t) {
+    EXPECT_TRUE(one_entry_per_kind(out.actions[t], blocks)) << "step " << t;
+    changed += t > 0 && out.actions[t] != out.actions[t - 1];
+  }
+  EXPECT_GT(changed, 8);
+  // Without the plan rows, blocks sampled one by one (keep_p=0.5: half of them move each
+  // step) leave the kinds split: the check above is not met by chance.
+  auto blockwise = make_agent("ppo(hidden=16,plan=0,keep_p=0.5)", env->spec(), 4);
+  agent_tests::Rollout single = agent_tests::rollout(*env, *blockwise, 0, 1, /*learn=*/true);
+  int split = 0;
+  for (const Action& a : single.actions) split += !one_entry_per_kind(a, blocks);
+  EXPECT_GT(split, 8);
+}
+
+TEST_F(PPOTest, PlanRowsTrainWithAPipelineAndCheckpoint) {
+  // Plan rows next to the pipeline row: rows padded to one width, the env's action is the
+  // blocks' (+ pipeline) entries, training stays finite, a checkpoint restores the policy.
+  ExperimentSpec spec = test_specs::pipelined(/*layers=*/8, /*stages=*/2);
+  spec.steps_per_episode = 8;
+  VectorEnv envs = vector_env(spec, 2);
+  const std::string id = "ppo(rollout=8,hidden=8,plan=1,plan_p=0.5)";
+  PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 1);
+  PPOTrainResult r = ppo.train(envs, 2 * 8 * 2);
+  ASSERT_EQ(r.updates.size(), 2u);
+  for (const PPOUpdate& u : r.updates)
+    EXPECT_TRUE(std::isfinite(u.policy_loss) && std::isfinite(u.value_loss) &&
+                std::isfinite(u.entropy) && std::isfinite(u.approx_kl));
+  auto env = agent_tests::sim_env(spec);
+  agent_tests::Rollout out = agent_tests::rollout(*env, ppo, 0, 1, /*learn=*/true);
+  EXPECT_EQ(out.invalid, 0);
+  for (const Action& a : out.actions) EXPECT_EQ(a.size(), 17u);
+  const std::string file =
+      (std::filesystem::temp_directory_path() / "shardgym_ppo_plan_test.ckpt").string();
+  ppo.save(file);
+  PPO back(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 99);
+  back.load(file);
+  std::remove(file.c_str());
+  ppo.set_training(false);
+  back.set_training(false);
+  Observation obs = env->reset(3).obs;
+  const auto mask = env->action_mask();
+  EXPECT_EQ(ppo.act(obs, mask), back.act(obs, mask));
   EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask), mask, env->spec().catalog_size));
 }
 
@@ -219,6 +289,8 @@ TEST_F(PPOTest, AgentApiTrainsAndCheckpointsRestoreEverything) {
   b->load(file);
   auto wrong = make_agent("ppo(hidden=8)", env->spec(), 0);
   EXPECT_THROW(wrong->load(file), std::runtime_error);
+  auto with_plan = make_agent("ppo(rollout=12,minibatches=3,hidden=16,plan=1)", env->spec(), 0);
+  EXPECT_THROW(with_plan->load(file), std::runtime_error);  // saved without plan rows
   std::remove(file.c_str());
   // Both continue identically, through the next update (8 buffered steps + 4 more).
   auto ea = agent_tests::sim_env(spec), eb = agent_tests::sim_env(spec);
