@@ -390,11 +390,6 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   // by position (block 0, last in the backward, waits for the data-parallel gradient
   // reduction to finish: 5.8 ms against 0.4 ms for the other blocks of uniform:dp(recompute=1)
   // on 4 threads), and only the mean keeps the sum over the plan's blocks.
-  auto mean = [](const std::vector<double>& xs) {
-    double t = 0;
-    for (double x : xs) t += x;
-    return xs.empty() ? 0.0 : t / double(xs.size());
-  };
   for (auto& [key, r] : rows) {
     MeasuredBlock e;
     e.kind = r.kind;

@@ -103,6 +103,19 @@ void for_each_missing(const ExchangeItem& it, size_t k, const std::vector<std::v
 
 }  // namespace
 
+ExchangeItem ExchangeItem::covering(std::vector<Box> have, std::vector<Box> want) {
+  ExchangeItem it;
+  if (!have.empty()) {
+    it.full_shape = have[0].hi;
+    for (const Box& b : have)
+      for (int d = 0; d < b.dims() && d < static_cast<int>(it.full_shape.size()); ++d)
+        it.full_shape[d] = std::max(it.full_shape[d], b.hi[d]);
+  }
+  it.have = std::move(have);
+  it.want = std::move(want);
+  return it;
+}
+
 RankExchange plan_rank_exchange(const std::vector<ExchangeItem>& items, int rank, int world) {
   if (world < 1 || rank < 0 || rank >= world)
     throw std::invalid_argument("exchange: rank " + std::to_string(rank) + " of " +

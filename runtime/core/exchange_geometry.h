@@ -33,6 +33,9 @@ struct ExchangeItem {
 
   const Box& have_of(int q) const { return have[static_cast<size_t>(q) % have.size()]; }
   const Box& want_of(int q) const { return want[static_cast<size_t>(q) % want.size()]; }
+
+  // An item whose full shape is the far corner of `have` (a layout covers the whole tensor).
+  static ExchangeItem covering(std::vector<Box> have, std::vector<Box> want);
 };
 
 struct ExchangeCell {

@@ -181,15 +181,12 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
     TransferCost out = transfer(have, want, bytes_per_param, range, cluster, links);
     // The exchange's messages: one item per parameter, listed for one period of each layout
     // (the moments have the parameter's boxes: bytes_per_param covers them).
-    // Every layout covers the whole tensor, so its boxes' far corner is the full shape.
-    std::vector<ExchangeItem> items(have.boxes[0].size());
-    for (size_t k = 0; k < items.size(); ++k) {
-      for (const auto& boxes : have.boxes) items[k].have.push_back(boxes[k]);
-      for (const auto& boxes : want.boxes) items[k].want.push_back(boxes[k]);
-      items[k].full_shape = items[k].have[0].hi;
-      for (const Box& b : items[k].have)
-        for (int d = 0; d < b.dims(); ++d)
-          items[k].full_shape[d] = std::max(items[k].full_shape[d], b.hi[d]);
+    std::vector<ExchangeItem> items;
+    for (size_t k = 0; k < have.boxes[0].size(); ++k) {
+      std::vector<Box> h, w;
+      for (const auto& boxes : have.boxes) h.push_back(boxes[k]);
+      for (const auto& boxes : want.boxes) w.push_back(boxes[k]);
+      items.push_back(ExchangeItem::covering(std::move(h), std::move(w)));
     }
     const std::vector<int64_t> msg = largest_message_elements(items, world);
     out.max_message_bytes = double(*std::max_element(msg.begin(), msg.end())) * bytes_per_param;

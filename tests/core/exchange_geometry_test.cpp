@@ -52,21 +52,20 @@ std::vector<Strategy> strategies(int world) {
 std::vector<ExchangeItem> items(const ModelSpec& m, BlockKind kind, const Strategy& a,
                                 const Strategy& b, int world, bool periodic) {
   const int na = periodic ? a.degree() : world, nb = periodic ? b.degree() : world;
-  std::vector<ExchangeItem> out;
+  std::vector<std::vector<Box>> have, want;
   for (int q = 0; q < std::max(na, nb); ++q) {
     const auto ha = block_param_boxes(m, kind, place_block(a, q % world, world));
     const auto hb = block_param_boxes(m, kind, place_block(b, q % world, world));
-    out.resize(ha.size());
+    have.resize(ha.size());
+    want.resize(ha.size());
     for (size_t k = 0; k < ha.size(); ++k) {
-      if (q < na) out[k].have.push_back(ha[k]);
-      if (q < nb) out[k].want.push_back(hb[k]);
+      if (q < na) have[k].push_back(ha[k]);
+      if (q < nb) want[k].push_back(hb[k]);
     }
   }
-  for (auto& it : out) {
-    it.full_shape = it.have[0].hi;
-    for (const Box& x : it.have)
-      for (int d = 0; d < x.dims(); ++d) it.full_shape[d] = std::max(it.full_shape[d], x.hi[d]);
-  }
+  std::vector<ExchangeItem> out;
+  for (size_t k = 0; k < have.size(); ++k)
+    out.push_back(ExchangeItem::covering(have[k], want[k]));
   return out;
 }
 

@@ -344,12 +344,11 @@ std::vector<TrainingRun::CollectiveTiming> LiveRun::time_collectives(double byte
   cmd.reps = reps;
   const std::vector<RankReport> reports = command(cmd);
   // The ranks walk standard_group_sets in order, three collectives per group of two or more.
-  static const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter"};
   std::vector<CollectiveTiming> out;
   size_t k = 0;
   for (const auto& set : standard_group_sets(config_.world_size)) {
     if (set.size() < 2) continue;
-    for (const char* op : kOps) {
+    for (const char* op : kTimedCollectives) {
       CollectiveTiming c{op, set, static_cast<double>(cmd.bytes), 0.0};
       for (const RankReport& r : reports)
         if (k < r.comm_s.size() && !std::isnan(r.comm_s[k]))

@@ -87,7 +87,7 @@ std::vector<double> time_collectives(CommWorld& world, const std::vector<std::ve
   for (const auto& set : sets) {
     if (set.size() < 2) continue;
     const bool member = std::binary_search(set.begin(), set.end(), world.rank());
-    for (int op = 0; op < 3; ++op) {
+    for (const std::string op : kTimedCollectives) {
       if (!member) {
         out.push_back(std::numeric_limits<double>::quiet_NaN());
         continue;
@@ -97,9 +97,9 @@ std::vector<double> time_collectives(CommWorld& world, const std::vector<std::ve
       const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
       at::Tensor t = at::ones({elems}, at::TensorOptions().dtype(at::kFloat).device(device));
       auto call = [&] {
-        if (op == 0) comm.all_reduce(t);
-        if (op == 1) (void)comm.all_gather(t, 0);
-        if (op == 2) (void)comm.reduce_scatter(t, 0);
+        if (op == "all_reduce") comm.all_reduce(t);
+        if (op == "all_gather") (void)comm.all_gather(t, 0);
+        if (op == "reduce_scatter") (void)comm.reduce_scatter(t, 0);
         synchronize(device);
       };
       call();

@@ -52,6 +52,9 @@ FaultSpec parse_fault(const std::string& text);
 // failing, so that no rank waits in a closing barrier for peers that are gone.
 // kCollectives: time every collective on every standard group (calibration's microbenchmarks).
 enum class RankOp { kReset, kStep, kEval, kStop, kAbort, kCollectives };
+// What kCollectives times on each group, in this order (the rank's report and the driver's
+// reading of it both walk it).
+inline constexpr const char* kTimedCollectives[] = {"all_reduce", "all_gather", "reduce_scatter"};
 const char* op_name(RankOp op);  // "reset", "step", ... for messages and the wire format
 
 struct RankCommand {
