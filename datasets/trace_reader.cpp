@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "datasets/global_heap_check.h"
 #include "datasets/h5_util.h"
 #include "datasets/isolated_read.h"
 #include "datasets/trace_wire.h"
@@ -234,6 +235,12 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   impl_->path = path;
   const h5::H5Error err(path);
   impl_->budget = read_budget(regular_file_size(err, path));
+  // Global heap objects HDF5 1.10 would loop on or copy out of bounds from: refused here,
+  // before any child parses the file (see global_heap_check.h).
+  if (const std::string why = check_global_heaps_of_file(path); !why.empty()) {
+    err.fail("the file is damaged: " + why + " (HDF5 1.10 would loop or read out of bounds "
+             "on it, so it was not parsed)");
+  }
   impl_->limits = isolation_limits(impl_->budget);
   const std::string bytes =
       read_in_child(path, impl_->budget, impl_->limits, [](FileReader& f) {

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include "datasets/global_heap_check.h"
 #include "datasets/trace_reader.h"
 #include "datasets/trace_summary.h"
 #include "datasets/trace_writer.h"
@@ -180,25 +182,137 @@ TEST_F(TraceErrors, ScalarAttributeHoldingAnArray) {
 }
 
 
-// A damaged global heap (where HDF5 keeps every variable-length string) crashes HDF5 1.10 itself
-// (issue: one flipped bit took down every reader). The parse runs in a child process, so the
-// reader gets an error naming the crash instead of dying with it.
-TEST_F(TraceErrors, DamagedGlobalHeapCrashesOnlyTheReadingProcess) {
-  const std::string good = write_good();
-  std::string bytes;
-  {
-    std::ifstream in(good, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+// The bytes of `file`.
+std::string file_bytes(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The trace `good` with the 8 bytes at `offset` of its first global heap collection (counted
+// from "GCOL") replaced by `value`, written to `bad`.
+void damage_heap(const std::string& good, size_t offset, uint64_t value, const std::string& bad) {
+  std::string bytes = file_bytes(good);
   const size_t heap = bytes.find("GCOL");
   ASSERT_NE(heap, std::string::npos) << "the fixture trace has no global heap collection";
-  // Collection header: "GCOL", version, 3 reserved, 8-byte collection size. The first object
-  // follows: 2-byte index, 2-byte reference count, 4 reserved, 8-byte object size.
-  const uint64_t absurd = uint64_t(1) << 62;
-  bytes.replace(heap + 16 + 8, 8, reinterpret_cast<const char*>(&absurd), 8);
-  const std::string bad = path("heap.h5");
+  bytes.replace(heap + offset, 8, reinterpret_cast<const char*>(&value), 8);
   std::ofstream(bad, std::ios::binary) << bytes;
-  expect_error(bad, "the HDF5 library ");  // crashed (signal) or, under a sanitizer, failed
+}
+
+// A damaged global heap (where HDF5 keeps every variable-length string) crashes or hangs HDF5
+// 1.10 itself (issue: one flipped bit took down every reader, h5py included). The reader checks
+// every collection's objects before HDF5 parses the file, and refuses it at once, by name.
+// Collection header: "GCOL", version, 3 reserved, 8-byte collection size. The first object
+// follows: 2-byte index, 2-byte reference count, 4 reserved, 8-byte object size.
+TEST_F(TraceErrors, DamagedGlobalHeapIsRefusedBeforeHdf5ParsesIt) {
+  const std::string good = write_good();
+  EXPECT_EQ(check_global_heaps_of_file(good), "");
+  // An object that runs past its collection: HDF5 copies out of bounds (a crash).
+  damage_heap(good, 16 + 8, uint64_t(1) << 62, path("huge.h5"));
+  expect_error(path("huge.h5"), "object 1 at byte");
+  // A collection larger than the file.
+  damage_heap(good, 8, uint64_t(1) << 40, path("collection.h5"));
+  expect_error(path("collection.h5"), "declares 1099511627776 bytes");
+}
+
+// A free-space object (index 0) of size 0 made HDF5's walk of the collection loop forever:
+// before the check, every reader waited for the watchdog (120 s by default). Now it is refused
+// in well under a second.
+TEST_F(TraceErrors, ZeroSizedFreeSpaceObjectIsRefusedWithoutWaitingForTheWatchdog) {
+  const std::string good = write_good();
+  std::string bytes = file_bytes(good);
+  const size_t heap = bytes.find("GCOL");
+  ASSERT_NE(heap, std::string::npos);
+  // Make the first object the free space, of size 0.
+  const uint16_t zero_index = 0;
+  const uint64_t zero_size = 0;
+  bytes.replace(heap + 16, 2, reinterpret_cast<const char*>(&zero_index), 2);
+  bytes.replace(heap + 16 + 8, 8, reinterpret_cast<const char*>(&zero_size), 8);
+  const std::string bad = path("loop.h5");
+  std::ofstream(bad, std::ios::binary) << bytes;
+  const auto start = std::chrono::steady_clock::now();
+  expect_error(bad, "object 0 at byte");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_NE(open_error(bad).find("a free-space object is at least its 16-byte header"),
+            std::string::npos);
+}
+
+// What the check cannot see is HDF5's to refuse, or the reading child's to contain: here an
+// attribute's reference to an object index that the collection does not have.
+TEST_F(TraceErrors, DamageTheCheckCannotSeeStaysInTheReadingProcess) {
+  const std::string good = write_good();
+  std::string bytes = file_bytes(good);
+  const size_t heap = bytes.find("GCOL");
+  ASSERT_NE(heap, std::string::npos);
+  // A variable-length string in an attribute is stored as its length (4 bytes), the address
+  // of its collection (8) and its object index (4). The root's 'format' attribute is the first
+  // string the reader reads: point it at object 65,535 of the same collection.
+  const std::string format = "shardgym-trace";
+  std::string reference(12, '\0');
+  const uint32_t length = static_cast<uint32_t>(format.size());
+  const uint64_t address = heap;
+  std::memcpy(&reference[0], &length, 4);
+  std::memcpy(&reference[4], &address, 8);
+  size_t at = bytes.find(reference);
+  ASSERT_NE(at, std::string::npos) << "no reference to the collection with the format's length";
+  const uint32_t absurd_index = 65535;
+  bytes.replace(at + 12, 4, reinterpret_cast<const char*>(&absurd_index), 4);
+  const std::string bad = path("index.h5");
+  std::ofstream(bad, std::ios::binary) << bytes;
+  EXPECT_EQ(check_global_heaps_of_file(bad), "");
+  const std::string what = open_error(bad);
+  std::cout << "[   INFO   ] " << what << "\n";
+  EXPECT_EQ(what.rfind("trace '" + bad + "': ", 0), 0u) << what;
+}
+
+// The check on bytes: a well-formed collection passes, with 8- and 4-byte lengths; an
+// occurrence of the signature that straddles two of the scan's windows is still checked.
+TEST(GlobalHeapCheck, WalksCollectionsAsHdf5Does) {
+  auto superblock = [](int lengths) {
+    std::string sb = "\x89HDF\r\n\x1a\n";
+    sb += std::string{char(0), char(0), char(0), char(0), char(0), char(8), char(lengths)};
+    sb.resize(64, '\0');
+    return sb;
+  };
+  auto put = [](std::string& s, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) s += char((v >> (8 * i)) & 0xff);
+  };
+  // A 64-byte collection: one 5-byte object (padded to 8) and the free space after it.
+  auto collection = [&](int L, uint64_t object_size, uint64_t free_size) {
+    const uint64_t header = (8 + L + 7) / 8 * 8;
+    std::string c = "GCOL\x01";
+    c += std::string(3, '\0');
+    put(c, 64, L);
+    c.resize(header, '\0');
+    put(c, 1, 2);
+    put(c, 1, 2);
+    put(c, 0, 4);
+    put(c, object_size, L);
+    c += std::string((object_size + 7) / 8 * 8, 'x');
+    put(c, 0, 2);
+    put(c, 0, 2);
+    put(c, 0, 4);
+    put(c, free_size, L);
+    c.resize(64, '\0');
+    return c;
+  };
+  // 64 = 16 (collection header) + 16 + 8 (the object) + 24 (free space), or with 4-byte
+  // lengths 16 + 12 + 8 + 28.
+  EXPECT_EQ(check_global_heaps(superblock(8) + collection(8, 5, 24)), "");
+  EXPECT_EQ(check_global_heaps(superblock(4) + collection(4, 5, 28)), "");
+  EXPECT_NE(check_global_heaps(superblock(8) + collection(8, 5, 0)), "");
+  EXPECT_NE(check_global_heaps(superblock(8) + collection(8, 5, 32)), "");  // past the end
+  EXPECT_NE(check_global_heaps(superblock(8) + collection(8, 41, 24)), "");
+  // Without an HDF5 superblock there is nothing to check against.
+  EXPECT_EQ(check_global_heaps(collection(8, 5, 0)), "");
+  // A bad collection straddling the 1 MiB windows of the scan.
+  std::string big = superblock(8);
+  big.resize((1 << 20) - 2, 'z');
+  big += collection(8, 5, 0);
+  EXPECT_NE(check_global_heaps(big), "");
+  big = superblock(8);
+  big.resize((1 << 20) - 2, 'z');
+  big += collection(8, 5, 24);
+  EXPECT_EQ(check_global_heaps(big), "");
 }
 
 // A 20 KB file that declares a 50-million-entry strategy table (issue: grew to 6 GB before
