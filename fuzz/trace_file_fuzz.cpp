@@ -32,6 +32,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "datasets/trace_reader.h"
 #include "fuzz/fuzz_check.h"
@@ -107,10 +108,10 @@ void print_tally() {
 // report is not HDF5's.
 std::string classify_report(const std::string& text) {
   static const std::string exe = self_exe();
-  std::string kind = "unknown report", module;
+  std::string kind = "unknown report";
+  std::vector<std::string> modules;  // of the stack's frames, top first
   std::istringstream in(text);
   std::string line;
-  int frames = 0;
   while (std::getline(in, line)) {
     size_t at = line.find("ERROR: AddressSanitizer: ");
     if (at != std::string::npos && kind == "unknown report") {
@@ -120,20 +121,36 @@ std::string classify_report(const std::string& text) {
       kind = "UBSan runtime error";
     }
     const size_t hash = line.find_first_not_of(' ');
-    if (module.empty() && hash != std::string::npos && line.compare(hash, 1, "#") == 0) {
-      ++frames;
-      // "    #1 0x7eff...  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x167b8d) (BuildId: ...)"
-      const size_t open = line.find('(');
-      const size_t plus = open == std::string::npos ? open : line.find('+', open);
-      if (plus == std::string::npos) continue;
-      const std::string m = line.substr(open + 1, plus - open - 1);
-      if (m != exe) module = m.substr(m.rfind('/') + 1);
-      if (module.empty() && frames >= 2) module = "this executable";
-    }
+    if (hash == std::string::npos || line.compare(hash, 1, "#") != 0) continue;
+    // "    #1 0x7eff...  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x167b8d) (BuildId: ...)"
+    const size_t open = line.find('(');
+    const size_t plus = open == std::string::npos ? open : line.find('+', open);
+    if (plus != std::string::npos) modules.push_back(line.substr(open + 1, plus - open - 1));
   }
   // No frame at all: the child was stopped (by the watchdog) while writing its report; the
   // caller reads the input again with more time to see whose report it is.
-  if (frames == 0) return "";
+  if (modules.empty()) return "";
+  auto first_outside = [&](size_t from) -> std::string {
+    for (size_t i = from; i < modules.size(); ++i)
+      if (modules[i] != exe) return modules[i].substr(modules[i].rfind('/') + 1);
+    return "";
+  };
+  std::string module;
+  if (kind == "unknown report") {
+    // A bare stack without a sanitizer's header is libFuzzer's malloc limit (-rss_limit_mb,
+    // inherited by the child) refusing one allocation: its own frames and ASan's allocator
+    // sit on top, all in this executable, so whose allocation it was shows at the first frame
+    // outside it (HDF5 sizing a chunk buffer from what the file declares; our own code's would
+    // show libc's, at main). Outside the fuzzer the child's address-space limit turns such a
+    // request into an error.
+    kind = "malloc above the fuzzer's limit";
+    module = first_outside(0);
+  } else {
+    // A sanitizer's report: frame #0 is its interceptor (in this executable); the caller is
+    // ours when frame #1 is in this executable too.
+    module = modules.size() >= 2 && modules[0] == exe && modules[1] == exe ? "this executable"
+                                                                           : first_outside(0);
+  }
   if (module.find("hdf5") == std::string::npos) {
     std::fprintf(stderr, "a sanitizer report in the reading child outside HDF5:\n%s\n",
                  text.c_str());
