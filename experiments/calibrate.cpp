@@ -124,12 +124,12 @@ void comm_volume(const ModelSpec& m, BlockKind kind, const Strategy& s, int worl
   add(block_grad_sync(m, kind, s, world), m.grad_bytes());
 }
 
-// Non-negative least squares y ≈ Σ_j c_j·x_j for up to 3 columns: the unconstrained solution
+// Non-negative least squares y ≈ Σ_j c_j·x_j for up to 6 columns: the unconstrained solution
 // on every subset of the columns (the others at 0), the best one with all c_j ≥ 0.
 std::vector<double> nonneg_lstsq(const std::vector<std::vector<double>>& x,
                                  const std::vector<double>& y) {
   const size_t n = x.size();
-  if (n == 0 || n > 3) throw std::logic_error("nonneg_lstsq: 1 to 3 columns");
+  if (n == 0 || n > 6) throw std::logic_error("nonneg_lstsq: 1 to 6 columns");
   std::vector<double> best(n, 0.0);
   double best_r = 0;
   for (double v : y) best_r += v * v;  // all coefficients 0
@@ -313,7 +313,12 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   sspec.cluster.calibration = {};  // fits are made against the physical model
   SimRun sim(sspec);
   const int blocks = live.spec.model.num_blocks(), world = live.spec.cluster.world_size();
-  std::vector<Plan> plans = calibration_plans(run.catalog(), blocks);
+  if (o.passes < 1) throw std::invalid_argument("--passes must be at least 1");
+  // The uniform plans, `passes` times over (pass after pass, so that a slow minute of the
+  // machine falls on one pass of many plans rather than on every pass of one plan).
+  const std::vector<Plan> uniform = calibration_plans(run.catalog(), blocks);
+  std::vector<Plan> plans;
+  for (int pass = 0; pass < o.passes; ++pass) plans.insert(plans.end(), uniform.begin(), uniform.end());
   // Random plans after the uniform ones: mixtures for the fits of what the table does not hold
   // (overhead, memory, repartition); the table itself comes from the uniform plans only.
   const size_t uniform_plans = plans.size();
@@ -336,6 +341,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   c.threads_per_rank = live.spec.live.threads_per_rank;
   c.warmup = o.warmup;
   c.iterations = o.iterations;
+  c.passes = o.passes;
   c.plans = static_cast<int>(plans.size());
   if (live.spec.cluster.devices.size() != 1 || live.spec.cluster.links.size() != 1)
     throw std::invalid_argument(config + ": calibration fits one device type and one link class; "
@@ -349,10 +355,12 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   RuntimeCalibration& rc = c.runtime;
   rc.model_signature = calibration_signature(sim.stage_cost_model(0).model(), world);
 
+  // One row per (block kind, strategy): for each block position, its per-pass medians.
   struct Row {
     int kind;
     Strategy s;
-    std::vector<double> fwd, bwd, comm, spread;
+    std::map<int, std::vector<double>> fwd, bwd, comm;
+    std::vector<double> spread;
     BlockCost physics;
   };
   std::map<std::pair<int, std::string>, Row> rows;
@@ -368,9 +376,9 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       const int kind = static_cast<int>(ModelSpec::block_kind(b));
       auto key = std::make_pair(kind, plan.blocks[b].to_string());
       Row& r = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]}).first->second;
-      r.fwd.push_back(s.fwd[b] / m);
-      r.bwd.push_back(s.bwd[b] / m);
-      r.comm.push_back(s.comm[b] / m);
+      r.fwd[b].push_back(s.fwd[b] / m);
+      r.bwd[b].push_back(s.bwd[b] / m);
+      r.comm[b].push_back(s.comm[b] / m);
       r.spread.push_back(s.spread);
     }
     for (double x : s.steps) log_dev.push_back(std::log(x / s.step_s));
@@ -385,18 +393,27 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     }
   }
 
-  // The table: each block's median over the iterations, averaged over every block of that
-  // kind and strategy. Not their median: the blocks of a plan share the step's time unevenly
-  // by position (block 0, last in the backward, waits for the data-parallel gradient
-  // reduction to finish: 5.8 ms against 0.4 ms for the other blocks of uniform:dp(recompute=1)
-  // on 4 threads), and only the mean keeps the sum over the plan's blocks.
+  // The table: each block's median over the iterations, then over the passes, averaged over
+  // every block of that kind and strategy. Not the median over the blocks: the blocks of a
+  // plan share the step's time unevenly by position (block 0, last in the backward, waits for
+  // the data-parallel gradient reduction to finish: 5.8 ms against 0.4 ms for the other blocks
+  // of uniform:dp(recompute=1) on 4 threads), and only the mean keeps the sum over the plan's
+  // blocks.
+  auto block_medians = [](const std::map<int, std::vector<double>>& by_block) {
+    std::vector<double> per_block;
+    for (const auto& [b, passes] : by_block) per_block.push_back(median(passes));
+    return per_block;
+  };
+  auto mean_of_medians = [&](const std::map<int, std::vector<double>>& by_block) {
+    return mean(block_medians(by_block));
+  };
   for (auto& [key, r] : rows) {
     MeasuredBlock e;
     e.kind = r.kind;
     e.strategy = key.second;
-    e.fwd_s = mean(r.fwd);
-    e.bwd_s = mean(r.bwd);
-    e.comm_s = mean(r.comm);
+    e.fwd_s = mean_of_medians(r.fwd);
+    e.bwd_s = mean_of_medians(r.bwd);
+    e.comm_s = mean_of_medians(r.comm);
     e.spread = median(r.spread);
     rc.blocks.push_back(e);
   }
@@ -410,7 +427,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     std::vector<double> ratio;
     for (const auto& [key, r] : rows) {
       const double predicted = r.physics.fwd_s + r.physics.bwd_s;
-      const double measured = median(r.fwd) + median(r.bwd);
+      const double measured = median(block_medians(r.fwd)) + median(block_medians(r.bwd));
       if (predicted > 0 && measured > 0) ratio.push_back(measured / predicted);
     }
     if (ratio.empty()) throw std::runtime_error("calibration: no block with compute time measured");
@@ -432,7 +449,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       if (st <= 0) continue;
       steps.push_back(st);
       bytes.push_back(by);
-      comm.push_back(mean(r.comm));
+      comm.push_back(mean_of_medians(r.comm));
     }
     double alpha = 0, inv_bw = 0;
     if (!comm.empty()) nonneg_fit2(steps, bytes, comm, alpha, inv_bw);
@@ -444,34 +461,47 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       err.push_back(rel_error(alpha * steps[i] + inv_bw * bytes[i], comm[i]));
     c.comm_fit_error = err.empty() ? 0.0 : median(err);
   }
-  // Per-step overhead and optimizer seconds per parameter: what the simulator calibrated with
-  // everything above (table, device, link; redistributions between layouts included) leaves
-  // unexplained of each plan's step latency, against the parameters each rank updates.
+  // Per-step overhead, optimizer seconds per parameter and the redistributions between
+  // layouts: what the simulator calibrated with everything above (table, device, link) leaves
+  // unexplained of each plan's step latency, against the parameters each rank updates, the
+  // plan's changes of activation layout, and the link model's time for those changes (whose
+  // coefficient is the share of it a step shows: on 4 rank threads the modelled transfer
+  // of the last block's activations to the data-parallel LM head was most of what made the
+  // simulator 6 % slow on uniform:tp1d(t=4), with a coefficient fixed at 1).
   {
     CalibrationFile zero = c;
     zero.runtime.step_overhead_s = zero.runtime.optimizer_s_per_param = 0;
+    zero.runtime.redistribution_s = 0, zero.runtime.redistribution_scale = 1;
     ExperimentSpec cspec = sspec;
     const std::string why = apply_calibration(zero, "(fit)", cspec.cluster);
     if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
     SimRun calibrated(cspec);
     calibrated.reset(o.seed, plans.front());
-    std::vector<double> ones, params, layouts, residual;
+    std::vector<double> ones, params, layouts, transfers, residual;
     for (size_t i = 0; i < plans.size(); ++i) {
       const auto pred = calibrated.estimate(plans[i]);
       if (!pred || !pred->ok) throw std::runtime_error("the calibrated simulator cannot run " +
                                                        plans[i].to_string());
+      const IterationBreakdown bd = calibrated.breakdown(plans[i]);
+      double moved = bd.head_redistribution_s;
+      for (double t : bd.redistribution_s) moved += t;
+      moved *= std::max(1, bd.pipeline.micro_batches);
       double p = 0;
       for (int b = 0; b < blocks; ++b) p += physics[i][b].params_per_rank;
       ones.push_back(1.0);
       params.push_back(p);
       layouts.push_back(layout_changes(plans[i]));
-      residual.push_back(stats[i].step_s - pred->step_latency_s);
+      transfers.push_back(moved);
+      // What the prediction leaves out, with the redistributions taken out of it too.
+      residual.push_back(stats[i].step_s - pred->step_latency_s + moved);
     }
-    const std::vector<double> k = nonneg_lstsq({ones, params, layouts}, residual);
+    const std::vector<double> k = nonneg_lstsq({ones, params, layouts, transfers}, residual);
     rc.step_overhead_s = k[0], rc.optimizer_s_per_param = k[1], rc.redistribution_s = k[2];
+    rc.redistribution_scale = k[3];
     std::vector<double> err;
     for (size_t i = 0; i < plans.size(); ++i)
-      err.push_back(std::abs(k[0] + k[1] * params[i] + k[2] * layouts[i] - residual[i]) /
+      err.push_back(std::abs(k[0] + k[1] * params[i] + k[2] * layouts[i] +
+                             k[3] * transfers[i] - residual[i]) /
                     stats[i].step_s);
     c.overhead_fit_error = median(err);
   }

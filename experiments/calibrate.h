@@ -27,6 +27,7 @@ struct LiveMeasureOptions {
   uint64_t seed = 0;
   std::function<void(const std::string&)> progress;  // one line per plan; may be empty
   int mixed_plans = 24;  // calibrate: random plans after the uniform ones (see calibrate_live)
+  int passes = 3;        // calibrate: passes over the uniform plans (the table's median)
 };
 
 // `config` must name the live env. Throws BadInput-like std::invalid_argument on a config that

@@ -52,7 +52,8 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << ", device: " << quoted(c.device) << ", ranks: " << c.ranks
     << ", threads_per_rank: " << c.threads_per_rank << "}\n"
     << "measurement: {plans: " << c.plans << ", warmup: " << c.warmup
-    << ", iterations: " << c.iterations << ", statistic: median}\n"
+    << ", iterations: " << c.iterations << ", passes: " << c.passes
+    << ", statistic: median}\n"
     << "# Fitted physical model, used for blocks the table below does not hold.\n"
     << "device: {name: " << quoted(c.device_name) << ", peak_flops: " << num(c.peak_flops)
     << ", memory_bw: " << num(c.memory_bw) << ", fit_error: " << num(c.compute_fit_error)
@@ -63,6 +64,7 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << "overhead: {step_s: " << num(r.step_overhead_s)
     << ", optimizer_s_per_param: " << num(r.optimizer_s_per_param)
     << ", redistribution_s: " << num(r.redistribution_s)
+    << ", redistribution_scale: " << num(r.redistribution_scale)
     << ", fit_error: " << num(c.overhead_fit_error) << "}\n"
     << "noise: {sigma: " << num(r.noise_sigma) << "}\n"
     << "memory: {state_scale: " << num(r.memory_state_scale)
@@ -132,10 +134,11 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   c.ranks = live.child("ranks").as_int(1, ClusterSpec::kMaxGpus);
   if (auto f = live.optional("threads_per_rank")) c.threads_per_rank = f->as_int(0);
   if (auto m = root.optional("measurement")) {
-    m->check_keys({"plans", "warmup", "iterations", "statistic"});
+    m->check_keys({"plans", "warmup", "iterations", "passes", "statistic"});
     if (auto f = m->optional("plans")) c.plans = f->as_int(0);
     if (auto f = m->optional("warmup")) c.warmup = f->as_int(0);
     if (auto f = m->optional("iterations")) c.iterations = f->as_int(0);
+    if (auto f = m->optional("passes")) c.passes = f->as_int(1, 100);
     if (auto f = m->optional("statistic")) f->as_choice({"median"});
   }
   YamlField dev = root.child("device");
@@ -152,10 +155,12 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   if (auto f = link.optional("fit_error")) c.comm_fit_error = f->as_double(0);
   RuntimeCalibration& r = c.runtime;
   YamlField over = root.child("overhead");
-  over.check_keys({"step_s", "optimizer_s_per_param", "redistribution_s", "fit_error"});
+  over.check_keys(
+      {"step_s", "optimizer_s_per_param", "redistribution_s", "redistribution_scale", "fit_error"});
   r.step_overhead_s = over.child("step_s").as_double(0, 1e6);
   r.optimizer_s_per_param = over.child("optimizer_s_per_param").as_double(0, 1);
   if (auto f = over.optional("redistribution_s")) r.redistribution_s = f->as_double(0, 1e6);
+  if (auto f = over.optional("redistribution_scale")) r.redistribution_scale = f->as_double(0, 1e3);
   if (auto f = over.optional("fit_error")) c.overhead_fit_error = f->as_double(0);
   if (auto n = root.optional("noise")) {
     n->check_keys({"sigma"});

@@ -23,6 +23,7 @@ struct CalibrationFile {
   std::string backend, launch, device;  // live runtime: gloo/nccl, threads/processes, cpu/cuda
   int ranks = 0, threads_per_rank = 0;
   int warmup = 0, iterations = 0;       // per measured plan
+  int passes = 1;                       // over the uniform plans (1 in files without it)
   int plans = 0;                        // calibration plans run
   // Fitted parameters of the physical model (used where the table has no entry).
   std::string device_name;

@@ -107,6 +107,7 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
 int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& err) {
   LiveMeasureOptions o = measure_options(args.warmup, args.iterations, args.seed, err);
   o.mixed_plans = args.mixed_plans;
+  o.passes = args.passes;
   CalibrationFile c;
   try {
     c = calibrate_live(args.config, o, args.command_line);

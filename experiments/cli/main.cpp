@@ -197,6 +197,11 @@ int main(int argc, char** argv) {
                         "Random plans after the uniform ones, for the overhead, memory and "
                         "repartition fits (default 24)")
       ->check(CLI::Range(0, 10000));
+  calibrate->add_option("--passes", calibrate_args.passes,
+                        "Passes over the uniform plans; each table entry is the median over "
+                        "the passes (default 3: one pass is a single window of the machine's "
+                        "time, and this machine drifts by 5-10 % from one minute to the next)")
+      ->check(CLI::Range(1, 100));
   calibrate->add_option("--seed", calibrate_args.seed, "Seed of the run");
   for (int i = 0; i < argc; ++i)
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);

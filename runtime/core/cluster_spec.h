@@ -75,7 +75,9 @@ struct RuntimeCalibration {
   std::vector<MeasuredBlock> blocks;
   double step_overhead_s = 0;   // per micro-batch: embedding, LM head, loss, global norm
   double redistribution_s = 0;  // per micro-batch and change of activation layout, on top
-                                // of the link model's transfer (fwd + bwd)
+                                // of the link model's transfer (fwd + bwd) ...
+  double redistribution_scale = 1;  // ... scaled by this: the share of the modelled transfer
+                                    // time a step shows (1 in files without it)
   double optimizer_s_per_param = 0;  // per iteration and parameter held by the rank
   double noise_sigma = 0;       // log-normal σ of the step latency between iterations
   // Peak memory per rank = state_scale · (params, gradients, optimizer state) +

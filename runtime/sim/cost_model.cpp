@@ -313,7 +313,10 @@ TransferCost CostModel::redistribution(const Strategy& from, const Strategy& to)
   f.bytes += b.bytes;
   f.max_rank_bytes += b.max_rank_bytes;
   f.energy_j += b.energy_j;
-  if (!cluster_.calibration.empty()) f.time_s += cluster_.calibration.redistribution_s;
+  if (!cluster_.calibration.empty()) {
+    f.time_s = cluster_.calibration.redistribution_scale * f.time_s +
+               cluster_.calibration.redistribution_s;
+  }
   return f;
 }
 

@@ -36,6 +36,7 @@ CalibrationFile sample() {
   c.threads_per_rank = 1;
   c.warmup = 2;
   c.iterations = 5;
+  c.passes = 3;
   c.plans = 3;
   c.device_name = "cpu-core";
   c.peak_flops = 1.0 / 3.0 * 1e11;
@@ -49,6 +50,7 @@ CalibrationFile sample() {
   c.runtime.optimizer_s_per_param = 3.3e-9;
   c.runtime.noise_sigma = 0.07;
   c.runtime.redistribution_s = 1.0 / 9 * 1e-3;
+  c.runtime.redistribution_scale = 0.3141592653589793;
   c.runtime.memory_state_scale = 1.0 / 3;
   c.runtime.memory_activation_scale = 0.9;
   c.runtime.memory_base_bytes = 123456.5;
@@ -72,6 +74,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.command, c.command);
   EXPECT_EQ(r.cpu, c.cpu);
   EXPECT_EQ(r.ranks, c.ranks);
+  EXPECT_EQ(r.passes, c.passes);
   EXPECT_EQ(r.peak_flops, c.peak_flops);
   EXPECT_EQ(r.memory_bw, c.memory_bw);
   EXPECT_EQ(r.link_latency_s, c.link_latency_s);
@@ -80,6 +83,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.runtime.optimizer_s_per_param, c.runtime.optimizer_s_per_param);
   EXPECT_EQ(r.runtime.noise_sigma, c.runtime.noise_sigma);
   EXPECT_EQ(r.runtime.redistribution_s, c.runtime.redistribution_s);
+  EXPECT_EQ(r.runtime.redistribution_scale, c.runtime.redistribution_scale);
   EXPECT_EQ(r.runtime.model_signature, c.runtime.model_signature);
   EXPECT_EQ(r.runtime.memory_state_scale, c.runtime.memory_state_scale);
   EXPECT_EQ(r.runtime.memory_activation_scale, c.runtime.memory_activation_scale);

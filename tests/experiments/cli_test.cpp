@@ -13,6 +13,7 @@
 #include <hdf5.h>
 #include <sys/wait.h>
 
+#include "experiments/calibration_file.h"
 #include "experiments/progress.h"
 
 namespace {
@@ -431,6 +432,43 @@ TEST(CliTest, BenchLearnReportsTheOracleAndACurve) {
 // its peers that timed out) and a rank thread that cannot start (it used to abort, exit 134).
 // validate-sim against the live run: the repartition bytes and the memory in transit are the
 // simulator's to the byte, and --traces records both runs with the same plans step for step.
+// calibrate on the live run, end to end: every uniform plan `--passes` times, then the mixed
+// plans; the table holds every catalog strategy of both block kinds, and the file reads back.
+TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
+#if !SHARDGYM_TEST_WITH_TORCH
+  GTEST_SKIP() << "the live runtime needs LibTorch";
+#endif
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardgym_cli_calibrate_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = (dir / "calib.yaml").string();
+  CliResult r = shardgym_cli("calibrate '" + src("experiments/fidelity/live-threads-2.yaml") +
+                             "' --out '" + out + "' --warmup 1 --iterations 1 --passes 2 "
+                             "--mixed-plans 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const shardgym::CalibrationFile c = shardgym::load_calibration_file(out);
+  EXPECT_EQ(c.passes, 2);
+  // Progress names the plans: the uniform ones twice, the mixed ones once.
+  ASSERT_GT(c.plans, 2);
+  ASSERT_EQ((c.plans - 2) % 2, 0) << c.plans;
+  const size_t uniform = static_cast<size_t>((c.plans - 2) / 2);
+  EXPECT_NE(r.output.find("[" + std::to_string(c.plans) + "/" + std::to_string(c.plans) + "]"),
+            std::string::npos)
+      << r.output;
+  const std::string first = "uniform:dp: step";
+  size_t seen = 0;
+  for (size_t at = r.output.find(first); at != std::string::npos;
+       at = r.output.find(first, at + 1))
+    ++seen;
+  EXPECT_EQ(seen, 2u) << r.output;
+  // Both block kinds of every strategy measured, each with a positive time.
+  EXPECT_EQ(c.runtime.blocks.size(), 2 * uniform);
+  for (const auto& b : c.runtime.blocks)
+    EXPECT_GT(b.fwd_s + b.bwd_s + b.comm_s, 0) << b.strategy;
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
