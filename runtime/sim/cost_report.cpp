@@ -51,6 +51,7 @@ CostReport make_cost_report(const SimRun& run, const Plan& plan) {
   r.cluster = run.cluster().name;
   r.plan = plan.to_string();
   r.calibration = cm.calibration().source();
+  r.measured_calibration = run.cluster().calibration.path;
   r.world = cm.world();
   r.stages = std::max(1, bd.pipeline.stages);
   r.micro_batches = static_cast<int>(m);
@@ -141,6 +142,7 @@ std::string to_json(const CostReport& r) {
   std::ostringstream o;
   o << "{\"model\":" << quote(r.model) << ",\"cluster\":" << quote(r.cluster)
     << ",\"plan\":" << quote(r.plan) << ",\"calibration\":" << quote(r.calibration)
+    << ",\"measured_calibration\":" << quote(r.measured_calibration)
     << ",\"world\":" << r.world << ",\"pipeline\":{\"stages\":" << r.stages
     << ",\"micro_batches\":" << r.micro_batches << ",\"schedule\":" << quote(r.schedule)
     << ",\"virtual_stages\":" << r.virtual_stages << ",\"schedule_s\":" << num(r.schedule_s)
@@ -200,8 +202,10 @@ std::string to_json(const CostReport& r) {
 std::string to_table(const CostReport& r, bool collectives) {
   std::ostringstream o;
   const bool staged = r.stages > 1;
-  o << "model " << r.model << " on " << r.cluster << " (" << r.world << " ranks), calibration "
-    << r.calibration << "\nplan " << r.plan << "\n\n";
+  o << "model " << r.model << " on " << r.cluster << " (" << r.world << " ranks), efficiency table "
+    << r.calibration << ", measured calibration "
+    << (r.measured_calibration.empty() ? std::string("none") : r.measured_calibration)
+    << "\nplan " << r.plan << "\n\n";
   char line[320];
   std::snprintf(line, sizeof line, "%5s %s%-9s %-46s %9s %9s %9s %9s %9s %9s %9s\n", "block",
                 staged ? "stage " : "", "kind", "strategy", "GFLOP/rk", "fwd ms", "bwd ms",

@@ -63,7 +63,8 @@ struct StageReport {
 };
 
 struct CostReport {
-  std::string model, cluster, plan, calibration;
+  std::string model, cluster, plan, calibration;  // calibration: the efficiency table's source
+  std::string measured_calibration;  // cluster.calibration's file ("" = none)
   int world = 0;
   int stages = 1, micro_batches = 1, virtual_stages = 1;
   std::string schedule;          // gpipe | 1f1b | interleaved
