@@ -73,6 +73,7 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << "}\n"
     << "repartition: {fixed_s: " << num(r.repartition_fixed_s)
     << ", per_block_s: " << num(r.repartition_per_block_s)
+    << ", per_message_s: " << num(r.repartition_per_message_s)
     << ", bandwidth: " << num(r.repartition_bandwidth)
     << ", fit_error: " << num(c.repartition_fit_error) << "}\n"
     << "model_signature: " << quoted(r.model_signature) << "\n";
@@ -174,9 +175,10 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     if (auto f = m->optional("fit_error")) c.memory_fit_error = f->as_double(0);
   }
   if (auto rp = root.optional("repartition")) {
-    rp->check_keys({"fixed_s", "per_block_s", "bandwidth", "fit_error"});
+    rp->check_keys({"fixed_s", "per_block_s", "per_message_s", "bandwidth", "fit_error"});
     r.repartition_fixed_s = rp->child("fixed_s").as_double(0, 1e6);
     r.repartition_per_block_s = rp->child("per_block_s").as_double(0, 1e6);
+    if (auto f = rp->optional("per_message_s")) r.repartition_per_message_s = f->as_double(0, 1e6);
     r.repartition_bandwidth = rp->child("bandwidth").as_double(0, 1e18);
     if (auto f = rp->optional("fit_error")) c.repartition_fit_error = f->as_double(0);
   }

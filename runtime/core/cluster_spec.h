@@ -83,9 +83,12 @@ struct RuntimeCalibration {
   // Peak memory per rank = state_scale · (params, gradients, optimizer state) +
   // activation_scale · (activations, logits) + base_bytes, of the physical model's terms.
   double memory_state_scale = 1, memory_activation_scale = 1, memory_base_bytes = 0;
-  // A repartition that changes any block takes fixed_s + per_block_s × blocks changed +
-  // bytes (summed over ranks) / bandwidth; bandwidth 0 = the physical model's transfers.
+  // A repartition that changes any block takes fixed_s + per_block_s × blocks whose state
+  // moves + per_message_s × Σ over those blocks of the most messages one rank sends and
+  // receives + bytes (summed over ranks) / bandwidth; bandwidth 0 = the physical model's
+  // transfers.
   double repartition_fixed_s = 0, repartition_per_block_s = 0, repartition_bandwidth = 0;
+  double repartition_per_message_s = 0;  // 0 in files without it
   bool empty() const { return path.empty(); }
   const MeasuredBlock* find(int kind, const std::string& strategy,
                             const std::string& signature) const;

@@ -146,9 +146,11 @@ RankExchange plan_rank_exchange(const std::vector<ExchangeItem>& items, int rank
   return x;
 }
 
-std::vector<int64_t> largest_message_elements(const std::vector<ExchangeItem>& items, int world) {
+ExchangeMessages exchange_messages(const std::vector<ExchangeItem>& items, int world) {
   if (world < 1) throw std::invalid_argument("exchange: world of " + std::to_string(world));
-  std::vector<int64_t> out(world, 0);
+  ExchangeMessages out;
+  out.largest.assign(world, 0);
+  out.count.assign(world, 0);
   if (items.empty()) return out;
   int reach = 1;
   size_t period = 1;
@@ -176,24 +178,29 @@ std::vector<int64_t> largest_message_elements(const std::vector<ExchangeItem>& i
       });
     }
   }
-  auto largest = [&](int r) {
-    int64_t m = 0;
+  auto of_rank = [&](int r, int64_t& largest, int& count) {
+    largest = 0, count = 0;
     for (int off = -reach; off <= reach; ++off) {
       const int q = r + off;
       if (q < 0 || q >= world) continue;
-      m = std::max(m, msg[size_t(r) * width + (off + reach)]);  // r receives from q
-      m = std::max(m, msg[size_t(q) * width + (r - q + reach)]);  // r sends to q
+      for (const int64_t m : {msg[size_t(r) * width + (off + reach)],     // r receives from q
+                              msg[size_t(q) * width + (r - q + reach)]})  // r sends to q
+        if (m > 0) largest = std::max(largest, m), ++count;
     }
-    return m;
   };
   for (int r = 0; r < world; ++r) {
     if (all || r < A || r >= world - A) {
-      out[r] = largest(r);
+      of_rank(r, out.largest[r], out.count[r]);
     } else {
-      out[r] = out[2 * reach + (r - 2 * reach) % period];
+      const int same = 2 * reach + (r - 2 * reach) % period;
+      out.largest[r] = out.largest[same], out.count[r] = out.count[same];
     }
   }
   return out;
+}
+
+std::vector<int64_t> largest_message_elements(const std::vector<ExchangeItem>& items, int world) {
+  return exchange_messages(items, world).largest;
 }
 
 }  // namespace shardgym

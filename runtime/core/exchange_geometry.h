@@ -62,4 +62,12 @@ RankExchange plan_rank_exchange(const std::vector<ExchangeItem>& items, int rank
 // computed, and the rest copied (the exchange is the same up to translation there).
 std::vector<int64_t> largest_message_elements(const std::vector<ExchangeItem>& items, int world);
 
+// The same, and how many messages each rank takes part in (sent plus received; one per peer
+// and direction, every item's cells to or from that peer together).
+struct ExchangeMessages {
+  std::vector<int64_t> largest;  // elements
+  std::vector<int> count;
+};
+ExchangeMessages exchange_messages(const std::vector<ExchangeItem>& items, int world);
+
 }  // namespace shardgym

@@ -188,8 +188,10 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
       for (const auto& boxes : want.boxes) w.push_back(boxes[k]);
       items.push_back(ExchangeItem::covering(std::move(h), std::move(w)));
     }
-    const std::vector<int64_t> msg = largest_message_elements(items, world);
-    out.max_message_bytes = double(*std::max_element(msg.begin(), msg.end())) * bytes_per_param;
+    const ExchangeMessages msg = exchange_messages(items, world);
+    out.max_message_bytes =
+        double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
+    out.max_rank_messages = *std::max_element(msg.count.begin(), msg.count.end());
     return out;
   } catch (const std::invalid_argument&) {
     return {};  // a weight that does not split evenly: no placement, see header

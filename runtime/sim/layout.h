@@ -50,6 +50,7 @@ struct TransferCost {
   // Repartitions: the largest message any rank sends or receives, in bytes (the live
   // exchange's messages, runtime/core/exchange_geometry.h: one per pair of ranks and block).
   double max_message_bytes = 0;
+  int max_rank_messages = 0;  // repartitions: the most messages one rank sends and receives
 };
 
 // Activations from `from`'s layout to `to`'s (one direction; call twice for fwd + bwd).

@@ -175,18 +175,22 @@ class SimRun : public TrainingRun {
   struct TransferSlot {
     std::atomic<uint32_t> gen{0};
     double time = 0, bytes = 0, energy = 0;
-    double message = 0;  // repartitions: largest message of a rank, bytes
+    double message = 0;   // repartitions: largest message of a rank, bytes
+    double messages = 0;  // repartitions: most messages one rank sends and receives
     TransferSlot() = default;
-    TransferSlot(const TransferSlot& o)
-        : gen(o.gen.load(std::memory_order_relaxed)),
-          time(o.time),
-          bytes(o.bytes),
-          energy(o.energy),
-          message(o.message) {}
+    TransferSlot(const TransferSlot& o) : gen(o.gen.load(std::memory_order_relaxed)) { copy(o); }
     TransferSlot& operator=(const TransferSlot& o) {
       gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      time = o.time, bytes = o.bytes, energy = o.energy, message = o.message;
+      copy(o);
       return *this;
+    }
+    void copy(const TransferSlot& o) {
+      time = o.time, bytes = o.bytes, energy = o.energy, message = o.message;
+      messages = o.messages;
+    }
+    void set(const TransferCost& c) {
+      time = c.time_s, bytes = c.bytes, energy = c.energy_j, message = c.max_message_bytes;
+      messages = c.max_rank_messages;
     }
   };
 

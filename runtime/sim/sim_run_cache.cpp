@@ -278,7 +278,7 @@ const SimRun::TransferSlot& SimRun::publish(TransferSlot& s, Cost&& cost) const 
   const TransferCost c = cost();
   std::lock_guard<std::mutex> lock(group_->mutex);
   if (!s.gen.load(std::memory_order_relaxed)) {  // else another run wrote the same figures
-    s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.message = c.max_message_bytes;
+    s.set(c);
     s.gen.store(1, std::memory_order_release);
   }
   return s;
@@ -291,7 +291,7 @@ const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int
     return publish(group_slots(stage, -1)[size_t(a) * group_act_ + z], cost);
   TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
   const TransferCost c = cost();
-  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.message = c.max_message_bytes;
+  s.set(c);
   s.gen.store(gen_, std::memory_order_relaxed);
   return s;
 }
@@ -309,7 +309,7 @@ const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, i
   TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
   if (s.gen.load(std::memory_order_relaxed) == gen_) return s;
   const TransferCost c = cost();
-  s.time = c.time_s, s.bytes = c.bytes, s.energy = c.energy_j, s.message = c.max_message_bytes;
+  s.set(c);
   s.gen.store(gen_, std::memory_order_relaxed);
   return s;
 }
@@ -461,8 +461,8 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // Memory in transit (layout.h): blocks move in order, each holding its new state and one
   // message before its old state (with its gradients) is freed; `held` is what the blocks
   // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
-  double rep_peak = 0, held = 0;
-  int changed = 0;
+  double rep_peak = 0, held = 0, messages = 0;
+  int changed = 0, moved_blocks = 0;  // strategies changed; blocks whose state moved
   // Nothing moves when every block keeps its strategy and stage.
   if (from && !(*from == idx && &from_stage == &block_stage_)) {
     const LinkState& ls = cost_.links();
@@ -481,11 +481,13 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
         rep_bytes += bytes * stage_world_;
         rep_j += bytes * stage_world_ * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
         rep_peak = std::max(rep_peak, held + 2 * bytes);  // its state and one message of it
+        ++moved_blocks, messages += 1;  // each rank of the new stage receives from one
         continue;
       }
       if (a == z || param_id_[a] == param_id_[z]) continue;
       const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
       rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;
+      ++moved_blocks, messages += r.messages;
       const double moved = stage_cost_[st].moved_bytes_per_param();
       const double fresh = moved * block(st, b & 1, z).params;
       rep_peak = std::max(rep_peak, held + fresh + r.message);
@@ -500,9 +502,11 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     }
   }
   const RuntimeCalibration& cal = cost_.cluster().calibration;
+  // Measured: a block whose strategy changes but whose parameters stay (only sp, chunks or
+  // recompute differ) keeps its tensors, and costs nothing but the fixed part.
   if (cal.repartition_bandwidth > 0 && changed > 0)
-    rep_s = cal.repartition_fixed_s + cal.repartition_per_block_s * changed +
-            rep_bytes / cal.repartition_bandwidth;
+    rep_s = cal.repartition_fixed_s + cal.repartition_per_block_s * moved_blocks +
+            cal.repartition_per_message_s * messages + rep_bytes / cal.repartition_bandwidth;
   out.step_latency_s = latency;
   out.repartition_s = rep_s * np;
   out.repartition_bytes = rep_bytes;

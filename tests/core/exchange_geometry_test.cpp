@@ -122,6 +122,32 @@ TEST(ExchangeGeometry, NearestHolderTiesGoToTheLowerRank) {
   EXPECT_EQ(largest_message_elements({it}, 3), (std::vector<int64_t>{4, 4, 0}));
 }
 
+// Messages per rank, sent plus received, one per peer and direction (the repartition's
+// per-message term, runtime/sim/layout.h): 4 shards to full copies is every rank gathering
+// from the 3 others and serving them (6); 4 shards to halves is one exchange with one peer (2);
+// with a second item the counts stay per peer. Agrees with each rank's own plan.
+TEST(ExchangeGeometry, CountsMessagesPerRank) {
+  auto item = [](std::vector<Box> have, std::vector<Box> want) {
+    return ExchangeItem::covering(std::move(have), std::move(want));
+  };
+  const std::vector<Box> shards = {Box{{0}, {2}}, Box{{2}, {4}}, Box{{4}, {6}}, Box{{6}, {8}}};
+  const ExchangeItem to_full = item(shards, {Box{{0}, {8}}});
+  const ExchangeItem to_halves = item(shards, {Box{{0}, {4}}, Box{{0}, {4}}, Box{{4}, {8}},
+                                               Box{{4}, {8}}});
+  EXPECT_EQ(exchange_messages({to_full}, 4).count, (std::vector<int>{6, 6, 6, 6}));
+  EXPECT_EQ(exchange_messages({to_halves}, 4).count, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(exchange_messages({to_halves, to_halves}, 4).count, (std::vector<int>{2, 2, 2, 2}));
+  for (const ExchangeItem& it : {to_full, to_halves}) {
+    const ExchangeMessages m = exchange_messages({it}, 4);
+    for (int r = 0; r < 4; ++r) {
+      const RankExchange x = plan_rank_exchange({it}, r, 4);
+      int n = 0;
+      for (int q = 0; q < 4; ++q) n += !x.send[q].empty() + !x.recv[q].empty();
+      EXPECT_EQ(m.count[r], n) << "rank " << r;
+    }
+  }
+}
+
 TEST(ExchangeGeometry, RefusesWhatNoRankHoldsAndMalformedItems) {
   ExchangeItem it;
   it.full_shape = {4};

@@ -56,6 +56,7 @@ CalibrationFile sample() {
   c.runtime.memory_base_bytes = 123456.5;
   c.runtime.repartition_fixed_s = 2.5e-3;
   c.runtime.repartition_per_block_s = 1.0 / 3 * 1e-4;
+  c.runtime.repartition_per_message_s = 1.0 / 11 * 1e-4;
   c.runtime.repartition_bandwidth = 1.0 / 7 * 1e9;
   c.runtime.blocks = {{0, "dp", 1e-3, 2e-3, 3e-3, 0.1},
                       {1, "tp1d(t=2,sp=1,chunks=2)", 1.0 / 7, 2.0 / 7, 3.0 / 7, 0.2}};
@@ -90,6 +91,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.runtime.memory_base_bytes, c.runtime.memory_base_bytes);
   EXPECT_EQ(r.runtime.repartition_fixed_s, c.runtime.repartition_fixed_s);
   EXPECT_EQ(r.runtime.repartition_per_block_s, c.runtime.repartition_per_block_s);
+  EXPECT_EQ(r.runtime.repartition_per_message_s, c.runtime.repartition_per_message_s);
   EXPECT_EQ(r.runtime.repartition_bandwidth, c.runtime.repartition_bandwidth);
   ASSERT_EQ(r.runtime.blocks.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
