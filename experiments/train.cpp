@@ -36,8 +36,10 @@ double megatron_latency_per_token(const StepResult& r, const TrainingRun& run,
 
 std::string restart_line(const TrainProgress& p) {
   if (p.restarts < 1 || p.restart_wall_s.empty()) return {};
+  char after[32];
+  std::snprintf(after, sizeof after, "%g", p.restart_after_s);  // 20, 2.5, 1e-09
   return "restart " + std::to_string(p.restarts) + " at " + fixed(p.restart_wall_s.back(), 1) +
-         " s, after " + fixed(p.restart_after_s, 0) + " s without improvement";
+         " s, after " + after + " s without improvement";
 }
 
 TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -44,11 +46,22 @@ TEST(BenchLearningTest, KeepsTheBestEvaluationAcrossRestarts) {
   // restart_s tiny: every evaluation that does not improve on its run's best restarts.
   // keep=0, decode=mode: the greedy plan moves from the start, so evaluations differ.
   const std::string id = "ppo(rollout=8,hidden=8,keep=0,decode=mode,restart_s=1e-9)";
-  const LearnBenchResult r = bench_learning(spec, options(id, save));
+  std::vector<std::string> lines;
+  LearnBenchOptions o = options(id, save);
+  o.on_line = [&](const std::string& line) { lines.push_back(line); };
+  const LearnBenchResult r = bench_learning(spec, o);
   ASSERT_EQ(r.points.size(), 12u);
   ASSERT_GE(r.restart_wall_s.size(), 1u);
   EXPECT_TRUE(std::is_sorted(r.restart_wall_s.begin(), r.restart_wall_s.end()));
   EXPECT_LE(r.restart_wall_s.back(), r.wall_s);
+  // Each restart is announced once, in order, as the progress line after it.
+  std::vector<std::string> announced;
+  for (const std::string& line : lines)
+    if (line.rfind("restart ", 0) == 0) announced.push_back(line);
+  ASSERT_EQ(announced.size(), r.restart_wall_s.size());
+  EXPECT_EQ(announced.front().rfind("restart 1 at ", 0), 0u) << announced.front();
+  EXPECT_NE(announced.front().find("after 1e-09 s without improvement"), std::string::npos)
+      << announced.front();
   const LearnBenchPoint* best = r.best();
   ASSERT_NE(best, nullptr);
   // The best evaluation came from a run that a restart replaced (this seed's curve), so the
