@@ -31,6 +31,11 @@ struct TrainProgress {
   double wall_s = 0;               // since training started
   double mean_episode_return = 0;  // of the episodes that ended since the last report (NaN: none)
   int episodes = 0;
+  // Restarts on stall so far (PPO's restart_s; 0 for agents without them) and the wall time
+  // (s, same clock as wall_s) at which each began, in order.
+  int restarts = 0;
+  std::vector<double> restart_wall_s;
+  double restart_after_s = 0;  // the stall that triggers a restart (s; 0: restarts off)
 };
 
 struct Transition {
@@ -64,6 +69,10 @@ class Agent {
                                 const std::function<bool(const TrainProgress&)>& on_progress) {
     return false;
   }
+  // The caller's greedy evaluation (episode return) of the current policy, made in
+  // train_vectorized's on_progress after an update. Agents that restart on stall (PPO with
+  // restart_s > 0) judge progress by it; others ignore it.
+  virtual void note_evaluation(double eval_return) {}
   // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.
   virtual void set_training(bool training) {}
   // Full state to a file (params, optimizer, rng); load restores it exactly. The default

@@ -234,7 +234,11 @@ PPOUpdate PPO::Impl::learn(const PPORollout& r, const std::vector<float>& next_v
 }
 
 PPO::PPO(const EnvSpec& spec, const PPOConfig& config, uint64_t seed, std::string name)
-    : name_(std::move(name)), config_(config), impl_(std::make_unique<Impl>(spec, config, seed)) {}
+    : name_(std::move(name)),
+      config_(config),
+      spec_(spec),
+      seed_(seed),
+      impl_(std::make_unique<Impl>(spec, config, seed)) {}
 
 PPO::~PPO() = default;
 

@@ -1,5 +1,6 @@
 // PPOConfig::from_id, apart from the LibTorch code so that builds without LibTorch check PPO's
 // parameters at config load too.
+#include <cmath>
 #include <stdexcept>
 
 #include "agents/ppo.h"
@@ -10,7 +11,8 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   id.check_keys({"lr",     "rollout",     "epochs", "minibatches",   "gamma",    "lambda",
                  "clip",   "ent",         "vf",     "max_grad_norm", "norm_adv", "clip_vloss",
                  "hidden", "fail_reward", "ratio",  "keep",          "keep_p",   "decode",
-                 "margin", "plan",        "plan_p", "plan_lr"});
+                 "margin", "plan",        "plan_p", "plan_lr",
+                 "restart_s"});
   PPOConfig c;
   c.lr = id.get("lr", c.lr);
   c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));
@@ -32,6 +34,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.plan = id.get("plan", c.plan ? 1.0 : 0.0) != 0;
   c.plan_p = id.get("plan_p", c.plan_p);
   c.plan_lr = id.get("plan_lr", c.plan_lr);
+  c.restart_s = id.get("restart_s", c.restart_s);
   auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
   const std::string ratio = id.get("ratio", std::string("block"));
   if (ratio != "block" && ratio != "joint")
@@ -51,6 +54,8 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   if (!(c.clip > 0) || !(c.max_grad_norm > 0)) bad("clip and max_grad_norm must be > 0");
   if (!(c.keep_p > 0 && c.keep_p < 1)) bad("keep_p must lie in (0, 1)");
   if (!(c.plan_p > 0 && c.plan_p < 1)) bad("plan_p must lie in (0, 1)");
+  if (!(c.restart_s >= 0) || !std::isfinite(c.restart_s))
+    bad("restart_s must be a finite number of seconds >= 0 (0: no restarts)");
   return c;
 }
 

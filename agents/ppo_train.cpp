@@ -1,4 +1,5 @@
 // PPO on a VectorEnv, and PPO checkpoints (see ppo.h).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -12,21 +13,29 @@ namespace shardgym {
 
 PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
                           const std::function<bool(const PPOUpdate&)>& on_update) {
-  Impl& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   const EnvSpec& spec = envs.spec();
-  if (spec.num_blocks != m.blocks || spec.catalog_size != m.catalog ||
-      agents_detail::pipeline_moves(spec) != m.moves ||
-      spec.observation_space.flat_size() != m.obs_dim)
+  if (spec.num_blocks != impl_->blocks || spec.catalog_size != impl_->catalog ||
+      agents_detail::pipeline_moves(spec) != impl_->moves ||
+      spec.observation_space.flat_size() != impl_->obs_dim)
     throw std::invalid_argument("ppo train: the vector env's spaces differ from the agent's");
   const int n = envs.size();
   PPOTrainResult result;
-  const uint64_t seed = static_cast<uint64_t>(at::randint(1 << 30, {1}, m.gen).item<int64_t>());
-  std::vector<Observation> obs = envs.reset(seed);
+  auto env_seed = [&] {
+    return static_cast<uint64_t>(at::randint(1 << 30, {1}, impl_->gen).item<int64_t>());
+  };
+  std::vector<Observation> obs = envs.reset(env_seed());
   std::vector<double> running(n, 0.0);
   const bool was_training = training_;
   training_ = true;
+  restart_pending_ = false;
   while (result.env_steps < steps) {
+    if (restart_pending_) {  // a fresh run (restart()): its own env seeds, no open episodes
+      restart_pending_ = false;
+      obs = envs.reset(env_seed());
+      running.assign(n, 0.0);
+    }
+    Impl& m = *impl_;  // replaced by a restart
     PPORollout r;
     r.envs = n;
     int ended = 0;
@@ -110,17 +119,68 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
 bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
                            const std::function<bool(const TrainProgress&)>& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
+  auto since_t0 = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  StallWatch watch(config_.restart_s);
+  watch.start(0);
+  restart_wall_s_.clear();
   train(envs, steps, [&](const PPOUpdate& u) {
-    if (!on_progress) return true;
-    TrainProgress p;
-    p.update = u.update;
-    p.env_steps = u.env_steps;
-    p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    p.mean_episode_return = u.mean_episode_return;
-    p.episodes = u.episodes;
-    return on_progress(p);
+    last_eval_ = std::numeric_limits<double>::quiet_NaN();
+    if (on_progress) {
+      TrainProgress p;
+      p.update = u.update;
+      p.env_steps = u.env_steps;
+      p.wall_s = since_t0();
+      p.mean_episode_return = u.mean_episode_return;
+      p.episodes = u.episodes;
+      p.restarts = restarts();
+      p.restart_wall_s = restart_wall_s_;
+      p.restart_after_s = config_.restart_s;
+      if (!on_progress(p)) return false;
+    }
+    // The stall clock reads after the evaluation: its time counts as training time.
+    if (!std::isnan(last_eval_) && watch.observe(since_t0(), last_eval_)) {
+      const double now = since_t0();
+      restart(now);
+      watch.start(now);
+    }
+    return true;
   });
   return true;
+}
+
+void PPO::restart(double now_s) {
+  restart_wall_s_.push_back(now_s);
+  const int updates = impl_->updates;
+  const int64_t env_steps = impl_->env_steps;
+  impl_ = std::make_unique<Impl>(spec_, config_, restart_seed(seed_, restarts()));
+  impl_->updates = updates;
+  impl_->env_steps = env_steps;
+  restart_pending_ = true;
+}
+
+void StallWatch::start(double now_s) {
+  best_ = -std::numeric_limits<double>::infinity();
+  since_ = now_s;
+}
+
+bool StallWatch::observe(double now_s, double eval_return) {
+  if (std::isnan(eval_return)) return false;
+  if (std::isinf(best_) || eval_return > best_ + kMinGain * std::max(std::abs(best_), 1e-9)) {
+    best_ = eval_return;
+    since_ = now_s;
+    return false;
+  }
+  return restart_s_ > 0 && now_s - since_ >= restart_s_;
+}
+
+uint64_t restart_seed(uint64_t seed, int restart) {
+  // splitmix64 (Steele, Lea, Flood 2014) of the seed offset by the restart count.
+  uint64_t z = seed + static_cast<uint64_t>(restart) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "agents/evaluate.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
+#include "experiments/train.h"
 
 namespace shardgym {
 namespace {
@@ -84,7 +85,12 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
         const Clock::time_point e0 = Clock::now();
         const EpisodeSummary s = run_episode(*eval_env, *agent, options.eval_seed, false);
         agent->set_training(true);
+        agent->note_evaluation(s.total_reward);  // restart on stall (ppo restart_s) reads it
         eval_s += seconds_since(e0);
+        if (p.restarts > static_cast<int>(r.restart_wall_s.size())) {
+          r.restart_wall_s = p.restart_wall_s;
+          say(restart_line(p));
+        }
         LearnBenchPoint pt;
         pt.update = p.update;
         pt.env_steps = p.env_steps;
@@ -93,7 +99,7 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
         pt.eval_throughput = s.throughput;
         pt.train_return = p.mean_episode_return;
         // Keep the best evaluated policy (the usual checkpoint selection; compare then
-        // evaluates it on other seeds).
+        // evaluates it on other seeds), across restarts.
         const bool best = r.points.empty() || pt.eval_return > r.best()->eval_return;
         r.points.push_back(pt);
         if (best && !options.save_path.empty()) agent->save(options.save_path);
@@ -140,6 +146,12 @@ std::string learn_bench_to_text(const LearnBenchResult& r) {
        << fixed(r.wall_s, 1) << " s; best evaluation "
        << (b ? fixed(b->eval_return / r.oracle_return, 3) : std::string("-")) << " of oracle\n";
   }
+  if (!r.restart_wall_s.empty()) {
+    os << "restarts on stall: " << r.restart_wall_s.size() << " (at";
+    for (size_t i = 0; i < r.restart_wall_s.size(); ++i)
+      os << (i ? ", " : " ") << fixed(r.restart_wall_s[i], 1);
+    os << " s)\n";
+  }
   os << "wall " << fixed(r.wall_s, 1) << " s, of which evaluation " << fixed(r.eval_wall_s, 1)
      << " s\n";
   return os.str();
@@ -156,7 +168,10 @@ std::string learn_bench_to_json(const LearnBenchResult& r) {
      << ",\n  \"time_to_threshold_s\": " << (r.reached ? r.time_to_threshold_s : -1)
      << ",\n  \"steps_to_threshold\": " << (r.reached ? r.steps_to_threshold : -1)
      << ",\n  \"wall_s\": " << r.wall_s << ",\n  \"eval_wall_s\": " << r.eval_wall_s
-     << ",\n  \"points\": [";
+     << ",\n  \"restarts\": " << r.restart_wall_s.size() << ",\n  \"restart_wall_s\": [";
+  for (size_t i = 0; i < r.restart_wall_s.size(); ++i)
+    os << (i ? ", " : "") << r.restart_wall_s[i];
+  os << "],\n  \"points\": [";
   for (size_t i = 0; i < r.points.size(); ++i) {
     const LearnBenchPoint& p = r.points[i];
     os << (i ? "," : "") << "\n    {\"update\": " << p.update << ", \"env_steps\": " << p.env_steps

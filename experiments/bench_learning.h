@@ -56,6 +56,7 @@ struct LearnBenchResult {
   int64_t steps_to_threshold = 0;
   double wall_s = 0;               // whole run, evaluations included
   double eval_wall_s = 0;          // of which evaluations
+  std::vector<double> restart_wall_s;  // restarts on stall (ppo restart_s): when each began
   const LearnBenchPoint* best() const;
 };
 

@@ -34,6 +34,14 @@ double megatron_latency_per_token(const StepResult& r, const TrainingRun& run,
 
 }  // namespace
 
+std::string restart_line(const TrainProgress& p) {
+  if (p.restarts < 1 || p.restart_wall_s.empty()) return {};
+  char after[32];
+  std::snprintf(after, sizeof after, "%g", p.restart_after_s);  // 20, 2.5, 1e-09
+  return "restart " + std::to_string(p.restarts) + " at " + fixed(p.restart_wall_s.back(), 1) +
+         " s, after " + after + " s without improvement";
+}
+
 TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   if (options.seed) spec.seeds = {*options.seed};
   if (options.episodes) spec.episodes = *options.episodes;
@@ -70,12 +78,19 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
     const std::string best_path = (fs::path(options.out_dir) / "agent.best.ckpt").string();
     double best_return = -std::numeric_limits<double>::infinity();
     int reported = 0;
+    int restarts_reported = 0;
     const bool vectorised = agent->train_vectorized(
         envs, spec.agent.train_steps, [&](const TrainProgress& p) {
           result.training.push_back(p);
           const double eval_return =
               run_episode(*eval_env, *agent, eval_seed, /*learn=*/false).total_reward;
           agent->set_training(true);
+          agent->note_evaluation(eval_return);  // restart on stall (ppo restart_s) reads it
+          if (progress && p.restarts > restarts_reported) {
+            progress->line(restart_line(p));
+            restarts_reported = p.restarts;
+          }
+          // The best across restarts: a restart starts a new network, never a new best.
           if (eval_return > best_return) {
             best_return = eval_return;
             result.best_update = p.update;
