@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""The calibrated simulator against calibrate's own uniform plans.
+
+calibrate measures every uniform plan (one catalog strategy on every block) in each of its
+passes and prints one progress line per plan ("[i/N] uniform:S: step X ms ..."). This script
+takes the median of each plan's passes from that log, prices the same plan with
+`shardgym cost SIMCONFIG --plan uniform:S --json`, and prints both with the relative error
+(docs/simulator-fidelity.md, "Sim-to-real": where the predicted gains go wrong).
+
+    scripts/uniform_plan_errors.py runs/s2r6/calibrate.log runs/s2r6/sim.yaml
+"""
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="Example: scripts/uniform_plan_errors.py "
+                                        "runs/s2r6/calibrate.log runs/s2r6/sim.yaml")
+    ap.add_argument("log", help="calibrate's output (its progress lines)")
+    ap.add_argument("sim_config", help="a simulator config that uses that calibration")
+    ap.add_argument("--bin", default="build/experiments/shardgym", help="the shardgym binary")
+    a = ap.parse_args()
+    try:
+        text = open(a.log).read()
+    except OSError as e:
+        sys.exit(f"uniform_plan_errors.py: {e}")
+    steps = {}
+    for m in re.finditer(r"\[\d+/\d+\] (uniform:\S+): step ([\d.]+) ms", text):
+        steps.setdefault(m.group(1), []).append(float(m.group(2)))
+    if not steps:
+        sys.exit(f"uniform_plan_errors.py: no uniform plan's progress line in {a.log}")
+    errors = []
+    print(f"{'plan':52s} {'live ms':>8s} {'sim ms':>8s} {'error':>7s}  passes")
+    for plan, live in steps.items():
+        out = subprocess.run([a.bin, "cost", a.sim_config, "--plan", plan, "--json"],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"uniform_plan_errors.py: shardgym cost failed on {plan}: {out.stderr}")
+        sim = json.loads(out.stdout)["step_latency_s"] * 1e3
+        measured = statistics.median(live)
+        errors.append(sim / measured - 1)
+        print(f"{plan:52s} {measured:8.2f} {sim:8.2f} {100 * errors[-1]:+6.1f}%  "
+              + " ".join(f"{x:.2f}" for x in live))
+    print(f"{len(errors)} uniform plans: median |error| "
+          f"{100 * statistics.median(abs(e) for e in errors):.1f} %, largest "
+          f"{100 * max(abs(e) for e in errors):.1f} %")
+
+
+if __name__ == "__main__":
+    main()
