@@ -31,7 +31,7 @@
 //
 //   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
 //       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
-//       keep_p=0.95,decode=pref,margin=1,plan=0,plan_p=0.05,plan_lr=0.01,restart_s=0)
+//       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt,plan_p=0.05,plan_lr=0.01,restart_s=0)
 //
 // Restart on stall (restart_s > 0, train_vectorized only): when the caller's greedy
 // evaluations (Agent::note_evaluation) of the current run have not improved for restart_s
@@ -108,6 +108,12 @@ struct PPOConfig {
   // (0 of 5 without) but on fewer quickstart, periodic-congestion and stragglers-come-go
   // seeds (docs/benchmarks.md, "PPO across training seeds").
   bool plan = false;
+  // plan=alt: the runs of restart on stall alternate, without plan rows (run 0, as plan=0)
+  // and with them (runs 1, 3, ...): a population of the two kinds in time. The two are
+  // complementary on the measured seeds (plan rows reach 95 % where the block rows stay on
+  // Megatron-LM's plan, on seq-mix-corpus, and lose elsewhere); plan stays false in the
+  // config and each run's Impl gets its own flag (PPO::run_config). Needs restart_s > 0.
+  bool plan_alt = false;
   double plan_p = 0.05;
   double plan_lr = 1e-2;
   // Restart on stall: seconds of training (wall, evaluations included) without an improving
@@ -208,6 +214,9 @@ class PPO : public Agent {
   std::vector<double> restart_wall_s_;
   bool restart_pending_ = false;
   void restart(double now_s);
+  // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
+  // on odd runs under plan=alt.
+  PPOConfig run_config(int run) const;
 };
 
 std::unique_ptr<Agent> make_ppo_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);

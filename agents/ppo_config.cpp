@@ -31,7 +31,10 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.keep = id.get("keep", 1.0) != 0;
   c.keep_p = id.get("keep_p", c.keep_p);
   c.margin = id.get("margin", c.margin);
-  c.plan = id.get("plan", c.plan ? 1.0 : 0.0) != 0;
+  if (id.get("plan", std::string()) == "alt")
+    c.plan_alt = true;
+  else
+    c.plan = id.get("plan", c.plan ? 1.0 : 0.0) != 0;
   c.plan_p = id.get("plan_p", c.plan_p);
   c.plan_lr = id.get("plan_lr", c.plan_lr);
   c.restart_s = id.get("restart_s", c.restart_s);
@@ -56,6 +59,8 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   if (!(c.plan_p > 0 && c.plan_p < 1)) bad("plan_p must lie in (0, 1)");
   if (!(c.restart_s >= 0) || !std::isfinite(c.restart_s))
     bad("restart_s must be a finite number of seconds >= 0 (0: no restarts)");
+  if (c.plan_alt && c.restart_s == 0)
+    bad("plan=alt alternates plan rows across restarts on stall: set restart_s > 0");
   return c;
 }
 

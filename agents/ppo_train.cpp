@@ -154,10 +154,16 @@ void PPO::restart(double now_s) {
   restart_wall_s_.push_back(now_s);
   const int updates = impl_->updates;
   const int64_t env_steps = impl_->env_steps;
-  impl_ = std::make_unique<Impl>(spec_, config_, restart_seed(seed_, restarts()));
+  impl_ = std::make_unique<Impl>(spec_, run_config(restarts()), restart_seed(seed_, restarts()));
   impl_->updates = updates;
   impl_->env_steps = env_steps;
   restart_pending_ = true;
+}
+
+PPOConfig PPO::run_config(int run) const {
+  PPOConfig c = config_;
+  if (c.plan_alt) c.plan = run % 2 == 1;
+  return c;
 }
 
 void StallWatch::start(double now_s) {
@@ -238,7 +244,6 @@ void PPO::save(const std::string& path) const {
 }
 
 void PPO::load(const std::string& path) {
-  Impl& m = *impl_;
   try {
     torch::serialize::InputArchive root, net, opt;
     root.load_from(path);
@@ -247,6 +252,10 @@ void PPO::load(const std::string& path) {
     if (!v1 && (h.size() != 10 || h[0] != kCheckpointVersion))
       throw std::runtime_error("ppo load: '" + path + "' has an unknown checkpoint version");
     const bool saved_plan = !v1 && h[9] != 0;
+    // plan=alt: the kept policy may come from a run of either kind; take the saved one's.
+    if (config_.plan_alt && saved_plan != (impl_->plan_row >= 0))
+      impl_ = std::make_unique<Impl>(spec_, run_config(saved_plan ? 1 : 0), seed_);
+    Impl& m = *impl_;
     if (saved_plan != (m.plan_row >= 0))
       throw std::runtime_error(
           "ppo load: '" + path + "' was saved " + (saved_plan ? "with" : "without") +

@@ -292,6 +292,60 @@ TEST_F(PPOTest, RestartsWhenEvaluationsStallAndNotWhenTheyImprove) {
   EXPECT_NE(losses(unrestarted), from_seed);
 }
 
+// plan=alt: run 0 has no plan rows, run 1 (after the first restart) has them and is the run
+// of a fresh ppo(plan=1) with the derived seed, bit for bit; a plan=alt agent loads the kept
+// policy of either kind.
+TEST_F(PPOTest, PlanAltAlternatesPlanRowsAcrossRestartsAndLoadsEither) {
+  EXPECT_THROW(PPOConfig::from_id(ParsedId::parse("ppo(plan=alt)")), std::invalid_argument);
+  EXPECT_THROW(PPOConfig::from_id(ParsedId::parse("ppo(plan=sometimes)")), std::invalid_argument);
+  const PPOConfig alt =
+      PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,plan=alt,restart_s=1e-9)"));
+  EXPECT_TRUE(alt.plan_alt);
+  EXPECT_FALSE(alt.plan);
+  ExperimentSpec spec = tiny_scenario();
+  auto losses = [&](PPO& agent) {
+    VectorEnv e = vector_env(spec, 2);
+    std::vector<double> out;
+    for (const PPOUpdate& u : agent.train(e, 2 * 8 * 2).updates)
+      out.insert(out.end(), {u.policy_loss, u.value_loss, u.entropy});
+    return out;
+  };
+  const PPOConfig rows = PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,plan=1)"));
+  const PPOConfig none = PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8)"));
+  {  // Before any restart: the run of ppo(plan=0).
+    VectorEnv envs = vector_env(spec, 2);
+    PPO first(envs.spec(), alt, 5), plain(envs.spec(), none, 5);
+    EXPECT_EQ(losses(first), losses(plain));
+  }
+  VectorEnv envs = vector_env(spec, 2);
+  PPO ppo(envs.spec(), alt, 5);
+  ppo.train_vectorized(envs, 2 * 8 * 2, [&](const TrainProgress&) {
+    ppo.note_evaluation(1.0);
+    return true;
+  });
+  ASSERT_EQ(ppo.restarts(), 1);
+  const std::string file =
+      (std::filesystem::temp_directory_path() / "shardgym_ppo_plan_alt_test.ckpt").string();
+  ppo.save(file);  // run 1's policy, before any training of it: with plan rows
+  PPO fresh(envs.spec(), rows, restart_seed(5, 1));
+  const std::vector<double> restarted = losses(ppo);
+  ASSERT_FALSE(restarted.empty());
+  EXPECT_EQ(restarted, losses(fresh));
+  PPO kept(envs.spec(), alt, 99);  // run 0: no plan rows until it loads
+  kept.load(file);
+  PPO again(envs.spec(), rows, 99);
+  again.load(file);
+  PPO without(envs.spec(), none, 99);
+  EXPECT_THROW(without.load(file), std::runtime_error);
+  std::remove(file.c_str());
+  auto env = agent_tests::sim_env(spec);
+  kept.set_training(false);
+  again.set_training(false);
+  Observation obs = env->reset(3).obs;
+  const auto mask = env->action_mask();
+  EXPECT_EQ(kept.act(obs, mask), again.act(obs, mask));
+}
+
 TEST_F(PPOTest, SameSeedSameLearningCurveBitForBit) {
   std::vector<double> a = curve(11), b = curve(11), c = curve(12);
   ASSERT_FALSE(a.empty());
