@@ -19,7 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 usage() {
   cat <<'EOF'
 Usage: scripts/generalisation.sh [--out DIR] [--seeds LIST] [--train-seed N] [--eval-only]
-                                 [SCENARIO ...]
+                                 [--agent ID] [--budget-s S] [SCENARIO ...]
 
 Trains PPO on each dynamic scenario (default: hetero-dynamic periodic-congestion
 seq-mix-corpus stragglers-come-go) and evaluates the checkpoint on the original and on its
@@ -30,6 +30,8 @@ hindsight-static on the same seeds.
   --seeds LIST      evaluation seeds (default 0,1,2,3,4)
   --train-seed N    seed of PPO's training (default 0)
   --eval-only       reuse DIR/SCENARIO/ppo.ckpt instead of training
+  --agent ID        train this agent instead of the config's (e.g. 'ppo(plan=alt,restart_s=40)')
+  --budget-s S      training budget in seconds for every scenario, instead of the recipe's
   -h, --help        this text
 
 Training recipe (docs/benchmarks.md), not tuned per variant:
@@ -50,6 +52,7 @@ out=runs/generalisation
 seeds=0,1,2,3,4
 train_seed=0
 eval_only=0
+agent=() budget_override=""
 scenarios=()
 while (($#)); do
   case "$1" in
@@ -58,6 +61,8 @@ while (($#)); do
     --seeds) seeds=${2:?--seeds needs a list, e.g. 0,1,2,3,4}; shift 2 ;;
     --train-seed) train_seed=${2:?--train-seed needs a number}; shift 2 ;;
     --eval-only) eval_only=1; shift ;;
+    --agent) agent=(--agent "${2:?--agent needs an id}"); shift 2 ;;
+    --budget-s) budget_override=${2:?--budget-s needs seconds}; shift 2 ;;
     -*) echo "generalisation.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) scenarios+=("$1"); shift ;;
   esac
@@ -90,9 +95,10 @@ for name in "${scenarios[@]}"; do
     hetero-dynamic) threshold=0.97 budget=240 ;;
     seq-mix-corpus) budget=90 ;;
   esac
+  [[ -n $budget_override ]] && budget=$budget_override
   if ((!eval_only)); then
-    echo "== $name: bench learn (dynamic-oracle, threshold $threshold, ${budget} s, seed $train_seed)" >&2
-    "$bin" bench learn "$cfg" --oracle dynamic-oracle --threshold "$threshold" \
+    echo "== $name: bench learn ${agent[*]} (dynamic-oracle, threshold $threshold, ${budget} s, seed $train_seed)" >&2
+    "$bin" bench learn "$cfg" "${agent[@]}" --oracle dynamic-oracle --threshold "$threshold" \
       --budget-s "$budget" --seed "$train_seed" --save "$ckpt" >"$dir/learn.txt" 2>"$dir/learn.log"
     grep -E "reached|not reached|best evaluation" "$dir/learn.txt" >&2 || true
   fi
@@ -107,7 +113,11 @@ for name in "${scenarios[@]}"; do
   for v in "$cfg" experiments/scenarios/variants/"$name"-*.yaml; do
     vname=$(basename "$v" .yaml)
     echo "== $name: eval on $vname" >&2
-    "$bin" eval "$v" --agent "ckpt:$ckpt" --seeds "$seeds" >"$dir/$vname-ppo.txt" 2>/dev/null
+    if ((${#agent[@]})); then  # the trained agent's id, so that its checkpoint loads
+      "$bin" eval "$v" "${agent[@]}" --checkpoint "$ckpt" --seeds "$seeds" >"$dir/$vname-ppo.txt" 2>/dev/null
+    else
+      "$bin" eval "$v" --agent "ckpt:$ckpt" --seeds "$seeds" >"$dir/$vname-ppo.txt" 2>/dev/null
+    fi
     "$bin" eval "$v" --agent dynamic-oracle --seeds "$seeds" >"$dir/$vname-dynamic-oracle.txt" 2>/dev/null
     "$bin" eval "$v" --agent hindsight-static --seeds "$seeds" >"$dir/$vname-hindsight-static.txt" 2>/dev/null
     read -r pr pt px pn < <(sums "$dir/$vname-ppo.txt")
