@@ -31,7 +31,7 @@
 //
 //   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
 //       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
-//       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt|auto,plan_p=0.05,plan_lr=0.01,restart_s=0)
+//       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt,plan_p=0.05,plan_lr=0.01,restart_s=0)
 //
 // Restart on stall (restart_s > 0, train_vectorized only): when the caller's greedy
 // evaluations (Agent::note_evaluation) of the current run have not improved for restart_s
@@ -114,13 +114,6 @@ struct PPOConfig {
   // Megatron-LM's plan, on seq-mix-corpus, and lose elsewhere); plan stays false in the
   // config and each run's Impl gets its own flag (PPO::run_config). Needs restart_s > 0.
   bool plan_alt = false;
-  // plan=auto: as alt for runs 0 and 1 (one of each kind), then every later run takes the
-  // kind whose runs have evaluated best so far (their best greedy evaluation, StallWatch's
-  // best; a tie alternates; greedy: the other kind is not tried again unless it leads): a
-  // two-armed choice that stops spending restarts on the kind that
-  // does not suit the scenario (on the measured seeds, plan rows stay below the block rows on
-  // hetero-dynamic and above them on seq-mix-corpus; docs/benchmarks.md). Implies plan_alt.
-  bool plan_auto = false;
   double plan_p = 0.05;
   double plan_lr = 1e-2;
   // Restart on stall: seconds of training (wall, evaluations included) without an improving
@@ -206,8 +199,6 @@ class PPO : public Agent {
   // Restarts of the last train_vectorized call and their wall times (s since it began).
   int restarts() const { return static_cast<int>(restart_wall_s_.size()); }
   const std::vector<double>& restart_wall_s() const { return restart_wall_s_; }
-  // Whether the current run's policy has plan rows (PPOConfig::plan, alt, auto).
-  bool has_plan_rows() const;
 
  private:
   struct Impl;
@@ -222,17 +213,10 @@ class PPO : public Agent {
   double last_eval_ = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> restart_wall_s_;
   bool restart_pending_ = false;
-  // The best evaluation of each kind's runs so far (0: without plan rows, 1: with), for
-  // plan=auto; -inf where no run of that kind has ended.
-  double kind_best_[2] = {-std::numeric_limits<double>::infinity(),
-                         -std::numeric_limits<double>::infinity()};
-  void restart(double now_s, double ended_run_best);
-  // The config of a run with or without plan rows (plan=alt and auto; config_ otherwise).
-  PPOConfig run_config(bool plan_rows) const;
-  // Under plan=alt or auto, whether the run a restart starts has plan rows: the other kind
-  // than the run that ended (alt; auto until one run of each kind has ended, and on a tie),
-  // else kind_best_'s better kind (auto). Call after restart_wall_s_ counts the restart.
-  bool next_run_has_plan_rows(bool ended_plan_rows) const;
+  void restart(double now_s);
+  // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
+  // on odd runs under plan=alt.
+  PPOConfig run_config(int run) const;
 };
 
 std::unique_ptr<Agent> make_ppo_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);

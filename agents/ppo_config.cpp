@@ -31,11 +31,9 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.keep = id.get("keep", 1.0) != 0;
   c.keep_p = id.get("keep_p", c.keep_p);
   c.margin = id.get("margin", c.margin);
-  const std::string plan = id.get("plan", std::string());
-  if (plan == "alt" || plan == "auto") {
+  if (id.get("plan", std::string()) == "alt")
     c.plan_alt = true;
-    c.plan_auto = plan == "auto";
-  } else
+  else
     c.plan = id.get("plan", c.plan ? 1.0 : 0.0) != 0;
   c.plan_p = id.get("plan_p", c.plan_p);
   c.plan_lr = id.get("plan_lr", c.plan_lr);
@@ -62,7 +60,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   if (!(c.restart_s >= 0) || !std::isfinite(c.restart_s))
     bad("restart_s must be a finite number of seconds >= 0 (0: no restarts)");
   if (c.plan_alt && c.restart_s == 0)
-    bad("plan=alt and plan=auto choose plan rows per restart on stall: set restart_s > 0");
+    bad("plan=alt alternates plan rows across restarts on stall: set restart_s > 0");
   return c;
 }
 

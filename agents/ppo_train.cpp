@@ -125,7 +125,6 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
   StallWatch watch(config_.restart_s);
   watch.start(0);
   restart_wall_s_.clear();
-  kind_best_[0] = kind_best_[1] = -std::numeric_limits<double>::infinity();
   train(envs, steps, [&](const PPOUpdate& u) {
     last_eval_ = std::numeric_limits<double>::quiet_NaN();
     if (on_progress) {
@@ -143,7 +142,7 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
     // The stall clock reads after the evaluation: its time counts as training time.
     if (!std::isnan(last_eval_) && watch.observe(since_t0(), last_eval_)) {
       const double now = since_t0();
-      restart(now, watch.best());
+      restart(now);
       watch.start(now);
     }
     return true;
@@ -151,34 +150,20 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
   return true;
 }
 
-void PPO::restart(double now_s, double ended_run_best) {
-  const bool ended_plan_rows = has_plan_rows();
-  double& best = kind_best_[ended_plan_rows ? 1 : 0];
-  best = std::max(best, ended_run_best);
+void PPO::restart(double now_s) {
   restart_wall_s_.push_back(now_s);
   const int updates = impl_->updates;
   const int64_t env_steps = impl_->env_steps;
-  impl_ = std::make_unique<Impl>(spec_, run_config(next_run_has_plan_rows(ended_plan_rows)),
-                                 restart_seed(seed_, restarts()));
+  impl_ = std::make_unique<Impl>(spec_, run_config(restarts()), restart_seed(seed_, restarts()));
   impl_->updates = updates;
   impl_->env_steps = env_steps;
   restart_pending_ = true;
 }
 
-bool PPO::has_plan_rows() const { return impl_->plan_row >= 0; }
-
-PPOConfig PPO::run_config(bool plan_rows) const {
+PPOConfig PPO::run_config(int run) const {
   PPOConfig c = config_;
-  if (c.plan_alt) c.plan = plan_rows;
+  if (c.plan_alt) c.plan = run % 2 == 1;
   return c;
-}
-
-bool PPO::next_run_has_plan_rows(bool ended_plan_rows) const {
-  // restarts() counts the restart under way: runs 0 .. restarts() - 1 have ended.
-  const bool both_tried = restarts() >= 2;
-  if (!config_.plan_auto || !both_tried || kind_best_[0] == kind_best_[1])
-    return !ended_plan_rows;
-  return kind_best_[1] > kind_best_[0];
 }
 
 void StallWatch::start(double now_s) {
@@ -269,7 +254,7 @@ void PPO::load(const std::string& path) {
     const bool saved_plan = !v1 && h[9] != 0;
     // plan=alt: the kept policy may come from a run of either kind; take the saved one's.
     if (config_.plan_alt && saved_plan != (impl_->plan_row >= 0))
-      impl_ = std::make_unique<Impl>(spec_, run_config(saved_plan), seed_);
+      impl_ = std::make_unique<Impl>(spec_, run_config(saved_plan ? 1 : 0), seed_);
     Impl& m = *impl_;
     if (saved_plan != (m.plan_row >= 0))
       throw std::runtime_error(

@@ -346,41 +346,6 @@ TEST_F(PPOTest, PlanAltAlternatesPlanRowsAcrossRestartsAndLoadsEither) {
   EXPECT_EQ(kept.act(obs, mask), again.act(obs, mask));
 }
 
-TEST_F(PPOTest, PlanAutoRestartsWithTheKindThatEvaluatedBest) {
-  // Every evaluation equal to the run's first stalls it (restart_s ~ 0), so each run lasts
-  // two updates; `evals` gives each update's evaluation: run 0 (no plan rows) scores a, run 1
-  // (plan rows) b, run 2 c. Returns whether runs 0, 1, 2 and 3 had plan rows.
-  ExperimentSpec spec = tiny_scenario();
-  auto kinds = [&](const std::string& mode, double a, double b, double c) {
-    const PPOConfig config = PPOConfig::from_id(
-        ParsedId::parse("ppo(rollout=8,hidden=8,plan=" + mode + ",restart_s=1e-9)"));
-    VectorEnv envs = vector_env(spec, 2);
-    PPO ppo(envs.spec(), config, 3);
-    const std::vector<double> evals = {a, a, b, b, c, c, 0, 0};
-    std::vector<bool> out;
-    size_t i = 0;
-    ppo.train_vectorized(envs, 2 * 8 * 7, [&](const TrainProgress&) {
-      if (i % 2 == 0) out.push_back(ppo.has_plan_rows());  // a run's first update
-      ppo.note_evaluation(evals.at(i++));
-      return true;
-    });
-    EXPECT_EQ(ppo.restarts(), 3);
-    return out;
-  };
-  using K = std::vector<bool>;
-  // Plan rows evaluated better (2 > 1): auto keeps them, alt alternates.
-  EXPECT_EQ(kinds("auto", 1, 2, 1.5), (K{false, true, true, true}));
-  EXPECT_EQ(kinds("alt", 1, 2, 1.5), (K{false, true, false, true}));
-  // Block rows better (1 > 0.5): auto keeps to them, whatever a later run scores below 1.
-  EXPECT_EQ(kinds("auto", 1, 0.5, 0.8), (K{false, true, false, false}));
-  // A later run lowers no kind's best: run 2 (plan rows, 0.5) leaves them at 2 > 1.
-  EXPECT_EQ(kinds("auto", 1, 2, 0.5), (K{false, true, true, true}));
-  // A tie alternates.
-  EXPECT_EQ(kinds("auto", 1, 1, 1), (K{false, true, false, true}));
-  EXPECT_TRUE(PPOConfig::from_id(ParsedId::parse("ppo(plan=auto,restart_s=5)")).plan_auto);
-  EXPECT_THROW(PPOConfig::from_id(ParsedId::parse("ppo(plan=auto)")), std::invalid_argument);
-}
-
 TEST_F(PPOTest, SameSeedSameLearningCurveBitForBit) {
   std::vector<double> a = curve(11), b = curve(11), c = curve(12);
   ASSERT_FALSE(a.empty());
