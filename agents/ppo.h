@@ -113,6 +113,9 @@ struct PPOConfig {
   // complementary on the measured seeds (plan rows reach 95 % where the block rows stay on
   // Megatron-LM's plan, on seq-mix-corpus, and lose elsewhere); plan stays false in the
   // config and each run's Impl gets its own flag (PPO::run_config). Needs restart_s > 0.
+  // Measured (five seeds, 180 s): 4 or 5 of 5 seeds at 0.95 of the oracle on five of nine
+  // configs, 1-3 on the others; choosing the kind by its runs' evaluations instead was worse
+  // (docs/benchmarks.md, "PPO across training seeds: the two kinds in turn").
   bool plan_alt = false;
   double plan_p = 0.05;
   double plan_lr = 1e-2;
