@@ -36,6 +36,9 @@ struct TrainProgress {
   int restarts = 0;
   std::vector<double> restart_wall_s;
   double restart_after_s = 0;  // the stall that triggers a restart (s; 0: restarts off)
+  // What the agent did during this update that a log should show, one line each (PPO's
+  // polish searches); callers print them.
+  std::vector<std::string> notes;
 };
 
 struct Transition {

@@ -27,6 +27,9 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
       gen(at::detail::createCPUGenerator(seed)) {
   if (blocks <= 0 || catalog <= 0)
     throw std::invalid_argument("ppo: the env spec has no blocks or an empty catalog");
+  polish_next = polish_wait = cfg.polish;
+  sub.resize(2 * static_cast<size_t>(catalog));
+  for (size_t i = 0; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);  // identity
   if (spec.observation_space.shape.size() != 1)
     throw std::invalid_argument("ppo: needs a flat observation (PartitionEnv layout)");
   obs_dim = static_cast<int>(spec.observation_space.shape[0]);
@@ -58,6 +61,14 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
                                          torch::optim::AdamOptions(cfg.plan_lr).eps(1e-5)));
   optimizer = std::make_unique<torch::optim::Adam>(std::move(groups),
                                                    torch::optim::AdamOptions(cfg.lr).eps(1e-5));
+}
+
+void PPO::Impl::substitute(int64_t* act, const std::vector<uint8_t>& usable) const {
+  for (int b = 0; b < blocks; ++b) {
+    if (act[b] < 0 || act[b] >= catalog) continue;
+    const int32_t f = sub[static_cast<size_t>(b % 2) * catalog + act[b]];
+    if (usable[static_cast<size_t>(b) * catalog + f]) act[b] = f;
+  }
 }
 
 std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,
@@ -308,6 +319,7 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
     }
     acc[0][m.plan_row] = 0;  // the env action is the block rows, as set here
   }
+  if (!training_) m.substitute(a.data_ptr<int64_t>(), usable);  // polish's table (identity: none)
   Action out = m.env_action(a.data_ptr<int64_t>());
   if (training_) {
     m.pending = true;

@@ -31,7 +31,20 @@
 //
 //   ppo(lr=3e-4,rollout=128,epochs=4,minibatches=4,gamma=0.99,lambda=0.95,clip=0.2,
 //       ent=0.01,vf=0.5,max_grad_norm=0.5,hidden=64,fail_reward=-1,ratio=block,keep=1,
-//       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt,plan_p=0.05,plan_lr=0.01,restart_s=0)
+//       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt,plan_p=0.05,plan_lr=0.01,restart_s=0,
+//       polish=0,polish_gain=0.001)
+//
+// Polish (polish=N > 0, train() only): every N updates, a local search over the greedy
+// policy's plans, on greedy episodes of training seeds (the env's rewards, nothing else). A
+// candidate replaces, for one kind of block (or both), one entry the greedy policy holds by
+// another, wherever it holds it: a substitution table per kind, applied after decoding in
+// evaluation (PPO::act with training off). Each round scores every single substitution (one
+// kind, or both to the same entry) on one seed; when none gains, the pairs of each kind's
+// best 8; the best candidate is kept when its return beats the table in force by more than
+// polish_gain (relative) on that seed and again on a second. Up to 4 rounds per search. A
+// search that keeps nothing doubles the wait before the next. The table lives with the run
+// (a restart clears it) and is saved in checkpoints. Sampling in training never uses it:
+// PPO learns as it would without. Each search is reported in TrainProgress::notes.
 //
 // Restart on stall (restart_s > 0, train_vectorized only): when the caller's greedy
 // evaluations (Agent::note_evaluation) of the current run have not improved for restart_s
@@ -125,6 +138,15 @@ struct PPOConfig {
   // quickstart seeds (4 without) but on fewer of three scenarios; restart_s=40 on 5 of 5 and
   // as many as without (docs/benchmarks.md, "PPO across training seeds: restarts on stall").
   double restart_s = 0;
+  // Polish: updates between two searches (0 = never, the default) and the relative gain in
+  // episode return a substitution must show on each of two seeds. Why: the seeds that fail
+  // stall on a plan one coordinated move from the target (pcie-1node seed 3 holds
+  // tp1d(t=2,sp=1) on every block where the oracle holds tp1d(t=2,sp=1,chunks=2)); one block
+  // moving gains 1/32 of that, under 2 % noise per step, so PPO's per-block samples do not
+  // find it, while a whole-kind substitution scored on whole episodes does
+  // (docs/benchmarks.md, "PPO across training seeds: polish").
+  int polish = 0;
+  double polish_gain = 1e-3;
 
   // From "ppo(k=v,...)"; throws std::invalid_argument on unknown keys or bad values.
   static PPOConfig from_id(const ParsedId& id);
@@ -215,8 +237,15 @@ class PPO : public Agent {
   // none), the restart times, and a restart train()'s loop has yet to reset the envs for.
   double last_eval_ = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> restart_wall_s_;
+  std::vector<std::string> notes_;  // for the next TrainProgress
   bool restart_pending_ = false;
   void restart(double now_s);
+  // Polish (see above): the search, and one greedy episode's return under the table in
+  // force (−inf when a step fails), noting which entries each kind's blocks held.
+  // Returns the substitutions kept.
+  int polish(Env& env);
+  struct PolishLook;
+  double greedy_return(Env& env, uint64_t seed, PolishLook* look);
   // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
   // on odd runs under plan=alt.
   PPOConfig run_config(int run) const;

@@ -12,7 +12,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
                  "clip",   "ent",         "vf",     "max_grad_norm", "norm_adv", "clip_vloss",
                  "hidden", "fail_reward", "ratio",  "keep",          "keep_p",   "decode",
                  "margin", "plan",        "plan_p", "plan_lr",
-                 "restart_s"});
+                 "restart_s", "polish", "polish_gain"});
   PPOConfig c;
   c.lr = id.get("lr", c.lr);
   c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));
@@ -38,6 +38,8 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.plan_p = id.get("plan_p", c.plan_p);
   c.plan_lr = id.get("plan_lr", c.plan_lr);
   c.restart_s = id.get("restart_s", c.restart_s);
+  const double polish = id.get("polish", static_cast<double>(c.polish));
+  c.polish_gain = id.get("polish_gain", c.polish_gain);
   auto bad = [&](const std::string& what) { throw std::invalid_argument(id.name + ": " + what); };
   const std::string ratio = id.get("ratio", std::string("block"));
   if (ratio != "block" && ratio != "joint")
@@ -61,6 +63,10 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
     bad("restart_s must be a finite number of seconds >= 0 (0: no restarts)");
   if (c.plan_alt && c.restart_s == 0)
     bad("plan=alt alternates plan rows across restarts on stall: set restart_s > 0");
+  if (!(polish >= 0 && polish <= 1e6) || polish != std::floor(polish))
+    bad("polish must be a whole number of updates >= 0 (0: no polish)");
+  c.polish = static_cast<int>(polish);
+  if (!(c.polish_gain >= 0 && c.polish_gain < 1)) bad("polish_gain must lie in [0, 1)");
   return c;
 }
 

@@ -40,6 +40,15 @@ struct PPO::Impl {
   at::Generator gen;
   int updates = 0;
   int64_t env_steps = 0;
+  // Polish's substitution table: sub[kind · K + e] is the entry a block of that kind takes in
+  // evaluation when decoding gives e (identity: none).
+  std::vector<int32_t> sub;
+  // The update after which the next search runs, and the wait before it (polish updates;
+  // doubled after a search that keeps nothing).
+  int polish_next = 0, polish_wait = 0;
+  // Applies `sub` to the block rows of one decoded action (a substitute the block's mask
+  // does not allow is not taken).
+  void substitute(int64_t* act, const std::vector<uint8_t>& usable) const;
 
   // Agent-API path (one env): the step act() took, waiting for observe().
   PPORollout buffer;

@@ -91,6 +91,7 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
           r.restart_wall_s = p.restart_wall_s;
           say(restart_line(p));
         }
+        for (const std::string& note : p.notes) say(note);
         LearnBenchPoint pt;
         pt.update = p.update;
         pt.env_steps = p.env_steps;

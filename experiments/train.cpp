@@ -90,6 +90,8 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
             progress->line(restart_line(p));
             restarts_reported = p.restarts;
           }
+          if (progress)
+            for (const std::string& note : p.notes) progress->line(note);
           // The best across restarts: a restart starts a new network, never a new best.
           if (eval_return > best_return) {
             best_return = eval_return;

@@ -59,11 +59,14 @@ TEST_F(PPOTest, ConfigFromId) {
   EXPECT_DOUBLE_EQ(with_plan.plan_p, 0.2);
   EXPECT_EQ(c.restart_s, 0);  // off by default
   EXPECT_DOUBLE_EQ(PPOConfig::from_id(ParsedId::parse("ppo(restart_s=10)")).restart_s, 10);
+  EXPECT_EQ(c.polish, 0);  // off by default
+  EXPECT_EQ(PPOConfig::from_id(ParsedId::parse("ppo(polish=4)")).polish, 4);
   for (const char* bad :
        {"ppo(lr=0)", "ppo(rollout=0)", "ppo(gamma=2)", "ppo(rollout=2,minibatches=4)",
         "ppo(colour=red)", "ppo(clip=-1)", "ppo(ratio=sideways)", "ppo(decode=best)",
         "ppo(margin=-1)", "ppo(plan_p=0)", "ppo(plan_p=1)", "ppo(plan_lr=0)",
-        "ppo(restart_s=-1)", "ppo(restart_s=inf)", "ppo(restart_s=soon)"}) {
+        "ppo(restart_s=-1)", "ppo(restart_s=inf)", "ppo(restart_s=soon)", "ppo(polish=-1)",
+        "ppo(polish=1.5)", "ppo(polish_gain=1)", "ppo(polish_gain=-0.1)"}) {
     EXPECT_THROW(PPOConfig::from_id(ParsedId::parse(bad)), std::invalid_argument) << bad;
   }
 }
@@ -381,6 +384,51 @@ TEST_F(PPOTest, ImprovesTheReturnOnATinyScenario) {
   // The greedy policy after training beats random plans (one per step, paying repartitions).
   auto random = make_agent("random", envs.spec(), 0);
   EXPECT_GT(greedy_return(ppo, spec), greedy_return(*random, spec));
+}
+
+// The plan of every step of one greedy episode.
+std::vector<Action> greedy_plans(Agent& agent, const ExperimentSpec& spec, uint64_t seed) {
+  auto env = agent_tests::sim_env(spec);
+  std::vector<Action> plans;
+  EpisodeHooks hooks;
+  hooks.on_step = [&](const StepResult& r, const EpisodeSummary&) {
+    plans.emplace_back(r.info.plan_indices.begin(), r.info.plan_indices.end());
+  };
+  run_episode(*env, agent, seed, /*learn=*/false, hooks);
+  return plans;
+}
+
+TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
+  // One update (the policy has hardly moved: its greedy plan is Megatron-LM's), then a search.
+  // The tiny scenario has plans better than Megatron-LM's, so a substitution must be kept,
+  // and the greedy policy must do better on a seed the search never saw.
+  ExperimentSpec spec = tiny_scenario();
+  VectorEnv envs = vector_env(spec, 2);
+  const std::string id = "ppo(rollout=16,hidden=16,polish=1)";
+  PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);
+  PPO before(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);  // the same, unpolished
+  std::vector<std::string> notes;
+  ppo.train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
+    notes.insert(notes.end(), p.notes.begin(), p.notes.end());
+    return true;
+  });
+  ASSERT_EQ(notes.size(), 1u);
+  std::printf("%s\n", notes[0].c_str());
+  EXPECT_NE(notes[0].find("polish after update 1"), std::string::npos);
+  EXPECT_EQ(notes[0].find(" 0 substitutions kept"), std::string::npos) << notes[0];
+  EXPECT_GT(greedy_return(ppo, spec), greedy_return(before, spec) + 1e-3);
+  // Every block of a kind holds one entry at every step (a table maps entries, not blocks).
+  for (const Action& plan : greedy_plans(ppo, spec, 7))
+    for (size_t b = 2; b < plan.size(); ++b) EXPECT_EQ(plan[b], plan[b % 2]);
+  // The table travels with the checkpoint.
+  const std::string file =
+      (std::filesystem::temp_directory_path() / "shardgym_ppo_polish_test.ckpt").string();
+  ppo.save(file);
+  PPO loaded(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 99);
+  loaded.load(file);
+  std::remove(file.c_str());
+  EXPECT_EQ(greedy_plans(loaded, spec, 7), greedy_plans(ppo, spec, 7));
+  EXPECT_NE(greedy_plans(before, spec, 7), greedy_plans(ppo, spec, 7));
 }
 
 TEST_F(PPOTest, LearnsWithMaskedEntries) {
