@@ -202,7 +202,7 @@ namespace {
 // gains.
 constexpr int kPolishSteps = 4;
 // Entries per kind whose pairs are tried when no single substitution gains: the best M of
-// each kind's singles. Pairs matter where one kind moving alone loses and both together
+// each kind's singles (not tuned: 8 × 8 = 64 episodes, about a tenth of a round's singles). Pairs matter where one kind moving alone loses and both together
 // gain (seq-mix-corpus, docs/benchmarks.md "PPO across training seeds: plan rows").
 constexpr int kPolishPairs = 8;
 // `sub` (2 kinds × K) with every entry that kind's blocks held (held) replaced by f,

@@ -172,10 +172,10 @@ TEST(ConfigTest, BoardWithoutTheModelsDtypeIsRefusedOnlyWhereUsed) {
 // are checked in builds without LibTorch too.
 TEST(ConfigTest, AgentParametersAreCheckedAtLoad) {
   auto error_for = [](const std::string& to) {
-    return edit_error(experiments("quickstart.yaml"), "id: ppo(ent=0.03)", "id: " + to);
+    return edit_error(experiments("quickstart.yaml"), "id: ppo(ent=0.03,polish=4)", "id: " + to);
   };
   const std::string ent = error_for("ppo(ent=abc)");
-  EXPECT_NE(ent.find("experiments/inline.yaml:37:"), std::string::npos) << ent;
+  EXPECT_NE(ent.find("experiments/inline.yaml:39:"), std::string::npos) << ent;
   EXPECT_NE(ent.find("ppo: parameter ent='abc' is not a number"), std::string::npos) << ent;
   EXPECT_NE(error_for("ppo(bogus=1)").find("unknown parameter 'bogus'"), std::string::npos);
   EXPECT_NE(error_for("ppo(gamma=2)").find("gamma and lambda must lie in [0, 1]"),
