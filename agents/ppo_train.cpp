@@ -137,8 +137,9 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
   restart_wall_s_.clear();
   train(envs, steps, [&](const PPOUpdate& u) {
     last_eval_ = std::numeric_limits<double>::quiet_NaN();
-    std::vector<std::string> notes = std::move(notes_);  // this update's, with or without
-    notes_.clear();                                       // on_progress
+    // This update's notes, handed to on_progress (and dropped without one).
+    std::vector<std::string> notes = std::move(notes_);
+    notes_.clear();
     if (on_progress) {
       TrainProgress p;
       p.update = u.update;
@@ -202,8 +203,9 @@ namespace {
 // gains.
 constexpr int kPolishSteps = 4;
 // Entries per kind whose pairs are tried when no single substitution gains: the best M of
-// each kind's singles (not tuned: 8 × 8 = 64 episodes, about a tenth of a round's singles). Pairs matter where one kind moving alone loses and both together
-// gain (seq-mix-corpus, docs/benchmarks.md "PPO across training seeds: plan rows").
+// each kind's singles (not tuned: 8 × 8 = 64 episodes, about a tenth of a round's singles).
+// Pairs matter where one kind moving alone loses and both together gain (seq-mix-corpus,
+// docs/benchmarks.md "PPO across training seeds: plan rows").
 constexpr int kPolishPairs = 8;
 // `sub` (2 kinds × K) with every entry that kind's blocks held (held) replaced by f,
 // wherever a decoded entry maps to it; false when nothing changes.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 
 #include <ATen/Parallel.h>
@@ -29,6 +30,18 @@ ExperimentSpec tiny_scenario() {
 VectorEnv vector_env(const ExperimentSpec& spec, int n) {
   return VectorEnv(
       n, [spec](int) { return agent_tests::sim_env(spec); }, /*threads=*/1);
+}
+
+// A fresh agent of the same id (another seed) loaded from `ppo`'s checkpoint.
+std::unique_ptr<PPO> through_checkpoint(const PPO& ppo, const EnvSpec& spec,
+                                        const std::string& id) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / "shardgym_ppo_test_round_trip.ckpt").string();
+  ppo.save(file);
+  auto back = std::make_unique<PPO>(spec, PPOConfig::from_id(ParsedId::parse(id)), 99);
+  back->load(file);
+  std::remove(file.c_str());
+  return back;
 }
 
 class PPOTest : public ::testing::Test {
@@ -64,9 +77,9 @@ TEST_F(PPOTest, ConfigFromId) {
   for (const char* bad :
        {"ppo(lr=0)", "ppo(rollout=0)", "ppo(gamma=2)", "ppo(rollout=2,minibatches=4)",
         "ppo(colour=red)", "ppo(clip=-1)", "ppo(ratio=sideways)", "ppo(decode=best)",
-        "ppo(margin=-1)", "ppo(plan_p=0)", "ppo(plan_p=1)", "ppo(plan_lr=0)",
-        "ppo(restart_s=-1)", "ppo(restart_s=inf)", "ppo(restart_s=soon)", "ppo(polish=-1)",
-        "ppo(polish=1.5)", "ppo(polish_gain=1)", "ppo(polish_gain=-0.1)"}) {
+        "ppo(margin=-1)", "ppo(plan_p=0)", "ppo(plan_p=1)", "ppo(plan_lr=0)", "ppo(restart_s=-1)",
+        "ppo(restart_s=inf)", "ppo(restart_s=soon)", "ppo(polish=-1)", "ppo(polish=1.5)",
+        "ppo(polish_gain=1)", "ppo(polish_gain=-0.1)"}) {
     EXPECT_THROW(PPOConfig::from_id(ParsedId::parse(bad)), std::invalid_argument) << bad;
   }
 }
@@ -181,12 +194,8 @@ TEST_F(PPOTest, PlanRowsTrainWithAPipelineAndCheckpoint) {
   agent_tests::Rollout out = agent_tests::rollout(*env, ppo, 0, 1, /*learn=*/true);
   EXPECT_EQ(out.invalid, 0);
   for (const Action& a : out.actions) EXPECT_EQ(a.size(), 17u);
-  const std::string file =
-      (std::filesystem::temp_directory_path() / "shardgym_ppo_plan_test.ckpt").string();
-  ppo.save(file);
-  PPO back(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 99);
-  back.load(file);
-  std::remove(file.c_str());
+  std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
+  PPO& back = *loaded;
   ppo.set_training(false);
   back.set_training(false);
   Observation obs = env->reset(3).obs;
@@ -421,13 +430,8 @@ TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
   for (const Action& plan : greedy_plans(ppo, spec, 7))
     for (size_t b = 2; b < plan.size(); ++b) EXPECT_EQ(plan[b], plan[b % 2]);
   // The table travels with the checkpoint.
-  const std::string file =
-      (std::filesystem::temp_directory_path() / "shardgym_ppo_polish_test.ckpt").string();
-  ppo.save(file);
-  PPO loaded(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 99);
-  loaded.load(file);
-  std::remove(file.c_str());
-  EXPECT_EQ(greedy_plans(loaded, spec, 7), greedy_plans(ppo, spec, 7));
+  std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
+  EXPECT_EQ(greedy_plans(*loaded, spec, 7), greedy_plans(ppo, spec, 7));
   EXPECT_NE(greedy_plans(before, spec, 7), greedy_plans(ppo, spec, 7));
 }
 
