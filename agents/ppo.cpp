@@ -28,6 +28,16 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (blocks <= 0 || catalog <= 0)
     throw std::invalid_argument("ppo: the env spec has no blocks or an empty catalog");
   polish_next = polish_wait = cfg.polish;
+  // The conditions among the globals (partition_env.h): sequence factor, compute slowdown,
+  // the link classes (up to the pipeline part).
+  {
+    const int64_t g0 = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
+    const int64_t globals_n =
+        spec.observation_space.shape.empty() ? 0 : spec.observation_space.shape[0] - g0;
+    for (int64_t i : {2, 3}) cond_index.push_back(g0 + i);
+    for (int64_t i = PartitionEnv::kGlobalFixed; i < globals_n - moves; ++i)
+      cond_index.push_back(g0 + i);
+  }
   sub.resize(2 * static_cast<size_t>(catalog));
   for (size_t i = 0; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);  // identity
   if (spec.observation_space.shape.size() != 1)
@@ -63,12 +73,53 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
                                                    torch::optim::AdamOptions(cfg.lr).eps(1e-5));
 }
 
-void PPO::Impl::substitute(int64_t* act, const std::vector<uint8_t>& usable) const {
-  for (int b = 0; b < blocks; ++b) {
-    if (act[b] < 0 || act[b] >= catalog) continue;
-    const int32_t f = sub[static_cast<size_t>(b % 2) * catalog + act[b]];
-    if (usable[static_cast<size_t>(b) * catalog + f]) act[b] = f;
+void PPO::Impl::substitute(const float* obs, int64_t* act,
+                           const std::vector<uint8_t>& usable) const {
+  auto apply = [&](int t) {
+    for (int b = 0; b < blocks; ++b) {
+      if (act[b] < 0 || act[b] >= catalog) continue;
+      const int32_t f = sub[(static_cast<size_t>(t) * 2 + b % 2) * catalog + act[b]];
+      if (usable[static_cast<size_t>(b) * catalog + f]) act[b] = f;
+    }
+  };
+  apply(0);
+  const int key = nearest_key(obs);
+  if (key >= 0) apply(1 + key);
+}
+
+std::vector<float> PPO::Impl::conditions(const float* obs) const {
+  std::vector<float> c;
+  for (int64_t i : cond_index) c.push_back(obs[i]);
+  return c;
+}
+
+bool PPO::Impl::same_conditions(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t j = 0; j < a.size(); ++j)
+    if (!(std::abs(std::log((a[j] + 1e-6) / (b[j] + 1e-6))) < 0.1)) return false;
+  return true;
+}
+
+int PPO::Impl::nearest_key(const float* obs) const {
+  const int n = keys();
+  const size_t C = cond_index.size();
+  int best = -1;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < n; ++k) {
+    double d = 0;
+    for (size_t j = 0; j < C; ++j)
+      d += std::abs(std::log((obs[cond_index[j]] + 1e-6) / (key_values[k * C + j] + 1e-6)));
+    if (d < best_d) best_d = d, best = k;
   }
+  return best;
+}
+
+void PPO::Impl::set_keys(const std::vector<std::vector<float>>& conds) {
+  key_values.clear();
+  for (const auto& c : conds) key_values.insert(key_values.end(), c.begin(), c.end());
+  const size_t table = 2 * static_cast<size_t>(catalog);
+  sub.resize(table * (1 + conds.size()));
+  for (size_t i = table; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);
 }
 
 std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,
@@ -319,7 +370,7 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
     }
     acc[0][m.plan_row] = 0;  // the env action is the block rows, as set here
   }
-  if (!training_) m.substitute(a.data_ptr<int64_t>(), usable);  // polish's table (identity: none)
+  if (!training_) m.substitute(obs.data(), a.data_ptr<int64_t>(), usable);  // polish's tables
   Action out = m.env_action(a.data_ptr<int64_t>());
   if (training_) {
     m.pending = true;

@@ -41,10 +41,14 @@
 // evaluation (PPO::act with training off). Each round scores every single substitution (one
 // kind, or both to the same entry) on one seed; when none gains, the pairs of each kind's
 // best 8; the best candidate is kept when its return beats the table in force by more than
-// polish_gain (relative) on that seed and again on a second. Up to 4 rounds per search. A
-// search that keeps nothing doubles the wait before the next. The table lives with the run
-// (a restart clears it) and is saved in checkpoints. Sampling in training never uses it:
-// PPO learns as it would without. Each search is reported in TrainProgress::notes.
+// polish_gain (relative) on that seed and again on a second. When nothing for all steps
+// gains and the episode showed 2 to 8 distinct conditions (sequence factor, compute slowdown,
+// link bandwidths, merged within 10 %), the search keys a table to each: under the nearest
+// key a kind's entry is set outright (singles, both kinds, then pairs), so the policy can
+// change its plan when the conditions change. Up to 4 rounds per search. A search that keeps
+// nothing doubles the wait before the next. The tables live with the run (a restart clears
+// them) and are saved in checkpoints. Sampling in training never uses them: PPO learns as it
+// would without. Each search is reported in TrainProgress::notes.
 //
 // Restart on stall (restart_s > 0, train_vectorized only): when the caller's greedy
 // evaluations (Agent::note_evaluation) of the current run have not improved for restart_s
@@ -147,8 +151,9 @@ struct PPOConfig {
   // moving gains 1/32 of that, under 2 % noise per step, so PPO's per-block samples do not
   // find it, while a whole-kind substitution scored on whole episodes does. Measured (five
   // training seeds, nine configs): 5 of 5 at 0.95 of the oracle's return on every config, in
-  // 5-49 s; but the first search, from Megatron-LM's plan, did it alone every time, and the
-  // kept policies are fixed plans (docs/benchmarks.md, "PPO across training seeds: polish").
+  // 5-98 s, and the best plan (hindsight-static, or on hetero-dynamic the dynamic oracle's
+  // switch) on every config; but the searches, from Megatron-LM's plan, did it alone every
+  // time (docs/benchmarks.md, "PPO across training seeds: polish").
   int polish = 0;
   double polish_gain = 1e-3;
 

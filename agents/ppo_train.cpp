@@ -1,5 +1,6 @@
 // PPO on a VectorEnv, and PPO checkpoints (see ppo.h).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -164,31 +165,48 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
   return true;
 }
 
-// What one greedy episode showed the search, per kind: held[kind][e], some block of the kind
-// held e; allowed[kind][f], every block of the kind was allowed f at once at some step (the
-// others cannot be substituted for the whole kind).
+// What one greedy episode showed the search: per table t (0: every step; 1 + k: the steps
+// under key k) and kind, held[2t + kind][e]: some block of the kind held e; allowed[2t +
+// kind][f]: every block of the kind was allowed f at once at some step. And the distinct
+// conditions of its steps.
 struct PPO::PolishLook {
   std::vector<std::vector<uint8_t>> held, allowed;
+  std::vector<std::vector<float>> conditions;
 };
 
 double PPO::greedy_return(Env& env, uint64_t seed, PolishLook* look) {
+  Impl& m = *impl_;
   EpisodeHooks hooks;
-  const int K = impl_->catalog, B = impl_->blocks;
+  const int K = m.catalog, B = m.blocks;
+  Observation before;  // the observation the step acted on: its conditions are the step's
   if (look) {
-    look->held.assign(2, std::vector<uint8_t>(K, 0));
+    look->held.assign(2 * (1 + m.keys()), std::vector<uint8_t>(K, 0));
     look->allowed = look->held;
+    look->conditions.clear();
+    hooks.on_reset = [&](const ResetResult& r) { before = r.obs; };
     hooks.on_step = [&](const StepResult& r, const EpisodeSummary&) {
+      const std::vector<float> c = m.conditions(before.data());
+      if (std::none_of(look->conditions.begin(), look->conditions.end(),
+                       [&](const std::vector<float>& k) { return Impl::same_conditions(c, k); }))
+        look->conditions.push_back(c);
+      const int held_in = 1 + m.nearest_key(before.data());  // 0: no keys
       for (size_t b = 0; b < r.info.plan_indices.size(); ++b) {
         const int32_t e = r.info.plan_indices[b];
-        if (e >= 0 && e < K) look->held[b % 2][e] = 1;
+        if (e < 0 || e >= K) continue;
+        look->held[b % 2][e] = 1;
+        if (held_in > 0) look->held[2 * held_in + b % 2][e] = 1;
       }
-      if (r.terminated || r.truncated) return;
+      before = r.obs;
+      if (r.terminated || r.truncated || r.obs.empty()) return;
+      const int next_in = 1 + m.nearest_key(r.obs.data());
       const std::vector<uint8_t> mask = env.action_mask();
       for (int kind = 0; kind < 2 && kind < B; ++kind)
         for (int f = 0; f < K; ++f) {
           bool all = true;
           for (int b = kind; b < B && all; b += 2) all = mask[static_cast<size_t>(b) * K + f] != 0;
-          if (all) look->allowed[kind][f] = 1;
+          if (!all) continue;
+          look->allowed[kind][f] = 1;
+          if (next_in > 0) look->allowed[2 * next_in + kind][f] = 1;
         }
     };
   }
@@ -207,12 +225,16 @@ constexpr int kPolishSteps = 4;
 // Pairs matter where one kind moving alone loses and both together gain (seq-mix-corpus,
 // docs/benchmarks.md "PPO across training seeds: plan rows").
 constexpr int kPolishPairs = 8;
-// `sub` (2 kinds × K) with every entry that kind's blocks held (held) replaced by f,
-// wherever a decoded entry maps to it; false when nothing changes.
-bool substituted(std::vector<int32_t>& sub, const std::vector<uint8_t>& held, int kind, int f,
-                 int K) {
+// Tables per condition only where an episode shows between 2 and this many distinct
+// conditions (scenario phases, sequence lengths); more would be one per step.
+constexpr int kPolishKeys = 8;
+
+// Table t of `sub` (2 kinds × K) with every entry that kind's blocks held (held) replaced by
+// f, wherever a decoded entry maps to it; false when nothing changes.
+bool substituted(std::vector<int32_t>& sub, int t, const std::vector<uint8_t>& held, int kind,
+                 int f, int K) {
   bool changed = false;
-  int32_t* row = sub.data() + static_cast<size_t>(kind) * K;
+  int32_t* row = sub.data() + (static_cast<size_t>(t) * 2 + kind) * K;
   for (int e = 0; e < K; ++e) {
     if (!held[e] || e == f) continue;
     for (int s = 0; s < K; ++s)
@@ -221,6 +243,17 @@ bool substituted(std::vector<int32_t>& sub, const std::vector<uint8_t>& held, in
     changed = true;
   }
   return changed;
+}
+
+// Table t of `sub` sending every entry of that kind to f: the plan of the kind under a key,
+// whatever the policy decodes (decoding keeps the entry in force within a margin, so an
+// entry-by-entry table under one key would carry a change into the next condition); false
+// when it already does.
+bool overridden(std::vector<int32_t>& sub, int t, int kind, int f, int K) {
+  int32_t* row = sub.data() + (static_cast<size_t>(t) * 2 + kind) * K;
+  if (std::all_of(row, row + K, [&](int32_t e) { return e == f; })) return false;
+  std::fill(row, row + K, f);
+  return true;
 }
 
 }  // namespace
@@ -239,11 +272,11 @@ int PPO::polish(Env& env) {
   };
   PolishLook look;
   const auto t0 = std::chrono::steady_clock::now();
-  int episodes = 1, kept = 0;
+  int episodes = 1, kept = 0, kept_keyed = 0;
   double base = greedy_return(env, seed_a, &look);
   const double first = base;
   for (int step = 0; step < kPolishSteps; ++step) {
-    const std::vector<int32_t> table = m.sub;
+    std::vector<int32_t> table = m.sub;
     std::vector<int32_t> best_table;
     double best = -std::numeric_limits<double>::infinity();
     auto consider = [&](const std::vector<int32_t>& cand) {
@@ -253,35 +286,60 @@ int PPO::polish(Env& env) {
       if (r > best) best = r, best_table = cand;
       return r;
     };
-    // Singles (one kind, every entry it holds → f), ranked per kind; then both kinds → f.
-    std::vector<std::pair<double, int>> ranked[2];
-    for (int kind = 0; kind < 2; ++kind)
+    // Table t's singles (one kind, every entry it holds → f), ranked per kind; then both
+    // kinds → f. Table 0 applies at every step, table 1 + k where the conditions are key k's.
+    std::vector<std::array<std::vector<std::pair<double, int>>, 2>> ranked(1 + kPolishKeys);
+    // Table 0 substitutes the entries held; a key's table sets its kind's entry outright.
+    auto change = [&](std::vector<int32_t>& cand, int t, int kind, int f) {
+      return t == 0 ? substituted(cand, 0, look.held[kind], kind, f, K)
+                    : overridden(cand, t, kind, f, K);
+    };
+    auto singles = [&](int t) {
+      for (int kind = 0; kind < 2; ++kind)
+        for (int f = 0; f < K; ++f) {
+          std::vector<int32_t> cand = table;
+          if (look.allowed[2 * t + kind][f] && change(cand, t, kind, f))
+            ranked[t][kind].emplace_back(consider(cand), f);
+        }
       for (int f = 0; f < K; ++f) {
         std::vector<int32_t> cand = table;
-        if (look.allowed[kind][f] && substituted(cand, look.held[kind], kind, f, K))
-          ranked[kind].emplace_back(consider(cand), f);
+        if (!look.allowed[2 * t][f] || !look.allowed[2 * t + 1][f]) continue;
+        const bool a = change(cand, t, 0, f), b = change(cand, t, 1, f);
+        if (a || b) consider(cand);
       }
-    for (int f = 0; f < K; ++f) {
-      std::vector<int32_t> cand = table;
-      if (!look.allowed[0][f] || !look.allowed[1][f]) continue;
-      const bool a = substituted(cand, look.held[0], 0, f, K);
-      const bool b = substituted(cand, look.held[1], 1, f, K);
-      if (a && b) consider(cand);
-    }
-    // Pairs of the kinds' best singles, when no single gains.
-    if (!beats(best, base)) {
-      for (auto& r : ranked) {
+    };
+    // Table t's pairs of the kinds' best singles.
+    auto pairs = [&](int t) {
+      for (auto& r : ranked[t]) {
         std::sort(r.begin(), r.end(), std::greater<>());
         if (r.size() > kPolishPairs) r.resize(kPolishPairs);
       }
-      for (const auto& [r0, f] : ranked[0])
-        for (const auto& [r1, g] : ranked[1]) {
-          if (f == g) continue;  // both kinds → f: tried above
+      for (const auto& [r0, f] : ranked[t][0])
+        for (const auto& [r1, g] : ranked[t][1]) {
+          if (f == g) continue;  // both kinds → f: tried with the singles
           std::vector<int32_t> cand = table;
-          substituted(cand, look.held[0], 0, f, K);
-          substituted(cand, look.held[1], 1, g, K);
+          change(cand, t, 0, f);
+          change(cand, t, 1, g);
           consider(cand);
         }
+    };
+    singles(0);
+    if (!beats(best, base)) pairs(0);
+    // Then a table per condition, when nothing for all steps gains: singles, then pairs.
+    bool keyed = false;
+    if (!beats(best, base) && m.keys() == 0 && look.conditions.size() >= 2 &&
+        look.conditions.size() <= static_cast<size_t>(kPolishKeys)) {
+      m.sub = table;
+      m.set_keys(look.conditions);  // identity tables: the policy is unchanged
+      table = m.sub;
+      base = greedy_return(env, seed_a, &look);  // what each condition's steps held
+      ++episodes;
+    }
+    if (!beats(best, base) && m.keys() > 0) {
+      for (int t = 1; t <= m.keys(); ++t) singles(t);
+      if (!beats(best, base))
+        for (int t = 1; t <= m.keys(); ++t) pairs(t);
+      keyed = true;
     }
     m.sub = table;
     if (!beats(best, base)) break;
@@ -295,14 +353,15 @@ int PPO::polish(Env& env) {
     }
     base = greedy_return(env, seed_a, &look);
     ++episodes, ++kept;
+    kept_keyed += keyed;
   }
-  char line[200];
+  char line[240];
   std::snprintf(line, sizeof line,
-                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept, greedy "
-                "return %.2f -> %.2f (training seed)",
+                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept (%d for "
+                "one condition of %d), greedy return %.2f -> %.2f (training seed)",
                 m.updates, episodes,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kept,
-                kept == 1 ? "" : "s", first, base);
+                kept == 1 ? "" : "s", kept_keyed, m.keys(), first, base);
   notes_.push_back(line);
   return kept;
 }
@@ -349,7 +408,8 @@ uint64_t restart_seed(uint64_t seed, int restart) {
 namespace {
 
 // Version 2 adds the plan rows' flag to the header (version 1: no plan rows, 9 entries);
-// version 3 adds polish's substitution table ("sub"; earlier versions load with none).
+// version 3 adds polish's substitution tables ("sub", "sub_keys"; earlier versions load with
+// none).
 constexpr int64_t kCheckpointVersion = 3;
 
 template <typename T>
@@ -394,6 +454,7 @@ void PPO::save(const std::string& path) const {
   root.write("pending_value", torch::tensor({m.pending_value}));
   root.write("next_obs", vec_tensor(m.next_obs, torch::kFloat32));
   root.write("sub", vec_tensor(m.sub, torch::kInt32));
+  root.write("sub_keys", vec_tensor(m.key_values, torch::kFloat32));
   try {
     root.save_to(path);
   } catch (const c10::Error& e) {
@@ -455,12 +516,18 @@ void PPO::load(const std::string& path) {
     m.pending_logp = tensor_vec<float>(root, "pending_logp");
     m.pending_value = tensor_vec<float>(root, "pending_value").at(0);
     m.next_obs = tensor_vec<float>(root, "next_obs");
+    m.sub.assign(2 * static_cast<size_t>(m.catalog), 0);
     for (size_t i = 0; i < m.sub.size(); ++i) m.sub[i] = static_cast<int32_t>(i % m.catalog);
+    m.key_values.clear();
     if (h[0] >= 3) {
       std::vector<int32_t> sub = tensor_vec<int32_t>(root, "sub");
-      if (sub.size() != m.sub.size() ||
+      std::vector<float> keys = tensor_vec<float>(root, "sub_keys");
+      const size_t C = std::max<size_t>(1, m.cond_index.size());
+      const size_t tables = 1 + keys.size() / C;
+      if (keys.size() % C != 0 || sub.size() != 2 * static_cast<size_t>(m.catalog) * tables ||
           std::any_of(sub.begin(), sub.end(), [&](int32_t e) { return e < 0 || e >= m.catalog; }))
         throw std::runtime_error("ppo load: '" + path + "' has a damaged substitution table");
+      m.key_values = std::move(keys);
       m.sub = std::move(sub);
     }
   } catch (const c10::Error& e) {

@@ -104,6 +104,7 @@ ResetResult NormalizeReward::reset(std::optional<uint64_t> seed) {
   }
   const Figures& base = baseline_figures();
   r.info.scalars[baseline_key()] = base.latency;
+  first_step_s_ = base.latency * std::max(r.info.measurement.tokens, 1.0);
   return r;
 }
 
@@ -128,7 +129,10 @@ double NormalizeReward::normalize(const Measurement& m, const Figures& base) con
   const double tokens = std::max(m.tokens, 1.0);
   double sum = 0;
   if (weights_.latency > 0) {
-    sum += weights_.latency * ratio(base.latency, (m.step_latency_s + m.repartition_s) / tokens);
+    const double step_s = m.step_latency_s + m.repartition_s;
+    sum += weights_.latency * (weights_.latency_time_saved && first_step_s_ > 0
+                                   ? 1 + (base.latency * tokens - step_s) / first_step_s_
+                                   : ratio(base.latency, step_s / tokens));
   }
   if (weights_.memory > 0) sum += weights_.memory * ratio(base.memory, max_of(m.peak_memory_bytes));
   if (weights_.energy > 0) sum += weights_.energy * ratio(base.energy, m.energy_j / tokens);

@@ -89,6 +89,7 @@ class NormalizeReward : public Wrapper {
   RunContext key_;                 // conditions of the cached estimate (step ignored)
   RunContext now_;                 // the run's context, refilled at each step
   Figures base_;
+  double first_step_s_ = 0;  // Megatron-LM's step time at the episode's first step (time_saved)
 };
 
 // Receives every transition; implemented by datasets::TraceWriter.

@@ -61,12 +61,20 @@ PublishedRun parse_published(const YamlField& f) {
 }
 
 RewardSpec parse_reward(const YamlField& f) {
-  f.check_keys({"latency", "memory", "energy", "normalize"});
+  f.check_keys({"latency", "memory", "energy", "normalize", "latency_as"});
   RewardSpec r;
   if (auto x = f.optional("latency")) r.latency = x->as_double(0);
   if (auto x = f.optional("memory")) r.memory = x->as_double(0);
   if (auto x = f.optional("energy")) r.energy = x->as_double(0);
   if (auto x = f.optional("normalize")) r.normalize = x->as_bool();
+  if (auto x = f.optional("latency_as")) {
+    const std::string form = x->as_string();
+    if (form != "speedup" && form != "time_saved")
+      x->fail("must be speedup or time_saved, not '" + form + "'");
+    r.latency_time_saved = form == "time_saved";
+    if (r.latency_time_saved && !r.normalize)
+      x->fail("time_saved is a form of the normalised reward: needs normalize: true");
+  }
   if (r.latency + r.memory + r.energy <= 0) {
     f.fail("at least one of latency, memory, energy needs a weight above 0");
   }

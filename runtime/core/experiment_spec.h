@@ -23,6 +23,15 @@ struct RewardSpec {
   double memory = 0.0;   // peak memory of the fullest rank
   double energy = 0.0;   // energy per token
   bool normalize = true;
+  // How the normalised latency term weighs the steps (reward.latency_as):
+  //   speedup     Megatron-LM's time per token over the plan's, at each step: 1.0 = as fast.
+  //               The return then weighs every step alike, whatever its tokens.
+  //   time_saved  1 + (Megatron-LM's step time − the plan's) / Megatron-LM's step time at the
+  //               episode's first step: the return is then the episode's time saved against
+  //               Megatron-LM (plus N), so it orders policies as throughput does when the
+  //               tokens per step change within an episode (hetero-dynamic's sequence
+  //               lengths); with constant conditions the two order plans alike.
+  bool latency_time_saved = false;
 };
 
 struct AgentSpec {

@@ -435,6 +435,26 @@ TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
   EXPECT_NE(greedy_plans(before, spec, 7), greedy_plans(ppo, spec, 7));
 }
 
+TEST_F(PPOTest, PolishKeysTablesByConditionsAndCheckpointsThem) {
+  // A link drop halfway: two conditions, so a search whose substitutions for all steps stop
+  // gaining goes on to a table per condition; the keys and tables travel with the checkpoint.
+  ExperimentSpec spec = tiny_scenario();
+  test_specs::add_link_drop(spec, 8, "nvlink", 0.25);
+  VectorEnv envs = vector_env(spec, 2);
+  const std::string id = "ppo(rollout=16,hidden=16,polish=1)";
+  PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);
+  std::vector<std::string> notes;
+  ppo.train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
+    notes.insert(notes.end(), p.notes.begin(), p.notes.end());
+    return true;
+  });
+  ASSERT_EQ(notes.size(), 1u);
+  std::printf("%s\n", notes[0].c_str());
+  EXPECT_NE(notes[0].find("of 2)"), std::string::npos) << "two conditions, two keys";
+  std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
+  EXPECT_EQ(greedy_plans(*loaded, spec, 7), greedy_plans(ppo, spec, 7));
+}
+
 TEST_F(PPOTest, LearnsWithMaskedEntries) {
   // Device memory just above Megatron's needs: heavier entries are masked, so the policy's
   // distributions carry −inf logits through sampling, entropy and gradients.

@@ -66,6 +66,29 @@ TEST(NormalizeReward, MegatronScoresOneAndBetterPlansMore) {
   EXPECT_NEAR(settled.reward, 5.7e-3 / 9.8e-3, 1e-12);
 }
 
+TEST(NormalizeReward, TimeSavedCountsSecondsAgainstTheFirstStepsBaseline) {
+  // latency_as: time_saved: 1 + (Megatron-LM's step time − the plan's) / Megatron-LM's step
+  // time at the episode's first step, so the return is N plus the seconds saved in those
+  // units, and a step whose baseline is short weighs less.
+  ExperimentSpec spec = test_specs::tiny();
+  spec.reward.latency_time_saved = true;
+  NormalizeReward env(fake_env(spec), spec.reward, megatron(spec));
+  env.reset(0);
+  EXPECT_DOUBLE_EQ(env.step(Action(kB, kTp4)).reward, 1.0);
+  // FakeRun as above: tp1d(t=4) 5.7 ms, tp1d(t=2) 9.8 ms, a move of all four blocks 4 ms.
+  EXPECT_NEAR(env.step(Action(kB, kTp2)).reward, 1 + (5.7 - 9.8 - 4) / 5.7, 1e-9);
+  EXPECT_NEAR(env.step(Action(kB, kTp2)).reward, 1 + (5.7 - 9.8) / 5.7, 1e-9);
+  // A link drop lengthens Megatron-LM's step: the same plan's reward follows the seconds.
+  ExperimentSpec drop = spec;
+  test_specs::add_link_drop(drop, 1, "nvlink", 0.5);
+  FakeRun* run = nullptr;
+  NormalizeReward dropped(fake_env(drop, {}, &run), drop.reward, megatron(drop));
+  dropped.reset(0);
+  dropped.step(Action(kB, kTp4));
+  const double after = dropped.step(Action(kB, kTp4)).reward;
+  EXPECT_NEAR(after, 1.0, 1e-12) << "Megatron-LM's own plan saves nothing";
+}
+
 TEST(NormalizeReward, WeightsMixTheTerms) {
   ExperimentSpec spec = test_specs::tiny();
   spec.reward.latency = 1;

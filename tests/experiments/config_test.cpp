@@ -187,6 +187,17 @@ TEST(ConfigTest, AgentParametersAreCheckedAtLoad) {
   EXPECT_NE(error_for("megatron(plan=dp)").find("unknown parameter 'plan'"), std::string::npos);
   EXPECT_NE(error_for("oracle(x=1)").find("unknown parameter 'x'"), std::string::npos);
   EXPECT_EQ(error_for("static(plan=dp)"), "");
+  const std::string reward = "reward: {latency: 1.0, memory: 0.0, energy: 0.0, normalize: true}";
+  auto reward_error = [&](const std::string& to) {
+    return edit_error(experiments("quickstart.yaml"), reward, to);
+  };
+  EXPECT_EQ(reward_error("reward: {latency: 1.0, latency_as: time_saved}"), "");
+  EXPECT_NE(reward_error("reward: {latency: 1.0, latency_as: seconds}")
+                .find("must be speedup or time_saved, not 'seconds'"),
+            std::string::npos);
+  EXPECT_NE(reward_error("reward: {latency: 1.0, normalize: false, latency_as: time_saved}")
+                .find("needs normalize: true"),
+            std::string::npos);
   EXPECT_EQ(error_for("anneal(decay=0.9,scope=kind)"), "");
 }
 
