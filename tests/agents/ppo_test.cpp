@@ -407,6 +407,18 @@ std::vector<Action> greedy_plans(Agent& agent, const ExperimentSpec& spec, uint6
   return plans;
 }
 
+// Trains `ppo` for one update (2 envs × 16 steps) and returns the notes of its progress
+// (polish's searches), printed.
+std::vector<std::string> one_update_of_two_envs(PPO& ppo, VectorEnv& envs) {
+  std::vector<std::string> notes;
+  ppo.train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
+    notes.insert(notes.end(), p.notes.begin(), p.notes.end());
+    return true;
+  });
+  for (const std::string& n : notes) std::printf("%s\n", n.c_str());
+  return notes;
+}
+
 TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
   // One update (the policy has hardly moved: its greedy plan is Megatron-LM's), then a search.
   // The tiny scenario has plans better than Megatron-LM's, so a substitution must be kept,
@@ -416,13 +428,8 @@ TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
   const std::string id = "ppo(rollout=16,hidden=16,polish=1)";
   PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);
   PPO before(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);  // the same, unpolished
-  std::vector<std::string> notes;
-  ppo.train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
-    notes.insert(notes.end(), p.notes.begin(), p.notes.end());
-    return true;
-  });
+  const std::vector<std::string> notes = one_update_of_two_envs(ppo, envs);
   ASSERT_EQ(notes.size(), 1u);
-  std::printf("%s\n", notes[0].c_str());
   EXPECT_NE(notes[0].find("polish after update 1"), std::string::npos);
   EXPECT_EQ(notes[0].find(" 0 substitutions kept"), std::string::npos) << notes[0];
   EXPECT_GT(greedy_return(ppo, spec), greedy_return(before, spec) + 1e-3);
@@ -443,13 +450,8 @@ TEST_F(PPOTest, PolishKeysTablesByConditionsAndCheckpointsThem) {
   VectorEnv envs = vector_env(spec, 2);
   const std::string id = "ppo(rollout=16,hidden=16,polish=1)";
   PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);
-  std::vector<std::string> notes;
-  ppo.train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
-    notes.insert(notes.end(), p.notes.begin(), p.notes.end());
-    return true;
-  });
+  const std::vector<std::string> notes = one_update_of_two_envs(ppo, envs);
   ASSERT_EQ(notes.size(), 1u);
-  std::printf("%s\n", notes[0].c_str());
   EXPECT_NE(notes[0].find("of 2)"), std::string::npos) << "two conditions, two keys";
   std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
   EXPECT_EQ(greedy_plans(*loaded, spec, 7), greedy_plans(ppo, spec, 7));
