@@ -229,12 +229,13 @@ constexpr int kPolishPairs = 8;
 // conditions (scenario phases, sequence lengths); more would be one per step.
 constexpr int kPolishKeys = 8;
 
-// Table t of `sub` (2 kinds × K) with every entry that kind's blocks held (held) replaced by
-// f, wherever a decoded entry maps to it; false when nothing changes.
-bool substituted(std::vector<int32_t>& sub, int t, const std::vector<uint8_t>& held, int kind,
-                 int f, int K) {
+// Table 0 of `sub` (2 kinds × K, the table for every step) with every entry that kind's
+// blocks held (held) replaced by f, wherever a decoded entry maps to it; false when nothing
+// changes.
+bool substituted(std::vector<int32_t>& sub, const std::vector<uint8_t>& held, int kind, int f,
+                 int K) {
   bool changed = false;
-  int32_t* row = sub.data() + (static_cast<size_t>(t) * 2 + kind) * K;
+  int32_t* row = sub.data() + static_cast<size_t>(kind) * K;
   for (int e = 0; e < K; ++e) {
     if (!held[e] || e == f) continue;
     for (int s = 0; s < K; ++s)
@@ -291,7 +292,7 @@ int PPO::polish(Env& env) {
     std::vector<std::array<std::vector<std::pair<double, int>>, 2>> ranked(1 + kPolishKeys);
     // Table 0 substitutes the entries held; a key's table sets its kind's entry outright.
     auto change = [&](std::vector<int32_t>& cand, int t, int kind, int f) {
-      return t == 0 ? substituted(cand, 0, look.held[kind], kind, f, K)
+      return t == 0 ? substituted(cand, look.held[kind], kind, f, K)
                     : overridden(cand, t, kind, f, K);
     };
     auto singles = [&](int t) {
