@@ -44,7 +44,7 @@ struct PPO::Impl {
   // of that kind takes in evaluation when decoding gives e (identity: none). Table 0 applies
   // at every step, then table 1 + k at steps whose conditions are nearest key k's.
   std::vector<int32_t> sub;
-X
+  std::vector<float> key_values;    // keys() × conditions' size
   std::vector<int64_t> cond_index;  // where the conditions are in the observation
   int keys() const {
     return cond_index.empty() ? 0 : static_cast<int>(key_values.size() / cond_index.size());
