@@ -356,13 +356,17 @@ int PPO::polish(Env& env) {
     ++episodes, ++kept;
     kept_keyed += keyed;
   }
+  char keyed_part[80] = "";
+  if (m.keys() > 0)
+    std::snprintf(keyed_part, sizeof keyed_part, " (%d of them for one of %d conditions)",
+                  kept_keyed, m.keys());
   char line[240];
   std::snprintf(line, sizeof line,
-                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept (%d for "
-                "one condition of %d), greedy return %.2f -> %.2f (training seed)",
+                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept%s, greedy "
+                "return %.2f -> %.2f (training seed)",
                 m.updates, episodes,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kept,
-                kept == 1 ? "" : "s", kept_keyed, m.keys(), first, base);
+                kept == 1 ? "" : "s", keyed_part, first, base);
   notes_.push_back(line);
   return kept;
 }
