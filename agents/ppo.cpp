@@ -28,18 +28,7 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (blocks <= 0 || catalog <= 0)
     throw std::invalid_argument("ppo: the env spec has no blocks or an empty catalog");
   polish_next = polish_wait = cfg.polish;
-  // The conditions among the globals (partition_env.h): sequence factor, compute slowdown,
-  // the link classes (up to the pipeline part).
-  {
-    const int64_t g0 = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
-    const int64_t globals_n =
-        spec.observation_space.shape.empty() ? 0 : spec.observation_space.shape[0] - g0;
-    for (int64_t i : {2, 3}) cond_index.push_back(g0 + i);
-    for (int64_t i = PartitionEnv::kGlobalFixed; i < globals_n - moves; ++i)
-      cond_index.push_back(g0 + i);
-  }
-  sub.resize(2 * static_cast<size_t>(catalog));
-  for (size_t i = 0; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);  // identity
+  clear_tables();
   if (spec.observation_space.shape.size() != 1)
     throw std::invalid_argument("ppo: needs a flat observation (PartitionEnv layout)");
   obs_dim = static_cast<int>(spec.observation_space.shape[0]);
@@ -48,6 +37,12 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (globals < PartitionEnv::kGlobalFixed)
     throw std::invalid_argument("ppo: observation of " + std::to_string(obs_dim) +
                                 " values is too short for " + std::to_string(blocks) + " blocks");
+  // Polish's conditions among the globals (partition_env.h): sequence factor, compute
+  // slowdown, the link classes (up to the pipeline part).
+  const int64_t g0 = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
+  for (int64_t i : {2, 3}) cond_index.push_back(g0 + i);
+  for (int64_t i = PartitionEnv::kGlobalFixed; i < globals - moves; ++i)
+    cond_index.push_back(g0 + i);
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
                               cfg.keep, moves, cfg.plan ? cfg.plan_p : 0.0);
@@ -93,10 +88,17 @@ std::vector<float> PPO::Impl::conditions(const float* obs) const {
   return c;
 }
 
+namespace {
+
+// |log(a / b)| of two non-negative conditions (the observation's entries are ≥ 0).
+double log_distance(double a, double b) { return std::abs(std::log((a + 1e-6) / (b + 1e-6))); }
+
+}  // namespace
+
 bool PPO::Impl::same_conditions(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return false;
   for (size_t j = 0; j < a.size(); ++j)
-    if (!(std::abs(std::log((a[j] + 1e-6) / (b[j] + 1e-6))) < 0.1)) return false;
+    if (!(log_distance(a[j], b[j]) < 0.1)) return false;
   return true;
 }
 
@@ -107,8 +109,7 @@ int PPO::Impl::nearest_key(const float* obs) const {
   double best_d = std::numeric_limits<double>::infinity();
   for (int k = 0; k < n; ++k) {
     double d = 0;
-    for (size_t j = 0; j < C; ++j)
-      d += std::abs(std::log((obs[cond_index[j]] + 1e-6) / (key_values[k * C + j] + 1e-6)));
+    for (size_t j = 0; j < C; ++j) d += log_distance(obs[cond_index[j]], key_values[k * C + j]);
     if (d < best_d) best_d = d, best = k;
   }
   return best;
@@ -117,9 +118,14 @@ int PPO::Impl::nearest_key(const float* obs) const {
 void PPO::Impl::set_keys(const std::vector<std::vector<float>>& conds) {
   key_values.clear();
   for (const auto& c : conds) key_values.insert(key_values.end(), c.begin(), c.end());
-  const size_t table = 2 * static_cast<size_t>(catalog);
+  const size_t table = 2 * static_cast<size_t>(catalog), kept = std::min(sub.size(), table);
   sub.resize(table * (1 + conds.size()));
-  for (size_t i = table; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);
+  for (size_t i = kept; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);
+}
+
+void PPO::Impl::clear_tables() {
+  sub.clear();
+  set_keys({});
 }
 
 std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,

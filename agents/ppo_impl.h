@@ -62,6 +62,8 @@ struct PPO::Impl {
   int nearest_key(const float* obs) const;
   // Keys for these conditions, each with an identity table (table 0 stays as it is).
   void set_keys(const std::vector<std::vector<float>>& conditions);
+  // No keys, and table 0 the identity.
+  void clear_tables();
   // The update after which the next search runs, and the wait before it (polish updates;
   // doubled after a search that keeps nothing).
   int polish_next = 0, polish_wait = 0;

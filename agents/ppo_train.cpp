@@ -521,9 +521,7 @@ void PPO::load(const std::string& path) {
     m.pending_logp = tensor_vec<float>(root, "pending_logp");
     m.pending_value = tensor_vec<float>(root, "pending_value").at(0);
     m.next_obs = tensor_vec<float>(root, "next_obs");
-    m.sub.assign(2 * static_cast<size_t>(m.catalog), 0);
-    for (size_t i = 0; i < m.sub.size(); ++i) m.sub[i] = static_cast<int32_t>(i % m.catalog);
-    m.key_values.clear();
+    m.clear_tables();
     if (h[0] >= 3) {
       std::vector<int32_t> sub = tensor_vec<int32_t>(root, "sub");
       std::vector<float> keys = tensor_vec<float>(root, "sub_keys");
