@@ -28,6 +28,7 @@ struct LiveMeasureOptions {
   std::function<void(const std::string&)> progress;  // one line per plan; may be empty
   int mixed_plans = 24;  // calibrate: random plans after the uniform ones (see calibrate_live)
   int passes = 3;        // calibrate: passes over the uniform plans (the table's median)
+  bool drift_reference = true;  // calibrate: a reference plan beside each plan (calibrate_live)
 };
 
 // `config` must name the live env. Throws BadInput-like std::invalid_argument on a config that

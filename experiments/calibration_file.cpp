@@ -53,7 +53,8 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << ", threads_per_rank: " << c.threads_per_rank << "}\n"
     << "measurement: {plans: " << c.plans << ", warmup: " << c.warmup
     << ", iterations: " << c.iterations << ", passes: " << c.passes
-    << ", statistic: median}\n"
+    << ", statistic: median, drift_reference: " << quoted(c.drift_reference)
+    << ", drift_spread: " << num(c.drift_spread) << "}\n"
     << "# Fitted physical model, used for blocks the table below does not hold.\n"
     << "device: {name: " << quoted(c.device_name) << ", peak_flops: " << num(c.peak_flops)
     << ", memory_bw: " << num(c.memory_bw) << ", fit_error: " << num(c.compute_fit_error)
@@ -135,12 +136,15 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   c.ranks = live.child("ranks").as_int(1, ClusterSpec::kMaxGpus);
   if (auto f = live.optional("threads_per_rank")) c.threads_per_rank = f->as_int(0);
   if (auto m = root.optional("measurement")) {
-    m->check_keys({"plans", "warmup", "iterations", "passes", "statistic"});
+    m->check_keys({"plans", "warmup", "iterations", "passes", "statistic", "drift_reference",
+                   "drift_spread"});
     if (auto f = m->optional("plans")) c.plans = f->as_int(0);
     if (auto f = m->optional("warmup")) c.warmup = f->as_int(0);
     if (auto f = m->optional("iterations")) c.iterations = f->as_int(0);
     if (auto f = m->optional("passes")) c.passes = f->as_int(1, 100);
     if (auto f = m->optional("statistic")) f->as_choice({"median"});
+    if (auto f = m->optional("drift_reference")) c.drift_reference = f->as_string();
+    if (auto f = m->optional("drift_spread")) c.drift_spread = f->as_double(0, 100);
   }
   YamlField dev = root.child("device");
   dev.check_keys({"name", "peak_flops", "memory_bw", "fit_error"});

@@ -2,39 +2,45 @@
 # Sim-to-real (docs/simulator-fidelity.md, "Sim-to-real"): PPO trained only on the calibrated
 # simulator of the live cluster, then evaluated on the live run with the simulator's predicted
 # gain over Megatron-LM beside the measured one.
-#   scripts/sim_to_real.sh [--seeds "0 1 2"] [--steps N] [--out DIR] [--agent ID] [--calibration F]
+#   scripts/sim_to_real.sh [--seeds "0 1 2"] [--eval-seeds 0,1,2,3,4,5] [--steps N] [--out DIR]
+#                          [--agent ID] [--calibration F]
 # First calibrates the simulator on the live run as it is now (`shardgym calibrate
-# experiments/fidelity/live-threads-4.yaml --passes 3` into DIR/calib.yaml; --calibration F uses
+# experiments/fidelity/live-threads-4.yaml --passes 3 --warmup 8` into DIR/calib.yaml: 8 warm-up
+# iterations after each plan change, the eval's steady state; --calibration F uses
 # F instead), then trains on experiments/fidelity/sim-threads-4.yaml with that calibration
 # (DIR/sim.yaml) and evaluates on experiments/fidelity/live-threads-4.yaml. Writes DIR/seedS/
-# (checkpoint and training trace) and DIR/eval-S.txt (DIR: runs/s2r). Calibration and evaluation
+# (checkpoint and training trace) and DIR/eval-S.txt (DIR: runs/s2r); each policy is evaluated
+# on every --eval-seeds seed for --steps steps (default 6 × 30). Calibration and evaluation
 # run under `chrt -f 10` when it is allowed (see docs/simulator-fidelity.md on scheduling).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-seeds="0 1 2" steps=20 out=runs/s2r agent="ppo(ent=0.03)" calibration=""
+seeds="0 1 2" eval_seeds=0,1,2,3,4,5 steps=30 out=runs/s2r agent="ppo(ent=0.03)" calibration=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
+    --eval-seeds) eval_seeds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --agent) agent=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sim_to_real.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
 bin=${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym
 [[ -x $bin ]] || { echo "sim_to_real.sh: $bin not built (scripts/build.sh)" >&2; exit 1; }
 rt=()
-if chrt -f 10 true 2>/dev/null; then rt=(chrt -f 10); fi
+# At SCHED_FIFO a spinning thread is never preempted by its peers (docs/simulator-fidelity.md,
+# "A hazard of chrt -f"): a bound on each live command ends such a run with an error.
+if chrt -f 10 true 2>/dev/null; then rt=(timeout 900 chrt -f 10); fi
 mkdir -p "$out"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); evaluation ${rt[*]:-without chrt}"
 if [[ -z $calibration ]]; then
   calibration=$out/calib.yaml
   echo "== calibrate the simulator on the live run (3 passes over the uniform plans)"
   "${rt[@]}" "$bin" calibrate experiments/fidelity/live-threads-4.yaml --out "$calibration" \
-    --passes 3 > "$out/calibrate.log" 2>&1 || { tail -5 "$out/calibrate.log"; exit 1; }
+    --passes 3 --warmup 8 > "$out/calibrate.log" 2>&1 || { tail -5 "$out/calibrate.log"; exit 1; }
 fi
 [[ -f $calibration ]] || { echo "sim_to_real.sh: no calibration file $calibration" >&2; exit 1; }
 # The simulator config with this calibration (an absolute path: the copy lives in DIR).
@@ -50,7 +56,7 @@ for s in $seeds; do
   echo "== seed $s: evaluate on the live run"
   "${rt[@]}" "$bin" eval experiments/fidelity/live-threads-4.yaml --agent "$agent" \
     --checkpoint "$out/seed$s/agent.ckpt" --predicted-by "$sim" \
-    --seeds 0,1,2 --steps "$steps" | tee "$out/eval-$s.txt"
+    --seeds "$eval_seeds" --steps "$steps" | tee "$out/eval-$s.txt"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 grep -H "gain over megatron" "$out"/eval-*.txt

@@ -56,6 +56,7 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
 struct CalibrateArgs {
   std::string config, out;
   int warmup = 2, iterations = 5, mixed_plans = 24, passes = 3;
+  bool no_drift_reference = false;
   uint64_t seed = 0;
   std::string command_line;
 };

@@ -108,6 +108,7 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   LiveMeasureOptions o = measure_options(args.warmup, args.iterations, args.seed, err);
   o.mixed_plans = args.mixed_plans;
   o.passes = args.passes;
+  o.drift_reference = !args.no_drift_reference;
   CalibrationFile c;
   try {
     c = calibrate_live(args.config, o, args.command_line);

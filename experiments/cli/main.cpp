@@ -202,6 +202,10 @@ int main(int argc, char** argv) {
                         "the passes (default 3: one pass is a single window of the machine's "
                         "time, and this machine drifts by 5-10 % from one minute to the next)")
       ->check(CLI::Range(1, 100));
+  calibrate->add_flag("--no-drift-reference", calibrate_args.no_drift_reference,
+                      "Do not measure the reference plan (the first uniform plan) beside every "
+                      "plan; by default each plan's times are divided by the machine's speed "
+                      "factor the reference measured around it");
   calibrate->add_option("--seed", calibrate_args.seed, "Seed of the run");
   for (int i = 0; i < argc; ++i)
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);

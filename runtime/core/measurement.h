@@ -20,9 +20,15 @@ struct Measurement {
   double energy_j = 0;              // whole world, iteration + repartition
   double tokens = 0;                // tokens trained in the iteration
   double loss = 0;                  // live runs: training loss; sim: 0
-  std::vector<double> block_fwd_s;  // B: per-block forward compute (slowest rank)
-  std::vector<double> block_bwd_s;  // B: per-block backward compute (slowest rank)
+  // Per block, of the rank whose block took longest (live runs: the three figures are that
+  // rank's, so they add up to its time in the block).
+  std::vector<double> block_fwd_s;  // B: per-block forward compute
+  std::vector<double> block_bwd_s;  // B: per-block backward compute
   std::vector<double> block_comm_s; // B: per-block exposed communication
+  // The optimizer step (clipping and the update of every parameter the rank holds, the
+  // embedding and LM head included), slowest rank; live runs measure it, the simulator
+  // leaves 0 (its optimizer time is inside the blocks' and the per-step overhead's).
+  double optimizer_s = 0;
   std::vector<double> peak_memory_bytes;  // P: peak per rank
   // Live runs with live.iterations > 1: iterations measured for this step (figures above are
   // their medians) and (p90 − p10) / median of their step latencies; 1 and 0 otherwise.

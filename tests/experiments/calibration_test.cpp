@@ -37,6 +37,8 @@ CalibrationFile sample() {
   c.warmup = 2;
   c.iterations = 5;
   c.passes = 3;
+  c.drift_reference = "uniform:dp";
+  c.drift_spread = 0.1234567890123456;
   c.plans = 3;
   c.device_name = "cpu-core";
   c.peak_flops = 1.0 / 3.0 * 1e11;
@@ -76,6 +78,8 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.cpu, c.cpu);
   EXPECT_EQ(r.ranks, c.ranks);
   EXPECT_EQ(r.passes, c.passes);
+  EXPECT_EQ(r.drift_reference, c.drift_reference);
+  EXPECT_EQ(r.drift_spread, c.drift_spread);
   EXPECT_EQ(r.peak_flops, c.peak_flops);
   EXPECT_EQ(r.memory_bw, c.memory_bw);
   EXPECT_EQ(r.link_latency_s, c.link_latency_s);

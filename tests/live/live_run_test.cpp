@@ -218,6 +218,19 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
   expect_rejects(s, "launch = threads");
 }
 
+// A rank's report carries the optimizer step's time to the driver (rank processes send it as
+// text), exactly.
+TEST(LiveRun, RankReportsCarryTheOptimizerStepsTime) {
+  RankReport r;
+  r.fwd_s = {1e-3, 2e-3};
+  r.bwd_s = {3e-3, 4e-3};
+  r.comm_s = {5e-4, 6e-4};
+  r.optimizer_s = 0.0021234567890123456;
+  const RankReport back = RankReport::parse(r.serialize());
+  EXPECT_EQ(back.optimizer_s, r.optimizer_s);
+  EXPECT_EQ(back.comm_s, r.comm_s);
+}
+
 // Micro-batches travel in the step command. An m that no plan can take (it must divide each
 // rank's G/P sequences) is refused by the setter; one whose micro-batch a block's chunks
 // cannot split fails that step before any rank sees it, and the mask leaves that strategy

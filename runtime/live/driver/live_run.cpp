@@ -266,6 +266,7 @@ Measurement LiveRun::step(const Plan& plan) {
   m.repartition_peak_bytes = first.repartition_peak_bytes;
   m.step_latency_s = median_of([](const Measurement& r) { return r.step_latency_s; });
   m.energy_j = median_of([](const Measurement& r) { return r.energy_j; });
+  m.optimizer_s = median_of([](const Measurement& r) { return r.optimizer_s; });
   for (size_t b = 0; b < m.block_fwd_s.size(); ++b) {
     m.block_fwd_s[b] = median_of([b](const Measurement& r) { return r.block_fwd_s[b]; });
     m.block_bwd_s[b] = median_of([b](const Measurement& r) { return r.block_bwd_s[b]; });
@@ -315,10 +316,17 @@ Measurement LiveRun::iterate(const Plan& plan) {
     m.repartition_peak_bytes = std::max(m.repartition_peak_bytes, r.repartition_peak_bytes);
     m.peak_memory_bytes.push_back(r.peak_bytes);
     busy.push_back(r.busy_s);
+    m.optimizer_s = std::max(m.optimizer_s, r.optimizer_s);
+    // Per block, the split of the rank whose block took longest (compute and waits together),
+    // not each part's maximum over the ranks: the rank that computes longest waits least, and
+    // the parts' separate maxima add up to more than any one rank spent in the block.
     for (int b = 0; b < blocks && b < static_cast<int>(r.fwd_s.size()); ++b) {
-      m.block_fwd_s[b] = std::max(m.block_fwd_s[b], r.fwd_s[b]);
-      m.block_bwd_s[b] = std::max(m.block_bwd_s[b], r.bwd_s[b]);
-      m.block_comm_s[b] = std::max(m.block_comm_s[b], r.comm_s[b]);
+      const double total = r.fwd_s[b] + r.bwd_s[b] + r.comm_s[b];
+      if (total > m.block_fwd_s[b] + m.block_bwd_s[b] + m.block_comm_s[b]) {
+        m.block_fwd_s[b] = r.fwd_s[b];
+        m.block_bwd_s[b] = r.bwd_s[b];
+        m.block_comm_s[b] = r.comm_s[b];
+      }
     }
   }
   m.loss = reports.front().loss;

@@ -215,6 +215,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
         rep.fwd_s = times.fwd_s;
         rep.bwd_s = times.bwd_s;
         rep.comm_s = times.comm_s;
+        rep.optimizer_s = times.optimizer_s;
       } else {
         const text::TokenBatch b = text::sequential_batch(corpus, text::Split::kValidation,
                                                           global_batch, model.seq, cmd.eval_index);

@@ -227,6 +227,7 @@ std::string RankReport::serialize() const {
   put(o, "fwd_s", nums(fwd_s));
   put(o, "bwd_s", nums(bwd_s));
   put(o, "comm_s", nums(comm_s));
+  put(o, "optimizer_s", num(optimizer_s));
   return o.str();
 }
 
@@ -248,6 +249,7 @@ RankReport RankReport::parse(const std::string& text) {
   r.fwd_s = f.dbls("fwd_s");
   r.bwd_s = f.dbls("bwd_s");
   r.comm_s = f.dbls("comm_s");
+  r.optimizer_s = f.dbl("optimizer_s");
   return r;
 }
 

@@ -89,6 +89,7 @@ struct RankReport {
   double busy_s = 0;      // thread CPU time of the command
   double peak_bytes = 0;  // allocator peak during the command
   std::vector<double> fwd_s, bwd_s, comm_s;
+  double optimizer_s = 0;  // the step's optimizer step (BlockTimes::optimizer_s)
 
   std::string serialize() const;
   static RankReport parse(const std::string& text);

@@ -180,8 +180,10 @@ void RankTrainer::optimizer_step() {
 double RankTrainer::train_step(const at::Tensor& tokens, const at::Tensor& targets,
                                BlockTimes* times, int micro_batches) {
   const double loss = forward_backward(tokens, targets, times, micro_batches);
+  const double t0 = times ? now_s(state_->options.device) : 0;
   optimizer_step();
   synchronize(state_->options.device);  // the step ends when its GPU work has
+  if (times) times->optimizer_s = now_s(state_->options.device) - t0;
   return loss;
 }
 

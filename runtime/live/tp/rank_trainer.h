@@ -56,8 +56,11 @@ struct TrainerOptions {
 // share of the backward (recomputation and gradient all-reduce included) minus the time spent
 // waiting in collectives and point-to-point transfers; comm_s is that waiting time, forward
 // and backward. fwd_s + bwd_s + comm_s is the block's whole wall clock on this rank.
+// optimizer_s: wall clock of train_step's optimizer step (global-norm clipping, its
+// all-reduce, AdamW on every local shard); 0 from forward_backward alone.
 struct BlockTimes {
   std::vector<double> fwd_s, bwd_s, comm_s;
+  double optimizer_s = 0;
 };
 
 struct RepartitionStats {
