@@ -38,7 +38,7 @@ mkdir -p "$out"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); evaluation ${rt[*]:-without chrt}"
 if [[ -z $calibration ]]; then
   calibration=$out/calib.yaml
-  echo "== calibrate the simulator on the live run (3 passes over the uniform plans)"
+  echo "== calibrate the simulator on the live run (3 passes over the uniform plans, 8 warm-up iterations)"
   "${rt[@]}" "$bin" calibrate experiments/fidelity/live-threads-4.yaml --out "$calibration" \
     --passes 3 --warmup 8 > "$out/calibrate.log" 2>&1 || { tail -5 "$out/calibrate.log"; exit 1; }
 fi
