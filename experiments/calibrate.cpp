@@ -390,7 +390,15 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   ref_o.warmup = 1, ref_o.iterations = 3;
   auto step = [&run](const Plan& p) { return run.step(p); };
   std::vector<double> ref_s;
-  if (o.drift_reference) ref_s.push_back(measure(step, reference, ref_o).step_s);
+  if (o.drift_reference) {
+    ref_s.push_back(measure(step, reference, ref_o).step_s);
+    if (o.progress) {
+      std::ostringstream line;
+      line << "drift reference before the first plan: " << std::fixed << std::setprecision(2)
+           << ref_s.back() * 1e3 << " ms";
+      o.progress(line.str());
+    }
+  }
   Plan held = reference;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
@@ -409,7 +417,8 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
            << std::setprecision(0) << 100 * s.spread << " %)";
       if (s.optimizer_s > 0)
         line << ", optimizer step " << std::setprecision(2) << s.optimizer_s * 1e3 << " ms";
-      if (o.drift_reference) line << ", reference " << ref_s.back() * 1e3 << " ms";
+      if (o.drift_reference)
+        line << ", reference " << std::setprecision(2) << ref_s.back() * 1e3 << " ms";
       o.progress(line.str());
     }
   }

@@ -5,7 +5,11 @@ calibrate measures every uniform plan (one catalog strategy on every block) in e
 passes and prints one progress line per plan ("[i/N] uniform:S: step X ms ..."). This script
 takes the median of each plan's passes from that log, prices the same plan with
 `shardgym cost SIMCONFIG --plan uniform:S --json`, and prints both with the relative error
-(docs/simulator-fidelity.md, "Sim-to-real": where the predicted gains go wrong).
+(docs/simulator-fidelity.md, "Sim-to-real": where the predicted gains go wrong). Where the
+calibration measured a drift reference (its lines end in "reference R ms"), each plan's step is
+divided by the speed factor calibrate used (the mean of the references around it over their
+median), so the live column is what the simulator was fitted to; the last line gives the
+passes' median disagreement before and after that division.
 
     scripts/uniform_plan_errors.py runs/s2r6/calibrate.log runs/s2r6/sim.yaml
 """
@@ -29,9 +33,19 @@ def main():
         text = open(a.log).read()
     except OSError as e:
         sys.exit(f"uniform_plan_errors.py: {e}")
-    steps = {}
-    for m in re.finditer(r"\[\d+/\d+\] (uniform:\S+): step ([\d.]+) ms", text):
-        steps.setdefault(m.group(1), []).append(float(m.group(2)))
+    lines = re.findall(r"\[\d+/\d+\] (\S+): step ([\d.]+) ms[^\n]*?(?:reference ([\d.]+) ms)?$",
+                       text, re.M)
+    first = re.search(r"drift reference before the first plan: ([\d.]+) ms", text)
+    factors = [1.0] * len(lines)
+    if first and lines and all(r for _, _, r in lines):
+        refs = [float(first.group(1))] + [float(r) for _, _, r in lines]
+        typical = statistics.median(refs)
+        factors = [(refs[i] + refs[i + 1]) / 2 / typical for i in range(len(lines))]
+    steps, raw = {}, {}
+    for (plan, step, _), f in zip(lines, factors):
+        if plan.startswith("uniform:"):
+            steps.setdefault(plan, []).append(float(step) / f)
+            raw.setdefault(plan, []).append(float(step))
     if not steps:
         sys.exit(f"uniform_plan_errors.py: no uniform plan's progress line in {a.log}")
     errors = []
@@ -49,6 +63,14 @@ def main():
     print(f"{len(errors)} uniform plans: median |error| "
           f"{100 * statistics.median(abs(e) for e in errors):.1f} %, largest "
           f"{100 * max(abs(e) for e in errors):.1f} %")
+
+    def disagreement(by_plan):
+        d = [abs(x[k + 1] / x[k] - 1) for x in by_plan.values() for k in range(len(x) - 1)]
+        return 100 * statistics.median(d) if d else float("nan")
+    line = f"passes' median disagreement: {disagreement(raw):.1f} % as measured"
+    if factors != [1.0] * len(lines):
+        line += f", {disagreement(steps):.1f} % divided by the drift reference"
+    print(line)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,7 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
     times->fwd_s.assign(B, 0.0);
     times->bwd_s.assign(B, 0.0);
     times->comm_s.assign(B, 0.0);
+    times->optimizer_s = 0;  // train_step times it after this
   }
   for (LocalParam* p : st.all_params()) p->value.mutable_grad() = at::Tensor();
   // Every micro-batch's backward adds into the same .grad leaves (autograd accumulates).
