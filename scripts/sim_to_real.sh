@@ -5,13 +5,14 @@
 #   scripts/sim_to_real.sh [--seeds "0 1 2"] [--eval-seeds 0,1,2,3,4,5] [--steps N] [--out DIR]
 #                          [--agent ID] [--calibration F]
 # First calibrates the simulator on the live run as it is now (`shardgym calibrate
-# experiments/fidelity/live-threads-4.yaml --passes 3 --warmup 8` into DIR/calib.yaml: 8 warm-up
-# iterations after each plan change, the eval's steady state; --calibration F uses
-# F instead), then trains on experiments/fidelity/sim-threads-4.yaml with that calibration
-# (DIR/sim.yaml) and evaluates on experiments/fidelity/live-threads-4.yaml. Writes DIR/seedS/
-# (checkpoint and training trace) and DIR/eval-S.txt (DIR: runs/s2r); each policy is evaluated
-# on every --eval-seeds seed for --steps steps (default 6 × 30). Calibration and evaluation
-# run under `chrt -f 10` when it is allowed (see docs/simulator-fidelity.md on scheduling).
+# experiments/fidelity/live-threads-4.yaml --passes 3 --warmup 8 --iterations 20` into
+# DIR/calib.yaml: 8 warm-up iterations after each plan change, the eval's steady state, and
+# windows of 20 iterations; every rank's figures go to DIR/rank-reports.jsonl, for
+# scripts/rank_decomposition.py; --calibration F uses F instead), then trains on
+# experiments/fidelity/sim-threads-4.yaml with that calibration (DIR/sim.yaml) and evaluates
+# on experiments/fidelity/live-threads-4.yaml. Writes DIR/seedS/ (checkpoint and training
+# trace) and DIR/eval-S.txt (DIR: runs/s2r); each policy is evaluated on every --eval-seeds
+# seed for --steps steps (default 6 × 30). Calibration and evaluation run under `chrt -f 10` when it is allowed (see docs/simulator-fidelity.md on scheduling).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --agent) agent=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sim_to_real.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -38,9 +39,11 @@ mkdir -p "$out"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); evaluation ${rt[*]:-without chrt}"
 if [[ -z $calibration ]]; then
   calibration=$out/calib.yaml
-  echo "== calibrate the simulator on the live run (3 passes over the uniform plans, 8 warm-up iterations)"
-  "${rt[@]}" "$bin" calibrate experiments/fidelity/live-threads-4.yaml --out "$calibration" \
-    --passes 3 --warmup 8 > "$out/calibrate.log" 2>&1 || { tail -5 "$out/calibrate.log"; exit 1; }
+  echo "== calibrate the simulator on the live run (3 passes, 8 warm-up and 20 measured iterations per plan)"
+  rm -f "$out/rank-reports.jsonl"
+  SHARDGYM_RANK_REPORTS=$out/rank-reports.jsonl "${rt[@]}" "$bin" calibrate \
+    experiments/fidelity/live-threads-4.yaml --out "$calibration" --passes 3 --warmup 8 \
+    --iterations 20 > "$out/calibrate.log" 2>&1 || { tail -5 "$out/calibrate.log"; exit 1; }
 fi
 [[ -f $calibration ]] || { echo "sim_to_real.sh: no calibration file $calibration" >&2; exit 1; }
 # The simulator config with this calibration (an absolute path: the copy lives in DIR).

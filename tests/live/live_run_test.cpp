@@ -46,10 +46,16 @@ TEST(LiveRun, TrainsMeasuresAndRepartitionsBetweenSteps) {
     ASSERT_EQ(m.block_fwd_s.size(), size_t(blocks));
     ASSERT_EQ(m.block_bwd_s.size(), size_t(blocks));
     ASSERT_EQ(m.block_comm_s.size(), size_t(blocks));
+    double inside = m.optimizer_s;
     for (int k = 0; k < blocks; ++k) {
       EXPECT_GT(m.block_fwd_s[k], 0);
       EXPECT_GT(m.block_bwd_s[k], 0);
+      inside += m.block_fwd_s[k] + m.block_bwd_s[k] + m.block_comm_s[k];
     }
+    // One rank's figures (fold_rank_reports): disjoint intervals of that rank's step, which
+    // is the step latency. Maxima over the ranks, block by block, exceed it on 4 threads.
+    EXPECT_GT(m.optimizer_s, 0);
+    EXPECT_LE(inside, m.step_latency_s) << "step " << i << " (" << p.to_string() << ")";
     ASSERT_EQ(m.peak_memory_bytes.size(), 4u);
     for (double peak : m.peak_memory_bytes) EXPECT_GT(peak, 0);
     if (moves) {
@@ -220,6 +226,48 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
 
 // A rank's report carries the optimizer step's time to the driver (rank processes send it as
 // text), exactly.
+// The block figures and the optimizer step come from the critical rank (the one whose step is
+// the step latency), all from that one rank, even where another rank took longer in a block;
+// a rank that reports no block times is not chosen, whatever its step.
+TEST(LiveRun, FoldsTheCriticalRanksFiguresIntoTheMeasurement) {
+  auto report = [](double step, std::vector<double> fwd, double comm0, double optimizer) {
+    RankReport r;
+    r.step_s = step;
+    r.fwd_s = fwd;
+    r.bwd_s = {2 * fwd[0], 2 * fwd[1]};
+    r.comm_s = {comm0, 1e-4};
+    r.optimizer_s = optimizer;
+    r.peak_bytes = 1000 * step;
+    r.repartition_bytes = 10;
+    return r;
+  };
+  std::vector<RankReport> reports = {
+      report(0.010, {1e-3, 1e-3}, 4e-3, 1e-3),  // computes longest, waits least
+      report(0.012, {5e-4, 5e-4}, 6e-3, 2e-3),  // critical: woken first, waited longest
+      report(0.011, {9e-4, 3e-3}, 1e-3, 1e-3),  // its block 1 took longest
+  };
+  RankReport untimed;
+  untimed.step_s = 0.013;  // a slowest step, but no block times
+  reports.push_back(untimed);
+  Measurement m;
+  fold_rank_reports(reports, 2, m);
+  EXPECT_EQ(m.step_latency_s, 0.013);
+  EXPECT_EQ(m.block_fwd_s, reports[1].fwd_s);
+  EXPECT_EQ(m.block_bwd_s, reports[1].bwd_s);
+  EXPECT_EQ(m.block_comm_s, reports[1].comm_s);
+  EXPECT_EQ(m.optimizer_s, 2e-3);
+  EXPECT_EQ(m.repartition_bytes, 30);  // summed over the ranks
+  EXPECT_EQ(m.peak_memory_bytes.size(), 4u);
+  reports.pop_back();
+  fold_rank_reports(reports, 2, m);  // folding again starts from nothing
+  EXPECT_EQ(m.step_latency_s, 0.012);
+  EXPECT_EQ(m.repartition_bytes, 30);  // not 60
+  EXPECT_EQ(m.peak_memory_bytes.size(), 3u);
+  double inside = m.optimizer_s;
+  for (int b = 0; b < 2; ++b) inside += m.block_fwd_s[b] + m.block_bwd_s[b] + m.block_comm_s[b];
+  EXPECT_LE(inside, m.step_latency_s);
+}
+
 TEST(LiveRun, RankReportsCarryTheOptimizerStepsTime) {
   RankReport r;
   r.fwd_s = {1e-3, 2e-3};

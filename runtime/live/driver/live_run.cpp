@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -17,6 +18,26 @@
 
 namespace shardgym::live {
 namespace {
+
+// SHARDGYM_RANK_REPORTS=FILE: one JSON line per training iteration with every rank's own
+// figures, for looking at how the ranks share a step (scripts/rank_decomposition.py;
+// docs/calibration.md, "Which rank's figures"). A file that cannot be opened is skipped.
+void append_rank_reports(const char* path, const std::string& plan, double wall_s,
+                         const std::vector<RankReport>& reports) {
+  FILE* f = std::fopen(path, "a");
+  if (!f) return;
+  std::fprintf(f, "{\"plan\": \"%s\", \"wall_s\": %.9g, \"ranks\": [", plan.c_str(), wall_s);
+  for (size_t k = 0; k < reports.size(); ++k) {
+    const RankReport& r = reports[k];
+    std::fprintf(f, "%s{\"rank\": %d, \"step_s\": %.9g, \"optimizer_s\": %.9g, \"busy_s\": %.9g, "
+                 "\"blocks\": [", k ? ", " : "", r.rank, r.step_s, r.optimizer_s, r.busy_s);
+    for (size_t b = 0; b < r.fwd_s.size() && b < r.bwd_s.size() && b < r.comm_s.size(); ++b)
+      std::fprintf(f, "%s[%.9g, %.9g, %.9g]", b ? ", " : "", r.fwd_s[b], r.bwd_s[b], r.comm_s[b]);
+    std::fprintf(f, "]}");
+  }
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
+}
 
 // The rank-worker executable: $SHARDGYM_RANK_WORKER, else next to the running executable,
 // else where this build put it.
@@ -281,6 +302,38 @@ Measurement LiveRun::step(const Plan& plan) {
   return m;
 }
 
+void fold_rank_reports(const std::vector<RankReport>& reports, int blocks, Measurement& m) {
+  m.step_latency_s = m.repartition_s = m.repartition_bytes = m.repartition_peak_bytes = 0;
+  m.optimizer_s = 0;
+  m.peak_memory_bytes.clear();
+  m.block_fwd_s.assign(blocks, 0);
+  m.block_bwd_s.assign(blocks, 0);
+  m.block_comm_s.assign(blocks, 0);
+  const RankReport* critical = nullptr;
+  for (const RankReport& r : reports) {
+    m.step_latency_s = std::max(m.step_latency_s, r.step_s);
+    m.repartition_s = std::max(m.repartition_s, r.repartition_s);
+    m.repartition_bytes += r.repartition_bytes;
+    m.repartition_peak_bytes = std::max(m.repartition_peak_bytes, r.repartition_peak_bytes);
+    m.peak_memory_bytes.push_back(r.peak_bytes);
+    const bool timed = static_cast<int>(std::min({r.fwd_s.size(), r.bwd_s.size(),
+                                                  r.comm_s.size()})) >= blocks;
+    if (timed && (!critical || r.step_s > critical->step_s)) critical = &r;
+  }
+  // The block figures and the optimizer step are the critical rank's: the one whose step is
+  // the step latency reported. Its blocks, its optimizer step and the rest of its step add up
+  // to that latency, so the simulator's additive step (blocks + optimizer + one per-step
+  // constant) decomposes the figure it predicts. Other choices do not add up to it: a maximum
+  // over the ranks block by block collects, in every block with a collective, the rank that
+  // was descheduled inside it; a mean over the ranks leaves out the time a rank woken late
+  // spends before its stopwatch starts (docs/calibration.md, "Which rank's figures").
+  if (!critical) return;
+  std::copy_n(critical->fwd_s.begin(), blocks, m.block_fwd_s.begin());
+  std::copy_n(critical->bwd_s.begin(), blocks, m.block_bwd_s.begin());
+  std::copy_n(critical->comm_s.begin(), blocks, m.block_comm_s.begin());
+  m.optimizer_s = critical->optimizer_s;
+}
+
 Measurement LiveRun::iterate(const Plan& plan) {
   Measurement m;
   m.latency_source = "wallclock";
@@ -304,31 +357,11 @@ Measurement LiveRun::iterate(const Plan& plan) {
     return m;
   }
   const double wall_s = wall.elapsed_s();
-  const int blocks = config_.model.num_blocks();
-  m.block_fwd_s.assign(blocks, 0);
-  m.block_bwd_s.assign(blocks, 0);
-  m.block_comm_s.assign(blocks, 0);
+  fold_rank_reports(reports, config_.model.num_blocks(), m);
   std::vector<double> busy;
-  for (const RankReport& r : reports) {
-    m.step_latency_s = std::max(m.step_latency_s, r.step_s);
-    m.repartition_s = std::max(m.repartition_s, r.repartition_s);
-    m.repartition_bytes += r.repartition_bytes;
-    m.repartition_peak_bytes = std::max(m.repartition_peak_bytes, r.repartition_peak_bytes);
-    m.peak_memory_bytes.push_back(r.peak_bytes);
-    busy.push_back(r.busy_s);
-    m.optimizer_s = std::max(m.optimizer_s, r.optimizer_s);
-    // Per block, the split of the rank whose block took longest (compute and waits together),
-    // not each part's maximum over the ranks: the rank that computes longest waits least, and
-    // the parts' separate maxima add up to more than any one rank spent in the block.
-    for (int b = 0; b < blocks && b < static_cast<int>(r.fwd_s.size()); ++b) {
-      const double total = r.fwd_s[b] + r.bwd_s[b] + r.comm_s[b];
-      if (total > m.block_fwd_s[b] + m.block_bwd_s[b] + m.block_comm_s[b]) {
-        m.block_fwd_s[b] = r.fwd_s[b];
-        m.block_bwd_s[b] = r.bwd_s[b];
-        m.block_comm_s[b] = r.comm_s[b];
-      }
-    }
-  }
+  for (const RankReport& r : reports) busy.push_back(r.busy_s);
+  if (const char* path = std::getenv("SHARDGYM_RANK_REPORTS"))
+    append_rank_reports(path, cmd.plan, wall_s, reports);
   m.loss = reports.front().loss;
   m.tokens = static_cast<double>(effective_global_batch(config_.model, config_.world_size)) *
              config_.model.seq;

@@ -6,7 +6,7 @@
 // call (reset / step / eval) to every rank and folds their reports into a Measurement:
 //   step_latency_s   slowest rank's training iteration, wall clock        ("wallclock")
 //   repartition_*    slowest rank's time, bytes received summed over ranks
-//   block_*_s        per block, slowest rank
+//   block_*_s        per block, the critical rank's (fold_rank_reports)
 //   peak_memory      per rank, counting allocator keyed by rank           ("allocator")
 //   energy_j         RAPL when readable, else the device power model over the measured
 //                    busy (thread CPU) time of each rank                  ("rapl" | "model")
@@ -41,6 +41,13 @@ class RankDriver;  // driver/rank_driver.h: the ranks as threads or as processes
 // bad syntax (parse_fault), `exit` with thread ranks, `nostart` with process ranks, or a rank
 // outside live.ranks. LiveRun refuses such a spec; the env registration checks it at load.
 std::string why_fault_invalid(const LiveSpec& live);
+
+// Folds one iteration's rank reports into `m`: the step latency is the slowest rank's step,
+// repartition time and peak the slowest rank's, bytes summed, peak memory per rank. Block
+// figures and the optimizer step are those of the critical rank (the one whose step is the
+// step latency), so that they, with the rest of that rank's step, add up to the latency.
+// Ranks that report fewer than `blocks` block times are left out of that choice.
+void fold_rank_reports(const std::vector<RankReport>& reports, int blocks, Measurement& m);
 
 class LiveRun : public TrainingRun {
  public:
