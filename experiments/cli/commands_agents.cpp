@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "agents/evaluate.h"
+#include "analysis/stats.h"
 #include "analysis/table.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
@@ -117,10 +118,20 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     double m = 0, p = 0;
     for (size_t i = 0; i < measured_gain.size(); ++i) m += measured_gain[i], p += predicted_gain[i];
     m /= measured_gain.size(), p /= predicted_gain.size();
-    out << "gain over megatron: measured " << fixed(100 * m, 1) << " %, predicted by " << sim_name
-        << " " << fixed(100 * p, 1) << " %";
-    if (p > 0) out << "; realised " << fixed(100 * m / p, 0) << " % of the predicted gain";
+    // The measured gain's 95 % bootstrap interval over the seeds: the live run's own noise
+    // (each seed's policy and Megatron-LM episodes run one after the other), against which a
+    // realised share is read. The prediction is the simulator's, without noise.
+    const Interval ci = bootstrap_ci(measured_gain);
+    out << "gain over megatron: measured " << fixed(100 * m, 1) << " % [" << fixed(100 * ci.low, 1)
+        << ", " << fixed(100 * ci.high, 1) << "], predicted by " << sim_name << " "
+        << fixed(100 * p, 1) << " %";
+    if (p > 0)
+      out << "; realised " << fixed(100 * m / p, 0) << " % [" << fixed(100 * ci.low / p, 0)
+          << ", " << fixed(100 * ci.high / p, 0) << "] of the predicted gain";
     out << "\n";
+    if (measured_gain.size() > 1)
+      out << "([..]: 95 % bootstrap interval of the mean over " << measured_gain.size()
+          << " seeds)\n";
   }
   if (writer) out << "trace: " << trace_path << "\n";
   return 0;

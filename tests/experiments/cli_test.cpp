@@ -392,6 +392,16 @@ TEST(CliTest, EvalComparesAnAgentOrACheckpointWithMegatron) {
   EXPECT_NE(atp.output.find("eval atp on quickstart: 2 seeds"), std::string::npos) << atp.output;
   EXPECT_NE(atp.output.find("mean throughput x megatron: 1."), std::string::npos) << atp.output;
   EXPECT_TRUE(fs::exists(out / "eval.h5"));
+  // --predicted-by the same simulator: the prediction is the measurement, seed by seed, so
+  // the whole gain is realised, and the interval over the seeds is printed with it.
+  CliResult self = shardgym_cli("eval " + config + " --agent atp --seeds 0,1,2 --steps 5 " +
+                                "--predicted-by " + config);
+  ASSERT_EQ(self.code, 0) << self.output;
+  EXPECT_NE(self.output.find("] of the predicted gain"), std::string::npos) << self.output;
+  EXPECT_NE(self.output.find("; realised 100 % ["), std::string::npos) << self.output;
+  EXPECT_NE(self.output.find("95 % bootstrap interval of the mean over 3 seeds"),
+            std::string::npos)
+      << self.output;
   CliResult megatron = shardgym_cli("eval " + config + " --agent megatron --seeds 0 --steps 3");
   ASSERT_EQ(megatron.code, 0) << megatron.output;
   EXPECT_NE(megatron.output.find("mean throughput x megatron: 1.000"), std::string::npos)
