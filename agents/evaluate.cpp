@@ -8,51 +8,80 @@
 
 namespace shardgym {
 
-EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn,
-                           const EpisodeHooks& hooks) {
-  const auto t0 = std::chrono::steady_clock::now();
-  EpisodeSummary s;
-  s.agent = agent.name();
-  s.seed = seed;
+EpisodeRun::EpisodeRun(Env& env, Agent& agent, uint64_t seed, bool learn,
+                       const EpisodeHooks& hooks)
+    : env_(env), agent_(agent), learn_(learn), hooks_(hooks), t0_(std::chrono::steady_clock::now()) {
+  s_.agent = agent.name();
+  s_.seed = seed;
   ResetResult reset = env.reset(seed);
-  if (hooks.on_reset) hooks.on_reset(reset);
+  if (hooks_.on_reset) hooks_.on_reset(reset);
   agent.begin_episode(env);  // after reset: static agents read the run's state there
   agent.set_training(learn);
-  Observation obs = std::move(reset.obs);
-  while (true) {
-    const Action action = agent.act(obs, env.action_mask());
-    StepResult r = env.step(action);
-    ++s.steps;
-    s.total_reward += r.reward;
-    const Measurement& m = r.info.measurement;
-    // Out of memory counts as a failure even where the run still reports figures for it.
-    const bool failed = !r.info.error.empty() || !m.ok || m.oom;
-    if (!failed) {
-      s.tokens += m.tokens;
-      s.time_s += m.step_latency_s + m.repartition_s;
-      s.repartition_s += m.repartition_s;
-      s.energy_j += m.energy_j;
-      for (double p : m.peak_memory_bytes) s.peak_memory_bytes = std::max(s.peak_memory_bytes, p);
-    } else {
-      ++s.failed_steps;
-      if (!m.oom && s.error.empty())
-        s.error = !r.info.error.empty() ? r.info.error : m.error.empty() ? "failed step" : m.error;
-    }
-    s.final_plan = r.info.plan.to_string();
-    // Every agent observes (online search acts on rewards); learners also update.
-    agent.observe({obs, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
-    if (learn) agent.update();
-    if (hooks.on_step) {
-      s.throughput = s.time_s > 0 ? s.tokens / s.time_s : 0;
-      hooks.on_step(r, s);
-    }
-    obs = std::move(r.obs);
-    if (r.terminated || r.truncated || failed) break;
+  obs_ = std::move(reset.obs);
+}
+
+void EpisodeRun::step() {
+  if (done_) return;
+  const Action action = agent_.act(obs_, env_.action_mask());
+  StepResult r = env_.step(action);
+  ++s_.steps;
+  s_.total_reward += r.reward;
+  const Measurement& m = r.info.measurement;
+  // Out of memory counts as a failure even where the run still reports figures for it.
+  const bool failed = !r.info.error.empty() || !m.ok || m.oom;
+  if (!failed) {
+    s_.tokens += m.tokens;
+    s_.time_s += m.step_latency_s + m.repartition_s;
+    s_.repartition_s += m.repartition_s;
+    s_.energy_j += m.energy_j;
+    for (double p : m.peak_memory_bytes) s_.peak_memory_bytes = std::max(s_.peak_memory_bytes, p);
+  } else {
+    ++s_.failed_steps;
+    if (!m.oom && s_.error.empty())
+      s_.error = !r.info.error.empty() ? r.info.error : m.error.empty() ? "failed step" : m.error;
   }
+  s_.final_plan = r.info.plan.to_string();
+  // Every agent observes (online search acts on rewards); learners also update.
+  agent_.observe({obs_, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
+  if (learn_) agent_.update();
+  if (hooks_.on_step) {
+    s_.throughput = s_.time_s > 0 ? s_.tokens / s_.time_s : 0;
+    hooks_.on_step(r, s_);
+  }
+  obs_ = std::move(r.obs);
+  if (r.terminated || r.truncated || failed) {
+    done_ = true;
+    s_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+}
+
+EpisodeSummary EpisodeRun::summary() const {
+  EpisodeSummary s = s_;
   s.throughput = s.time_s > 0 ? s.tokens / s.time_s : 0;
   s.energy_per_token_j = s.tokens > 0 ? s.energy_j / s.tokens : 0;
-  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
+}
+
+EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn,
+                           const EpisodeHooks& hooks) {
+  EpisodeRun run(env, agent, seed, learn, hooks);
+  while (!run.done()) run.step();
+  return run.summary();
+}
+
+std::pair<EpisodeSummary, EpisodeSummary> run_interleaved_episodes(Env& env_a, Agent& agent_a,
+                                                                   Env& env_b, Agent& agent_b,
+                                                                   uint64_t seed) {
+  EpisodeRun a(env_a, agent_a, seed, /*learn=*/false);
+  EpisodeRun b(env_b, agent_b, seed, /*learn=*/false);
+  // a b, b a, a b, ...: neither episode always goes first after the other's step.
+  for (int k = 0; !a.done() || !b.done(); ++k) {
+    EpisodeRun& first = k % 2 == 0 ? a : b;
+    EpisodeRun& second = k % 2 == 0 ? b : a;
+    first.step();
+    second.step();
+  }
+  return {a.summary(), b.summary()};
 }
 
 double AgentComparison::mean_throughput_ratio() const {

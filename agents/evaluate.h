@@ -9,11 +9,13 @@
 // (Named EpisodeSummary because experiments/train.h already has an EpisodeStats.)
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agents/agent.h"
@@ -56,6 +58,36 @@ struct EpisodeHooks {
 };
 EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn,
                            const EpisodeHooks& hooks = {});
+
+// run_episode's loop one step at a time, for callers that step two episodes in turn. The
+// constructor resets the env and begins the agent's episode; step() does nothing once the
+// episode has ended. wall_s is from the reset to the last step, whatever ran in between.
+class EpisodeRun {
+ public:
+  EpisodeRun(Env& env, Agent& agent, uint64_t seed, bool learn, const EpisodeHooks& hooks = {});
+  void step();
+  bool done() const { return done_; }
+  EpisodeSummary summary() const;
+
+ private:
+  Env& env_;
+  Agent& agent_;
+  bool learn_;
+  EpisodeHooks hooks_;
+  std::chrono::steady_clock::time_point t0_;
+  Observation obs_;
+  EpisodeSummary s_;
+  bool done_ = false;
+};
+
+// Two greedy episodes of the same seed stepped in turn (a, b, then b, a, ...), each on its
+// own env: on a machine whose speed drifts from second to second, both see the same stretch
+// of it, so the ratio of their throughputs is the plans' and not the drift's (`shardgym eval`
+// on a live run: the agent against Megatron-LM). Both envs are reset before the first step;
+// two live runs then hold their ranks at once, the idle one waiting for its next command.
+std::pair<EpisodeSummary, EpisodeSummary> run_interleaved_episodes(Env& env_a, Agent& agent_a,
+                                                                   Env& env_b, Agent& agent_b,
+                                                                   uint64_t seed);
 
 struct CompareOptions {
   std::string baseline = "megatron";  // the agent every figure is normalised to

@@ -83,9 +83,11 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     if (!checkpoint.empty()) agent->load(checkpoint);
     if (writer) writer->set_agent(agent->name());
     name = agent->name();
-    const EpisodeSummary s = run_episode(*env, *agent, seed, /*learn=*/false);
+    // The agent's and Megatron-LM's episodes step in turn: on a live run the machine's speed
+    // drifts over seconds, and episodes run one after the other saw different stretches of
+    // it (docs/simulator-fidelity.md, "Sim-to-real").
     std::unique_ptr<Agent> megatron = make_agent("megatron", base_env->spec(), seed);
-    const EpisodeSummary b = run_episode(*base_env, *megatron, seed, /*learn=*/false);
+    const auto [s, b] = run_interleaved_episodes(*env, *agent, *base_env, *megatron, seed);
     auto ratio = [](double x, double y) { return y > 0 ? fixed(x / y, 3) : std::string("n/a"); };
     t.add_row({std::to_string(seed), std::to_string(s.steps), fixed(s.total_reward, 3),
                fixed(s.throughput, 0), ratio(s.throughput, b.throughput),

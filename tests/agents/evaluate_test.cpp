@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "env/wrappers.h"
 #include "tests/agents/agent_test_util.h"
 
 namespace shardgym {
@@ -24,6 +25,44 @@ TEST(RunEpisode, AddsUpTheMeasurements) {
   EXPECT_EQ(s.final_plan, megatron_plan(spec.model, spec.cluster).to_string());
   // NormalizeReward: Megatron scores 1 per step against itself, across the link drop too.
   EXPECT_NEAR(s.total_reward, 8.0, 1e-9);
+}
+
+// Notes in `log` which env took each step.
+class StepLog : public Wrapper {
+ public:
+  StepLog(std::unique_ptr<Env> inner, char name, std::string* log)
+      : Wrapper(std::move(inner)), name_(name), log_(log) {}
+  StepResult step(const Action& action) override {
+    *log_ += name_;
+    return Wrapper::step(action);
+  }
+
+ private:
+  char name_;
+  std::string* log_;
+};
+
+// Interleaved, each episode is what it is alone (the sim is deterministic per seed), and the
+// steps alternate a b, b a, ... until both episodes end.
+TEST(RunInterleavedEpisodes, StepsInTurnAndSummarisesEachAsAlone) {
+  ExperimentSpec spec = agent_tests::sim_spec(2, 6);
+  std::string log;
+  StepLog a(agent_tests::sim_env(spec), 'a', &log), b(agent_tests::sim_env(spec), 'b', &log);
+  auto random_agent = make_agent("random", a.spec(), 5);
+  auto megatron = make_agent("megatron", b.spec(), 5);
+  const auto [sa, sb] = run_interleaved_episodes(a, *random_agent, b, *megatron, 5);
+  EXPECT_EQ(log, "abbaabbaabba");
+  auto alone_env = agent_tests::sim_env(spec);
+  auto alone_agent = make_agent("random", alone_env->spec(), 5);
+  const EpisodeSummary alone = run_episode(*alone_env, *alone_agent, 5, false);
+  EXPECT_EQ(sa.steps, 6);
+  EXPECT_EQ(sa.final_plan, alone.final_plan);
+  EXPECT_DOUBLE_EQ(sa.total_reward, alone.total_reward);
+  EXPECT_DOUBLE_EQ(sa.throughput, alone.throughput);
+  EXPECT_DOUBLE_EQ(sa.repartition_s, alone.repartition_s);
+  EXPECT_EQ(sb.agent, "megatron");
+  EXPECT_EQ(sb.steps, 6);
+  EXPECT_NEAR(sb.total_reward, 6.0, 1e-9);  // Megatron against itself
 }
 
 TEST(Compare, NormalisesToMegatron) {
