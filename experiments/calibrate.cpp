@@ -430,6 +430,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       stats[i].scale_times(factors.back());
     }
     c.drift_reference = reference.to_string();
+    c.drift_reference_s = typical;
     c.drift_spread = quantile(factors, 0.9) - quantile(factors, 0.1);
     if (o.progress) {
       std::ostringstream line;
@@ -745,6 +746,17 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   }
   v.calibration = sspec.cluster.calibration.path;
   const int blocks = spec.model.num_blocks();
+  // The machine's speed against the calibration's (o.drift_reference): the calibration's
+  // reference plan again, before the first plan and after the last, against its median there.
+  Plan reference;
+  double calibrated_reference_s = 0;
+  if (o.drift_reference && !v.calibration.empty()) {
+    const CalibrationFile file = load_calibration_file(v.calibration);
+    if (!file.drift_reference.empty() && file.drift_reference_s > 0) {
+      reference = Plan::parse(file.drift_reference, blocks);
+      calibrated_reference_s = file.drift_reference_s;
+    }
+  }
   std::vector<Plan> plans;
   {
     const SimRun draw(sspec);
@@ -783,8 +795,16 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   };
   const Stepper live_step = stepper(*live.env, live_trace.get());
   const Stepper sim_step = stepper(*sim_env, sim_trace.get());
+  const Stepper live_plain = stepper(*live.env, nullptr);
   const ResetResult live_reset = live.env->reset(o.seed);
   const ResetResult sim_reset = sim_env->reset(o.seed);
+  LiveMeasureOptions ref_o = o;
+  ref_o.warmup = 1, ref_o.iterations = 3;  // as calibrate measures it
+  if (calibrated_reference_s > 0) {
+    // Not in the traces: the live run then goes back to the first plan, where both traces
+    // begin (its repartition is not compared).
+    v.reference_before_s = measure(live_plain, reference, ref_o).step_s;
+  }
   if (live_trace) {
     live_trace->begin_episode(live.env->spec(), o.seed, live_reset);
     sim_trace->begin_episode(sim_env->spec(), o.seed, sim_reset);
@@ -850,6 +870,25 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     sim_trace->end_episode();
     recording = false;
   }
+  if (calibrated_reference_s > 0) {
+    // The speed factor of plan i, interpolated between the two references, and the step
+    // errors with the live steps divided by it: what is left once the machine's speed is
+    // back to the calibration's. A drift faster than the whole pass stays in.
+    v.reference = reference.to_string();
+    v.calibrated_reference_s = calibrated_reference_s;
+    v.reference_after_s = measure(live_plain, reference, ref_o).step_s;
+    const double f0 = v.reference_before_s / calibrated_reference_s;
+    const double f1 = v.reference_after_s / calibrated_reference_s;
+    std::vector<double> err, live_at_speed;
+    for (size_t i = 0; i < v.plans.size(); ++i) {
+      const double t = v.plans.size() > 1 ? double(i) / double(v.plans.size() - 1) : 0.0;
+      const double live_s = v.plans[i].live_step_s / (f0 + (f1 - f0) * t);
+      err.push_back(rel_error(v.plans[i].sim_step_s, live_s));
+      live_at_speed.push_back(live_s);
+    }
+    v.step_at_calibration_speed = summarize(err);
+    v.kendall_tau_at_calibration_speed = kendall_tau(live_at_speed, sim_steps);
+  }
   if (o.repeat) {
     // The live run against itself: every plan again, in the same order. What the simulator's
     // errors and τ can be at best, given how much the live run varies between visits.
@@ -909,6 +948,15 @@ std::string live_validation_table(const LiveValidation& v) {
   o << std::setprecision(3)
     << "\nlive run-to-run spread of the step latency ((p90 - p10) / median, median over plans): "
     << std::setprecision(1) << 100 * v.live_spread_median << "%\n";
+  if (!v.reference.empty()) {
+    o << std::setprecision(2) << "machine speed against the calibration: " << v.reference << " took "
+      << v.reference_before_s * 1e3 << " ms before the first plan and " << v.reference_after_s * 1e3
+      << " ms after the last (calibration: " << v.calibrated_reference_s * 1e3
+      << " ms); live steps divided by that factor:\n";
+    row("step (speed)", v.step_at_calibration_speed);
+    o << std::setprecision(3) << "Kendall tau at the calibration's speed: "
+      << v.kendall_tau_at_calibration_speed << "\n";
+  }
   return o.str();
 }
 
@@ -923,6 +971,13 @@ std::string live_validation_json(const LiveValidation& v) {
     << "\", \"ranks\": " << v.ranks << ", \"launch\": \"" << v.launch << "\", ";
   for (const NamedError& f : error_figures(v)) err(f.json, *f.error);
   o << "\"live_repeat_tau\": " << v.repeat_tau << ", ";
+  if (!v.reference.empty()) {
+    o << "\"drift_reference\": \"" << v.reference << "\", \"calibrated_reference_s\": "
+      << v.calibrated_reference_s << ", \"reference_before_s\": " << v.reference_before_s
+      << ", \"reference_after_s\": " << v.reference_after_s << ", ";
+    err("step_at_calibration_speed", v.step_at_calibration_speed);
+    o << "\"kendall_tau_at_calibration_speed\": " << v.kendall_tau_at_calibration_speed << ", ";
+  }
   o << "\"kendall_tau\": " << v.kendall_tau << ", \"live_spread_median\": " << v.live_spread_median
     << ", \"plans\": [";
   for (size_t i = 0; i < v.plans.size(); ++i) {

@@ -64,6 +64,14 @@ struct LiveValidation {
   // and τ between the two visits: the noise floor of the comparison.
   ErrorSummary repeat;
   double repeat_tau = 0;
+  // With the calibration's drift reference (LiveMeasureOptions::drift_reference, and a file
+  // that records it): that plan's step before the first plan and after the last, its median
+  // in the calibration, and the step errors and τ with each live step divided by the machine's
+  // speed factor then (interpolated between the two). reference empty: not measured.
+  std::string reference;
+  double calibrated_reference_s = 0, reference_before_s = 0, reference_after_s = 0;
+  ErrorSummary step_at_calibration_speed;
+  double kendall_tau_at_calibration_speed = 0;
 };
 
 struct LiveValidationOptions : LiveMeasureOptions {

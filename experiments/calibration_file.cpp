@@ -54,7 +54,8 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << "measurement: {plans: " << c.plans << ", warmup: " << c.warmup
     << ", iterations: " << c.iterations << ", passes: " << c.passes
     << ", statistic: median, drift_reference: " << quoted(c.drift_reference)
-    << ", drift_spread: " << num(c.drift_spread) << "}\n"
+    << ", drift_spread: " << num(c.drift_spread)
+    << ", drift_reference_s: " << num(c.drift_reference_s) << "}\n"
     << "# Fitted physical model, used for blocks the table below does not hold.\n"
     << "device: {name: " << quoted(c.device_name) << ", peak_flops: " << num(c.peak_flops)
     << ", memory_bw: " << num(c.memory_bw) << ", fit_error: " << num(c.compute_fit_error)
@@ -137,7 +138,7 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   if (auto f = live.optional("threads_per_rank")) c.threads_per_rank = f->as_int(0);
   if (auto m = root.optional("measurement")) {
     m->check_keys({"plans", "warmup", "iterations", "passes", "statistic", "drift_reference",
-                   "drift_spread"});
+                   "drift_spread", "drift_reference_s"});
     if (auto f = m->optional("plans")) c.plans = f->as_int(0);
     if (auto f = m->optional("warmup")) c.warmup = f->as_int(0);
     if (auto f = m->optional("iterations")) c.iterations = f->as_int(0);
@@ -145,6 +146,7 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     if (auto f = m->optional("statistic")) f->as_choice({"median"});
     if (auto f = m->optional("drift_reference")) c.drift_reference = f->as_string();
     if (auto f = m->optional("drift_spread")) c.drift_spread = f->as_double(0, 100);
+    if (auto f = m->optional("drift_reference_s")) c.drift_reference_s = f->as_double(0, 1e6);
   }
   YamlField dev = root.child("device");
   dev.check_keys({"name", "peak_flops", "memory_bw", "fit_error"});

@@ -25,10 +25,13 @@ struct CalibrationFile {
   int warmup = 0, iterations = 0;       // per measured plan
   int passes = 1;                       // over the uniform plans (1 in files without it)
   int plans = 0;                        // calibration plans run
-  // The plan measured beside every plan to divide out the machine's drift ("" = none), and
-  // the 10th-to-90th percentile range of the speed factors it measured.
+  // The plan measured beside every plan to divide out the machine's drift ("" = none), the
+  // 10th-to-90th percentile range of the speed factors it measured, and its median step
+  // latency (0 in files without it): validate-sim measures it again to say how fast the
+  // machine runs against the calibration.
   std::string drift_reference;
   double drift_spread = 0;
+  double drift_reference_s = 0;
   // Fitted parameters of the physical model (used where the table has no entry).
   std::string device_name;
   double peak_flops = 0, memory_bw = 0;      // effective, replacing the catalog's

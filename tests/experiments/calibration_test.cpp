@@ -39,6 +39,7 @@ CalibrationFile sample() {
   c.passes = 3;
   c.drift_reference = "uniform:dp";
   c.drift_spread = 0.1234567890123456;
+  c.drift_reference_s = 0.021234567890123456;
   c.plans = 3;
   c.device_name = "cpu-core";
   c.peak_flops = 1.0 / 3.0 * 1e11;
@@ -80,6 +81,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.passes, c.passes);
   EXPECT_EQ(r.drift_reference, c.drift_reference);
   EXPECT_EQ(r.drift_spread, c.drift_spread);
+  EXPECT_EQ(r.drift_reference_s, c.drift_reference_s);
   EXPECT_EQ(r.peak_flops, c.peak_flops);
   EXPECT_EQ(r.memory_bw, c.memory_bw);
   EXPECT_EQ(r.link_latency_s, c.link_latency_s);
