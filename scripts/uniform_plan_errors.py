@@ -37,10 +37,16 @@ def main():
                        text, re.M)
     first = re.search(r"drift reference before the first plan: ([\d.]+) ms", text)
     factors = [1.0] * len(lines)
-    if first and lines and all(r for _, _, r in lines):
-        refs = [float(first.group(1))] + [float(r) for _, _, r in lines]
+    if first and lines and lines[-1][2]:
+        # A plan's factor: the references just before and just after it. Some mixed plans
+        # have none after them (calibrate chains them in pairs); they share the next one.
+        refs = [float(first.group(1))] + [float(r) for _, _, r in lines if r]
         typical = statistics.median(refs)
-        factors = [(refs[i] + refs[i + 1]) / 2 / typical for i in range(len(lines))]
+        k = 0  # index in refs of the reference before the current line
+        for i, (_, _, r) in enumerate(lines):
+            factors[i] = (refs[k] + refs[k + 1]) / 2 / typical
+            if r:
+                k += 1
     steps, raw = {}, {}
     for (plan, step, _), f in zip(lines, factors):
         if plan.startswith("uniform:"):
