@@ -84,7 +84,7 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
   o.plans = args.plans;
   o.calibration = args.calibration;
   o.repeat = !args.no_repeat;
-  o.drift_reference = !args.no_drift_reference;
+  o.drift_reference = args.drift_reference;
   o.traces = args.traces;
   o.git_sha = kGitSha;
   LiveValidation v;

@@ -165,11 +165,11 @@ int main(int argc, char** argv) {
   validate->add_option("--traces", validate_args.traces,
                        "Record both runs: PREFIX.live.h5 and PREFIX.sim.h5 (every iteration of "
                        "the first pass; `shardgym report` plots them against each other)");
-  validate->add_flag("--no-drift-reference", validate_args.no_drift_reference,
-                     "Live: do not measure the calibration's drift reference plan before the "
-                     "first plan and after the last (by default it is, when the calibration "
-                     "file records its time, and the step errors are also given at the "
-                     "calibration's speed)");
+  validate->add_flag("--drift-reference", validate_args.drift_reference,
+                     "Live: also measure the calibration's drift reference plan before the "
+                     "first plan and after the last (the file must record its time), print "
+                     "the machine's speed against the calibration's, and the step errors at "
+                     "the calibration's speed (docs/calibration.md)");
   validate->add_flag("--no-repeat", validate_args.no_repeat,
                      "Skip the live run's second visit of every plan (the noise floor)");
   validate->add_flag("--json", validate_args.json, "Print JSON instead of a table");

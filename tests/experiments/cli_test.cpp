@@ -476,20 +476,20 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   EXPECT_EQ(c.runtime.blocks.size(), 2 * uniform);
   for (const auto& b : c.runtime.blocks)
     EXPECT_GT(b.fwd_s + b.bwd_s + b.comm_s, 0) << b.strategy;
-  // The drift reference's median is recorded, and validate-sim with this file measures the
-  // reference again and gives the step errors at the calibration's speed too (not with
-  // --no-drift-reference).
+  // The drift reference's median is recorded, and validate-sim --drift-reference with this
+  // file measures the reference again and gives the step errors at the calibration's speed
+  // too (not without the flag).
   EXPECT_EQ(c.drift_reference, "uniform:dp");
   EXPECT_GT(c.drift_reference_s, 0);
   const std::string validate = "validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
                                "' --calibration '" + out +
                                "' --plans 3 --warmup 1 --iterations 1 --no-repeat";
-  CliResult v = shardgym_cli(validate);
+  CliResult v = shardgym_cli(validate + " --drift-reference");
   ASSERT_EQ(v.code, 0) << v.output;
   EXPECT_NE(v.output.find("machine speed against the calibration: uniform:dp took "),
             std::string::npos) << v.output;
   EXPECT_NE(v.output.find("step (speed)"), std::string::npos) << v.output;
-  CliResult plain = shardgym_cli(validate + " --no-drift-reference");
+  CliResult plain = shardgym_cli(validate);
   ASSERT_EQ(plain.code, 0) << plain.output;
   EXPECT_EQ(plain.output.find("machine speed"), std::string::npos) << plain.output;
   fs::remove_all(dir);
