@@ -380,7 +380,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   std::vector<std::vector<BlockCost>> physics;
   std::vector<double> log_dev;
   // The drift reference (o.drift_reference): the first uniform plan, 1 warm-up and 3 measured
-  // iterations, before the first plan and after every plan. Each plan's times are divided by
+  // iterations, before the first plan and after every plan (every second random plan: below). Each plan's times are divided by
   // the mean of the two references around it over their median: the machine's speed while it
   // was measured. On the 2-core AMD EPYC host the same plan's step differed by a median 9–15 %
   // between passes a minute apart (7–8 % once divided by the reference: the drift common to

@@ -28,7 +28,9 @@ struct LiveMeasureOptions {
   std::function<void(const std::string&)> progress;  // one line per plan; may be empty
   int mixed_plans = 24;  // calibrate: random plans after the uniform ones (see calibrate_live)
   int passes = 3;        // calibrate: passes over the uniform plans (the table's median)
-  bool drift_reference = true;  // calibrate: a reference plan beside each plan (calibrate_live)
+  // calibrate: a reference plan beside each plan (calibrate_live); validate_live: the
+  // calibration's reference before and after the pass (off by default there)
+  bool drift_reference = true;
 };
 
 // `config` must name the live env. Throws BadInput-like std::invalid_argument on a config that
@@ -75,6 +77,7 @@ struct LiveValidation {
 };
 
 struct LiveValidationOptions : LiveMeasureOptions {
+  LiveValidationOptions() { drift_reference = false; }  // validate-sim --drift-reference
   int plans = 30;
   bool repeat = true;
   std::string calibration;  // file; "" = the config's cluster.calibration, if any
