@@ -34,7 +34,7 @@ struct PlanStats {
   double step_s = 0, spread = 0, peak_bytes = 0;
   double repartition_s = 0, repartition_bytes = 0;  // of the first step, into this plan
   double repartition_peak_bytes = 0;
-  double optimizer_s = 0;                           // median over iterations, slowest rank
+  double optimizer_s = 0;                           // median over iterations, critical rank
   std::vector<double> fwd, bwd, comm;               // per block, median over iterations
   std::vector<double> steps;                        // every measured step latency
   Plan from;                                        // the plan the run held before

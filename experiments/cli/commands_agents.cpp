@@ -121,8 +121,8 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     for (size_t i = 0; i < measured_gain.size(); ++i) m += measured_gain[i], p += predicted_gain[i];
     m /= measured_gain.size(), p /= predicted_gain.size();
     // The measured gain's 95 % bootstrap interval over the seeds: the live run's own noise
-    // (each seed's policy and Megatron-LM episodes run one after the other), against which a
-    // realised share is read. The prediction is the simulator's, without noise.
+    // (what the paired episodes still differ by from seed to seed), against which a realised
+    // share is read. The prediction is the simulator's, without noise.
     const Interval ci = bootstrap_ci(measured_gain);
     out << "gain over megatron: measured " << fixed(100 * m, 1) << " % [" << fixed(100 * ci.low, 1)
         << ", " << fixed(100 * ci.high, 1) << "], predicted by " << sim_name << " "

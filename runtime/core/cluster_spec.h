@@ -65,7 +65,7 @@ struct CommMatrix {
 struct MeasuredBlock {
   int kind = 0;           // BlockKind: 0 attention, 1 MLP
   std::string strategy;   // Strategy::to_string()
-  double fwd_s = 0, bwd_s = 0, comm_s = 0;  // one micro-batch, slowest rank, median
+  double fwd_s = 0, bwd_s = 0, comm_s = 0;  // one micro-batch, critical rank, median
   double spread = 0;      // (p90 − p10) / median of fwd + bwd + comm over the iterations
 };
 

@@ -20,13 +20,13 @@ struct Measurement {
   double energy_j = 0;              // whole world, iteration + repartition
   double tokens = 0;                // tokens trained in the iteration
   double loss = 0;                  // live runs: training loss; sim: 0
-  // Per block, of the rank whose block took longest (live runs: the three figures are that
-  // rank's, so they add up to its time in the block).
+  // Per block, of the critical rank: the rank whose step is step_latency_s (live runs; every
+  // figure is that one rank's, so with the rest of its step they add up to the latency).
   std::vector<double> block_fwd_s;  // B: per-block forward compute
   std::vector<double> block_bwd_s;  // B: per-block backward compute
   std::vector<double> block_comm_s; // B: per-block exposed communication
   // The optimizer step (clipping and the update of every parameter the rank holds, the
-  // embedding and LM head included), slowest rank; live runs measure it, the simulator
+  // embedding and LM head included), the critical rank's; live runs measure it, the simulator
   // leaves 0 (its optimizer time is inside the blocks' and the per-step overhead's).
   double optimizer_s = 0;
   std::vector<double> peak_memory_bytes;  // P: peak per rank

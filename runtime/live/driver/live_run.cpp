@@ -22,9 +22,9 @@ namespace {
 // SHARDGYM_RANK_REPORTS=FILE: one JSON line per training iteration with every rank's own
 // figures, for looking at how the ranks share a step (scripts/rank_decomposition.py;
 // docs/calibration.md, "Which rank's figures"). A file that cannot be opened is skipped.
-void append_rank_reports(const char* path, const std::string& plan, double wall_s,
+void append_rank_reports(const std::string& path, const std::string& plan, double wall_s,
                          const std::vector<RankReport>& reports) {
-  FILE* f = std::fopen(path, "a");
+  FILE* f = std::fopen(path.c_str(), "a");
   if (!f) return;
   std::fprintf(f, "{\"plan\": \"%s\", \"wall_s\": %.9g, \"ranks\": [", plan.c_str(), wall_s);
   for (size_t k = 0; k < reports.size(); ++k) {
@@ -147,6 +147,7 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   const DeviceType& dev = cluster_.device_of(0);
   power_ = {dev.idle_w, dev.busy_w};
   worker_ = !live_.extra.worker.empty() ? live_.extra.worker : default_worker();
+  if (const char* path = std::getenv("SHARDGYM_RANK_REPORTS")) rank_reports_ = path;
   if (live_.launch == "processes" && worker_.empty()) {
     throw std::invalid_argument(
         "live.launch = processes needs the rank-worker executable: live.extra.worker or "
@@ -360,8 +361,7 @@ Measurement LiveRun::iterate(const Plan& plan) {
   fold_rank_reports(reports, config_.model.num_blocks(), m);
   std::vector<double> busy;
   for (const RankReport& r : reports) busy.push_back(r.busy_s);
-  if (const char* path = std::getenv("SHARDGYM_RANK_REPORTS"))
-    append_rank_reports(path, cmd.plan, wall_s, reports);
+  if (!rank_reports_.empty()) append_rank_reports(rank_reports_, cmd.plan, wall_s, reports);
   m.loss = reports.front().loss;
   m.tokens = static_cast<double>(effective_global_batch(config_.model, config_.world_size)) *
              config_.model.seq;

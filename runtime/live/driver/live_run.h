@@ -111,6 +111,7 @@ class LiveRun : public TrainingRun {
   StrategyCatalog catalog_;
   PowerModel power_;
   std::string worker_;  // shardgym_rank_worker executable (launch = processes)
+  std::string rank_reports_;  // $SHARDGYM_RANK_REPORTS at construction ("" = not written)
   std::unique_ptr<RankDriver> driver_;
   Plan plan_;
   int step_ = 0;
