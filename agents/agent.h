@@ -1,4 +1,4 @@
-// Agent: anything that picks per-block strategies from observations (DESIGN.md §1).
+// Agent: anything that picks per-block strategies from observations (docs/design.md §1).
 //
 //   auto agent = make_agent("ppo(lr=3e-4)", env->spec(), seed);
 //   Action a = agent->act(obs, env->action_mask());

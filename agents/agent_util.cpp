@@ -8,10 +8,30 @@
 
 #include "env/partition_env.h"
 #include "env/pipeline_action.h"
+#include "env/share_action.h"
+#include "runtime/core/cost.h"
 
 namespace shardgym::agents_detail {
 
-int pipeline_moves(const EnvSpec& spec) { return pipeline_choices(spec.pipeline_stages); }
+int pipeline_moves(const EnvSpec& spec) {
+  return plan_component_choices(spec.pipeline_stages, spec.share_groups);
+}
+
+int plan_choice_toward(Env& env, const Plan& target) {
+  const EnvSpec& spec = env.spec();
+  if (spec.share_groups <= 0) return 0;
+  const TrainingRun& run = env.run();
+  const Plan& now = run.plan();
+  if (now.pipeline.shares == target.pipeline.shares) return 0;
+  const int world = run.cluster().world_size();
+  const RunContext ctx = run.context();
+  const std::vector<double> speeds = share_group_speeds(spec.share_groups, world, now.stages(),
+                                                        ctx.rank_slowdown, ctx.rank_alive);
+  const int s = share_choice_toward(now.pipeline.shares, target.pipeline.shares,
+                                    spec.share_groups,
+                                    effective_global_batch(run.model(), world), speeds);
+  return s < 0 ? 0 : share_choice_offset(spec.pipeline_stages) + s;
+}
 
 std::vector<std::vector<int>> allowed_entries(const std::vector<uint8_t>& mask, int blocks,
                                               int catalog, int moves) {

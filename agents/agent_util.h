@@ -14,8 +14,9 @@
 
 namespace shardgym::agents_detail {
 
-// The env's pipeline component (env/pipeline_action.h): its number of choices, which follow
-// the B·K block entries in the mask and the B block entries in an action; 0 without one.
+// The env's plan-level component (env/pipeline_action.h, env/share_action.h: boundary moves
+// and data-share choices): its number of choices, which follow the B·K block entries in the
+// mask and the B block entries in an action; 0 without one.
 int pipeline_moves(const EnvSpec& spec);
 
 // Allowed catalog entries of each block: mask[b*K + k] == 1. Throws if the size is not
@@ -36,6 +37,11 @@ Action current_action(const Observation& obs, int blocks, int catalog);
 // be helped). A trailing pipeline choice in `wanted` is kept where allowed, else 0 (keep).
 Action respect_mask(const Action& wanted, const Action& current, const std::vector<uint8_t>& mask,
                     int catalog);
+
+// The plan-level choice (0: keep) that moves the env's data shares one step toward `target`'s
+// (env/share_action.h share_choice_toward), keeping the stage boundaries; 0 without share
+// choices or when the shares already match.
+int plan_choice_toward(Env& env, const Plan& target);
 
 // Uniform integer in [0, n) from raw 64-bit draws (modulo with rejection; no std distribution).
 int uniform_int(std::mt19937_64& rng, int n);

@@ -193,7 +193,8 @@ class StaticAgent : public Agent {
       : name_(std::move(name)),
         plan_text_(std::move(plan_text)),
         catalog_(spec.catalog_size),
-        stages_(spec.pipeline_stages) {}
+        stages_(spec.pipeline_stages),
+        groups_(spec.share_groups) {}
   std::string name() const override { return name_; }
 
   // The plan is resolved at the first act() of the episode, when the env has been reset
@@ -210,10 +211,19 @@ class StaticAgent : public Agent {
     const int blocks = static_cast<int>(target_.size());
     Action current = current_action(obs, blocks, catalog_);
     Action wanted = target_;
-    if (stages_ > 1) {  // one boundary move per step towards the plan's split
-      Pipeline now = target_pipeline_;
-      now.split = split_from_observation(obs, stages_, blocks / 2);
-      wanted.push_back(pipeline_choice_toward(now, target_pipeline_, blocks / 2));
+    if (stages_ > 1 || groups_ > 0) {  // the plan-level component: keep unless ...
+      int c = 0;
+      if (stages_ > 1) {  // one boundary move per step towards the plan's split
+        Pipeline now = target_pipeline_;
+        now.split = split_from_observation(obs, stages_, blocks / 2);
+        c = pipeline_choice_toward(now, target_pipeline_, blocks / 2);
+      }
+      if (c == 0 && groups_ > 0) {  // ... the shares differ from the plan's (none: even)
+        Plan target;
+        target.pipeline = target_pipeline_;
+        c = agents_detail::plan_choice_toward(*env_, target);
+      }
+      wanted.push_back(c);
     }
     return respect_mask(wanted, current, mask, catalog_);
   }
@@ -248,7 +258,7 @@ class StaticAgent : public Agent {
   }
 
   std::string name_, plan_text_;
-  int catalog_, stages_;
+  int catalog_, stages_, groups_;
   Env* env_ = nullptr;
   Action target_;
   Pipeline target_pipeline_;

@@ -7,6 +7,8 @@
 #include "agents/agent_util.h"
 #include "agents/baselines.h"
 #include "agents/oracle.h"
+#include "env/share_action.h"
+#include "runtime/core/cost.h"
 
 namespace shardgym {
 namespace {
@@ -25,12 +27,36 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
   // Walk a copy of the run to the end of the episode, cutting at every change of phase.
   const std::vector<EpisodePhase> segs = episode_phases(run, horizon);
 
-  // Candidates: the plan in force and every segment's static optimum.
+  // Candidates: the plan in force and every segment's static optimum; with data shares
+  // (oracle.h) also each segment's optimum under its balanced shares and its even split over
+  // the groups that can train, and hindsight-static's plan.
   std::vector<Plan> cand = {run.plan()};
-  for (const EpisodePhase& s : segs) {
-    Plan p = static_oracle(*s.start, objective_for(*s.start, objective.weights), options).plan;
+  auto add = [&](const Plan& p) {
     if (std::find(cand.begin(), cand.end(), p) == cand.end()) cand.push_back(p);
+  };
+  const int groups = options.share_groups;
+  for (const EpisodePhase& s : segs) {
+    const PlanObjective obj = objective_for(*s.start, objective.weights);
+    const Plan p = static_oracle(*s.start, obj, options).plan;
+    add(p);
+    if (groups <= 0) continue;
+    const int world = run.cluster().world_size();
+    const int g = effective_global_batch(run.model(), world);
+    const RunContext ctx = s.start->context();
+    const std::vector<double> speeds =
+        share_group_speeds(groups, world, p.stages(), ctx.rank_slowdown, ctx.rank_alive);
+    for (int choice : {0, 1}) {
+      Plan held = p;
+      held.pipeline.shares = apply_share_choice(p.pipeline.shares, choice, groups, g, speeds);
+      if (held.pipeline.shares == p.pipeline.shares) continue;
+      try {
+        add(static_oracle(*s.start->clone_holding(held), obj, options).plan);
+      } catch (const std::exception&) {
+        // Those shares admit no plan that fits here (or are not valid): not a candidate.
+      }
+    }
   }
+  if (groups > 0) add(hindsight_static(run, objective.weights, horizon, options).plan);
   const size_t n = cand.size();
   // first[k][x][y]: cost of the segment's first step running y with x in force (repartition
   // included); steady[k][y]: each further step of y.
@@ -119,7 +145,9 @@ class OracleAgent : public Agent {
       : name_(std::move(name)),
         catalog_(spec.catalog_size),
         moves_(agents_detail::pipeline_moves(spec)),
-        mode_(mode) {}
+        mode_(mode) {
+    options_.share_groups = spec.share_groups;
+  }
   std::string name() const override { return name_; }
 
   void begin_episode(Env& env) override {
@@ -139,7 +167,8 @@ class OracleAgent : public Agent {
     const int blocks = static_cast<int>(targets_[k].size());
     Action current = agents_detail::current_action(obs, blocks, catalog_);
     Action wanted = targets_[k];
-    if (moves_ > 0) wanted.push_back(0);  // the oracles keep the stage boundaries (oracle.h)
+    // The oracles keep the stage boundaries (oracle.h); the shares go toward the target's.
+    if (moves_ > 0) wanted.push_back(agents_detail::plan_choice_toward(*env_, plans_[k]));
     return agents_detail::respect_mask(wanted, current, mask, catalog_);
   }
 
@@ -149,26 +178,26 @@ class OracleAgent : public Agent {
     const PlanObjective objective = objective_for(*env_);
     start_ = env_->elapsed_steps();
     starts_.clear();
+    plans_.clear();
+    auto target = [&](const Plan& plan, int first) {
+      targets_.push_back(plan_to_action(plan, run.catalog()));
+      plans_.push_back(plan);
+      starts_.push_back(first);
+    };
     switch (mode_) {
       case Mode::kStatic:
-        targets_.push_back(static_oracle(run, objective).action);
-        starts_.push_back(0);
+        target(static_oracle(run, objective, options_).plan, 0);
         return;
       case Mode::kHindsight:
-        targets_.push_back(plan_to_action(
-            hindsight_static(run, objective.weights, horizon_of(*env_)).plan, run.catalog()));
-        starts_.push_back(0);
+        target(hindsight_static(run, objective.weights, horizon_of(*env_), options_).plan, 0);
         return;
       case Mode::kDynamic:
       case Mode::kPhase: {
         const int horizon = horizon_of(*env_);
         const DynamicSchedule schedule = mode_ == Mode::kDynamic
-                                             ? dynamic_oracle(run, objective, horizon)
-                                             : phase_oracle(run, objective, horizon);
-        for (const OracleSegment& s : schedule.segments) {
-          targets_.push_back(plan_to_action(s.plan, run.catalog()));
-          starts_.push_back(s.first_step);
-        }
+                                             ? dynamic_oracle(run, objective, horizon, options_)
+                                             : phase_oracle(run, objective, horizon, options_);
+        for (const OracleSegment& s : schedule.segments) target(s.plan, s.first_step);
       }
     }
   }
@@ -179,7 +208,9 @@ class OracleAgent : public Agent {
   Env* env_ = nullptr;
   int start_ = 0;
   std::vector<Action> targets_;
+  std::vector<Plan> plans_;  // the same targets as plans (their data shares)
   std::vector<int> starts_;
+  OracleOptions options_;
 };
 
 }  // namespace

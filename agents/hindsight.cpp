@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "agents/oracle.h"
+#include "agents/share_search.h"
 
 namespace shardgym {
 
@@ -36,7 +37,8 @@ std::vector<EpisodePhase> episode_phases(const TrainingRun& run, int horizon) {
   return phases;
 }
 
-HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weights, int horizon,
+// The best static block plan in hindsight within the pipeline and shares in force.
+static HindsightResult hindsight_blocks(const TrainingRun& run, const RewardSpec& weights, int horizon,
                                  const OracleOptions& options) {
   HindsightResult result;
   if (horizon <= 0) throw std::invalid_argument("hindsight-static: empty horizon");
@@ -153,6 +155,47 @@ HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weigh
     throw std::runtime_error("hindsight-static: no plan fits memory in every phase");
   result.total_cost = best;
   result.phases = static_cast<int>(phases.size());
+  return result;
+}
+
+HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weights, int horizon,
+                                 const OracleOptions& options) {
+  HindsightResult result = hindsight_blocks(run, weights, horizon, options);
+  if (options.share_groups <= 0 || !run.cloneable()) return result;
+  // Shares (share_search.h): the starts of every phase with the block plan found, the best
+  // of them improved by one-sequence moves, then the blocks re-optimised under those shares.
+  // Candidates are compared by their walked episode cost.
+  double best = walked_cost(run, result.plan, horizon, weights);
+  Plan chosen = result.plan;
+  std::string by = result.chosen_by;
+  std::vector<std::vector<int>> starts;
+  for (const EpisodePhase& ph : episode_phases(run, horizon))
+    for (auto& c : share_candidates(*ph.start, result.plan, options.share_groups))
+      if (std::find(starts.begin(), starts.end(), c) == starts.end()) starts.push_back(c);
+  Plan start = result.plan;
+  for (const auto& shares : starts) {
+    Plan p = result.plan;
+    p.pipeline.shares = shares;
+    const double c = walked_cost(run, p, horizon, weights);
+    if (c < best) best = c, start = p, chosen = p, by = "shares";
+  }
+  double searched = 0;
+  const Plan local = local_share_search(run, start, options.share_groups, horizon, weights, searched);
+  if (searched < best) best = searched, chosen = local, by = "shares";
+  if (!(chosen.pipeline.shares == result.plan.pipeline.shares)) {
+    try {
+      const HindsightResult again = hindsight_blocks(*run.clone_holding(chosen), weights, horizon, options);
+      const double c = walked_cost(run, again.plan, horizon, weights);
+      result.estimates += again.estimates;
+      if (c < best) best = c, chosen = again.plan, by = "shares+dp";
+    } catch (const std::runtime_error&) {
+      // No block plan fits every phase under those shares: keep the plan found above.
+    }
+  }
+  result.plan = chosen;
+  result.chosen_by = by;
+  result.total_cost = best;
+  result.exact = false;  // a search over shares, not an exact optimum
   return result;
 }
 

@@ -23,6 +23,13 @@
 // the fullest stage's, a maximum rather than a sum, so the decomposition is approximate and
 // the final estimate() check above is what keeps the chosen plan within memory.
 //
+// Data shares (agents/share_search.h). With OracleOptions::share_groups > 0 the dynamic oracle
+// adds, per segment, the static optimum under the segment's balanced shares and under the even
+// split over the groups that can train, and hindsight-static's plan (so that it can always keep
+// that one plan: never below hindsight-static, up to the estimates' exactness); hindsight-static
+// searches share vectors as share_search.h says, costing each candidate by walking the episode
+// (checkpoint restarts of plans that need a lost rank included).
+//
 // Dynamic oracle. Knows the future: walks a clone of the run to the end of the episode,
 // splits it into segments of constant conditions (scenario phases), solves the static oracle
 // in each, then picks per segment one plan among those optima and the plan in force by a
@@ -47,6 +54,9 @@ struct OracleOptions {
   // Relative tolerance of the spot checks and of "the decomposition predicted the estimate":
   // sums of the same terms in a different order differ by rounding only.
   double rel_tol = 1e-7;
+  // Data-share groups to search (agents/share_search.h; the env's `data_shares.groups`);
+  // 0: keep the shares in force, as before data shares.
+  int share_groups = 0;
 };
 
 struct OracleResult {

@@ -6,6 +6,7 @@
 
 #include "agents/agent_util.h"
 #include "agents/ppo_impl.h"
+#include "env/pipeline_action.h"
 #include "env/partition_env.h"
 
 namespace shardgym {
@@ -41,11 +42,14 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   // slowdown, the link classes (up to the pipeline part).
   const int64_t g0 = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
   for (int64_t i : {2, 3}) cond_index.push_back(g0 + i);
-  for (int64_t i = PartitionEnv::kGlobalFixed; i < globals - moves; ++i)
+  // The pipeline part ends the observation (partition_env.h); the data-share part before it
+  // counts among the conditions.
+  const int pipeline_obs = pipeline_choices(spec.pipeline_stages);
+  for (int64_t i = PartitionEnv::kGlobalFixed; i < globals - pipeline_obs; ++i)
     cond_index.push_back(g0 + i);
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
-                              cfg.keep, moves, cfg.plan ? cfg.plan_p : 0.0);
+                              cfg.keep, moves, cfg.plan ? cfg.plan_p : 0.0, pipeline_obs);
   if (cfg.keep) {
     torch::NoGradGuard no_grad;
     net->keep_bias.fill_(std::log(cfg.keep_p / (1 - cfg.keep_p) * std::max(1, catalog - 1)));

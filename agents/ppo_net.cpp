@@ -27,7 +27,7 @@ torch::Tensor dense(const torch::nn::Linear& l, const torch::Tensor& x) {
 }  // namespace
 
 PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int globals_,
-                             int hidden_, bool keep_, int moves_, double plan_p)
+                             int hidden_, bool keep_, int moves_, double plan_p, int tail)
     : blocks(blocks_),
       catalog(catalog_),
       block_features(block_features_),
@@ -48,7 +48,7 @@ PolicyNetImpl::PolicyNetImpl(int blocks_, int catalog_, int block_features_, int
     // slowdown and the link classes' bandwidths; not the step, nor what depends on the plan
     // in force (peak memory, latency, the pipeline part).
     std::vector<int64_t> cond = {1, 2, 3};
-    for (int i = 6; i < globals - moves; ++i) cond.push_back(i);
+    for (int i = 6; i < globals - (tail < 0 ? moves : tail); ++i) cond.push_back(i);
     plan_conditions = register_buffer("plan_conditions", torch::tensor(cond, torch::kLong));
     pi_plan = register_module("pi_plan", layer(static_cast<int>(cond.size()), 2 * catalog, 0.01));
     plan_move = register_buffer("plan_move", torch::tensor({static_cast<float>(std::log1p(-plan_p)),

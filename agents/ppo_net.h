@@ -26,8 +26,9 @@
 namespace shardgym::ppo_detail {
 
 struct PolicyNetImpl : torch::nn::Module {
+  // tail: observation entries after the conditions (the pipeline part); -1 = moves.
   PolicyNetImpl(int blocks, int catalog, int block_features, int globals, int hidden, bool keep,
-                int moves = 0, double plan_p = 0);  // plan_p > 0: the plan rows
+                int moves = 0, double plan_p = 0, int tail = -1);  // plan_p > 0: the plan rows
 
   // Masked logits [N, R, W] and values [N] (R = B rows, + 1 with moves; W = max(K, moves)).
   // mask: bool [N, R, W]. with_keep = false leaves out the keep bonus (the learned preference

@@ -141,6 +141,9 @@ RunContext ReplayRun::context() const {
   c.num_phases = spec_.scenario.num_phases();
   c.link_bw_factor.assign(spec_.cluster.links.size(), 1.0);
   std::map<int, double> stragglers;
+  const int world = spec_.cluster.world_size();
+  c.rank_slowdown.assign(world, 1.0);
+  c.rank_alive.assign(world, 1);
   for (const ScenarioEvent& e : spec_.scenario.events) {
     if (e.step > calls_) continue;
     switch (e.kind) {
@@ -151,6 +154,11 @@ RunContext ReplayRun::context() const {
       }
       case EventKind::kStraggler:
         stragglers[e.rank] = e.factor;
+        if (e.rank >= 0 && e.rank < world) c.rank_slowdown[e.rank] = e.factor;
+        break;
+      case EventKind::kRankLoss:
+      case EventKind::kRankJoin:  // the trace's actions say whether a spare stood in
+        if (e.rank >= 0 && e.rank < world) c.rank_alive[e.rank] = e.kind == EventKind::kRankJoin;
         break;
       case EventKind::kSeqLength:
         if (spec_.model.seq > 0) c.seq_factor = static_cast<double>(e.value) / spec_.model.seq;

@@ -1,4 +1,4 @@
-// Trace schema `shardgym-trace` v1 as plain data (DESIGN.md §6; the file layout is spelled out
+// Trace schema `shardgym-trace` v1 as plain data (docs/design.md §6; the file layout is spelled out
 // in docs/trace-format.md so that anyone with h5py can read a trace without this code).
 //
 // TraceWriter (trace_writer.h) turns env transitions into a trace file, TraceReader

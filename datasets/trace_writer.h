@@ -1,4 +1,4 @@
-// TraceWriter: the HDF5 TraceSink behind the RecordTrace wrapper (DESIGN.md §6).
+// TraceWriter: the HDF5 TraceSink behind the RecordTrace wrapper (docs/design.md §6).
 //
 //   auto sink = std::make_shared<TraceWriter>("run.h5", make_trace_metadata(spec, sha));
 //   auto env = std::make_unique<RecordTrace>(make_env(id, spec), sink);

@@ -1,4 +1,4 @@
-// Env: the Gymnasium contract in C++ (DESIGN.md §5).
+// Env: the Gymnasium contract in C++ (docs/design.md §5).
 //
 //   auto env = make_env("shardgym/TPSim-v0", spec);
 //   auto [obs, info] = env->reset(42);
@@ -82,6 +82,7 @@ struct EnvSpec {
   int num_blocks = 0;
   int catalog_size = 0;
   int pipeline_stages = 1;    // p > 1: the action's last component moves stage boundaries
+  int share_groups = 0;       // n > 0: that component also sets data shares (share_action.h)
   int max_episode_steps = 0;  // 0 = none
   bool deterministic = true;
   std::string backend;        // "sim" | "live" | "replay"

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "env/pipeline_action.h"
+#include "env/share_action.h"
 #include "runtime/core/training_run.h"
 
 namespace shardgym {
@@ -16,7 +17,7 @@ IncrementalAction::IncrementalAction(std::unique_ptr<Env> inner) : Wrapper(std::
     throw std::invalid_argument("IncrementalAction(" + spec_.id +
                                 "): the inner env has no blocks or an empty catalog");
   }
-  moves_ = std::max(0, pipeline_choices(spec_.pipeline_stages) - 1);
+  moves_ = std::max(0, plan_component_choices(spec_.pipeline_stages, spec_.share_groups) - 1);
   spec_.action_space = Space::discrete("incremental_action",
                                        1 + static_cast<int64_t>(blocks_) * choices_ + moves_);
   current_.assign(blocks_ + (moves_ > 0 ? 1 : 0), 0);

@@ -1,4 +1,4 @@
-// IncrementalAction: the "change one block or do nothing" form of the action (DESIGN.md §5).
+// IncrementalAction: the "change one block or do nothing" form of the action (docs/design.md §5).
 //
 // Action space Discrete(1 + B·K + M), an action is a one-element vector {a}:
 //   a = 0                no-op: the plan in force is kept

@@ -10,6 +10,9 @@
 #include <unordered_map>
 
 #include "env/pipeline_action.h"
+#include "env/share_action.h"
+#include "runtime/core/cost.h"
+#include "runtime/core/data_shares.h"
 
 namespace shardgym {
 namespace {
@@ -94,7 +97,13 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   }
   catalog_features_ = shared_copy(std::move(features));
   stages_ = initial_plan_.stages();
-  moves_ = pipeline_choices(stages_);
+  groups_ = spec.data_share_groups;
+  if (groups_ > 0 && (world_ / stages_) % groups_ != 0)
+    throw std::invalid_argument("PartitionEnv '" + id + "': data_shares.groups = " +
+                                std::to_string(groups_) + " does not split a stage's " +
+                                std::to_string(world_ / stages_) + " ranks");
+  pp_moves_ = pipeline_choices(stages_);
+  moves_ = plan_component_choices(stages_, groups_);
   pipeline_ = initial_plan_.pipeline;
   pending_ = initial_plan_;
   current_.assign(blocks_, -1);
@@ -108,9 +117,9 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
     }
     shape_ok_.insert(shape_ok_.end(), shape.begin(), shape.end());
   }
-  const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_ + moves_;
+  const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_ + 3 * groups_ + pp_moves_;
   dim_ = dim;
-  last_measured_.assign(size_t(blocks_) * 3 + 2 + (moves_ > 0 ? stages_ : 0), 0.0f);
+  last_measured_.assign(size_t(blocks_) * 3 + 2 + (pp_moves_ > 0 ? stages_ : 0), 0.0f);
 
   const bool deterministic = run_->deterministic();
   spec_.id = std::move(id);
@@ -125,10 +134,11 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   std::vector<int64_t> nvec(blocks_, choices_);
   if (moves_ > 0) nvec.push_back(moves_);
   spec_.action_space = Space::multi_discrete("action", std::move(nvec));
-  spec_.observation_parts = observation_parts(blocks_, links_, moves_);
+  spec_.observation_parts = observation_parts(blocks_, links_, pp_moves_, groups_);
   spec_.num_blocks = blocks_;
   spec_.catalog_size = choices_;
   spec_.pipeline_stages = stages_;
+  spec_.share_groups = groups_;
   spec_.max_episode_steps = 0;
   spec_.deterministic = deterministic;
 }
@@ -201,6 +211,23 @@ void PartitionEnv::invalidate_mask(const RunContext& ctx) {
   mask_phase_ = ctx.phase;
   mask_seq_factor_ = ctx.seq_factor;
   mask_capacity_ = ctx.memory_capacity;
+  mask_alive_ = ctx.rank_alive;
+}
+
+std::vector<double> PartitionEnv::share_speeds(const RunContext& ctx) const {
+  return share_group_speeds(groups_, world_, stages_, ctx.rank_slowdown, ctx.rank_alive);
+}
+
+Pipeline PartitionEnv::apply_plan_choice(int c) const {
+  if (c < 0 || c >= std::max(1, moves_))
+    throw std::out_of_range("plan-level choice " + std::to_string(c) + " outside [0, " +
+                            std::to_string(std::max(1, moves_)) + ")");
+  const int offset = share_choice_offset(stages_);
+  if (c < offset) return apply_pipeline_choice(pipeline_, c, blocks_ / 2);
+  Pipeline out = pipeline_;
+  const int g = effective_global_batch(run_->model(), world_);
+  out.shares = apply_share_choice(pipeline_.shares, c - offset, groups_, g, share_speeds(ctx_));
+  return out;
 }
 
 void PartitionEnv::ensure_row(int b) const {
@@ -216,7 +243,11 @@ void PartitionEnv::ensure_pipeline_row() const {
   row[0] = 1;  // keeping the boundaries is always allowed, as keeping a block is
   Plan trial = run_->plan();
   for (int c = 1; c < moves_; ++c) {
-    trial.pipeline = apply_pipeline_choice(pipeline_, c, blocks_ / 2);
+    if (c >= pp_moves_ && c < share_choice_offset(stages_)) {
+      row[c] = 0;  // no such choice (p = 1: the component starts with the share choices)
+      continue;
+    }
+    trial.pipeline = apply_plan_choice(c);
     bool nonempty = true;
     for (int n : trial.pipeline.layers_per_stage(blocks_ / 2)) nonempty = nonempty && n > 0;
     row[c] = nonempty && plan_fits(*run_, trial) ? 1 : 0;
@@ -277,15 +308,17 @@ void PartitionEnv::check_action(const Action& action) const {
   if (moves_ > 0) {
     const int32_t c = action[blocks_];
     if (c < 0 || c >= moves_)
-      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): pipeline choice " +
+      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): plan-level choice " +
                                   std::to_string(c) + " outside [0, " + std::to_string(moves_) +
                                   ")");
     ensure_pipeline_row();
-    if (c != 0 && !mask_[static_cast<size_t>(blocks_) * choices_ + c])
-      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): pipeline choice " +
-                                  std::to_string(c) + " (" +
-                                  apply_pipeline_choice(pipeline_, c, blocks_ / 2).to_string() +
+    if (c != 0 && !mask_[static_cast<size_t>(blocks_) * choices_ + c]) {
+      Plan shown;
+      shown.pipeline = apply_plan_choice(c);
+      throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): plan-level choice " +
+                                  std::to_string(c) + " (" + shown.to_string() +
                                   ") is masked out (empties a stage, invalid or does not fit)");
+    }
   }
   const StrategyCatalog& catalog = run_->catalog();
   auto reject = [&](int b, int32_t a, const std::string& why) {
@@ -334,8 +367,20 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   // action changes are looked up again.
   for (int b = 0; b < blocks_; ++b)
     if (!pending_in_force_ || action[b] != current_[b]) pending_.blocks[b] = catalog.at(action[b]);
-  if (moves_ > 0)
-    pending_.pipeline = apply_pipeline_choice(pipeline_, action[blocks_], blocks_ / 2);
+  bool refused = false;
+  if (moves_ > 0) {
+    pending_.pipeline = apply_plan_choice(action[blocks_]);
+    // Each component is masked with the others as they are: a share choice that the blocks
+    // chosen in the same step do not admit (a degree spanning share groups) is not applied;
+    // the shares in force stay, which every block the mask allowed admits (info scalar
+    // "plan_choice_refused").
+    const int n = static_cast<int>(pending_.pipeline.shares.size());
+    if (n > 0 && !(pending_.pipeline.shares == pipeline_.shares)) {
+      const int g = world_ / stages_ / n;
+      for (int b = 0; b < blocks_ && !refused; ++b) refused = g % pending_.blocks[b].degree() != 0;
+      if (refused) pending_.pipeline = pipeline_;
+    }
+  }
 
   // Written straight into r (reusing its buffers); every field of r is set below as a fresh
   // StepResult would have it.
@@ -358,7 +403,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
     changed = true;  // stage memory, so every row, depends on the boundaries
   }
   if (changed || ctx.phase != mask_phase_ || ctx.seq_factor != mask_seq_factor_ ||
-      ctx.memory_capacity != mask_capacity_) {
+      ctx.memory_capacity != mask_capacity_ || (groups_ > 0 && ctx.rank_alive != mask_alive_)) {
     invalidate_mask(ctx);
   }
 
@@ -397,10 +442,12 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   std::map<std::string, double>& scalars = r.info.scalars;
   const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
   for (auto it = scalars.begin(); it != scalars.end();) {
-    const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread");
+    const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread") ||
+                      (refused && it->first == "plan_choice_refused");
     it = ours ? std::next(it) : scalars.erase(it);
   }
   scalars["raw_reward"] = r.reward;
+  if (refused) scalars["plan_choice_refused"] = 1;
   if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
   r.info.plan = run_->plan();
 }
@@ -469,8 +516,22 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
                               ? nonneg(ctx.link_bw_factor[l])
                               : 1.0f;
   }
-  if (moves_ > 0) {  // boundaries, then each stage's peak memory (pipeline_action.h)
-    float* pp = g + kGlobalFixed + links_;
+  if (groups_ > 0) {  // per share group: share / even, speed, can train (share_action.h)
+    float* sh = g + kGlobalFixed + links_;
+    const int gb = effective_global_batch(run_->model(), world_);
+    const std::vector<int> seqs = apportion(
+        gb, pipeline_.shares.empty() ? std::vector<int>(groups_, 1) : pipeline_.shares);
+    const std::vector<double> can = share_speeds(ctx);
+    const std::vector<double> speed =
+        share_group_speeds(groups_, world_, stages_, ctx.rank_slowdown, {});
+    for (int i = 0; i < groups_; ++i) {
+      sh[3 * i] = nonneg(seqs[i] * double(groups_) / std::max(1, gb));
+      sh[3 * i + 1] = nonneg(speed[i]);
+      sh[3 * i + 2] = can[i] > 0 ? 1.0f : 0.0f;
+    }
+  }
+  if (pp_moves_ > 0) {  // boundaries, then each stage's peak memory (pipeline_action.h)
+    float* pp = g + kGlobalFixed + links_ + 3 * groups_;
     const std::vector<int> per = pipeline_.layers_per_stage(blocks_ / 2);
     int first = 0;
     for (int s = 0; s + 1 < stages_; ++s) {
@@ -491,7 +552,8 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
   }
 }
 
-std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int links, int moves) {
+std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int links, int moves,
+                                                            int groups) {
   std::vector<ObservationPart> parts;
   int64_t offset = 0;
   auto add = [&](const char* name, std::vector<int64_t> shape, const char* meaning) {
@@ -507,6 +569,11 @@ std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int lin
       "step / steps, phase / phases, seq_factor, max compute slowdown, peak memory / capacity, "
       "latency / initial latency");
   add("links", {links}, "measured bandwidth / nominal per link class");
+  if (groups > 0) {
+    add("shares", {groups, 3},
+        "per data-share group: share / even share, speed (1 / slowest rank's slowdown), "
+        "1 if it can train (0: a rank lost)");
+  }
   if (moves > 0) {
     add("pipeline", {moves},
         "stage boundaries (first layer / layers), then each stage's peak memory / capacity");
@@ -524,10 +591,10 @@ Plan PartitionEnv::plan_from_action(const Action& action) const {
   Plan plan;
   if (moves_ > 0) {
     if (action[blocks_] < 0 || action[blocks_] >= moves_)
-      throw std::invalid_argument("plan_from_action(" + spec_.id + "): pipeline choice " +
+      throw std::invalid_argument("plan_from_action(" + spec_.id + "): plan-level choice " +
                                   std::to_string(action[blocks_]) + " outside [0, " +
                                   std::to_string(moves_) + ")");
-    plan.pipeline = apply_pipeline_choice(pipeline_, action[blocks_], blocks_ / 2);
+    plan.pipeline = apply_plan_choice(action[blocks_]);
   }
   plan.blocks.reserve(blocks_);
   for (int b = 0; b < blocks_; ++b) {
@@ -549,11 +616,20 @@ Action PartitionEnv::action_from_plan(const Plan& plan) const {
   }
   Action action(blocks_ + (moves_ > 0 ? 1 : 0), 0);
   if (moves_ > 0) {
-    const int c = pipeline_choice_toward(pipeline_, plan.pipeline, blocks_ / 2);
-    if (!(apply_pipeline_choice(pipeline_, c, blocks_ / 2) == plan.pipeline))
-      throw std::invalid_argument("action_from_plan(" + spec_.id + "): " +
-                                  plan.pipeline.to_string() + " is not " +
-                                  pipeline_.to_string() + " or one boundary move from it");
+    int c = pipeline_choice_toward(pipeline_, plan.pipeline, blocks_ / 2);
+    if (groups_ > 0 && c == 0 && plan.pipeline.shares != pipeline_.shares) {
+      const int s = share_choice_toward(pipeline_.shares, plan.pipeline.shares, groups_,
+                                        effective_global_batch(run_->model(), world_),
+                                        share_speeds(ctx_));
+      if (s >= 0) c = share_choice_offset(stages_) + s;
+    }
+    if (!(apply_plan_choice(c) == plan.pipeline)) {
+      Plan a, b;
+      a.pipeline = plan.pipeline, b.pipeline = pipeline_;
+      throw std::invalid_argument("action_from_plan(" + spec_.id + "): '" + a.to_string() +
+                                  "' is not '" + b.to_string() +
+                                  "' or one plan-level choice from it");
+    }
     action[blocks_] = c;
   }
   for (int b = 0; b < blocks_; ++b) {

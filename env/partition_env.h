@@ -14,6 +14,9 @@
 //   With p > 1 pipeline stages, then 2p − 1 more (pipeline_action.h): the p − 1 stage
 //   boundaries (first layer of stage i+1 / layers), each stage's peak memory / capacity.
 //   With p = 1 the layout is exactly the one above.
+//   With `data_shares: {groups: n}`, a "shares" part before the pipeline part: per share group
+//   its data share / the even share, its speed (1 / slowest rank's slowdown) and 1 when it can
+//   train (0: a rank of it is lost and no spare stands in) (env/share_action.h).
 // Every entry is ≥ 0 (observation space Box(0, inf)). After a failed step the measured
 // entries keep their previous values.
 // Raw reward: −(w_lat·(latency + repartition)/tokens·1e6 + w_mem·peak/capacity
@@ -23,8 +26,9 @@
 // and info.error set; step() then throws std::logic_error until reset(). reset() measures one iteration of the
 // initial plan (the reference; returned as info.measurement).
 //
-// Action: B catalog indices, then with p > 1 stages the pipeline component (2p − 1 choices,
-// pipeline_action.h): MultiDiscrete(nvec = [K]*B (+ [2p − 1])). The mask is the concatenation
+// Action: B catalog indices, then with p > 1 stages or data shares the plan-level component
+// (pipeline_action.h, share_action.h: keep, the 2p − 2 boundary moves, the share choices):
+// MultiDiscrete(nvec = [K]*B (+ [M])). The mask is the concatenation
 // of the components' masks (sb3-contrib's MaskableMultiDiscrete layout): mask[b·K + k] for the
 // blocks, then mask[B·K + c] for the pipeline choices. Choice 0 (keep) is always allowed; a
 // move is allowed when the plan in force with that move alone is valid and fits memory
@@ -56,9 +60,10 @@ class PartitionEnv : public Env {
 
   PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run, const ExperimentSpec& spec);
   // The layout above as named parts (EnvSpec::observation_parts): "blocks" (B, kBlockFeatures),
-  // "global" (kGlobalFixed), "links" (L), and with `moves` > 0 pipeline choices, "pipeline"
-  // (moves = 2p − 1).
-  static std::vector<ObservationPart> observation_parts(int blocks, int links, int moves);
+  // "global" (kGlobalFixed), "links" (L), with `groups` > 0 "shares" (groups, 3), and with
+  // `moves` > 0 pipeline choices, "pipeline" (moves = 2p − 1).
+  static std::vector<ObservationPart> observation_parts(int blocks, int links, int moves,
+                                                        int groups = 0);
 
   const EnvSpec& spec() const override { return spec_; }
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
@@ -89,6 +94,10 @@ class PartitionEnv : public Env {
   void ensure_row(int b) const;
   void ensure_pipeline_row() const;
   void invalidate_mask(const RunContext& ctx);
+  // The pipeline (with its shares) after plan-level choice `c` from the one in force; throws
+  // std::out_of_range outside [0, moves_).
+  Pipeline apply_plan_choice(int c) const;
+  std::vector<double> share_speeds(const RunContext& ctx) const;
   void sync_indices_from_plan();
   void strategy_features(const Strategy& s, int index, float* out) const;
   void observe(const Measurement& m, const RunContext& ctx, Observation& obs);
@@ -106,7 +115,9 @@ class PartitionEnv : public Env {
   std::string failure_;  // set when the episode ended with a failed step
 
   int blocks_ = 0, choices_ = 0, links_ = 0, world_ = 1;
-  int stages_ = 1, moves_ = 0;  // p of the initial plan; pipeline_choices(p)
+  int stages_ = 1, moves_ = 0;  // p of the initial plan; plan_component_choices(p, groups)
+  int pp_moves_ = 0;            // pipeline_choices(p): the pipeline's part of them
+  int groups_ = 0;              // data-share groups (0: no share choices)
   Pipeline pipeline_;           // the pipeline in force
   // K × kStrategyFeatures, immutable and shared by the envs whose tables come out the same
   // (a vector env's: one copy read by all, instead of a 4.8 KB table each at K = 172).
@@ -130,6 +141,7 @@ class PartitionEnv : public Env {
   uint64_t epoch_ = 1;
   int mask_phase_ = -1;  // conditions the cached rows were computed under
   double mask_seq_factor_ = 0, mask_capacity_ = 0;
+  std::vector<uint8_t> mask_alive_;  // rank liveness the cached rows were computed under
 };
 
 }  // namespace shardgym

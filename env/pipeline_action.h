@@ -1,4 +1,4 @@
-// The pipeline part of the action and observation (DESIGN.md §3, §5): with p > 1 stages, the
+// The pipeline part of the action and observation (docs/design.md §3, §5): with p > 1 stages, the
 // action gets one trailing component after the B block components.
 //
 //   choice 0        keep the stage boundaries

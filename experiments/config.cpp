@@ -1,6 +1,8 @@
 // Top level of the experiment schema: file handling, `include:`, plans, agent and env ids.
 #include "experiments/config.h"
 
+#include "env/share_action.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -11,6 +13,7 @@
 
 #include "agents/agent.h"
 #include "env/registry.h"
+#include "env/share_action.h"
 #include "experiments/calibration_file.h"
 #include "experiments/config_parts.h"
 #include "experiments/yaml_field.h"
@@ -231,7 +234,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   const std::vector<std::string> keys = {
       "name", "env", "include", "model", "cluster", "scenario", "reward", "agent", "catalog",
       "live", "episodes", "steps_per_episode", "seeds", "initial_plan", "replay_trace",
-      "training", "published"};
+      "training", "published", "data_shares"};
   root.check_keys(keys);
   ExperimentSpec spec;
   spec.source_path = file;
@@ -302,6 +305,15 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   const std::optional<YamlField> plan_field = root.optional("initial_plan");
   if (plan_field) spec.initial_plan = plan_field->as_string();
   check_plan(plan_field ? *plan_field : root, spec.initial_plan, spec.model, spec.cluster);
+  if (auto d = root.optional("data_shares")) {
+    // The data-share action (env/share_action.h): n share groups per pipeline stage.
+    d->check_keys({"groups"});
+    YamlField g = d->child("groups");
+    spec.data_share_groups = g.as_int(1, kMaxShareActionGroups);
+    if (spec.cluster.world_size() % spec.data_share_groups != 0)
+      g.fail(std::to_string(spec.data_share_groups) + " share groups do not split the world of " +
+             std::to_string(spec.cluster.world_size()) + " ranks");
+  }
   if (auto e = root.optional("episodes")) spec.episodes = e->as_int(1);
   if (auto s = root.optional("steps_per_episode")) spec.steps_per_episode = s->as_int(1);
   if (auto seeds = root.optional("seeds")) {

@@ -306,7 +306,7 @@ void expand_seq_mix(const YamlField& f, std::vector<ScenarioEvent>& out) {
 }  // namespace
 
 Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
-  field.check_keys({"name", "noise", "events", "seq_mix", "source"});
+  field.check_keys({"name", "noise", "events", "seq_mix", "source", "restart"});
   Scenario scenario;
   if (auto name = field.optional("name")) scenario.name = name->as_string();
   if (auto noise = field.optional("noise")) scenario.noise = noise->as_double(0, 1);
@@ -318,8 +318,8 @@ Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
     YamlField f = events->at(i);
     f.expect_map();
     ScenarioEvent e;
-    std::string kind =
-        f.child("kind").as_choice({"link_bandwidth", "straggler", "seq_length", "batch"});
+    std::string kind = f.child("kind").as_choice(
+        {"link_bandwidth", "straggler", "seq_length", "batch", "rank_loss", "rank_join"});
     if (kind == "link_bandwidth") {
       f.check_keys({"step", "kind", "link", "factor", "every", "until"});
       e.kind = EventKind::kLinkBandwidth;
@@ -334,6 +334,27 @@ Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
       e.kind = EventKind::kStraggler;
       e.rank = f.child("rank").as_int(0, cluster.world_size() - 1);
       e.factor = f.child("factor").as_positive_double();
+    } else if (kind == "rank_loss" || kind == "rank_join") {
+      // One rank, or every rank of one node.
+      f.check_keys({"step", "kind", "rank", "node", "every", "until"});
+      e.kind = kind == "rank_loss" ? EventKind::kRankLoss : EventKind::kRankJoin;
+      e.step = f.child("step").as_int(0);
+      if (f.optional("rank") && f.optional("node"))
+        f.child("node").fail("give rank or node, not both");
+      if (auto node = f.optional("node")) {
+        const int n = node->as_int(0, cluster.num_nodes() - 1);
+        int first = 0;
+        for (int i = 0; i < n; ++i) first += cluster.nodes[i].gpus;
+        if (scenario.events.size() + size_t(cluster.nodes[n].gpus) > size_t(kMaxScenarioEvents))
+          node->fail("the node's ranks make more than " + std::to_string(kMaxScenarioEvents) +
+                     " events");
+        for (int r = first; r < first + cluster.nodes[n].gpus; ++r) {
+          e.rank = r;
+          repeat_event(f, e, scenario.events);
+        }
+        continue;
+      }
+      e.rank = f.child("rank").as_int(0, cluster.world_size() - 1);
     } else {
       f.check_keys({"step", "kind", "value", "every", "until"});
       e.kind = kind == "seq_length" ? EventKind::kSeqLength : EventKind::kBatch;
@@ -344,6 +365,17 @@ Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
   }
   std::stable_sort(scenario.events.begin(), scenario.events.end(),
                    [](const ScenarioEvent& a, const ScenarioEvent& b) { return a.step < b.step; });
+  if (auto restart = field.optional("restart")) {
+    // Checkpoint restart of a job whose plan needs a lost rank (scenario.h RestartModel).
+    restart->check_keys({"restart_s", "read_gbps", "checkpoint_interval", "source"});
+    scenario.restart.restart_s = restart->child("restart_s").as_double(0, 1e6);
+    scenario.restart.read_bytes_per_s = restart->child("read_gbps").as_double(1e-3, 1e6) * 1e9;
+    scenario.restart.checkpoint_interval = restart->child("checkpoint_interval").as_int(1);
+    if (auto source = restart->optional("source")) source->as_string();
+  } else if (scenario.has_rank_loss()) {
+    field.fail("rank_loss events need a `restart:` section (restart_s, read_gbps, "
+               "checkpoint_interval, source): what a job that needs the lost rank pays");
+  }
   return scenario;
 }
 

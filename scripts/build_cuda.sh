@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU build (DESIGN.md §7): LibTorch of the PyTorch wheel that `python3` imports (CUDA build),
+# GPU build (docs/design.md §7): LibTorch of the PyTorch wheel that `python3` imports (CUDA build),
 # c10d's NCCL backend and the CUDA kernels, into build-cuda/. Needs nvcc (CUDACXX, or
 # /usr/local/cuda/bin/nvcc) and the same packages as scripts/build.sh except libtorch-dev.
 # Overrides as scripts/build.sh (SHARDGYM_BUILD_DIR, default build-cuda; SHARDGYM_JOBS;

@@ -80,6 +80,7 @@ struct CompareArgs {
   uint64_t bootstrap_seed = 0;
   bool markdown = false;
   bool no_references = false;  // leave out hindsight-static and dynamic-oracle
+  std::optional<int> data_shares;  // overrides data_shares.groups (0 = none)
   std::string from_traces;     // rebuild the table from DIR's traces instead of running
   std::string out;  // "" = no traces; else DIR/<agent>.h5
 };

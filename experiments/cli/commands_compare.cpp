@@ -133,6 +133,13 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   if (args.config.empty()) throw BadInput("compare: give a config (or --from-traces DIR)");
   ExperimentSpec spec = load_experiment(args.config);
   if (args.steps) spec.steps_per_episode = *args.steps;
+  if (args.data_shares) {
+    const int n = *args.data_shares;
+    if (n > 0 && spec.cluster.world_size() % n != 0)
+      throw BadInput("--data-shares " + std::to_string(n) + ": does not split the world of " +
+                     std::to_string(spec.cluster.world_size()) + " ranks");
+    spec.data_share_groups = n;
+  }
   std::vector<std::string> agents = split_list(args.agents);
   if (agents.empty()) agents = {"atp", spec.agent.id};
   // The references every comparison is read against: the best static plan in hindsight and
@@ -186,7 +193,10 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   header << spec.name << ": " << spec.model.layers << "-layer GPT on "
          << spec.cluster.world_size() << " GPUs, " << seeds.size() << " seed"
          << (seeds.size() == 1 ? "" : "s") << ", " << spec.steps_per_episode
-         << " steps per episode";
+         << " steps per episode"
+         << (spec.data_share_groups > 0
+                 ? ", data shares over " + std::to_string(spec.data_share_groups) + " groups"
+                 : std::string());
   print_comparison(result, header.str(), args, out);
   if (!writers.empty()) out << "traces: " << args.out << "/<agent>.h5\n";
   return 0;

@@ -348,6 +348,11 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   compare->add_flag("--no-references", compare_args.no_references,
                     "Leave out the hindsight-static and dynamic-oracle reference rows");
+  compare->add_option("--data-shares", compare_args.data_shares,
+                      "Set the config's data_shares.groups (0: no data-share choices; the "
+                      "oracles then keep even shares), e.g. to read the headroom with and "
+                      "without uneven shares")
+      ->check(CLI::Range(0, 16));
   compare->add_option("--out", compare_args.out,
                       "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 

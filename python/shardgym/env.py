@@ -1,9 +1,10 @@
 """ShardGymEnv: one C++ env (make_env: TimeLimit ∘ NormalizeReward) behind Gymnasium's API.
 
 Observation (Dict): the C++ env's named parts of its flat float32 vector ("blocks" (B, F),
-"global", "links", and "pipeline" with p > 1 stages; meanings in `part_meanings`) plus
-"plan", the plan in force as catalog indices (B,) reported by C++ (K = not in the catalog).
-Action: MultiDiscrete([K] * B (+ [2p - 1])). The mask is the flat bool array over the
+"global", "links", "shares" with `data_shares` groups, and "pipeline" with p > 1 stages;
+meanings in `part_meanings`) plus "plan", the plan in force as catalog indices (B,) reported
+by C++ (K = not in the catalog). Action: MultiDiscrete([K] * B (+ [M])), M the plan-level
+component's choices (pipeline moves, data shares). The mask is the flat bool array over the
 concatenated choices (sb3-contrib's MaskablePPO layout), in info["action_mask"] and
 action_masks().
 """
@@ -185,5 +186,5 @@ class ShardGymEnv(gymnasium.Env):
         if allowed.all():
             return None
         d = int(np.argmin(allowed))
-        what = f"block {d}" if d < self.num_blocks else "the pipeline component"
+        what = f"block {d}" if d < self.num_blocks else "the plan-level component (pipeline moves, data shares)"
         return f"{what}: choice {int(action[d])} is not allowed now"

@@ -43,6 +43,7 @@ nb::dict spec_to_dict(const EnvSpec& s, const TrainingRun& run) {
   d["num_blocks"] = s.num_blocks;
   d["catalog_size"] = s.catalog_size;
   d["pipeline_stages"] = s.pipeline_stages;
+  d["share_groups"] = s.share_groups;
   d["max_episode_steps"] = s.max_episode_steps;
   d["deterministic"] = s.deterministic;
   d["observation_size"] = s.observation_space.flat_size();

@@ -1,5 +1,5 @@
 // ClusterSpec: devices, nodes and link classes, and the hierarchical communication matrix
-// derived from them (DESIGN.md §3, "Hierarchical communication matrix").
+// derived from them (docs/design.md §3, "Hierarchical communication matrix").
 //
 // Ranks are numbered node by node: node 0 holds ranks [0, n0), node 1 the next n1, ...
 // Inside a node ranks talk over the node's `intra_link`; across nodes over `inter_link`.

@@ -1,4 +1,4 @@
-// Closed-form quantities shared by the simulator and the live run (DESIGN.md §3–§4):
+// Closed-form quantities shared by the simulator and the live run (docs/design.md §3–§4):
 // who talks to whom, how many elements each collective carries, FLOPs, parameter and
 // activation memory. Everything is per rank, per micro-batch, for one block.
 //

@@ -92,6 +92,9 @@ struct ExperimentSpec {
   CatalogOptions catalog;
   LiveSpec live;
   std::string initial_plan = "megatron";  // plan text, "megatron" or "megatron-sp"
+  // `data_shares: {groups: n}`: the plan-level action also sets the data shares of n groups
+  // per stage (env/share_action.h); 0 = no such choices.
+  int data_share_groups = 0;
   int episodes = 3;
   int steps_per_episode = 100;
   std::vector<uint64_t> seeds = {0};

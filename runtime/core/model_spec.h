@@ -1,7 +1,7 @@
 // ModelSpec: the shapes of the GPT being trained, the one thing every layer agrees on.
 //
 // A model of `layers` Transformer layers has 2·layers *blocks*: block 2i is layer i's
-// attention, block 2i+1 its MLP. Strategies are chosen per block (DESIGN.md §3).
+// attention, block 2i+1 its MLP. Strategies are chosen per block (docs/design.md §3).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,7 @@ struct ModelSpec {
   // Megatron-LM keeps (and data-parallel reduces) gradients in fp32 for bf16 training
   // (arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32): 18 B/param with the above.
   bool main_grads_fp32 = false;
-  // How the job runs (DESIGN.md §4; Megatron-LM flags in brackets). Off by default.
+  // How the job runs (docs/design.md §4; Megatron-LM flags in brackets). Off by default.
   bool flash_attention = false;       // fused causal attention: no s² activations, half the
                                       // QKᵀ/·V work, QKᵀ recomputed in its backward
   bool distributed_optimizer = false; // [--use-distributed-optimizer] optimizer state / DP

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "runtime/core/catalog.h"
+#include "runtime/core/data_shares.h"
 
 namespace shardgym {
 namespace {
@@ -39,8 +41,11 @@ Strategy parse_entry(const std::string& text, const std::string& where) {
 }
 
 int pipeline_int(const std::string& text, const std::string& key, const std::string& value) {
-  bool digits = !value.empty() && value.size() < 7;
+  bool digits = !value.empty();
   for (char c : value) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (digits && value.size() > 6)
+    throw std::invalid_argument("pipeline '" + text + "': " + key + "=" + value +
+                                " is larger than 999999");
   if (!digits || std::stoi(value) < 1)
     throw std::invalid_argument("pipeline '" + text + "': " + key + "=" + value +
                                 " is not a positive integer");
@@ -67,7 +72,7 @@ bool Pipeline::operator==(const Pipeline& o) const {
   // Without a pipeline, m = 0 means one micro-batch (plan_micro_batches).
   auto norm = [](const Pipeline& p) { return p.stages == 1 && p.micro_batches == 0 ? 1 : p.micro_batches; };
   return stages == o.stages && norm(*this) == norm(o) && schedule == o.schedule &&
-         virtual_stages == o.virtual_stages && split == o.split;
+         virtual_stages == o.virtual_stages && split == o.split && shares == o.shares;
 }
 
 std::vector<int> Pipeline::layers_per_stage(int layers) const {
@@ -112,12 +117,15 @@ Pipeline Pipeline::parse(const std::string& raw) {
     throw std::invalid_argument("pipeline '" + text + "': expected pp(p=4,m=16,...)");
   Pipeline p;
   bool have_v = false;
+  std::set<std::string> seen;
   for (const auto& item : shardgym::split(text.substr(3, text.size() - 4), ',')) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
       throw std::invalid_argument("pipeline '" + text + "': option '" + item + "' is not key=value");
     const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    if (!seen.insert(key).second)
+      throw std::invalid_argument("pipeline '" + text + "': option '" + key + "' given twice");
     if (key == "p") {
       p.stages = pipeline_int(text, key, value);
     } else if (key == "m") {
@@ -185,7 +193,8 @@ Plan Plan::uniform(const Strategy& s, int num_blocks) {
 }
 
 std::string Plan::to_string() const {
-  const std::string pp = pipeline.is_default() ? "" : "@" + pipeline.to_string();
+  std::string pp = pipeline.is_default() ? "" : "@" + pipeline.to_string();
+  if (!pipeline.shares.empty()) pp += "@dp(" + shares_to_string(pipeline.shares) + ")";
   if (blocks.empty()) return pp;
   bool same = true;
   for (const auto& b : blocks) same = same && b == blocks.front();
@@ -211,7 +220,21 @@ Plan Plan::parse(const std::string& raw, int num_blocks) {
   const size_t at = text.find('@');
   if (at != std::string::npos) {
     Plan p = parse(text.substr(0, at), num_blocks);
-    p.pipeline = Pipeline::parse(text.substr(at + 1));
+    // Plan-level parts, each at most once: @pp(...) and @dp(w=...).
+    bool have_pp = false, have_dp = false;
+    std::vector<int> shares;
+    for (const std::string& part : split(text.substr(at + 1), '@')) {
+      if (part.rfind("dp(", 0) == 0 && part.back() == ')') {
+        if (have_dp) throw std::invalid_argument("plan '" + text + "': more than one @dp(...)");
+        shares = parse_shares(part.substr(3, part.size() - 4));
+        have_dp = true;
+      } else {
+        if (have_pp) throw std::invalid_argument("plan '" + text + "': more than one @pp(...)");
+        p.pipeline = Pipeline::parse(part);
+        have_pp = true;
+      }
+    }
+    p.pipeline.shares = std::move(shares);
     return p;
   }
   if (text.empty()) throw std::invalid_argument("empty plan");
@@ -295,6 +318,8 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
   if (why_pp.str().empty() && pp.schedule == Schedule::kInterleaved && m % pp.stages != 0)
     why_pp << "pipeline: the interleaved schedule needs m (" << m << ") divisible by p (" << pp.stages << ")";
   if (!why_pp.str().empty()) return why_pp.str();
+  const std::string why_shares = shares_invalid_reason(*this, model, world);
+  if (!why_shares.empty()) return why_shares;
   const ModelSpec mb = micro_batch_model(model, m, world);
   const int stage_world = world / pp.stages;
   for (int b = 0; b < size(); ++b) {

@@ -10,8 +10,10 @@
 //   ...@pp(p=4,m=16,schedule=interleaved,v=3)   interleaved 1F1B with 3 virtual stages per rank
 //   ...@pp(p=2,m=8,split=13/11)       uneven split: 13 layers on stage 0, 11 on stage 1
 //   ...@pp(m=4)                       no pipeline, 4 micro-batches (gradient accumulation)
+//   ...@dp(w=4/5/5/2)                 uneven data-parallel shares of 4 share groups
+//                                     (data_shares.h); after or before the pipeline part
 // Without `@pp(...)` the plan has one stage and m = 0: "derive m from model.micro_batch"
-// (resolve_plan does, see experiment_spec.h). DESIGN.md §3–§4.
+// (resolve_plan does, see experiment_spec.h). docs/design.md §3–§4.
 //
 // Stage s holds ranks [s·P/p, (s+1)·P/p) (Megatron's order: tensor fastest, pipeline
 // outermost) and layers [first_layer(s), first_layer(s+1)); a block's strategy acts within its
@@ -36,11 +38,16 @@ struct Pipeline {
   Schedule schedule = Schedule::k1F1B;
   int virtual_stages = 1;       // v model chunks per rank (interleaved only)
   std::vector<int> split;       // layers per stage; empty = even (remainder to the last stages)
+  // Weights of the data-parallel share groups (data_shares.h; text `@dp(w=...)`); empty =
+  // even. Kept here, beside the split, because it is the other plan-level part that actions
+  // on blocks keep: whatever carries a plan's pipeline carries its shares.
+  std::vector<int> shares;
 
-  bool is_default() const;  // one stage, m ≤ 1 (derived or one): printed as nothing
+  // One stage, m ≤ 1 (derived or one): no `@pp(...)` part (the shares are printed apart).
+  bool is_default() const;
   // Layers held by each stage (the explicit split, or the even one).
   std::vector<int> layers_per_stage(int layers) const;
-  std::string to_string() const;  // "pp(p=4,m=16,...)"; options in a fixed order
+  std::string to_string() const;  // "pp(p=4,m=16,...)"; options in a fixed order; no shares
   // This pipeline with the boundary between stages i and i+1 moved by `delta` layers (< 0:
   // earlier, stage i hands its last layers to stage i+1), for a model of `layers` layers. The
   // split is left empty when the result is the even one, so a move and its reverse give back

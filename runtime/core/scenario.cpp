@@ -11,6 +11,12 @@ int Scenario::phase_at(int step) const {
   return static_cast<int>(steps.size());
 }
 
+bool Scenario::has_rank_loss() const {
+  for (const auto& e : events)
+    if (e.kind == EventKind::kRankLoss) return true;
+  return false;
+}
+
 int Scenario::num_phases() const {
   std::set<int> steps;
   for (const auto& e : events) steps.insert(e.step);

@@ -1,4 +1,4 @@
-// Scenario: what happens to the cluster while an episode runs (DESIGN.md §4, "Dynamics").
+// Scenario: what happens to the cluster while an episode runs (docs/design.md §4, "Dynamics").
 //
 // Events fire when the env step counter reaches `step` and stay in force until another
 // event of the same kind and target replaces them. Factors multiply nominal values.
@@ -14,13 +14,28 @@ enum class EventKind {
   kStraggler,      // rank: which rank; factor multiplies its compute time (2.0 = half speed)
   kSeqLength,      // value: new sequence length
   kBatch,          // value: new global batch
+  kRankLoss,       // rank: a GPU that fails (a node's failure is one event per rank)
+  kRankJoin,       // rank: a lost GPU back in service
+};
+
+// What a job pays when its plan needs a lost rank: it restarts from its last checkpoint on a
+// spare GPU (docs/design.md, "Uneven work and an elastic world"). The restart costs
+//   restart_s + state bytes per rank / read_bytes_per_s + checkpoint_interval / 2 steps
+// of the plan (the work since the last checkpoint, lost on average half an interval: the
+// rollback T0 = Gf/2 of Huawei MindCluster's resumable-training guide), after which the spare
+// stands in for the lost rank until it rejoins. A scenario file with rank_loss events states
+// all three next to their sources (experiments/scenarios/node-loss-return.yaml).
+struct RestartModel {
+  double restart_s = 0;           // relaunch, rendezvous and communicator initialisation
+  double read_bytes_per_s = 0;    // checkpoint storage read bandwidth per rank
+  int checkpoint_interval = 0;    // env steps (iterations) between checkpoints
 };
 
 struct ScenarioEvent {
   int step = 0;
   EventKind kind = EventKind::kLinkBandwidth;
   std::string target;  // link class name (kLinkBandwidth)
-  int rank = -1;       // kStraggler
+  int rank = -1;       // kStraggler, kRankLoss, kRankJoin
   double factor = 1.0;
   int value = 0;       // kSeqLength / kBatch
 };
@@ -29,6 +44,8 @@ struct Scenario {
   std::string name = "static";
   std::vector<ScenarioEvent> events;  // sorted by step
   double noise = 0.0;                 // σ of multiplicative log-normal noise on times
+  RestartModel restart;               // needed when some event is a kRankLoss
+  bool has_rank_loss() const;
   // Number of distinct phases: 1 + number of distinct event steps.
   int phase_at(int step) const;
   int num_phases() const;

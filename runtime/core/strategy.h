@@ -1,4 +1,4 @@
-// Strategy: how one Transformer block is split across the P ranks (DESIGN.md §3).
+// Strategy: how one Transformer block is split across the P ranks (docs/design.md §3).
 //
 //   dp                              replicated, batch split P ways
 //   tp1d(t=4)                       Megatron 1D of degree t, P/t replicas split the batch

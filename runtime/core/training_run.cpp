@@ -11,6 +11,10 @@ std::unique_ptr<TrainingRun> TrainingRun::clone() const {
   throw std::logic_error("the '" + backend() + "' training run cannot be cloned");
 }
 
+std::unique_ptr<TrainingRun> TrainingRun::clone_holding(const Plan&) const {
+  throw std::logic_error("the '" + backend() + "' training run cannot be cloned");
+}
+
 void TrainingRun::action_mask_into(int block, uint8_t* out) const {
   const std::vector<uint8_t> row = action_mask(block);
   if (static_cast<int>(row.size()) != catalog().size()) {

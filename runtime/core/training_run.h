@@ -1,4 +1,4 @@
-// TrainingRun: the job being tuned, seen from the env (DESIGN.md §1).
+// TrainingRun: the job being tuned, seen from the env (docs/design.md §1).
 //
 // One per env. `SimRun` (runtime/sim) computes a Measurement from the cost model, `LiveRun`
 // (runtime/live) trains for real on c10d ranks, `ReplayRun` (datasets) plays a trace back.
@@ -34,6 +34,10 @@ struct RunContext {
   std::vector<double> link_bw_factor;  // per ClusterSpec::links entry, as measured / nominal
   double seq_factor = 1.0;             // current seq length / configured one
   double max_compute_slowdown = 1.0;   // slowest rank's slowdown (stragglers)
+  // Per rank, where the backend knows them (sim, replay; empty elsewhere): compute slowdown
+  // (1 = nominal) and whether the rank can train (0: lost, and no spare stands in for it).
+  std::vector<double> rank_slowdown;
+  std::vector<uint8_t> rank_alive;
   double memory_capacity = 0;          // smallest device memory, bytes
 };
 
@@ -96,6 +100,11 @@ class TrainingRun {
     return {};
   }
   virtual std::unique_ptr<TrainingRun> clone() const;  // throws std::logic_error if !cloneable
+  // A clone whose plan in force is `plan`, as if it had always run it (no repartition, same
+  // step, conditions and noise): the planners search plans around a pipeline or data shares
+  // other than the run's own. Throws std::logic_error if !cloneable, std::invalid_argument if
+  // `plan` is not valid here.
+  virtual std::unique_ptr<TrainingRun> clone_holding(const Plan& plan) const;
 };
 
 // Whether `plan` is valid and fits every rank's memory under the conditions of the next step,

@@ -1,5 +1,5 @@
 // Compute efficiency of the simulated devices: which fraction of a device's dense peak a GEMM
-// of a given shape reaches (DESIGN.md §4, "Compute").
+// of a given shape reaches (docs/design.md §4, "Compute").
 //
 // Two limits, whichever is slower (a roofline): the peak scaled by an efficiency that depends
 // on the GEMM's smallest dimension (small GEMMs under-fill the device), and the device memory

@@ -1,4 +1,4 @@
-// α–β cost of one collective over one rank group (DESIGN.md §3–§4, "Communication").
+// α–β cost of one collective over one rank group (docs/design.md §3–§4, "Communication").
 //
 // A group is reduced to what the cost depends on: its size, how many nodes it spans, the most
 // ranks it has on one node, and the bottleneck (lowest bandwidth, highest latency) of its

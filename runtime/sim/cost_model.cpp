@@ -47,8 +47,33 @@ void CostModel::set_conditions(const Conditions& c) {
   if (static_cast<int>(c.slowdown.size()) != world_)
     throw std::invalid_argument("conditions: " + std::to_string(c.slowdown.size()) +
                                 " slowdowns for " + std::to_string(world_) + " ranks");
+  if (!c.work.empty() && static_cast<int>(c.work.size()) != world_)
+    throw std::invalid_argument("conditions: " + std::to_string(c.work.size()) +
+                                " data shares for " + std::to_string(world_) + " ranks");
   cond_ = c;
   links_.factor = c.link_factor;
+  max_work_ = c.work.empty() ? 1.0 : *std::max_element(c.work.begin(), c.work.end());
+  active_ranks_ = world_;
+  for (double w : c.work) active_ranks_ -= w > 0 ? 0 : 1;
+}
+
+std::vector<GroupShape> CostModel::active_group_shapes(const Strategy& s, CommAxis axis) const {
+  if (active_ranks_ == world_) return group_shapes(s, axis, links_);
+  std::vector<GroupShape> out;
+  std::vector<uint8_t> seen(world_, 0);
+  for (int r = 0; r < world_; ++r) {
+    if (seen[r] || !(work(r) > 0)) continue;
+    std::vector<int> ranks;
+    for (int q : comm_group(s, axis, r, world_)) {
+      seen[q] = 1;
+      if (work(q) > 0) ranks.push_back(q);
+    }
+    const GroupLinks g = describe_group(ranks, links_);
+    auto it = std::find_if(out.begin(), out.end(), [&](const GroupShape& x) { return x.links == g; });
+    if (it == out.end()) out.push_back({g, 1});
+    else ++it->count;
+  }
+  return out;
 }
 
 double CostModel::moved_bytes_per_param() const {
@@ -79,7 +104,7 @@ double CostModel::slowest_pass(const std::vector<Gemm>& dense, const std::vector
                                : 0.0;
       per_device[d] = w.dense * t_dense + w.core * t_core + w.mem * t_mem;
     }
-    const double t = per_device[d] * cond_.slowdown[r];
+    const double t = per_device[d] * cond_.slowdown[r] * work(r);
     slowest = std::max(slowest, t);
     busy_j += (dev.busy_w - dev.idle_w) * t;
   }
@@ -122,7 +147,7 @@ void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
                                  kind);
       per_device[d] = t * flops / gemm_flops;
     }
-    const double t = per_device[d] * cond_.slowdown[r];
+    const double t = per_device[d] * cond_.slowdown[r] * work(r);
     slowest_s = std::max(slowest_s, t);
     busy_j += (dev.busy_w - dev.idle_w) * t;
   }
@@ -138,8 +163,9 @@ double CostModel::collectives_time(const std::vector<Collective>& cs, const Stra
   for (const auto& c : cs) {
     if (c.forward != forward) continue;
     const int ax = static_cast<int>(c.axis);
-    if (!have[ax]) shapes[ax] = group_shapes(s, c.axis, links_), have[ax] = true;
-    const double bytes = c.elements * elem;
+    if (!have[ax]) shapes[ax] = active_group_shapes(s, c.axis), have[ax] = true;
+    // A tensor-parallel message carries the group's batch: the largest share's is the longest.
+    const double bytes = c.elements * elem * (c.axis == CommAxis::kData ? 1.0 : max_work_);
     double t = 0;
     for (const auto& g : shapes[ax]) {
       t = std::max(t, collective_time(c.op, bytes, g.links));
@@ -203,8 +229,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
                exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
 
-  // Per iteration: gradient reduction over the replicas, in the gradients' dtype.
-  const int dp = s.replicas(world_);
+  // Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype.
+  const int dp = std::max(1, s.replicas(world_) * active_ranks_ / world_);
   const double params = rank_param_elements(m, kind, s);  // core/placement.h boxes
   if (dp > 1) {
     const auto sync = block_grad_sync(m, kind, s, world_);
@@ -238,7 +264,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   if (!rc.empty()) {
     if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(),
                                          calibration_signature(m, world_))) {
-      const double slow = *std::max_element(cond_.slowdown.begin(), cond_.slowdown.end());
+      double slow = 0;
+      for (int r = 0; r < world_; ++r) slow = std::max(slow, cond_.slowdown[r] * work(r));
       out.fwd_s = e->fwd_s * slow;
       out.bwd_s = e->bwd_s * slow;
       out.comm_s = e->comm_s;
@@ -250,8 +277,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
 
   out.params_per_rank = params;
   out.state_bytes = m.state_bytes_per_param(dp) * params;
-  out.activation_bytes = block_activation_bytes(m, kind, s, world_, false);
-  out.activation_bytes_prev_recompute = block_activation_bytes(m, kind, s, world_, true);
+  out.activation_bytes = max_work_ * block_activation_bytes(m, kind, s, world_, false);
+  out.activation_bytes_prev_recompute = max_work_ * block_activation_bytes(m, kind, s, world_, true);
   return out;
 }
 
@@ -276,7 +303,7 @@ HeadCost CostModel::head_cost() const {
       const DeviceType& dev = cluster_.devices[rank_device_[r]];
       if (dev.memory_bw > 0 && dev.memory_efficiency > 0) {
         const double bw = dev.memory_bw * dev.memory_efficiency;
-        t_ce = std::max(t_ce, ce_bytes_per_logit * n * m.vocab / bw * cond_.slowdown[r]);
+        t_ce = std::max(t_ce, ce_bytes_per_logit * n * m.vocab / bw * cond_.slowdown[r] * work(r));
       }
     }
     out.compute_s += t_ce;
@@ -284,18 +311,20 @@ HeadCost CostModel::head_cost() const {
   const RuntimeCalibration& rc = cluster_.calibration;
   const bool measured = !rc.empty() && rc.model_signature == calibration_signature(m, world_);
   if (measured) out.compute_s = rc.step_overhead_s;
-  std::vector<int> all(world_);
-  for (int r = 0; r < world_; ++r) all[r] = r;
+  std::vector<int> all;  // the ranks with a data share
+  all.reserve(world_);
+  for (int r = 0; r < world_; ++r)
+    if (work(r) > 0) all.push_back(r);
   const GroupLinks g = describe_group(all, links_);
   const double bytes = double(m.embedding_params()) * dtype_bytes(m.dtype);
   out.grad_sync_s = measured ? 0.0 : collective_time(CollOp::kAllReduce, bytes, g);
   const LinkBytes lb = collective_link_bytes(CollOp::kAllReduce, bytes, g);
   const double e_a = g.intra_link >= 0 ? cluster_.links[g.intra_link].energy_per_byte : 0;
   const double e_e = g.inter_link >= 0 ? cluster_.links[g.inter_link].energy_per_byte : 0;
-  out.link_energy_j = world_ * (lb.intra * e_a + lb.inter * e_e);
+  out.link_energy_j = double(all.size()) * (lb.intra * e_a + lb.inter * e_e);
   // Embedding output in the model dtype, logits kept in fp32 for the loss.
   out.memory_bytes = double(m.embedding_params()) * m.state_bytes_per_param() +
-                     n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
+                     max_work_ * n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
   out.memory_capacity = cluster_.devices.empty() ? 0 : cluster_.device_of(0).memory_bytes;
   for (int r = 0; r < world_; ++r) {
     const DeviceType& dev = cluster_.devices[rank_device_[r]];

@@ -1,6 +1,6 @@
 // CostModel: the simulator's noise-free cost of one block under one strategy, given the
 // cluster as it is now (link bandwidth factors, stragglers, current seq length and batch).
-// SimRun caches what this computes; CostReport prints it. DESIGN.md §4.
+// SimRun caches what this computes; CostReport prints it. docs/design.md §4.
 //
 // Compute: FLOPs (cost.h block_rank_flops) over each rank's device at the efficiency its
 //   GEMM shapes reach (calibration.h roofline), times the rank's straggler factor; a block
@@ -32,6 +32,13 @@
 //   overhead. Compute times still scale with the slowest rank's slowdown.
 // Memory per rank: state_bytes_per_param(dp) × the rank's parameter elements (core/placement.h
 // rank_param_elements: its boxes) + block_activation_bytes.
+// Uneven data shares (Conditions::work, core/data_shares.h): a rank's compute and its
+//   memory-bound traffic scale with its share (linearly: the GEMMs keep the even shape's
+//   efficiency, which a group with a smaller share slightly overstates); tensor-parallel
+//   messages and activations are those of the largest share (the slowest group and the fullest
+//   rank count); a group with no share holds no state and leaves the data-parallel groups, so
+//   gradient reduction runs over the remaining replicas and the distributed optimizer shards
+//   over them.
 // Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
 #pragma once
 
@@ -57,6 +64,9 @@ struct Conditions {
   ModelSpec model;                  // seq and global_batch as the scenario has them now
   std::vector<double> link_factor;  // per ClusterSpec::links entry (nominal, noise-free)
   std::vector<double> slowdown;     // per rank, 1 = nominal speed
+  // Per rank: its data share over the even one (data_shares.h share_work; 0 = excluded);
+  // empty = 1 for every rank.
+  std::vector<double> work;
 };
 
 struct CollectiveCost {
@@ -141,6 +151,9 @@ class CostModel {
   double slowest_pass(const std::vector<Gemm>& dense, const std::vector<Gemm>& core,
                       double core_flops, double mem_bytes, const std::string& kind,
                       const PassWork& w, double& busy_j) const;
+  double work(int r) const { return cond_.work.empty() ? 1.0 : cond_.work[r]; }
+  // The groups of `axis` (as group_shapes) without the excluded ranks.
+  std::vector<GroupShape> active_group_shapes(const Strategy& s, CommAxis axis) const;
   double collectives_time(const std::vector<Collective>& cs, const Strategy& s, bool forward,
                           double& bytes_per_rank, double& energy_j,
                           std::vector<CollectiveCost>* detail,
@@ -153,6 +166,8 @@ class CostModel {
   Conditions cond_;
   LinkState links_;
   std::vector<int> rank_device_;  // device index of each rank
+  double max_work_ = 1;           // the largest data share (Conditions::work)
+  int active_ranks_ = 0;          // ranks with a share
 };
 
 }  // namespace shardgym

@@ -1,4 +1,4 @@
-// What it costs to move data between two strategies' placements (DESIGN.md §4, "Repartition";
+// What it costs to move data between two strategies' placements (docs/design.md §4, "Repartition";
 // activation redistribution between blocks).
 //
 // Where data lives is runtime/core/placement.h, the geometry the live runtime slices and

@@ -1,4 +1,4 @@
-// Seeded multiplicative noise on simulated times (DESIGN.md §4, "Noise").
+// Seeded multiplicative noise on simulated times (docs/design.md §4, "Noise").
 //
 // Each factor is log-normal with mean 1: exp(σ·z − σ²/2), z ~ N(0, 1). To keep a simulated
 // step within a few microseconds (hundreds of factors per step), z is drawn by inverse CDF on

@@ -1,5 +1,5 @@
 // Pipeline schedules: how long an iteration of m micro-batches takes over p stages, and how
-// many micro-batches' activations each stage holds at its peak (DESIGN.md §4).
+// many micro-batches' activations each stage holds at its peak (docs/design.md §4).
 //
 // With C_s the time of one micro-batch's forward + backward on stage s (its p2p transfers
 // excluded), the schedules of Narayanan et al. 2021 ("Efficient Large-Scale Language Model

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "runtime/core/data_shares.h"
 #include "runtime/sim/pipeline_model.h"
 
 namespace shardgym {
@@ -32,7 +33,20 @@ void validate_scenario(const Scenario& sc, const ClusterSpec& cluster) {
       case EventKind::kBatch:
         if (e.value <= 0) throw std::invalid_argument(where + "value must be positive");
         break;
+      case EventKind::kRankLoss:
+      case EventKind::kRankJoin:
+        if (e.rank < 0 || e.rank >= world)
+          throw std::invalid_argument(where + "rank " + std::to_string(e.rank) +
+                                      " outside a world of " + std::to_string(world));
+        break;
     }
+  }
+  if (sc.has_rank_loss()) {
+    const RestartModel& r = sc.restart;
+    if (!(r.restart_s >= 0) || !(r.read_bytes_per_s > 0) || r.checkpoint_interval < 1)
+      throw std::invalid_argument("scenario '" + sc.name +
+                                  "': rank_loss events need a restart model (restart_s >= 0, "
+                                  "read bandwidth > 0, checkpoint_interval >= 1)");
   }
   if (!(sc.noise >= 0)) throw std::invalid_argument("scenario '" + sc.name + "': noise < 0");
 }
@@ -93,9 +107,47 @@ Conditions SimRun::conditions_at(int step) const {
       case EventKind::kStraggler: c.slowdown[e.rank] = e.factor; break;
       case EventKind::kSeqLength: c.model.seq = e.value; break;
       case EventKind::kBatch: c.model.global_batch = e.value; break;
+      case EventKind::kRankLoss:
+      case EventKind::kRankJoin: break;  // liveness: lost_at()
     }
   }
   return c;
+}
+
+std::vector<uint8_t> SimRun::lost_at(int step) const {
+  std::vector<uint8_t> lost(world_, 0);
+  for (const auto& e : scenario_.events) {
+    if (e.step > step) break;
+    if (e.kind == EventKind::kRankLoss) lost[e.rank] = 1;
+    if (e.kind == EventKind::kRankJoin) lost[e.rank] = 0;
+  }
+  return lost;
+}
+
+bool SimRun::needs_spare(const Pipeline& pipe, std::vector<int>* ranks) const {
+  if (!any_lost_) return false;
+  bool any = false;
+  const int n = static_cast<int>(pipe.shares.size());
+  const int p = std::max(1, pipe.stages);
+  const int stage_world = world_ / p, g = n > 0 ? stage_world / n : stage_world;
+  for (int r = 0; r < world_; ++r) {
+    if (!lost_[r] || replaced_[r]) continue;
+    if (n > 0 && pipe.shares[std::min(n - 1, (r % stage_world) / g)] == 0) continue;
+    any = true;
+    if (ranks) ranks->push_back(r);
+  }
+  return any;
+}
+
+void SimRun::charge_restart(Measurement& m) const {
+  // scenario.h RestartModel: relaunch, reload the checkpoint, redo half an interval.
+  const RestartModel& r = scenario_.restart;
+  double state = 0;
+  for (double b : m.peak_memory_bytes) state = std::max(state, b);
+  const double restart = r.restart_s + (r.read_bytes_per_s > 0 ? state / r.read_bytes_per_s : 0) +
+                         0.5 * r.checkpoint_interval * m.step_latency_s;
+  m.repartition_s += restart;
+  m.energy_j += idle_power_w_ * restart;
 }
 
 Pipeline SimRun::resolved_pipeline(const Plan& plan) const {
@@ -109,7 +161,8 @@ bool SimRun::configure(const Pipeline& pipe) const {
   const bool same_stages = !stage_cost_.empty() && pipe.stages == pipe_.stages;
   const bool split_only = same_stages && pipe.micro_batches == pipe_.micro_batches &&
                           pipe.schedule == pipe_.schedule &&
-                          pipe.virtual_stages == pipe_.virtual_stages;
+                          pipe.virtual_stages == pipe_.virtual_stages &&
+                          pipe.shares == pipe_.shares;
   pipe_ = pipe;
   const int p = std::max(1, pipe.stages);
   stage_world_ = world_ / p;
@@ -146,10 +199,15 @@ bool SimRun::configure(const Pipeline& pipe) const {
   // Per-micro-batch conditions on every stage.
   Conditions c = cost_.conditions();
   c.model = micro_batch_model(c.model, pipe.micro_batches, world_);
+  // Uneven data shares (core/data_shares.h): each rank's share of the even batch.
+  const std::vector<double> work =
+      share_work(pipe.shares, effective_global_batch(cost_.model(), world_), world_, p);
   for (int s = 0; s < p; ++s) {
     Conditions cs = c;
     cs.slowdown.assign(c.slowdown.begin() + s * stage_world_,
                        c.slowdown.begin() + (s + 1) * stage_world_);
+    if (!pipe.shares.empty())
+      cs.work.assign(work.begin() + s * stage_world_, work.begin() + (s + 1) * stage_world_);
     stage_cost_[s].set_conditions(cs);
   }
   ++gen_;
@@ -160,6 +218,11 @@ bool SimRun::configure(const Pipeline& pipe) const {
 void SimRun::install(int step) {
   installed_phase_ = static_cast<int>(
       std::upper_bound(event_steps_.begin(), event_steps_.end(), step) - event_steps_.begin());
+  lost_ = lost_at(step);
+  any_lost_ = std::find(lost_.begin(), lost_.end(), 1) != lost_.end();
+  if (replaced_.size() != lost_.size()) replaced_.assign(lost_.size(), 0);
+  for (int r = 0; r < world_; ++r)
+    if (!lost_[r]) replaced_[r] = 0;  // back in service: no spare stands in any more
   const Conditions c = conditions_at(step);
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
@@ -180,6 +243,7 @@ void SimRun::draw_link_measurement() {
 }
 
 void SimRun::reset(uint64_t seed, const Plan& initial) {
+  replaced_.assign(world_, 0);
   install(0);  // shape validity depends on the conditions (seq length)
   const Pipeline before = pipe_;
   std::vector<int> idx;
@@ -228,6 +292,11 @@ void SimRun::step_into(const Plan& plan, Measurement& m) {
     return;
   }
   evaluate(scratch_, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, &noise_, m);
+  spare_scratch_.clear();
+  if (needs_spare(pipe_, &spare_scratch_)) {
+    charge_restart(m);
+    for (int r : spare_scratch_) replaced_[r] = 1;
+  }
   for (int b = 0; b < blocks_; ++b) {
     if (scratch_[b] == idx_[b]) continue;
     plan_.blocks[b] = entries_[scratch_[b]];
@@ -257,6 +326,10 @@ void SimRun::context_into(RunContext& c) const {
   c.link_bw_factor.assign(measured_link_.begin(), measured_link_.end());
   c.seq_factor = double(cost_.model().seq) / model_.seq;
   c.max_compute_slowdown = max_slowdown_;
+  const std::vector<double>& slow = cost_.conditions().slowdown;
+  c.rank_slowdown.assign(slow.begin(), slow.end());
+  c.rank_alive.resize(world_);
+  for (int r = 0; r < world_; ++r) c.rank_alive[r] = !lost_[r] || replaced_[r];
   c.memory_capacity = *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
 }
 
@@ -268,8 +341,10 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
   if (!same_pipe) before_stage_ = block_stage_;
   const int before_world = stage_world_;  // resolve() installs the new pipeline's
   const std::string err = resolve(plan, idx);
-  if (err.empty())
+  if (err.empty()) {
     evaluate(idx, &idx_, same_pipe ? block_stage_ : before_stage_, before_world, nullptr, m);
+    if (needs_spare(pipe_)) charge_restart(m);
+  }
   configure(before);  // the plan in force keeps its stages
   if (!err.empty()) {
     m.ok = false;
@@ -318,5 +393,20 @@ IterationBreakdown SimRun::breakdown(const Plan& plan) const {
 }
 
 std::unique_ptr<TrainingRun> SimRun::clone() const { return std::make_unique<SimRun>(*this); }
+
+std::unique_ptr<TrainingRun> SimRun::clone_holding(const Plan& plan) const {
+  auto c = std::make_unique<SimRun>(*this);
+  std::vector<int> idx;
+  const std::string err = c->resolve(plan, idx);  // installs the plan's pipeline and shares
+  if (!err.empty()) throw std::invalid_argument("clone_holding: " + err);
+  c->idx_ = idx;
+  c->idx_keys_.resize(idx.size());
+  for (size_t b = 0; b < idx.size(); ++b) c->idx_keys_[b] = c->entry_keys_[idx[b]];
+  c->idx_gen_ = c->gen_;
+  c->current_mem_ = -1;
+  c->plan_ = plan;
+  c->plan_.pipeline = c->pipe_;
+  return c;
+}
 
 }  // namespace shardgym

@@ -35,6 +35,13 @@
 // parameters, gradients, optimizer state, as its new strategy shards them) by the new stage's
 // ranks from the old stage's, point to point over the link between them, ranks in parallel.
 //
+// Uneven data shares and lost ranks (core/data_shares.h, core/scenario.h). The plan's shares
+// are part of its pipeline: they set each stage's per-rank work (CostModel, Conditions::work),
+// a share group that leaves its weight of 0 receives its blocks' state from another group, and
+// a plan that trains on a lost rank (a rank_loss event, no rank_join yet) pays a checkpoint
+// restart on a spare (RestartModel) in that step's repartition time, after which the spare
+// stands in for the rank until it rejoins. Context: each rank's slowdown and liveness.
+//
 // Noise. Per block one compute factor (fwd and bwd) and one communication factor, one factor
 // each for redistribution, LM head and repartition, and one per link class for the measured
 // bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
@@ -115,6 +122,7 @@ class SimRun : public TrainingRun {
   bool deterministic() const override { return true; }
   bool cloneable() const override { return true; }
   std::unique_ptr<TrainingRun> clone() const override;
+  std::unique_ptr<TrainingRun> clone_holding(const Plan& plan) const override;
 
   // The cost model under the conditions of the next step (for reports and tests): the whole
   // cluster, for a whole-iteration model; stage_cost_model(s) is what block costs use.
@@ -201,6 +209,9 @@ class SimRun : public TrainingRun {
   int entry_of(const Strategy& s, uint64_t key) const;
   std::string resolve(const Plan& plan, std::vector<int>& idx) const;  // "" or the error
   void ensure_shapes() const;  // shape_ok_ for the current model
+  // Why catalog entry `entry` cannot run a block of `kind` under the pipeline in force: its
+  // shape, or a degree that does not divide a data-share group; empty when it can.
+  std::string why_invalid(int kind, int entry) const;
   const HeadCost& head() const;  // on the last stage
   const BlockSlot& block(int kind, int entry) const { return block(0, kind, entry); }
   // Cached costs; the fill_* functions compute a stale or missing slot (the hot path is inline).
@@ -263,6 +274,11 @@ class SimRun : public TrainingRun {
                 const std::vector<int>& from_stage, int from_stage_world, LogNormalNoise* noise,
                 Measurement& out, IterationBreakdown* stages = nullptr) const;
   Conditions conditions_at(int step) const;
+  std::vector<uint8_t> lost_at(int step) const;  // 1: the rank is lost at that step
+  // Whether a plan with `pipe`'s data shares trains on a lost rank that no spare stands in for
+  // (those ranks appended to `ranks`): then the step restarts from a checkpoint.
+  bool needs_spare(const Pipeline& pipe, std::vector<int>* ranks = nullptr) const;
+  void charge_restart(Measurement& m) const;  // scenario.h RestartModel
   void install(int step);  // conditions_at(step); invalidates the caches if they differ
   // The group's slots of one table under the conditions in force (group_ set): kind < 0,
   // redistribution on `stage` (group_act_² slots), else repartition of (stage, kind)
@@ -348,6 +364,10 @@ class SimRun : public TrainingRun {
   std::vector<uint64_t> idx_keys_;  // their keys (entry_keys_), block by block
   uint32_t idx_gen_ = 0;            // gen_ under which resolve() accepted them
   std::vector<double> measured_link_;
+  std::vector<uint8_t> lost_;      // per rank, under the conditions installed
+  bool any_lost_ = false;
+  std::vector<uint8_t> replaced_;  // per rank: a spare stands in for the lost rank (restart paid)
+  std::vector<int> spare_scratch_;
   mutable std::vector<int> scratch_;
   mutable std::vector<int> before_stage_;  // block stages before the plan being resolved
 };

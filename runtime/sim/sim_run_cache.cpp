@@ -150,15 +150,21 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
   return e;
 }
 
+std::string SimRun::why_invalid(int kind, int entry) const {
+  const BlockKind bk = kind == 0 ? BlockKind::kAttention : BlockKind::kMlp;
+  std::string why = strategy_invalid_reason(entries_[entry], stage_cost_[0].model(), bk, stage_world_);
+  const int n = static_cast<int>(pipe_.shares.size());
+  if (why.empty() && n > 0 && (stage_world_ / n) % entries_[entry].degree() != 0)
+    why = "degree " + std::to_string(entries_[entry].degree()) +
+          " does not divide a data-share group of " + std::to_string(stage_world_ / n) + " ranks";
+  return why;
+}
+
 void SimRun::ensure_shapes() const {
   if (shape_gen_ == gen_) return;
-  for (int kind = 0; kind < 2; ++kind) {
-    const BlockKind bk = kind == 0 ? BlockKind::kAttention : BlockKind::kMlp;
+  for (int kind = 0; kind < 2; ++kind)
     for (size_t e = 0; e < entries_.size(); ++e)
-      shape_ok_[kind][e] =
-          strategy_invalid_reason(entries_[e], stage_cost_[0].model(), bk, stage_world_).empty()
-              ? 1 : 0;
-  }
+      shape_ok_[kind][e] = why_invalid(kind, static_cast<int>(e)).empty() ? 1 : 0;
   shape_gen_ = gen_;
 }
 
@@ -174,7 +180,7 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
       shape.blocks.assign(blocks_, Strategy::dp());
       shape.pipeline = pipe;
       const std::string why = shape.validate(cost_.model(), world_);
-      if (why.rfind("pipeline", 0) == 0) return why;
+      if (why.rfind("pipeline", 0) == 0 || why.rfind("data shares", 0) == 0) return why;
       configure(pipe);
     }
   }
@@ -193,8 +199,7 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
     if ((trusted && idx[b] == idx_[b]) || shape_ok_[b & 1][idx[b]]) continue;
     const BlockKind kind = ModelSpec::block_kind(b);
     return "block " + std::to_string(b) + " (" + block_kind_name(kind) + "): " +
-           entries_[idx[b]].to_string() + " is not valid: " +
-           strategy_invalid_reason(entries_[idx[b]], stage_cost_[0].model(), kind, stage_world_);
+           entries_[idx[b]].to_string() + " is not valid: " + why_invalid(b & 1, idx[b]);
   }
   return "";
 }
@@ -501,6 +506,36 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
       held += fresh - (moved + model_.grad_bytes()) * old_params;
     }
   }
+  // Share groups that leave a weight of 0 receive every block's state (parameters and
+  // optimizer state, as their strategies shard them) from a group that holds it, over the link
+  // between the two groups' first ranks, all receiving ranks in parallel.
+  const std::vector<int>& before = plan_.pipeline.shares;
+  const std::vector<int>& now = pipe_.shares;
+  const int groups = static_cast<int>(std::max(before.size(), now.size()));
+  auto had = [&](int i) { return before.empty() || before[i] > 0; };
+  auto has = [&](int i) { return now.empty() || now[i] > 0; };
+  if (from && groups > 0 && before != now && (before.empty() || now.empty() || before.size() == now.size())) {
+    const int g = stage_world_ / groups;
+    int donor = -1;
+    for (int i = 0; i < groups && donor < 0; ++i) donor = had(i) && has(i) ? i : -1;
+    for (int i = 0; i < groups && donor >= 0; ++i) {
+      if (had(i) || !has(i)) continue;
+      const LinkState& ls = cost_.links();
+      double per_rank = 0;
+      for (int b = 0; b < blocks_; ++b)
+        per_rank += stage_cost_[block_stage_[b]].moved_bytes_per_param() *
+                    block(block_stage_[b], b & 1, idx[b]).params;
+      const int src = donor * g, dst = i * g;
+      const int l = ls.link_of(src, dst);
+      const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
+      rep_s += ls.lat(src, dst) + (bw > 0 ? per_rank / bw : 0.0);
+      const double bytes = per_rank * g * static_cast<int>(stage_cost_.size());
+      rep_bytes += bytes;
+      rep_j += bytes * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+      rep_peak = std::max(rep_peak, per_rank);
+      ++changed;
+    }
+  }
   const RuntimeCalibration& cal = cost_.cluster().calibration;
   // Measured: a block whose strategy changes but whose parameters stay (only sp, chunks or
   // recompute differ) keeps its tensors, and costs nothing but the fixed part.
@@ -518,6 +553,11 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   } else {
     out.peak_memory_bytes.resize(world_);
     for (int r = 0; r < world_; ++r) out.peak_memory_bytes[r] = stage_scratch_[r / stage_world_];
+  }
+  if (!now.empty()) {  // an excluded share group holds no state
+    const int n = static_cast<int>(now.size()), g = stage_world_ / n;
+    for (int r = 0; r < world_; ++r)
+      if (now[std::min(n - 1, (r % stage_world_) / g)] == 0) out.peak_memory_bytes[r] = 0;
   }
   out.oom = false;
   for (int s = 0; s < p; ++s) out.oom = out.oom || stage_scratch_[s] > stage_capacity_[s];

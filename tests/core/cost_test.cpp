@@ -1,4 +1,4 @@
-// Closed-form checks of runtime/core/cost.h against the papers' formulas (DESIGN.md §3–§4).
+// Closed-form checks of runtime/core/cost.h against the papers' formulas (docs/design.md §3–§4).
 // Tolerances: the quantities are sums of a few doubles of moderate size, so 1e-9 relative
 // leaves room only for rounding.
 #include <gtest/gtest.h>

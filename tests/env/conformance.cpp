@@ -111,10 +111,16 @@ void check_spaces(Env& env, uint64_t seed, const Policy& policy) {
   EXPECT_TRUE(r.info.error.empty()) << r.info.error;
   EXPECT_EQ(env.elapsed_steps(), 0);
   if (s.action_space.kind == SpaceKind::kMultiDiscrete) {
-    ASSERT_EQ(s.action_space.nvec.size(), static_cast<size_t>(blocks));
-    for (int64_t n : s.action_space.nvec) EXPECT_EQ(n, k);
+    // B block components of K choices, then at most one plan-level component (pipeline moves,
+    // data shares) whose choice 0 (keep) is always allowed.
+    const size_t components = s.action_space.nvec.size();
+    ASSERT_TRUE(components == static_cast<size_t>(blocks) || components == size_t(blocks) + 1)
+        << components << " components for " << blocks << " blocks";
+    for (int b = 0; b < blocks; ++b) EXPECT_EQ(s.action_space.nvec[b], k);
+    const size_t tail = components > size_t(blocks) ? size_t(s.action_space.nvec.back()) : 0;
     const std::vector<uint8_t> mask = env.action_mask();
-    ASSERT_EQ(mask.size(), static_cast<size_t>(blocks) * k);
+    ASSERT_EQ(mask.size(), static_cast<size_t>(blocks) * k + tail);
+    if (tail > 0) EXPECT_EQ(mask[static_cast<size_t>(blocks) * k], 1) << "keep is masked";
     for (int b = 0; b < blocks; ++b) {
       int allowed = 0;
       for (int c = 0; c < k; ++c) allowed += mask[b * k + c];

@@ -280,7 +280,7 @@ TEST(CliTest, TrainThenInspect) {
   EXPECT_NE(inspect.output.find("shardgym-trace"), std::string::npos) << inspect.output;
   EXPECT_NE(inspect.output.find("shardgym/TPSim-v0"), std::string::npos) << inspect.output;
 
-  // The trace is readable with h5py from the schema alone (DESIGN.md §6).
+  // The trace is readable with h5py from the schema alone (docs/design.md §6).
   const std::string py =
       "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r'); "
       "e=f['episodes']; print(len(e), e['episode_0']['rewards'].shape[0])\" '" +

@@ -1,4 +1,4 @@
-// Pipeline schedules, micro-batches and the nccl-tests collective model (DESIGN.md §4).
+// Pipeline schedules, micro-batches and the nccl-tests collective model (docs/design.md §4).
 #include <gtest/gtest.h>
 
 #include <algorithm>

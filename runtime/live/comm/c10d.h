@@ -2,7 +2,7 @@
 // (comm/gloo.cpp) and NCCL (comm/nccl.cpp) worlds. `PG` is the backend class itself
 // (c10d::ProcessGroupGloo, c10d::ProcessGroupNCCL): LibTorch 1.13's derive from ProcessGroup,
 // 2.x's from Backend, and both offer the calls used here, so the backend object is called
-// directly (DESIGN.md §7).
+// directly (docs/design.md §7).
 //
 // What differs between backends are three hooks: `to_wire` (the tensor the backend works on:
 // Gloo stages CUDA tensors through the host), `before` and `after` (NCCL synchronises the

@@ -4,7 +4,7 @@
 // threads of one process, or a TCPStore across processes). Groups are created lazily, once per
 // distinct rank set, under a store prefix derived from that set, so only the members of a
 // group take part in creating it; members must ask for their common groups in the same order
-// (SPMD code does). `create_standard_groups` creates every group the strategies of DESIGN.md §3
+// (SPMD code does). `create_standard_groups` creates every group the strategies of docs/design.md §3
 // can use, in one canonical order, so that later look-ups never rendezvous.
 //
 // Gloo 1.13 has no reduce_scatter and no flat all-gather: reduce_scatter is an all_reduce

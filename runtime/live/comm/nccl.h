@@ -1,5 +1,5 @@
 // NcclCommWorld: runtime/live/comm/comm.h over c10d's ProcessGroupNCCL, one rank per GPU
-// (DESIGN.md §7: GPU build, LibTorch of a PyTorch 2.x wheel). Compiled only with
+// (docs/design.md §7: GPU build, LibTorch of a PyTorch 2.x wheel). Compiled only with
 // SHARDGYM_WITH_CUDA; `make_comm_world` (comm/world.h) is how the rest of the code asks for it.
 //
 // Rank r works on CUDA device `device_index` (by convention LOCAL_RANK); NCCL refuses two ranks

@@ -1,4 +1,4 @@
-// Meters of the live run: clocks, memory per rank, energy (DESIGN.md §4, §7 CPU row).
+// Meters of the live run: clocks, memory per rank, energy (docs/design.md §4, §7 CPU row).
 //
 // Memory: a counting CPU allocator, installed once per process in front of c10's, attributes
 // every allocation to the rank of the allocating thread (MemoryMeter::Scope) and frees to the

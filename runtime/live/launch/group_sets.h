@@ -7,7 +7,7 @@
 
 namespace shardgym::live {
 
-// Every rank set the strategies of DESIGN.md §3 use on a world of `world_size` ranks, in a
+// Every rank set the strategies of docs/design.md §3 use on a world of `world_size` ranks, in a
 // canonical order: for each TP degree t | P, the TP groups (t consecutive ranks) and the
 // DP groups (stride t); for each 2D mesh d1 x d2 = t, the axis-1 groups (d2 consecutive ranks
 // inside a TP group) and the axis-0 groups (stride d2 inside a TP group). Deduplicated,

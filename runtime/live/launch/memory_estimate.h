@@ -23,7 +23,7 @@ struct MemoryEstimate {
   double total() const { return state_bytes + activation_bytes; }
 };
 
-// Per rank (every rank holds the same amount under the strategies of DESIGN.md §3). With
+// Per rank (every rank holds the same amount under the strategies of docs/design.md §3). With
 // `micro_batches` = m (gradient accumulation) one micro-batch's activations are alive at a
 // time: the activations of a global batch of G/m; the state does not change.
 MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, int world,

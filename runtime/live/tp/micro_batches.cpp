@@ -6,6 +6,9 @@ std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int 
   if (plan.pipeline.stages != 1)
     return "pipeline: p=" + std::to_string(plan.pipeline.stages) +
            " stages, but the live runtime runs one stage over all ranks";
+  if (!plan.pipeline.shares.empty())
+    return "data shares: the live runtime trains even shares only (uneven shares and "
+           "excluded ranks are simulated; docs/design.md §11)";
   Plan whole = plan;
   whole.pipeline = Pipeline{};
   whole.pipeline.micro_batches = 1;

@@ -1,6 +1,6 @@
 // Gradient accumulation in the live runtime: an iteration's global batch [G, S] runs as m
 // micro-batches, each a forward and a backward; gradients add up, and the gradient
-// synchronisation and the optimizer step run once per iteration (DESIGN.md §4).
+// synchronisation and the optimizer step run once per iteration (docs/design.md §4).
 //
 // The split keeps every row with the replica that computes it without micro-batches: rank q's
 // rows [q·G/P, (q+1)·G/P) (embedding, LM head, dp blocks) are cut into m equal slices, and

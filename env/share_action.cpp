@@ -1,0 +1,103 @@
+#include "env/share_action.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "env/pipeline_action.h"
+#include "runtime/core/data_shares.h"
+
+namespace shardgym {
+namespace {
+
+// Sequences of each group: `current`, or the even split when empty.
+std::vector<int> sequences(const std::vector<int>& current, int groups, int global_batch) {
+  if (static_cast<int>(current.size()) == groups) return apportion(global_batch, current);
+  return apportion(global_batch, std::vector<int>(groups, 1));
+}
+
+// Shares as the plan holds them: none for the even split (so that "even" gives back the plan
+// without a `@dp(...)` part, which admits every tensor-parallel degree again).
+std::vector<int> normalised(std::vector<int> seqs, int groups, int global_batch) {
+  if (seqs == sequences({}, groups, global_batch)) return {};
+  return seqs;
+}
+
+}  // namespace
+
+int share_choices(int groups) { return groups > 0 ? 2 + groups * groups : 0; }
+
+int share_choice_offset(int stages) { return std::max(1, pipeline_choices(stages)); }
+
+int plan_component_choices(int stages, int groups) {
+  if (groups <= 0) return pipeline_choices(stages);
+  return share_choice_offset(stages) + share_choices(groups);
+}
+
+std::vector<double> share_group_speeds(int groups, int world, int stages,
+                                       const std::vector<double>& rank_slowdown,
+                                       const std::vector<uint8_t>& rank_alive) {
+  std::vector<double> speed(std::max(0, groups), 1.0);
+  if (groups <= 0 || world <= 0) return speed;
+  const int stage_world = world / std::max(1, stages), g = std::max(1, stage_world / groups);
+  std::vector<double> slowest(groups, 1.0);
+  std::vector<uint8_t> dead(groups, 0);
+  for (int r = 0; r < world; ++r) {
+    const int i = std::min(groups - 1, (r % stage_world) / g);
+    if (r < static_cast<int>(rank_slowdown.size()))
+      slowest[i] = std::max(slowest[i], rank_slowdown[r]);
+    if (r < static_cast<int>(rank_alive.size()) && !rank_alive[r]) dead[i] = 1;
+  }
+  for (int i = 0; i < groups; ++i) speed[i] = dead[i] ? 0.0 : 1.0 / slowest[i];
+  return speed;
+}
+
+std::vector<int> apply_share_choice(const std::vector<int>& current, int s, int groups,
+                                    int global_batch, const std::vector<double>& speeds) {
+  if (s < 0 || s >= share_choices(groups))
+    throw std::out_of_range("share choice " + std::to_string(s) + " outside [0, " +
+                            std::to_string(share_choices(groups)) + ")");
+  if (s == 0 || s == 1) {
+    std::vector<double> speed(groups, 1.0);
+    for (int i = 0; i < groups && i < static_cast<int>(speeds.size()); ++i)
+      speed[i] = s == 0 ? (speeds[i] > 0 ? 1.0 : 0.0) : speeds[i];
+    std::vector<int> out = balanced_shares(global_batch, speed);
+    if (std::all_of(out.begin(), out.end(), [](int x) { return x == 0; })) return current;
+    return normalised(std::move(out), groups, global_batch);
+  }
+  if (s < 2 + groups) {  // group s − 2 left out, the others that can train even
+    std::vector<double> speed(groups, 1.0);
+    for (int i = 0; i < groups; ++i)
+      speed[i] = i == s - 2 || (i < static_cast<int>(speeds.size()) && !(speeds[i] > 0)) ? 0.0 : 1.0;
+    std::vector<int> out = balanced_shares(global_batch, speed);
+    if (std::all_of(out.begin(), out.end(), [](int x) { return x == 0; })) return current;
+    return normalised(std::move(out), groups, global_batch);
+  }
+  const int k = s - 2 - groups, from = k / (groups - 1), rest = k % (groups - 1);
+  const int to = rest < from ? rest : rest + 1;
+  std::vector<int> out = sequences(current, groups, global_batch);
+  if (out[from] == 0) return current;
+  --out[from];
+  ++out[to];
+  return normalised(std::move(out), groups, global_batch);
+}
+
+int share_choice_toward(const std::vector<int>& current, const std::vector<int>& target,
+                        int groups, int global_batch, const std::vector<double>& speeds) {
+  const std::vector<int> now = sequences(current, groups, global_batch);
+  const std::vector<int> want = sequences(target, groups, global_batch);
+  if (now == want) return -1;
+  for (int s = 0; s < 2 + groups; ++s)
+    if (sequences(apply_share_choice(current, s, groups, global_batch, speeds), groups,
+                  global_batch) == want)
+      return s;
+  int from = -1, to = -1;
+  for (int i = 0; i < groups; ++i) {
+    if (from < 0 && now[i] > want[i]) from = i;
+    if (to < 0 && now[i] < want[i]) to = i;
+  }
+  if (from < 0 || to < 0) return -1;
+  return 2 + groups + from * (groups - 1) + (to < from ? to : to - 1);
+}
+
+}  // namespace shardgym
