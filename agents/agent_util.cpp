@@ -25,7 +25,7 @@ int plan_choice_toward(Env& env, const Plan& target) {
   if (now.pipeline.shares == target.pipeline.shares) return 0;
   const int world = run.cluster().world_size();
   const RunContext ctx = run.context();
-  const std::vector<double> speeds = share_group_speeds(spec.share_groups, world, now.stages(),
+  const std::vector<double> speeds = share_group_speeds(spec.share_groups, run.cluster(), now.stages(),
                                                         ctx.rank_slowdown, ctx.rank_alive);
   const int s = share_choice_toward(now.pipeline.shares, target.pipeline.shares,
                                     spec.share_groups,

@@ -7,6 +7,7 @@
 #include "agents/agent_util.h"
 #include "agents/baselines.h"
 #include "agents/oracle.h"
+#include "agents/share_search.h"
 #include "env/share_action.h"
 #include "runtime/core/cost.h"
 
@@ -44,15 +45,17 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     const int g = effective_global_batch(run.model(), world);
     const RunContext ctx = s.start->context();
     const std::vector<double> speeds =
-        share_group_speeds(groups, world, p.stages(), ctx.rank_slowdown, ctx.rank_alive);
+        share_group_speeds(groups, run.cluster(), p.stages(), ctx.rank_slowdown, ctx.rank_alive);
     for (int choice : {0, 1}) {
-      Plan held = p;
-      held.pipeline.shares = apply_share_choice(p.pipeline.shares, choice, groups, g, speeds);
-      if (held.pipeline.shares == p.pipeline.shares) continue;
+      const std::vector<int> shares =
+          apply_share_choice(p.pipeline.shares, choice, groups, g, speeds);
+      if (shares == p.pipeline.shares) continue;
+      const std::unique_ptr<TrainingRun> held = hold_shares(*s.start, p, shares);
+      if (!held) continue;  // those shares admit no block plan here
       try {
-        add(static_oracle(*s.start->clone_holding(held), obj, options).plan);
-      } catch (const std::exception&) {
-        // Those shares admit no plan that fits here (or are not valid): not a candidate.
+        add(static_oracle(*held, obj, options).plan);
+      } catch (const std::runtime_error&) {
+        // Those shares admit no plan that fits here: not a candidate.
       }
     }
   }

@@ -162,35 +162,35 @@ HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weigh
                                  const OracleOptions& options) {
   HindsightResult result = hindsight_blocks(run, weights, horizon, options);
   if (options.share_groups <= 0 || !run.cloneable()) return result;
-  // Shares (share_search.h): the starts of every phase with the block plan found, the best
-  // of them improved by one-sequence moves, then the blocks re-optimised under those shares.
+  // Shares (share_search.h): the best block plan under every phase's starts, the best of
+  // them improved by one-sequence moves, then the blocks re-optimised under those shares.
   // Candidates are compared by their walked episode cost.
   double best = walked_cost(run, result.plan, horizon, weights);
   Plan chosen = result.plan;
   std::string by = result.chosen_by;
+  auto blocks_under = [&](const std::vector<int>& shares) {
+    const std::unique_ptr<TrainingRun> held = hold_shares(run, chosen, shares);
+    if (!held) return;
+    try {
+      const HindsightResult r = hindsight_blocks(*held, weights, horizon, options);
+      result.estimates += r.estimates;
+      const double c = walked_cost(run, r.plan, horizon, weights);
+      if (c < best) best = c, chosen = r.plan, by = "shares+dp";
+    } catch (const std::runtime_error&) {
+      // No block plan fits every phase under those shares.
+    }
+  };
   std::vector<std::vector<int>> starts;
   for (const EpisodePhase& ph : episode_phases(run, horizon))
     for (auto& c : share_candidates(*ph.start, result.plan, options.share_groups))
-      if (std::find(starts.begin(), starts.end(), c) == starts.end()) starts.push_back(c);
-  Plan start = result.plan;
-  for (const auto& shares : starts) {
-    Plan p = result.plan;
-    p.pipeline.shares = shares;
-    const double c = walked_cost(run, p, horizon, weights);
-    if (c < best) best = c, start = p, chosen = p, by = "shares";
-  }
+      if (!c.empty() && std::find(starts.begin(), starts.end(), c) == starts.end())
+        starts.push_back(c);
+  for (const auto& shares : starts) blocks_under(shares);
   double searched = 0;
-  const Plan local = local_share_search(run, start, options.share_groups, horizon, weights, searched);
-  if (searched < best) best = searched, chosen = local, by = "shares";
-  if (!(chosen.pipeline.shares == result.plan.pipeline.shares)) {
-    try {
-      const HindsightResult again = hindsight_blocks(*run.clone_holding(chosen), weights, horizon, options);
-      const double c = walked_cost(run, again.plan, horizon, weights);
-      result.estimates += again.estimates;
-      if (c < best) best = c, chosen = again.plan, by = "shares+dp";
-    } catch (const std::runtime_error&) {
-      // No block plan fits every phase under those shares: keep the plan found above.
-    }
+  const Plan local = local_share_search(run, chosen, options.share_groups, horizon, weights, searched);
+  if (searched < best && !(local.pipeline.shares == chosen.pipeline.shares)) {
+    best = searched, chosen = local, by = "shares";
+    blocks_under(chosen.pipeline.shares);
   }
   result.plan = chosen;
   result.chosen_by = by;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include "env/share_action.h"
+#include "runtime/core/data_shares.h"
 #include "runtime/core/cost.h"
 
 namespace shardgym {
@@ -27,11 +29,12 @@ std::vector<std::vector<int>> share_candidates(const TrainingRun& run, const Pla
   const int g = effective_global_batch(run.model(), world);
   const RunContext ctx = run.context();
   const std::vector<double> speeds =
-      share_group_speeds(groups, world, plan.stages(), ctx.rank_slowdown, ctx.rank_alive);
+      share_group_speeds(groups, run.cluster(), plan.stages(), ctx.rank_slowdown, ctx.rank_alive);
   auto add = [&](const std::vector<int>& shares) {
     Plan p = plan;
+    p.blocks.assign(plan.blocks.size(), Strategy::dp());  // the shares alone are checked here
     p.pipeline.shares = shares;
-    if (!valid_here(run, p)) return;
+    if (!shares_invalid_reason(p, run.model(), world).empty()) return;
     if (std::find(out.begin(), out.end(), shares) == out.end()) out.push_back(shares);
   };
   add({});
@@ -43,6 +46,22 @@ std::vector<std::vector<int>> share_candidates(const TrainingRun& run, const Pla
     add(apply_share_choice({}, 1, groups, g, without));
   }
   return out;
+}
+
+std::unique_ptr<TrainingRun> hold_shares(const TrainingRun& run, const Plan& preferred,
+                                         const std::vector<int>& shares) {
+  Plan dp = preferred;
+  dp.blocks.assign(preferred.blocks.size(), Strategy::dp());
+  for (Plan p : {preferred, run.plan(), dp}) {
+    p.pipeline = preferred.pipeline;
+    p.pipeline.shares = shares;
+    if (!valid_here(run, p)) continue;
+    try {
+      return run.clone_holding(p);
+    } catch (const std::invalid_argument&) {
+    }
+  }
+  return nullptr;
 }
 
 double walked_cost(const TrainingRun& run, const Plan& plan, int horizon,

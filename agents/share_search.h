@@ -22,9 +22,15 @@
 namespace shardgym {
 
 // The starts listed above for the run's conditions now, de-duplicated, each a valid share
-// vector (empty = even) for `plan`'s blocks under `groups` groups.
+// vector (empty = even) for `plan`'s pipeline under `groups` groups (whatever the blocks).
 std::vector<std::vector<int>> share_candidates(const TrainingRun& run, const Plan& plan,
                                                int groups);
+
+// A clone of `run` holding `shares` (TrainingRun::clone_holding) with the blocks of
+// `preferred`, else of the run's plan, else every block `dp`: the first that those shares
+// admit. nullptr when none does.
+std::unique_ptr<TrainingRun> hold_shares(const TrainingRun& run, const Plan& preferred,
+                                         const std::vector<int>& shares);
 
 // The cost of running `plan` for `horizon` steps from the run's step, as the env charges it:
 // Σ_steps tokens · cost per token (objective units), every step's repartition time included

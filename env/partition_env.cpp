@@ -215,7 +215,7 @@ void PartitionEnv::invalidate_mask(const RunContext& ctx) {
 }
 
 std::vector<double> PartitionEnv::share_speeds(const RunContext& ctx) const {
-  return share_group_speeds(groups_, world_, stages_, ctx.rank_slowdown, ctx.rank_alive);
+  return share_group_speeds(groups_, run_->cluster(), stages_, ctx.rank_slowdown, ctx.rank_alive);
 }
 
 Pipeline PartitionEnv::apply_plan_choice(int c) const {
@@ -523,7 +523,7 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
         gb, pipeline_.shares.empty() ? std::vector<int>(groups_, 1) : pipeline_.shares);
     const std::vector<double> can = share_speeds(ctx);
     const std::vector<double> speed =
-        share_group_speeds(groups_, world_, stages_, ctx.rank_slowdown, {});
+        share_group_speeds(groups_, run_->cluster(), stages_, ctx.rank_slowdown, {});
     for (int i = 0; i < groups_; ++i) {
       sh[3 * i] = nonneg(seqs[i] * double(groups_) / std::max(1, gb));
       sh[3 * i + 1] = nonneg(speed[i]);
@@ -571,8 +571,8 @@ std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int lin
   add("links", {links}, "measured bandwidth / nominal per link class");
   if (groups > 0) {
     add("shares", {groups, 3},
-        "per data-share group: share / even share, speed (1 / slowest rank's slowdown), "
-        "1 if it can train (0: a rank lost)");
+        "per data-share group: share / even share, speed (slowest rank's device peak / "
+        "fastest device's / slowdown), 1 if it can train (0: a rank lost)");
   }
   if (moves > 0) {
     add("pipeline", {moves},

@@ -15,7 +15,8 @@
 //   boundaries (first layer of stage i+1 / layers), each stage's peak memory / capacity.
 //   With p = 1 the layout is exactly the one above.
 //   With `data_shares: {groups: n}`, a "shares" part before the pipeline part: per share group
-//   its data share / the even share, its speed (1 / slowest rank's slowdown) and 1 when it can
+//   its data share / the even share, its speed (slowest rank's device peak over the fastest
+//   device's, / its slowdown) and 1 when it can
 //   train (0: a rank of it is lost and no spare stands in) (env/share_action.h).
 // Every entry is ≥ 0 (observation space Box(0, inf)). After a failed step the measured
 // entries keep their previous values.

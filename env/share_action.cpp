@@ -1,6 +1,8 @@
 #include "env/share_action.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -34,21 +36,30 @@ int plan_component_choices(int stages, int groups) {
   return share_choice_offset(stages) + share_choices(groups);
 }
 
-std::vector<double> share_group_speeds(int groups, int world, int stages,
+std::vector<double> share_group_speeds(int groups, const ClusterSpec& cluster, int stages,
                                        const std::vector<double>& rank_slowdown,
                                        const std::vector<uint8_t>& rank_alive) {
+  const int world = cluster.world_size();
   std::vector<double> speed(std::max(0, groups), 1.0);
   if (groups <= 0 || world <= 0) return speed;
   const int stage_world = world / std::max(1, stages), g = std::max(1, stage_world / groups);
-  std::vector<double> slowest(groups, 1.0);
+  double fastest = 0;
+  for (const DeviceType& d : cluster.devices) fastest = std::max(fastest, d.peak_flops);
+  std::vector<double> slowest(groups, std::numeric_limits<double>::infinity());
   std::vector<uint8_t> dead(groups, 0);
-  for (int r = 0; r < world; ++r) {
-    const int i = std::min(groups - 1, (r % stage_world) / g);
-    if (r < static_cast<int>(rank_slowdown.size()))
-      slowest[i] = std::max(slowest[i], rank_slowdown[r]);
-    if (r < static_cast<int>(rank_alive.size()) && !rank_alive[r]) dead[i] = 1;
+  int rank = 0;
+  for (const NodeSpec& node : cluster.nodes) {
+    const int d = cluster.device_index(node.device);
+    const double base = d >= 0 && fastest > 0 ? cluster.devices[d].peak_flops / fastest : 1.0;
+    for (int k = 0; k < node.gpus && rank < world; ++k, ++rank) {
+      const int i = std::min(groups - 1, (rank % stage_world) / g);
+      const double slow = rank < static_cast<int>(rank_slowdown.size()) ? rank_slowdown[rank] : 1.0;
+      slowest[i] = std::min(slowest[i], base / std::max(slow, 1e-12));
+      if (rank < static_cast<int>(rank_alive.size()) && !rank_alive[rank]) dead[i] = 1;
+    }
   }
-  for (int i = 0; i < groups; ++i) speed[i] = dead[i] ? 0.0 : 1.0 / slowest[i];
+  for (int i = 0; i < groups; ++i)
+    speed[i] = dead[i] ? 0.0 : (std::isfinite(slowest[i]) ? slowest[i] : 1.0);
   return speed;
 }
 

@@ -5,8 +5,8 @@
 //
 //   even          every group that can train gets the same share; a group with a lost rank
 //                 (no spare standing in) gets none, so the plan runs on the survivors
-//   balanced      shares in proportion to each group's speed (1 / its slowest rank's
-//                 slowdown; 0 with a lost rank), in whole sequences (balanced_shares)
+//   balanced      shares in proportion to each group's speed (its slowest rank's device
+//                 speed / slowdown; 0 with a lost rank), in whole sequences (balanced_shares)
 //   without i     group i gets none, the others that can train the same share
 //   i → j         one sequence of group i's share moves to group j (i ≠ j; i must have one)
 //
@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/core/cluster_spec.h"
 #include "runtime/core/plan.h"
 
 namespace shardgym {
@@ -42,9 +43,10 @@ int plan_component_choices(int stages, int groups);
 // Index of share choice 0 in the plan-level component.
 int share_choice_offset(int stages);
 
-// Per share group of a stage (consecutive ranks, every stage alike): 1 / the slowest rank's
-// slowdown, 0 if any of its ranks (in any stage) cannot train. Empty vectors: nominal.
-std::vector<double> share_group_speeds(int groups, int world, int stages,
+// Per share group of a stage (consecutive ranks, every stage alike): the speed of its slowest
+// rank, peak FLOP/s of its device over the cluster's fastest device's, divided by its slowdown;
+// 0 if any of its ranks (in any stage) cannot train. Empty vectors: nominal.
+std::vector<double> share_group_speeds(int groups, const ClusterSpec& cluster, int stages,
                                        const std::vector<double>& rank_slowdown,
                                        const std::vector<uint8_t>& rank_alive);
 

@@ -25,7 +25,7 @@ for c in "${cases[@]}"; do
     log=runs/uneven/$name-shares$n.txt
     "$bin" compare "$cfg" --agents megatron --seeds "$seeds" --data-shares "$n" >"$log" 2>/dev/null
     # The table's hindsight-static row (mean ratio to Megatron-LM) and the headroom line.
-    hs=$(awk '/^hindsight-static/ {print $2; exit}' "$log")
+    hs=$(awk '$1 == "hindsight-static" {print $3; exit}' "$log")
     hr=$(sed -n 's/^adaptivity headroom.*: mean \([0-9.]*\), range \([0-9.-]*\);.*/\1 (\2)/p' "$log")
     row="$row | ${hs:-?} | ${hr:-?}"
   done
