@@ -34,8 +34,9 @@ struct RunContext {
   std::vector<double> link_bw_factor;  // per ClusterSpec::links entry, as measured / nominal
   double seq_factor = 1.0;             // current seq length / configured one
   double max_compute_slowdown = 1.0;   // slowest rank's slowdown (stragglers)
-  // Per rank, where the backend knows them (sim, replay; empty elsewhere): compute slowdown
-  // (1 = nominal) and whether the rank can train (0: lost, and no spare stands in for it).
+  // Per rank, where the backend knows them (sim, replay; empty elsewhere, and where every
+  // rank is nominal): compute slowdown (1 = nominal) and whether the rank can train (0: lost,
+  // and no spare stands in for it).
   std::vector<double> rank_slowdown;
   std::vector<uint8_t> rank_alive;
   double memory_capacity = 0;          // smallest device memory, bytes

@@ -78,7 +78,11 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   validate_scenario(scenario_, spec.cluster);
   std::stable_sort(scenario_.events.begin(), scenario_.events.end(),
                    [](const auto& a, const auto& b) { return a.step < b.step; });
-  for (const auto& e : scenario_.events) event_steps_.push_back(e.step);
+  for (const auto& e : scenario_.events) {
+    event_steps_.push_back(e.step);
+    rank_events_ = rank_events_ || e.kind == EventKind::kStraggler ||
+                   e.kind == EventKind::kRankLoss || e.kind == EventKind::kRankJoin;
+  }
   event_steps_.erase(std::unique(event_steps_.begin(), event_steps_.end()), event_steps_.end());
   for (const auto& s : catalog_.entries()) entry_of(s);
   dp_entry_ = entry_of(Strategy::dp());
@@ -326,10 +330,15 @@ void SimRun::context_into(RunContext& c) const {
   c.link_bw_factor.assign(measured_link_.begin(), measured_link_.end());
   c.seq_factor = double(cost_.model().seq) / model_.seq;
   c.max_compute_slowdown = max_slowdown_;
-  const std::vector<double>& slow = cost_.conditions().slowdown;
-  c.rank_slowdown.assign(slow.begin(), slow.end());
-  c.rank_alive.resize(world_);
-  for (int r = 0; r < world_; ++r) c.rank_alive[r] = !lost_[r] || replaced_[r];
+  if (rank_events_) {  // without straggler or loss events every rank is nominal: left empty
+    const std::vector<double>& slow = cost_.conditions().slowdown;
+    c.rank_slowdown.assign(slow.begin(), slow.end());
+    c.rank_alive.resize(world_);
+    for (int r = 0; r < world_; ++r) c.rank_alive[r] = !lost_[r] || replaced_[r];
+  } else {
+    c.rank_slowdown.clear();
+    c.rank_alive.clear();
+  }
   c.memory_capacity = *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
 }
 

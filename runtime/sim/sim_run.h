@@ -366,6 +366,7 @@ class SimRun : public TrainingRun {
   std::vector<double> measured_link_;
   std::vector<uint8_t> lost_;      // per rank, under the conditions installed
   bool any_lost_ = false;
+  bool rank_events_ = false;  // the scenario has straggler or rank loss events
   std::vector<uint8_t> replaced_;  // per rank: a spare stands in for the lost rank (restart paid)
   std::vector<int> spare_scratch_;
   mutable std::vector<int> scratch_;
