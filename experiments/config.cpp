@@ -87,7 +87,25 @@ CatalogSource read_includes(const YamlField& include, const std::string& base_di
     const std::string name = entry.as_string();
     const std::string path = (fs::path(base_dir) / name).lexically_normal().string();
     const std::string text = read_file(path, entry.file(), entry.path(), entry.line());
-    YamlField root(parse_yaml(text, path), path, "", 1);
+    const YAML::Node doc = parse_yaml(text, path);
+    // An include may name any file (`include: /etc/shadow`): until its top level is seen to be
+    // a hardware file, errors name the file but quote none of its content
+    // (docs/robustness.md, "Information and messages").
+    bool hardware = doc.IsMap();
+    for (auto it = doc.begin(); hardware && it != doc.end(); ++it)
+      hardware = it->first.IsScalar() &&
+                 (it->first.Scalar() == "devices" || it->first.Scalar() == "links");
+    if (!hardware) {
+      const std::string found =
+          doc.IsScalar() ? "plain text of " + std::to_string(doc.Scalar().size()) + " characters"
+          : doc.IsMap()  ? "a mapping with other keys"
+                         : "not a mapping";
+      throw ConfigError(entry.file(), entry.path(), entry.line(),
+                        "'" + path + "' is not a hardware file (" + found +
+                            "): its top level must be a mapping with only the keys devices and "
+                            "links; its content is not shown");
+    }
+    YamlField root(doc, path, "", 1);
     root.check_keys({"devices", "links"});
     parse_hardware(root, dtype, catalogs);
     source_text += commented(name, text);

@@ -254,6 +254,31 @@ TEST(ConfigTest, IncludedTextIsNotEchoed) {
   EXPECT_EQ(what.find("root:x"), std::string::npos) << what;
 }
 
+// An included file whose first line is `key: value` (a YAML mapping) is refused without
+// quoting its keys or values: the "unknown key" error used to name the key and its line.
+TEST(ConfigTest, IncludedMappingIsNotEchoed) {
+  const std::string secret =
+      (std::filesystem::temp_directory_path() / "shardgym_secret_map.txt").string();
+  {
+    std::ofstream out(secret);
+    out << "secretuser: hunter2-token\notherkey: {nested: value-xyz}\n";
+  }
+  std::string what;
+  try {
+    parse_experiment("include: " + secret +
+                         "\nmodel: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n",
+                     "inline.yaml");
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  std::filesystem::remove(secret);
+  ASSERT_FALSE(what.empty());
+  EXPECT_NE(what.find(secret), std::string::npos) << what;
+  EXPECT_NE(what.find("not a hardware file"), std::string::npos) << what;
+  for (const char* leak : {"secretuser", "hunter2", "otherkey", "value-xyz"})
+    EXPECT_EQ(what.find(leak), std::string::npos) << leak << " in: " << what;
+}
+
 // Devices, pipes and names that leave runs/ are refused before anything is read or written.
 TEST(ConfigTest, UnboundedInputsAndEscapingNamesAreRefused) {
   auto error_of = [](const std::string& text) {
