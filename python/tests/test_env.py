@@ -4,6 +4,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import shardgym
+import shardgym.vector
 from conftest import ROOT
 
 SIM = "shardgym/TPSim-v0"
