@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
+#include <vector>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 namespace {
 
@@ -128,6 +131,34 @@ TEST(CliRobustness, TrainDoesNotWriteThroughSymlinks) {
   std::getline(in, line);
   EXPECT_EQ(line, "precious");
   fs::remove_all(base);
+}
+
+// `compare --from-traces` refuses a zero or NaN latency of a step that did not fail, naming the
+// trace (it used to turn it into a throughput ratio).
+TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
+  const fs::path dir = scratch("compare");
+  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
+                             "' --agents megatron,random --seeds 0 --steps 3 --out '" +
+                             dir.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string trace = (dir / "random.h5").string();
+  for (double v : {0.0, std::nan(""), -1.0}) {
+    hid_t f = H5Fopen(trace.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t d = H5Dopen2(f, "/episodes/episode_0/metrics/step_latency_s", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    std::vector<double> lat(3);
+    ASSERT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
+    lat[1] = v;
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    CliResult rebuilt = shardgym_cli("compare --from-traces '" + dir.string() + "'");
+    EXPECT_NE(rebuilt.code, 0) << rebuilt.output;
+    EXPECT_NE(rebuilt.output.find("random.h5"), std::string::npos) << rebuilt.output;
+    EXPECT_NE(rebuilt.output.find("step_latency_s"), std::string::npos) << rebuilt.output;
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
