@@ -8,6 +8,8 @@
 // action entry lies in its row's range, the arrays agree with the rollout's length, and one
 // encode/decode round changes nothing.
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -43,9 +45,67 @@ CheckpointLayout layout(bool plan, bool pipeline) {
   return l;
 }
 
+// SHARDGYM_FUZZ_WRITE_SEEDS=DIR: writes the seed corpus (fuzz/corpus/ppo_checkpoint_fuzz/):
+// for each layout a file that passes every check, with a rollout of two steps, a pending
+// step, Adam moments for one parameter and one polish key.
+void write_seeds(const std::string& dir) {
+  using checkpoint::Elem;
+  for (int sel = 0; sel < 4; ++sel) {
+    const CheckpointLayout l = layout(sel & 1, sel & 2);
+    checkpoint::RecordFile f;
+    f.kind = kCheckpointKind;
+    const std::vector<int64_t> header = {kCheckpointVersion, l.blocks, l.catalog, l.obs_dim,
+                                         l.hidden, 3, 24, 1, 1, l.plan_row >= 0};
+    f.put("header", Elem::kI64, {10}, header.data());
+    for (const auto& [name, shape] : l.params) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      const std::vector<float> w(n, 0.25f);
+      f.put("net/" + name, Elem::kF32, shape, w.data());
+      if (name == "pi.bias") {
+        const int64_t step = 3;
+        f.put("adam/" + name + "/step", Elem::kI64, {1}, &step);
+        f.put("adam/" + name + "/exp_avg", Elem::kF32, shape, w.data());
+        f.put("adam/" + name + "/exp_avg_sq", Elem::kF32, shape, w.data());
+      }
+    }
+    const std::vector<uint8_t> gen(l.generator_bytes, 1);
+    f.put("generator", Elem::kU8, {l.generator_bytes}, gen.data());
+    const int64_t n = 2, D = l.obs_dim, R = l.rows, M = int64_t(l.blocks) * l.catalog + l.moves;
+    const std::vector<float> obs(n * D, 0.5f), logp(n * R, -1.0f), v(n, 0.1f), one(1, 0.1f);
+    const std::vector<uint8_t> mask(n * M, 1), done(n, 0);
+    const std::vector<int64_t> act(n * R, 1);
+    f.put("buf_obs", Elem::kF32, {n * D}, obs.data());
+    f.put("buf_mask", Elem::kU8, {n * M}, mask.data());
+    f.put("buf_act", Elem::kI64, {n * R}, act.data());
+    f.put("buf_logp", Elem::kF32, {n * R}, logp.data());
+    f.put("buf_value", Elem::kF32, {n}, v.data());
+    f.put("buf_reward", Elem::kF32, {n}, v.data());
+    f.put("buf_done", Elem::kU8, {n}, done.data());
+    f.put("pending_obs", Elem::kF32, {D}, obs.data());
+    f.put("pending_mask", Elem::kU8, {M}, mask.data());
+    f.put("pending_act", Elem::kI64, {R}, act.data());
+    f.put("pending_logp", Elem::kF32, {R}, logp.data());
+    f.put("pending_value", Elem::kF32, {1}, one.data());
+    f.put("next_obs", Elem::kF32, {D}, obs.data());
+    std::vector<int32_t> sub(2 * l.catalog * 2);
+    for (size_t i = 0; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % l.catalog);
+    const std::vector<float> keys(l.conditions, 1.0f);
+    f.put("sub", Elem::kI32, {int64_t(sub.size())}, sub.data());
+    f.put("sub_keys", Elem::kF32, {int64_t(keys.size())}, keys.data());
+    std::ofstream(dir + "/seed-" + std::to_string(sel), std::ios::binary)
+        << static_cast<char>(sel) << f.encode();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool seeded = [] {
+    if (const char* dir = std::getenv("SHARDGYM_FUZZ_WRITE_SEEDS")) write_seeds(dir);
+    return true;
+  }();
+  (void)seeded;
   if (size == 0) return 0;
   const CheckpointLayout l = layout(data[0] & 1, data[0] & 2);
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
