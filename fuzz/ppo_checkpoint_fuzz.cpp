@@ -2,7 +2,7 @@
 // bytes: the record container's parse and every check against the config, which is all the
 // code that reads the file (agents/ppo_checkpoint.cpp then only copies checked records into
 // tensors of the shapes checked here; LibTorch is not in the fuzz build). The first byte
-// picks a layout (without or with plan rows, with or without a pipeline row); the rest is
+// picks a layout (bit 0: plan rows, bit 1: a pipeline row; bit 2: see below); the rest is
 // the file, capped at the layout's size as PPO::load caps it. Expected errors are
 // std::runtime_error. For every file that passes: each record has the layout's shape, every
 // action entry lies in its row's range, the arrays agree with the rollout's length, and one
@@ -95,6 +95,8 @@ void write_seeds(const std::string& dir) {
     f.put("sub_keys", Elem::kF32, {int64_t(keys.size())}, keys.data());
     std::ofstream(dir + "/seed-" + std::to_string(sel), std::ios::binary)
         << static_cast<char>(sel) << f.encode();
+    std::ofstream(dir + "/seed-" + std::to_string(sel) + "-crcfix", std::ios::binary)
+        << static_cast<char>(sel | 4) << f.encode();
   }
 }
 
@@ -108,7 +110,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)seeded;
   if (size == 0) return 0;
   const CheckpointLayout l = layout(data[0] & 1, data[0] & 2);
-  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  std::string owned(reinterpret_cast<const char*>(data) + 1, size - 1);
+  // Byte 0 bit 2: the last 4 bytes are replaced by the CRC of the rest, so that mutations
+  // reach the parser and the checks behind the CRC (a mutated file almost never matches it).
+  if ((data[0] & 4) && owned.size() >= 4) {
+    const uint32_t crc = checkpoint::crc32(std::string_view(owned).substr(0, owned.size() - 4));
+    for (int i = 0; i < 4; ++i) owned[owned.size() - 4 + i] = static_cast<char>(crc >> (8 * i));
+  }
+  const std::string_view bytes(owned);
   if (bytes.size() > l.max_bytes()) return 0;  // read_regular_file refuses it unread
   checkpoint::RecordFile f;
   CheckpointContents c;
