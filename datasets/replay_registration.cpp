@@ -11,10 +11,20 @@ namespace {
 
 constexpr const char* kReplayId = "shardgym/TPReplay-v0";
 
+// The trace's content is checked here, at config load (and by Python's make), not when the
+// env is made: every check of ReplayRun's constructor (the file is a trace, every complete
+// episode was recorded with this model's blocks on this world, its plans are in the catalog).
 void validate_replay(const ExperimentSpec& spec) {
   if (spec.replay_trace.empty())
     throw EnvOptionError("replay_trace", std::string("missing required key: ") + kReplayId +
                                              " plays back a recorded trace");
+  try {
+    ReplayRun probe(spec, spec.replay_trace);
+  } catch (const std::exception& e) {
+    throw EnvOptionError("replay_trace", "'" + spec.replay_trace +
+                                             "' cannot be played back with this config: " +
+                                             e.what());
+  }
 }
 
 std::unique_ptr<Env> make_replay_env(const ExperimentSpec& spec) {

@@ -551,12 +551,16 @@ TEST(ConfigTest, ReplayNeedsAnExistingTrace) {
     EXPECT_EQ(e.key(), "replay_trace") << e.what();
     EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
   }
-  // An existing file (any file: the env opens it as a trace) is accepted, relative to the
-  // config's directory.
-  ExperimentSpec s =
-      parse_experiment(replay + "replay_trace: minimal.yaml\n", "replay.yaml", data(""));
-  EXPECT_EQ(fs::path(s.replay_trace).filename(), "minimal.yaml");
-  EXPECT_TRUE(fs::exists(s.replay_trace));
+  // An existing file that is not a trace is refused at load, relative to the config's
+  // directory, naming the file (it used to be accepted and fail when the env was made).
+  try {
+    parse_experiment(replay + "replay_trace: minimal.yaml\n", "replay.yaml", data(""));
+    FAIL() << "accepted a YAML file as a trace";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "replay_trace") << e.what();
+    EXPECT_NE(e.reason().find("minimal.yaml"), std::string::npos) << e.what();
+    EXPECT_NE(e.reason().find("cannot be played back"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ConfigTest, LiveConfigNeedsOneRankPerDevice) {
