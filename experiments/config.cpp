@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "agents/agent.h"
+#include "datasets/text/corpus.h"
 #include "env/registry.h"
 #include "experiments/calibration_file.h"
 #include "experiments/config_parts.h"
@@ -131,6 +132,26 @@ Plan check_plan(const YamlField& field, const std::string& text, const ModelSpec
                " GPUs: " + problem);
   }
   return plan;
+}
+
+// live.corpus is read here, at load, as every rank would read it (text::TextCorpus::load:
+// a regular text file of bounded size), and both splits must hold one window of the model's
+// sequence (seq + 1 tokens): a rank used to find out when it started.
+void check_corpus(const YamlField& field, const ExperimentSpec& spec) {
+  try {
+    const text::TextCorpus corpus = text::TextCorpus::load({spec.live.corpus});
+    for (text::Split split : {text::Split::kTrain, text::Split::kValidation}) {
+      const size_t need = static_cast<size_t>(spec.model.seq) + 1;
+      if (corpus.num_tokens(split) < need)
+        field.fail("'" + spec.live.corpus + "': its " + text::split_name(split) + " split has " +
+                   std::to_string(corpus.num_tokens(split)) + " tokens, fewer than one window of " +
+                   std::to_string(need) + " (model.seq + 1)");
+    }
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    field.fail(e.what());
+  }
 }
 
 // Every block kind must have at least one shape-valid catalog entry: otherwise every action
@@ -302,6 +323,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   check_catalog(root.optional("catalog").value_or(root), spec);
   if (auto l = root.optional("live")) {
     spec.live = parse_live(*l);
+    if (!spec.live.corpus.empty()) check_corpus(*l->optional("corpus"), spec);
     if (auto extra = l->optional("extra")) parse_env_options(*extra, "live.extra", base_dir, spec);
   }
   if (auto a = root.optional("agent")) spec.agent = parse_agent(*a, spec.model, spec.cluster);

@@ -279,6 +279,32 @@ TEST(ConfigTest, IncludedMappingIsNotEchoed) {
     EXPECT_EQ(what.find(leak), std::string::npos) << leak << " in: " << what;
 }
 
+// live.corpus is read at load: a corpus too short for one window of the model's sequence, or
+// a FIFO, is a ConfigError at the key (a rank used to find out when it started).
+TEST(ConfigTest, LiveCorpusIsCheckedAtLoad) {
+  std::ifstream in(source_dir() + "/experiments/live-quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string tiny = (std::filesystem::temp_directory_path() / "shardgym_tiny_corpus.txt").string();
+  { std::ofstream(tiny) << "too short\n"; }
+  std::string base = text.str();
+  const size_t at = base.find("  launch: threads\n");
+  ASSERT_NE(at, std::string::npos);
+  for (const std::string& corpus : {tiny, std::string("/dev/zero")}) {
+    std::string config = base;
+    config.insert(at, "  corpus: " + corpus + "\n");
+    try {
+      parse_experiment(config, source_dir() + "/experiments/live-quickstart.yaml",
+                       source_dir() + "/experiments");
+      ADD_FAILURE() << "accepted corpus " << corpus;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "live.corpus") << e.what();
+      EXPECT_NE(std::string(e.what()).find(corpus), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove(tiny);
+}
+
 // Devices, pipes and names that leave runs/ are refused before anything is read or written.
 TEST(ConfigTest, UnboundedInputsAndEscapingNamesAreRefused) {
   auto error_of = [](const std::string& text) {
