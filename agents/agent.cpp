@@ -1,5 +1,7 @@
 #include "agents/agent.h"
 
+#include "agents/checkpoint_file.h"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -34,7 +36,7 @@ std::string known_agents() {
 }
 
 constexpr const char* kSaveMagic = "shardgym-agent";
-constexpr int kSaveVersion = 1;
+constexpr int kSaveVersion = 2;  // 2: a CRC line at the end
 
 }  // namespace
 
@@ -164,29 +166,40 @@ std::unique_ptr<Agent> make_agent(const std::string& id, const EnvSpec& spec, ui
 }
 
 void Agent::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("agent save: cannot open '" + path + "' for writing");
+  std::ostringstream out;
   out << kSaveMagic << ' ' << kSaveVersion << '\n' << name() << '\n';
   write_state(out);
-  if (!out) throw std::runtime_error("agent save: write to '" + path + "' failed");
+  if (!out) throw std::runtime_error("agent save: cannot encode the state for '" + path + "'");
+  checkpoint::write_file_atomic(path, checkpoint::seal_text(out.str()), "agent save");
 }
 
 void Agent::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("agent load: cannot open '" + path + "'");
+  load_text(checkpoint::read_regular_file(path, max_checkpoint_bytes(), "agent load"),
+            "agent load: '" + path + "'");
+}
+
+void Agent::load_text(const std::string& bytes, const std::string& where) {
+  // Version 1 (no CRC line) is still read: it is text, and every value is checked as below.
+  const bool v1 = bytes.rfind(std::string(kSaveMagic) + " 1\n", 0) == 0;
+  std::istringstream in(v1 ? bytes : checkpoint::unseal_text(bytes, where));
   std::string magic, saved_name;
   int version = 0;
   in >> magic >> version;
   in.ignore(1);
   std::getline(in, saved_name);
-  if (magic != kSaveMagic || version != kSaveVersion)
-    throw std::runtime_error("agent load: '" + path + "' is not a " + kSaveMagic + " v" +
+  if (magic != kSaveMagic || (version != kSaveVersion && version != 1))
+    throw std::runtime_error(where + " is not a " + kSaveMagic + " v1 or v" +
                              std::to_string(kSaveVersion) + " file");
   if (saved_name != name())
-    throw std::runtime_error("agent load: '" + path + "' holds agent '" + saved_name + "', not '" +
-                             name() + "'");
-  read_state(in);
-  if (in.bad()) throw std::runtime_error("agent load: read from '" + path + "' failed");
+    throw std::runtime_error(where + " holds agent '" + saved_name + "', not '" + name() + "'");
+  try {
+    read_state(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where + ": " + e.what());
+  }
+  if (in.bad()) throw std::runtime_error(where + ": read failed");
+  std::string rest;
+  if (in >> rest) throw std::runtime_error(where + ": unexpected data after the state");
 }
 
 }  // namespace shardgym

@@ -5,6 +5,7 @@
 #include <istream>
 #include <ostream>
 #include <stdexcept>
+#include <string>
 
 #include "env/partition_env.h"
 #include "env/pipeline_action.h"
@@ -150,9 +151,21 @@ double read_double(std::istream& in) {
   return v;
 }
 
-int64_t read_int(std::istream& in) {
+int64_t read_int(std::istream& in, int64_t lo, int64_t hi, const char* what) {
   int64_t v = 0;
-  if (!(in >> v)) throw std::runtime_error("agent load: bad integer in saved state");
+  if (!(in >> v))
+    throw std::runtime_error(std::string("bad integer in saved state (") + what + ")");
+  if (v < lo || v > hi)
+    throw std::runtime_error(std::string("saved ") + what + " " + std::to_string(v) +
+                             " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                             "] for this agent's config");
+  return v;
+}
+
+double read_reward(std::istream& in, const char* what) {
+  const double v = read_double(in);
+  if (std::isinf(v))
+    throw std::runtime_error(std::string("saved ") + what + " is infinite");
   return v;
 }
 
@@ -162,11 +175,14 @@ void write_action(std::ostream& out, const Action& a) {
   out << '\n';
 }
 
-Action read_action(std::istream& in) {
-  int64_t n = read_int(in);
-  if (n < 0 || n > (1 << 24)) throw std::runtime_error("agent load: bad action length");
+Action read_action(std::istream& in, int blocks, int catalog, const char* what) {
+  const int64_t n = read_int(in, 0, blocks, what);
+  if (n != 0 && n != blocks)
+    throw std::runtime_error(std::string("saved ") + what + " has " + std::to_string(n) +
+                             " entries; this agent's config has " + std::to_string(blocks) +
+                             " blocks");
   Action a(static_cast<size_t>(n));
-  for (auto& k : a) k = static_cast<int32_t>(read_int(in));
+  for (auto& k : a) k = static_cast<int32_t>(read_int(in, 0, catalog - 1, what));
   return a;
 }
 

@@ -54,7 +54,12 @@ void read_rng(std::istream& in, std::mt19937_64& rng);  // throws std::runtime_e
 void write_double(std::ostream& out, double v);
 double read_double(std::istream& in);
 void write_action(std::ostream& out, const Action& a);
-Action read_action(std::istream& in);
-int64_t read_int(std::istream& in);
+// Saved state is untrusted (agents/checkpoint_file.h): an action must have 0 or `blocks`
+// entries, each in [0, catalog); an integer must lie in [lo, hi]. Throws std::runtime_error
+// naming `what`.
+Action read_action(std::istream& in, int blocks, int catalog, const char* what);
+int64_t read_int(std::istream& in, int64_t lo, int64_t hi, const char* what);
+// A saved reward: NaN (none yet) or finite.
+double read_reward(std::istream& in, const char* what);
 
 }  // namespace shardgym::agents_detail

@@ -77,6 +77,12 @@
 namespace shardgym {
 
 class VectorEnv;
+namespace checkpoint {
+struct RecordFile;
+}
+namespace ppo_detail {
+struct CheckpointLayout;
+}
 
 struct PPOConfig {
   double lr = 3e-4;
@@ -215,8 +221,13 @@ class PPO : public Agent {
   bool update() override;
   bool learns() const override { return true; }
   void set_training(bool training) override { training_ = training; }
+  // Checkpoints (agents/checkpoint_file.h): a record file of plain arrays (no code), every
+  // record checked against this agent's config before anything changes; earlier TorchScript
+  // archives are refused. load_bytes is load on bytes already read (`where` names them).
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
+  void load_bytes(const std::string& bytes, const std::string& where);
+  size_t max_checkpoint_bytes() const override;
 
   // Trains on `envs` for at least `steps` env steps (summed over envs; whole rollouts).
   // The envs are reset at the start with seeds from the agent's generator. on_update is
@@ -258,6 +269,9 @@ class PPO : public Agent {
   // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
   // on odd runs under plan=alt.
   PPOConfig run_config(int run) const;
+  void load_records(const checkpoint::RecordFile& f, const std::string& where);
+  ppo_detail::CheckpointLayout checkpoint_layout(const Impl& m) const;
+  ppo_detail::CheckpointLayout largest_checkpoint_layout() const;
 };
 
 std::unique_ptr<Agent> make_ppo_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);

@@ -9,9 +9,11 @@
 #include <torch/torch.h>
 
 #include "agents/ppo.h"
+#include "agents/ppo_checkpoint_check.h"
 #include "agents/ppo_net.h"
 
 namespace shardgym {
+
 
 // A rollout, time-major and flat: step t of env i is row t·envs + i.
 struct PPORollout {

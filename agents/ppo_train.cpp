@@ -227,7 +227,7 @@ constexpr int kPolishSteps = 4;
 constexpr int kPolishPairs = 8;
 // Tables per condition only where an episode shows between 2 and this many distinct
 // conditions (scenario phases, sequence lengths); more would be one per step.
-constexpr int kPolishKeys = 8;
+constexpr int kPolishKeys = ppo_detail::kMaxPolishKeys;
 
 // Table 0 of `sub` (2 kinds × K, the table for every step) with every entry that kind's
 // blocks held (held) replaced by f, wherever a decoded entry maps to it; false when nothing
@@ -408,135 +408,6 @@ uint64_t restart_seed(uint64_t seed, int restart) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-namespace {
-
-// Version 2 adds the plan rows' flag to the header (version 1: no plan rows, 9 entries);
-// version 3 adds polish's substitution tables ("sub", "sub_keys"; earlier versions load with
-// none).
-constexpr int64_t kCheckpointVersion = 3;
-
-template <typename T>
-torch::Tensor vec_tensor(const std::vector<T>& v, torch::ScalarType type) {
-  return torch::from_blob(const_cast<T*>(v.data()), {static_cast<int64_t>(v.size())}, type).clone();
-}
-
-template <typename T>
-std::vector<T> tensor_vec(torch::serialize::InputArchive& in, const std::string& key) {
-  torch::Tensor t;
-  in.read(key, t);
-  t = t.contiguous();
-  return std::vector<T>(t.data_ptr<T>(), t.data_ptr<T>() + t.numel());
-}
-
-}  // namespace
-
-void PPO::save(const std::string& path) const {
-  const Impl& m = *impl_;
-  torch::serialize::OutputArchive root, net, opt;
-  m.net->save(net);
-  m.optimizer->save(opt);
-  root.write("net", net);
-  root.write("optimizer", opt);
-  root.write("generator", m.gen.get_state());
-  root.write("header", torch::tensor({kCheckpointVersion, int64_t{m.blocks}, int64_t{m.catalog},
-                                      int64_t{m.obs_dim}, int64_t{config_.hidden},
-                                      int64_t{m.updates}, m.env_steps, int64_t{m.pending},
-                                      int64_t{m.have_next}, int64_t{m.plan_row >= 0}}));
-  const PPORollout& b = m.buffer;
-  root.write("buf_obs", vec_tensor(b.obs, torch::kFloat32));
-  root.write("buf_mask", vec_tensor(b.mask, torch::kUInt8));
-  root.write("buf_act", vec_tensor(b.act, torch::kInt64));
-  root.write("buf_logp", vec_tensor(b.logp, torch::kFloat32));
-  root.write("buf_value", vec_tensor(b.value, torch::kFloat32));
-  root.write("buf_reward", vec_tensor(b.reward, torch::kFloat32));
-  root.write("buf_done", vec_tensor(b.done, torch::kUInt8));
-  root.write("pending_obs", vec_tensor(m.pending_obs, torch::kFloat32));
-  root.write("pending_mask", vec_tensor(m.pending_mask, torch::kUInt8));
-  root.write("pending_act", vec_tensor(m.pending_act, torch::kInt64));
-  root.write("pending_logp", vec_tensor(m.pending_logp, torch::kFloat32));
-  root.write("pending_value", torch::tensor({m.pending_value}));
-  root.write("next_obs", vec_tensor(m.next_obs, torch::kFloat32));
-  root.write("sub", vec_tensor(m.sub, torch::kInt32));
-  root.write("sub_keys", vec_tensor(m.key_values, torch::kFloat32));
-  try {
-    root.save_to(path);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("ppo save: cannot write '" + path +
-                             "': " + e.what_without_backtrace());
-  }
-}
-
-void PPO::load(const std::string& path) {
-  try {
-    torch::serialize::InputArchive root, net, opt;
-    root.load_from(path);
-    std::vector<int64_t> h = tensor_vec<int64_t>(root, "header");
-    const bool v1 = h.size() == 9 && h[0] == 1;
-    if (!v1 && (h.size() != 10 || h[0] < 2 || h[0] > kCheckpointVersion))
-      throw std::runtime_error("ppo load: '" + path + "' has an unknown checkpoint version");
-    const bool saved_plan = !v1 && h[9] != 0;
-    // plan=alt: the kept policy may come from a run of either kind; take the saved one's.
-    if (config_.plan_alt && saved_plan != (impl_->plan_row >= 0))
-      impl_ = std::make_unique<Impl>(spec_, run_config(saved_plan ? 1 : 0), seed_);
-    Impl& m = *impl_;
-    if (saved_plan != (m.plan_row >= 0))
-      throw std::runtime_error(
-          "ppo load: '" + path + "' was saved " + (saved_plan ? "with" : "without") +
-          " plan rows; load it into ppo(plan=" + (saved_plan ? "1" : "0") + ")");
-    if (h[1] != m.blocks || h[2] != m.catalog || h[3] != m.obs_dim || h[4] != config_.hidden)
-      throw std::runtime_error("ppo load: '" + path + "' is for " + std::to_string(h[1]) +
-                               " blocks × " + std::to_string(h[2]) + " entries, obs " +
-                               std::to_string(h[3]) + ", hidden " + std::to_string(h[4]) +
-                               "; this agent has " + std::to_string(m.blocks) + " × " +
-                               std::to_string(m.catalog) + ", obs " + std::to_string(m.obs_dim) +
-                               ", hidden " + std::to_string(config_.hidden));
-    root.read("net", net);
-    root.read("optimizer", opt);
-    m.net->load(net);
-    m.optimizer->load(opt);
-    torch::Tensor g;
-    root.read("generator", g);
-    m.gen.set_state(g);
-    m.updates = static_cast<int>(h[5]);
-    m.env_steps = h[6];
-    m.pending = h[7] != 0;
-    m.have_next = h[8] != 0;
-    PPORollout& b = m.buffer;
-    b.envs = 1;
-    b.obs = tensor_vec<float>(root, "buf_obs");
-    b.mask = tensor_vec<uint8_t>(root, "buf_mask");
-    b.act = tensor_vec<int64_t>(root, "buf_act");
-    b.logp = tensor_vec<float>(root, "buf_logp");
-    b.value = tensor_vec<float>(root, "buf_value");
-    b.reward = tensor_vec<float>(root, "buf_reward");
-    b.done = tensor_vec<uint8_t>(root, "buf_done");
-    m.pending_obs = tensor_vec<float>(root, "pending_obs");
-    m.pending_mask = tensor_vec<uint8_t>(root, "pending_mask");
-    m.pending_act = tensor_vec<int64_t>(root, "pending_act");
-    m.pending_env_act.clear();
-    if (static_cast<int>(m.pending_act.size()) == m.rows)
-      m.pending_env_act = m.env_action(m.pending_act.data());
-    m.pending_logp = tensor_vec<float>(root, "pending_logp");
-    m.pending_value = tensor_vec<float>(root, "pending_value").at(0);
-    m.next_obs = tensor_vec<float>(root, "next_obs");
-    m.clear_tables();
-    if (h[0] >= 3) {
-      std::vector<int32_t> sub = tensor_vec<int32_t>(root, "sub");
-      std::vector<float> keys = tensor_vec<float>(root, "sub_keys");
-      const size_t C = std::max<size_t>(1, m.cond_index.size());
-      const size_t tables = 1 + keys.size() / C;
-      if (keys.size() % C != 0 || sub.size() != 2 * static_cast<size_t>(m.catalog) * tables ||
-          std::any_of(sub.begin(), sub.end(), [&](int32_t e) { return e < 0 || e >= m.catalog; }))
-        throw std::runtime_error("ppo load: '" + path + "' has a damaged substitution table");
-      m.key_values = std::move(keys);
-      m.sub = std::move(sub);
-    }
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("ppo load: '" + path +
-                             "' is not a readable PPO checkpoint: " + e.what_without_backtrace());
-  }
 }
 
 }  // namespace shardgym

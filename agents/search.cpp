@@ -1,5 +1,6 @@
 #include "agents/search.h"
 
+#include <algorithm>
 #include <cmath>
 #include <istream>
 #include <limits>
@@ -119,9 +120,17 @@ class SearchAgent : public Agent {
   }
   void read_state(std::istream& in) override {
     read_rng(in, rng_);
-    pending_ = read_action(in);
-    settle_left_ = static_cast<int>(read_int(in));
+    pending_ = read_action(in, blocks_, catalog_, "pending plan");
+    settle_left_ = static_cast<int>(read_int(in, 0, settle_, "settle count"));
     read_search(in);
+  }
+  // The rng (~6.6 KB of text), three plans, a few numbers and, for greedy, up to one move
+  // per block and entry (each two integers): everything the config lets the state hold.
+  size_t max_checkpoint_bytes() const override {
+    return (size_t{1} << 16) + size_t{40} * blocks_ * (catalog_ + 3);
+  }
+  Action read_plan(std::istream& in, const char* what) const {
+    return read_action(in, blocks_, catalog_, what);
   }
 
   // A random neighbour of `x`: one block (or, with by_kind, every block of one kind) moved to
@@ -213,9 +222,9 @@ class RandomSearch : public SearchAgent {
     out << tried_ << '\n';
   }
   void read_search(std::istream& in) override {
-    best_ = read_action(in);
-    best_reward_ = read_double(in);
-    tried_ = read_int(in);
+    best_ = read_plan(in, "best plan");
+    best_reward_ = read_reward(in, "best reward");
+    tried_ = read_int(in, 0, budget_, "plans tried");
   }
 
  private:
@@ -278,16 +287,24 @@ class Greedy : public SearchAgent {
     for (auto [u, k] : moves_) out << u << ' ' << k << '\n';
   }
   void read_search(std::istream& in) override {
-    incumbent_ = read_action(in);
-    reward_ = read_double(in);
-    settled_reward_ = read_double(in);
-    converged_ = read_int(in) != 0;
-    improved_ = read_int(in) != 0;
-    next_ = static_cast<size_t>(read_int(in));
-    moves_.resize(static_cast<size_t>(read_int(in)));
+    incumbent_ = read_plan(in, "incumbent plan");
+    reward_ = read_reward(in, "reward");
+    settled_reward_ = read_reward(in, "settled reward");
+    converged_ = read_int(in, 0, 1, "converged flag") != 0;
+    improved_ = read_int(in, 0, 1, "improved flag") != 0;
+    // A sweep holds at most one move per unit and entry (new_sweep); propose() writes
+    // incumbent_[unit] = k, so both are checked against the config here.
+    const int units = by_kind_ ? std::min(2, blocks_) : blocks_;
+    const int64_t next = read_int(in, 0, int64_t{units} * catalog_, "sweep position");
+    const int64_t count = read_int(in, 0, int64_t{units} * catalog_, "sweep length");
+    if (next > count) throw std::runtime_error("saved sweep position is past its end");
+    if (count > 0 && incumbent_.empty())
+      throw std::runtime_error("saved sweep without an incumbent plan");
+    next_ = static_cast<size_t>(next);
+    moves_.resize(static_cast<size_t>(count));
     for (auto& m : moves_) {
-      m.first = static_cast<int>(read_int(in));
-      m.second = static_cast<int>(read_int(in));
+      m.first = static_cast<int>(read_int(in, 0, units - 1, "sweep unit"));
+      m.second = static_cast<int>(read_int(in, 0, catalog_ - 1, "sweep entry"));
     }
   }
 
@@ -367,11 +384,13 @@ class Anneal : public SearchAgent {
     write_double(out, temperature_);
   }
   void read_search(std::istream& in) override {
-    x_ = read_action(in);
-    best_ = read_action(in);
-    rx_ = read_double(in);
-    rbest_ = read_double(in);
+    x_ = read_plan(in, "current plan");
+    best_ = read_plan(in, "best plan");
+    rx_ = read_reward(in, "current reward");
+    rbest_ = read_reward(in, "best reward");
     temperature_ = read_double(in);
+    if (!(temperature_ >= 0 && temperature_ <= t0_))
+      throw std::runtime_error("saved temperature is outside [0, t0]");
   }
 
  private:

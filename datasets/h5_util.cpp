@@ -232,10 +232,53 @@ std::vector<hsize_t> dataset_shape(const H5Error& err, hid_t dset, const std::st
   return dims;
 }
 
+namespace {
+
+struct LinkCheck {
+  std::string bad;  // first link that is not a hard link
+  H5L_type_t type = H5L_TYPE_HARD;
+};
+
+herr_t check_link(hid_t, const char* name, const H5L_info_t* info, void* data) {
+  if (info->type == H5L_TYPE_HARD) return 0;
+  auto* c = static_cast<LinkCheck*>(data);
+  c->bad = name;
+  c->type = info->type;
+  return 1;  // stop
+}
+
+}  // namespace
+
+void require_only_hard_links(const H5Error& err, hid_t file) {
+  LinkCheck c;
+  err.check(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, check_link, &c), "list the links");
+  if (c.bad.empty()) return;
+  const std::string kind = c.type == H5L_TYPE_EXTERNAL ? "an external link (to another file)"
+                           : c.type == H5L_TYPE_SOFT   ? "a soft link"
+                                                       : "a user-defined link";
+  err.fail("'/" + c.bad + "' is " + kind +
+           "; a trace holds its data itself and no link leaves it (refused before any read)");
+}
+
+H5Id open_dataset(const H5Error& err, hid_t loc, const std::string& name) {
+  H5Id dset(err.check_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "open dataset '" + name + "'"));
+  H5Id dcpl(err.check_id(H5Dget_create_plist(dset.get()), "properties of '" + name + "'"));
+  const int external = H5Pget_external_count(dcpl.get());
+  if (external != 0)
+    err.fail("dataset '" + name + "' keeps its data in " +
+             (external > 0 ? std::to_string(external) : std::string("unknown")) +
+             " external file(s) (HDF5 external storage); a trace holds its data itself "
+             "(refused before any read)");
+  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL)
+    err.fail("dataset '" + name + "' is a virtual dataset (its data is mapped from other "
+             "datasets or files); a trace holds its data itself (refused before any read)");
+  return dset;
+}
+
 void read_all(const H5Error& err, hid_t loc, const std::string& name, hid_t mem_type, void* out,
               size_t expected_elements) {
   if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) err.fail("missing dataset '" + name + "'");
-  H5Id dset(err.check_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "open dataset '" + name + "'"));
+  H5Id dset = open_dataset(err, loc, name);
   auto dims = dataset_shape(err, dset.get(), "'" + name + "'");
   size_t n = 1;
   for (hsize_t d : dims) n *= d;

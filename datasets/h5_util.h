@@ -86,6 +86,14 @@ double read_attr_double(const H5Error& err, hid_t obj, const std::string& name);
 constexpr hssize_t kMaxAttrValues = 1 << 20;
 std::vector<double> read_attr_doubles(const H5Error& err, hid_t obj, const std::string& name);
 
+// A trace reads nothing outside itself (docs/robustness.md, "Traces"). Every link of the
+// file must be a hard link: an external link (or a soft or user-defined one) is refused before
+// anything follows it. One pass of H5Lvisit, links only (no object is opened).
+void require_only_hard_links(const H5Error& err, hid_t file);
+// H5Dopen2 of `name`, refusing a dataset whose raw data is not in the file (external storage:
+// H5Pget_external_count > 0; a virtual dataset: layout H5D_VIRTUAL) before any of it is read.
+H5Id open_dataset(const H5Error& err, hid_t loc, const std::string& name);
+
 // Shape of a dataset (rank 1 or 2); `where` names it in errors.
 std::vector<hsize_t> dataset_shape(const H5Error& err, hid_t dset, const std::string& where);
 // Reads a whole dataset converted to `mem_type` (H5T_NATIVE_*); checks the element count.

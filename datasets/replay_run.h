@@ -62,6 +62,7 @@ class ReplayRun : public TrainingRun {
   int steps_left() const;
   int num_episodes() const { return static_cast<int>(episodes_->size()); }
   const TraceEpisode& episode() const { return episodes_->at(current_).data; }
+  const TraceEpisode& recorded(int i) const { return episodes_->at(i).data; }
   bool diverged() const { return !divergence_.empty(); }
 
  private:

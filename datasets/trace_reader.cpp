@@ -113,6 +113,7 @@ void FileReader::open() {
     err.fail("HDF5 cannot open it: " + why);
   }
   file = h5::H5Id(id);
+  h5::require_only_hard_links(err, file.get());
 }
 
 void FileReader::read_root() {
@@ -144,7 +145,7 @@ void FileReader::read_root() {
 
 void FileReader::read_strategies() {
   if (H5Lexists(file.get(), "strategies", H5P_DEFAULT) <= 0) err.fail("missing /strategies");
-  h5::H5Id dset(err.check_id(H5Dopen2(file.get(), "strategies", H5P_DEFAULT), "open /strategies"));
+  h5::H5Id dset = h5::open_dataset(err, file.get(), "strategies");
   auto dims = h5::dataset_shape(err, dset.get(), "/strategies");
   if (dims.size() != 1) err.fail("/strategies has shape " + shape_text(dims) + ", want (S)");
   charge("/strategies", dims[0], h5::kStrategyStringBytes);
@@ -305,7 +306,7 @@ TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
     if (H5Lexists(gid, name.c_str(), H5P_DEFAULT) <= 0) {
       err.fail(info.name + ": missing dataset '" + name + "'");
     }
-    h5::H5Id d(err.check_id(H5Dopen2(gid, name.c_str(), H5P_DEFAULT), "open " + name));
+    h5::H5Id d = h5::open_dataset(err, gid, name);
     return h5::dataset_shape(err, d.get(), info.name + "/" + name);
   };
   const auto rewards_shape = shape_of("rewards");
@@ -375,7 +376,7 @@ TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
   ep.block_bwd_s = doubles("metrics/block_bwd_s", N * B);
   ep.block_comm_s = doubles("metrics/block_comm_s", N * B);
   auto source = [&](const std::string& name) {
-    h5::H5Id d(err.check_id(H5Dopen2(gid, name.c_str(), H5P_DEFAULT), "open " + name));
+    h5::H5Id d = h5::open_dataset(err, gid, name);
     return h5::read_attr_string(err, d.get(), "source");
   };
   ep.latency_source = source("metrics/step_latency_s");

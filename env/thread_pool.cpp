@@ -1,13 +1,35 @@
 #include "env/thread_pool.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 
 namespace shardgym {
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, int refuse_thread) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   workers_.reserve(threads - 1);
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      if (i == refuse_thread)
+        throw std::system_error(EAGAIN, std::generic_category(), "injected fault");
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      // A destroyed joinable std::thread would std::terminate: stop and join the others.
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+      }
+      wake_.notify_all();
+      for (std::thread& t : workers_) t.join();
+      throw std::runtime_error("thread pool: cannot start worker thread " + std::to_string(i) +
+                               " of " + std::to_string(threads - 1) + ": " + e.what() +
+                               "; each thread counts against ulimit -u and reserves its stack "
+                               "(ulimit -s) in the address space (ulimit -v)");
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

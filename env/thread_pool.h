@@ -21,8 +21,12 @@ namespace shardgym {
 
 class ThreadPool {
  public:
-  // threads ≤ 0 picks std::thread::hardware_concurrency() (at least 1).
-  explicit ThreadPool(int threads);
+  // threads ≤ 0 picks std::thread::hardware_concurrency() (at least 1). When a worker cannot
+  // be created (ulimit -u, the address space for its stack), the workers already started are
+  // stopped and joined and std::runtime_error names the thread and the cause, at once
+  // (docs/robustness.md; as rank threads do, runtime/live/launch/thread_ranks.cpp).
+  // `refuse_thread` (tests only): worker k fails to start as if the system refused it.
+  explicit ThreadPool(int threads, int refuse_thread = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

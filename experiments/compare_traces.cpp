@@ -1,6 +1,7 @@
 #include "experiments/compare_traces.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -36,6 +37,32 @@ EpisodeSummary summarize_recorded(const TraceEpisode& ep) {
   return s;
 }
 
+namespace {
+
+// The figures a summary is made of must be possible: on every step that did not fail, a
+// finite latency > 0, finite tokens > 0, finite repartition time >= 0, energy >= 0 or NaN (not
+// measured) and a finite reward (a zero or
+// NaN latency used to become a throughput ratio). Throws naming the trace, episode and step.
+void check_figures(const TraceEpisode& ep, const std::string& file) {
+  auto bad = [&](int t, const std::string& what, double v) {
+    throw std::runtime_error("--from-traces: trace '" + file + "', " + ep.info.name + " step " +
+                             std::to_string(t) + ": " + what + " = " + std::to_string(v) +
+                             " is impossible for a step that did not fail");
+  };
+  for (int t = 0; t < ep.steps(); ++t) {
+    if (!ep.ok[t] || ep.oom[t] || t == ep.info.error_step) continue;
+    if (!(std::isfinite(ep.step_latency_s[t]) && ep.step_latency_s[t] > 0))
+      bad(t, "step_latency_s", ep.step_latency_s[t]);
+    if (!(std::isfinite(ep.tokens[t]) && ep.tokens[t] > 0)) bad(t, "tokens", ep.tokens[t]);
+    if (!(std::isfinite(ep.repartition_s[t]) && ep.repartition_s[t] >= 0))
+      bad(t, "repartition_s", ep.repartition_s[t]);
+    if (ep.energy_j[t] < 0 || std::isinf(ep.energy_j[t])) bad(t, "energy_j", ep.energy_j[t]);
+    if (!std::isfinite(ep.rewards[t])) bad(t, "reward", ep.rewards[t]);
+  }
+}
+
+}  // namespace
+
 CompareResult compare_from_traces(const std::string& dir, const std::string& baseline) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -52,7 +79,9 @@ CompareResult compare_from_traces(const std::string& dir, const std::string& bas
     const TraceReader reader(f.string());
     for (const TraceEpisodeInfo& info : reader.episodes()) {
       if (!info.complete) continue;
-      EpisodeSummary s = summarize_recorded(reader.read_episode(info.index));
+      const TraceEpisode ep = reader.read_episode(info.index);
+      check_figures(ep, f.string());
+      EpisodeSummary s = summarize_recorded(ep);
       if (s.agent.empty()) s.agent = f.stem().string();
       if (!runs.count(s.agent)) order.push_back(s.agent);
       runs[s.agent][s.seed] = s;  // a later episode of the same seed replaces an earlier one

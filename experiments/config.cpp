@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "agents/agent.h"
+#include "datasets/text/corpus.h"
 #include "env/registry.h"
 #include "env/share_action.h"
 #include "experiments/calibration_file.h"
@@ -90,7 +91,25 @@ CatalogSource read_includes(const YamlField& include, const std::string& base_di
     const std::string name = entry.as_string();
     const std::string path = (fs::path(base_dir) / name).lexically_normal().string();
     const std::string text = read_file(path, entry.file(), entry.path(), entry.line());
-    YamlField root(parse_yaml(text, path), path, "", 1);
+    const YAML::Node doc = parse_yaml(text, path);
+    // An include may name any file (`include: /etc/shadow`): until its top level is seen to be
+    // a hardware file, errors name the file but quote none of its content
+    // (docs/robustness.md, "Information and messages").
+    bool hardware = doc.IsMap();
+    for (auto it = doc.begin(); hardware && it != doc.end(); ++it)
+      hardware = it->first.IsScalar() &&
+                 (it->first.Scalar() == "devices" || it->first.Scalar() == "links");
+    if (!hardware) {
+      const std::string found =
+          doc.IsScalar() ? "plain text of " + std::to_string(doc.Scalar().size()) + " characters"
+          : doc.IsMap()  ? "a mapping with other keys"
+                         : "not a mapping";
+      throw ConfigError(entry.file(), entry.path(), entry.line(),
+                        "'" + path + "' is not a hardware file (" + found +
+                            "): its top level must be a mapping with only the keys devices and "
+                            "links; its content is not shown");
+    }
+    YamlField root(doc, path, "", 1);
     root.check_keys({"devices", "links"});
     parse_hardware(root, dtype, catalogs);
     source_text += commented(name, text);
@@ -116,6 +135,26 @@ Plan check_plan(const YamlField& field, const std::string& text, const ModelSpec
                " GPUs: " + problem);
   }
   return plan;
+}
+
+// live.corpus is read here, at load, as every rank would read it (text::TextCorpus::load:
+// a regular text file of bounded size), and both splits must hold one window of the model's
+// sequence (seq + 1 tokens): a rank used to find out when it started.
+void check_corpus(const YamlField& field, const ExperimentSpec& spec) {
+  try {
+    const text::TextCorpus corpus = text::TextCorpus::load({spec.live.corpus});
+    for (text::Split split : {text::Split::kTrain, text::Split::kValidation}) {
+      const size_t need = static_cast<size_t>(spec.model.seq) + 1;
+      if (corpus.num_tokens(split) < need)
+        field.fail("'" + spec.live.corpus + "': its " + text::split_name(split) + " split has " +
+                   std::to_string(corpus.num_tokens(split)) + " tokens, fewer than one window of " +
+                   std::to_string(need) + " (model.seq + 1)");
+    }
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    field.fail(e.what());
+  }
 }
 
 // Every block kind must have at least one shape-valid catalog entry: otherwise every action
@@ -287,6 +326,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   check_catalog(root.optional("catalog").value_or(root), spec);
   if (auto l = root.optional("live")) {
     spec.live = parse_live(*l);
+    if (!spec.live.corpus.empty()) check_corpus(*l->optional("corpus"), spec);
     if (auto extra = l->optional("extra")) parse_env_options(*extra, "live.extra", base_dir, spec);
   }
   if (auto a = root.optional("agent")) spec.agent = parse_agent(*a, spec.model, spec.cluster);

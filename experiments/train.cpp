@@ -51,10 +51,20 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   if (spec.steps_per_episode < 1) throw std::invalid_argument("steps must be at least 1");
   const uint64_t seed = spec.seeds.empty() ? 0 : spec.seeds.front();
 
+  // `--out` and the files written in it are not followed when they are symbolic links: a
+  // link would make train overwrite whatever it points to (docs/robustness.md).
+  if (fs::is_symlink(options.out_dir))
+    throw std::invalid_argument("--out '" + options.out_dir +
+                                "' is a symbolic link; give the folder itself");
   fs::create_directories(options.out_dir);
   TrainResult result;
   result.env_id = spec.env_id;
   result.trace_path = (fs::path(options.out_dir) / "trace.h5").string();
+  const std::string checkpoint_path = (fs::path(options.out_dir) / "agent.ckpt").string();
+  for (const std::string& file : {result.trace_path, checkpoint_path})
+    if (fs::is_symlink(file))
+      throw std::invalid_argument("'" + file +
+                                  "' is a symbolic link; train does not write through links");
 
   auto writer =
       std::make_shared<TraceWriter>(result.trace_path, make_trace_metadata(spec, options.git_sha));
@@ -75,7 +85,9 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
     // does not improve monotonically: the last update is not always the best one).
     std::unique_ptr<Env> eval_env = make_env(spec.env_id, spec);
     const uint64_t eval_seed = seed + 1'000'003;
-    const std::string best_path = (fs::path(options.out_dir) / "agent.best.ckpt").string();
+    // The best policy goes to agent.ckpt as soon as it is picked (each save: temporary
+    // file, fsync, rename), so a kill at any later moment leaves it there.
+    bool saved_best = false;
     double best_return = -std::numeric_limits<double>::infinity();
     int reported = 0;
     int restarts_reported = 0;
@@ -96,7 +108,8 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
           if (eval_return > best_return) {
             best_return = eval_return;
             result.best_update = p.update;
-            agent->save(best_path);
+            agent->save(checkpoint_path);
+            saved_best = true;
           }
           if (progress) {
             const std::string text =
@@ -118,10 +131,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
           return true;
         });
     trained = vectorised;
-    if (vectorised && fs::exists(best_path)) {
-      agent->load(best_path);
-      fs::remove(best_path);
-    }
+    if (vectorised && saved_best) agent->load(checkpoint_path);
     if (!vectorised && progress) {
       progress->line("agent " + result.agent +
                      " has no vectorised training; agent.train_steps is ignored and it learns "
@@ -178,12 +188,14 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
                      (stats.failed_steps ? ", ended by a failed step" : std::string()));
     }
     result.episodes.push_back(stats);
+    // A learner that learns during the episodes: its state after each one.
+    if (agent->learns() && !trained) agent->save(checkpoint_path);
   }
   env.reset();  // closes the last episode: RecordTrace flushes it
   writer->close();
 
   if (agent->learns()) {
-    result.checkpoint_path = (fs::path(options.out_dir) / "agent.ckpt").string();
+    result.checkpoint_path = checkpoint_path;
     agent->save(result.checkpoint_path);
   }
   return result;

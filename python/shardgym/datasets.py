@@ -31,10 +31,31 @@ def _attrs(obj):
     return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in obj.attrs.items()}
 
 
+def _require_self_contained(f, path):
+    """Refuses, before any data is read, a link that is not a hard link (an external link to
+    another file, a soft link) and a dataset whose data is not in the file (HDF5 external
+    storage, a virtual dataset), as the C++ reader does (datasets/h5_util.h)."""
+    def walk(group, prefix):
+        for name in group:
+            link = group.get(name, getlink=True)
+            where = f"{prefix}/{name}"
+            if not isinstance(link, h5py.HardLink):
+                raise ValueError(f"{path}: '{where}' is a {type(link).__name__}; a trace holds "
+                                 f"its data itself and no link leaves it")
+            obj = group[name]
+            if isinstance(obj, h5py.Group):
+                walk(obj, where)
+            elif obj.is_virtual or obj.external:
+                raise ValueError(f"{path}: dataset '{where}' keeps its data outside the file "
+                                 f"({'virtual dataset' if obj.is_virtual else 'external storage'})")
+    walk(f, "")
+
+
 def load(path):
     """Every complete episode of the trace at `path` (docs/trace-format.md's completeness
     rule: episodes with complete = 0 are listed in `incomplete`, not read)."""
     with h5py.File(path, "r") as f:
+        _require_self_contained(f, path)
         attrs = _attrs(f)
         if attrs.get("format") != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} file (format={attrs.get('format')!r})")

@@ -90,6 +90,29 @@ def _experiment(env_id, config, options):
     return exp
 
 
+def checked_actions(actions, nvec):
+    """`actions` (one action, or a batch along the leading axis) as int64, refused with
+    ValueError unless every entry is a whole number in [0, nvec[d]): NaN, inf, 2.5 or 2**32 + 3
+    would otherwise wrap or truncate into a valid choice when cast to the C++ env's int32
+    (docs/robustness.md, "Information and messages")."""
+    a = np.asarray(actions)
+    nvec = np.asarray(nvec, dtype=np.int64)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
+        raise ValueError(f"action must hold integers, got dtype {a.dtype}")
+    if a.shape[-1:] != nvec.shape:
+        raise ValueError(f"action must have {nvec.shape[0]} entries per env, got shape {a.shape}")
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a) | (a != np.floor(a))
+        if bad.any():
+            raise ValueError(f"action entry {np.argwhere(bad)[0].tolist()} = "
+                             f"{a[tuple(np.argwhere(bad)[0])]!r} is not a whole number")
+    out_of_range = (a < 0) | (a >= nvec)
+    if out_of_range.any():
+        at = tuple(np.argwhere(out_of_range)[0])
+        raise ValueError(f"action entry {list(at)} = {a[at]!r} is outside [0, {nvec[at[-1]]})")
+    return a.astype(np.int64)
+
+
 def spaces_of(spec):
     """(observation_space, action_space) of one env from its C++ EnvSpec (as `spec()` gives it):
     a Dict of the named observation parts, the plan in force as integers, and the
@@ -159,7 +182,7 @@ class ShardGymEnv(gymnasium.Env):
         return self._last_obs, self._info(info)
 
     def step(self, action):
-        action = np.asarray(action, dtype=np.int64).reshape(-1)
+        action = checked_actions(action, self.action_space.nvec)
         if self._masked_action == "truncate" and self._mask is not None:
             bad = self._masked_entry(action)
             if bad is not None:

@@ -71,6 +71,42 @@ def vet(path, cli):
     return json.loads(proc.stdout)
 
 
+def check_figures(t, path):
+    """Raises ValueError naming the trace when an episode's arrays do not agree with each other
+    or hold impossible figures (the same rule as `compare --from-traces`,
+    experiments/compare_traces.cpp): on every step that did not fail, latency finite and > 0,
+    tokens finite and > 0, repartition time finite and >= 0, energy >= 0 or NaN; rewards finite;
+    every plan id an entry of the strategy table."""
+    for ep in t.episodes:
+        where = f"{path}: {ep.get('name', '?')}"
+        m, rewards = ep.get("metrics", {}), ep.get("rewards")
+        if rewards is None or "plans" not in ep:
+            raise ValueError(f"{where}: no rewards or plans")
+        n = len(rewards)
+        for key in ("ok", "oom", "tokens", "step_latency_s", "repartition_s", "energy_j",
+                    "peak_memory_bytes"):
+            if key not in m or len(m[key]) < n:
+                raise ValueError(f"{where}: metrics/{key} missing or shorter than its {n} steps")
+        if not np.all(np.isfinite(rewards)):
+            raise ValueError(f"{where}: a reward is not finite")
+        plans = np.asarray(ep["plans"])
+        if plans.shape[:1] != (n,) or (plans.size and (plans.min() < 0 or
+                                                        plans.max() >= len(t.strategies))):
+            raise ValueError(f"{where}: plans of shape {plans.shape} or with ids outside the "
+                             f"{len(t.strategies)} strategies")
+        err_step = int(ep["attrs"].get("error_step", -1))
+        good = (m["ok"][:n] != 0) & (m["oom"][:n] == 0) & (np.arange(n) != err_step)
+        lat, tok = m["step_latency_s"][:n][good], m["tokens"][:n][good]
+        rep, energy = m["repartition_s"][:n][good], m["energy_j"][:n][good]
+        for name, bad in (("step_latency_s", ~(np.isfinite(lat) & (lat > 0))),
+                          ("tokens", ~(np.isfinite(tok) & (tok > 0))),
+                          ("repartition_s", ~(np.isfinite(rep) & (rep >= 0))),
+                          ("energy_j", (energy < 0) | np.isinf(energy))):
+            if np.any(bad):
+                raise ValueError(f"{where}: metrics/{name} is impossible on a step that did not "
+                                 f"fail")
+
+
 def load_traces(files, cli, skip_damaged, problems):
     from shardgym import datasets
     traces = []
@@ -79,7 +115,8 @@ def load_traces(files, cli, skip_damaged, problems):
             if cli:
                 vet(f, cli)
             t = datasets.load(str(f))
-        except (ReportError, OSError, ValueError, KeyError) as e:
+            check_figures(t, f)
+        except (ReportError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
             msg = str(e) if isinstance(e, ReportError) else f"{f}: damaged or not a trace: {e}"
             if not skip_damaged:
                 raise ReportError(msg + " (--skip-damaged leaves it out)") from None

@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 import _shardgym
-from shardgym.env import _experiment, spaces_of
+from shardgym.env import _experiment, checked_actions, spaces_of
 
 
 class VectorEnv:
@@ -39,6 +39,7 @@ class VectorEnv:
         return self._venv.reset(int(seed))
 
     def step(self, actions):
+        actions = checked_actions(actions, self.action_nvec)
         return self._venv.step(np.ascontiguousarray(actions, dtype=np.int32))
 
     def action_masks(self):

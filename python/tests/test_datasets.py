@@ -33,3 +33,32 @@ def test_to_minari_opens_with_minari(trace, tmp_path, monkeypatch, quickstart):
     np.testing.assert_array_equal(ep.observations, t["observations"])
     np.testing.assert_array_equal(ep.actions, t["actions"])
     np.testing.assert_allclose(ep.rewards, t["rewards"])
+
+
+@pytest.mark.parametrize("kind", ["external_link", "external_storage", "virtual"])
+def test_load_refuses_data_outside_the_trace(trace, tmp_path, kind):
+    """episode_0/rewards replaced by data from outside the file, holding the same values:
+    refused by name before it is read (the C++ reader refuses it too, datasets/h5_util.h)."""
+    import shutil
+    import h5py
+    copy = tmp_path / "t.h5"
+    shutil.copy(trace, copy)
+    src = tmp_path / "source.h5"
+    with h5py.File(copy, "r+") as f:
+        rewards = f["episodes/episode_0/rewards"][()]
+        del f["episodes/episode_0/rewards"]
+        with h5py.File(src, "w") as s:
+            s["rewards"] = rewards
+        if kind == "external_link":
+            f["episodes/episode_0/rewards"] = h5py.ExternalLink(str(src), "rewards")
+        elif kind == "external_storage":
+            raw = tmp_path / "raw.bin"
+            rewards.astype("<f8").tofile(raw)
+            f.create_dataset("episodes/episode_0/rewards", shape=rewards.shape, dtype="<f8",
+                             external=[(str(raw), 0, rewards.nbytes)])
+        else:
+            layout = h5py.VirtualLayout(shape=rewards.shape, dtype="<f8")
+            layout[:] = h5py.VirtualSource(str(src), "rewards", shape=rewards.shape)
+            f.create_virtual_dataset("episodes/episode_0/rewards", layout)
+    with pytest.raises(ValueError, match="rewards"):
+        shardgym.datasets.load(str(copy))

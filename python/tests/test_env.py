@@ -4,6 +4,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import shardgym
+import shardgym.vector
 from conftest import ROOT
 
 SIM = "shardgym/TPSim-v0"
@@ -155,6 +156,27 @@ def test_masks_follow_maskable_ppo_convention(quickstart):
     strict.reset(seed=0)
     with pytest.raises(ValueError, match="block 0"):
         strict.step(action)
+
+
+def test_non_integer_and_out_of_range_actions_are_refused(quickstart):
+    """NaN, inf, 2.5 and 2**32 + 3 used to become valid choices on the cast to int32 (NaN and
+    inf to 0 through int64, 2**32 + 3 to 3); the single env and the vector env now both raise
+    ValueError naming the entry."""
+    env = make(quickstart)
+    obs, _ = env.reset(seed=0)
+    venv = shardgym.vector.make(SIM, num_envs=2, config=quickstart, threads=1)
+    vobs, _ = venv.reset(seed=0)
+    for bad in (np.nan, np.inf, -np.inf, 2.5, 2**32 + 3, -1, 2**63 - 1):
+        action = obs["plan"].astype(np.float64 if isinstance(bad, float) else np.int64)
+        action[0] = bad
+        with pytest.raises(ValueError, match="entry"):
+            env.step(action)
+        actions = vobs["plan"].astype(action.dtype)
+        actions[1, 0] = bad
+        with pytest.raises(ValueError, match="entry"):
+            venv.step(actions)
+    # Whole floats are still actions (as before).
+    env.step(obs["plan"].astype(np.float64))
 
 
 def test_seeding_and_time_limit(quickstart):

@@ -159,6 +159,45 @@ def test_damaged_trace_is_named_and_refused_before_h5py(runs, tmp_path):
     assert [r["agent"] for r in table["rows"]] == ["megatron", "random"]
 
 
+@pytest.mark.parametrize("value", [0.0, float("nan"), -1.0, float("inf")])
+def test_impossible_figures_are_named_and_skipped(runs, tmp_path, value):
+    """A latency of 0, NaN, -1 or inf on a step that did not fail passes `inspect` (the file is
+    a well-formed trace); report names the trace and refuses it, or leaves it out under
+    --skip-damaged, without a traceback. The plan ids likewise."""
+    import h5py
+    exe, root = runs
+    run = tmp_path / "run"
+    shutil.copytree(root / "cmp", run)
+    with h5py.File(run / "greedy.h5", "r+") as f:
+        f["episodes/episode_0/metrics/step_latency_s"][3] = value
+    assert subprocess.run([exe, "inspect", str(run / "greedy.h5")],
+                          capture_output=True).returncode == 0
+    proc = subprocess.run([exe, "report", str(run), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "greedy.h5: episode_0: metrics/step_latency_s is impossible" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run([exe, "report", str(run), "--out", str(tmp_path / "out"),
+                           "--skip-damaged"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    table = json.loads((tmp_path / "out" / "table.json").read_text())[str(run)]
+    assert [r["agent"] for r in table["rows"]] == ["megatron", "random"]
+
+
+def test_plan_id_outside_the_strategy_table_is_named(runs, tmp_path):
+    import h5py
+    exe, root = runs
+    run = tmp_path / "run"
+    shutil.copytree(root / "cmp", run)
+    with h5py.File(run / "random.h5", "r+") as f:
+        f["episodes/episode_0/plans"][0, 0] = 10**6
+    proc = subprocess.run([exe, "report", str(run), "--out", str(tmp_path / "out"),
+                           "--skip-damaged"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "random.h5: episode_0: plans" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_incomplete_episode_is_reported_and_skipped(runs, tmp_path):
     import h5py
     _, root = runs

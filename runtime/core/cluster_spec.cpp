@@ -14,11 +14,21 @@ int ClusterSpec::world_size() const {
 }
 
 int ClusterSpec::node_of(int rank) const {
-  int first = 0;
-  for (int i = 0; i < num_nodes(); ++i) {
-    if (rank < first + nodes[i].gpus) return i;
-    first += nodes[i].gpus;
-  }
+  const std::vector<long long>* first = rank_index.get();
+  auto find = [&]() -> int {
+    if (!first || first->size() != nodes.size() + 1 || rank < 0 || rank >= first->back())
+      return -1;
+    const int i = static_cast<int>(std::upper_bound(first->begin(), first->end(), rank) -
+                                   first->begin()) - 1;
+    return rank - (*first)[i] < nodes[i].gpus ? i : -1;  // an entry edited since: rebuild
+  };
+  int i = find();
+  if (i >= 0) return i;
+  std::vector<long long> fresh(nodes.size() + 1, 0);
+  for (size_t n = 0; n < nodes.size(); ++n) fresh[n + 1] = fresh[n] + nodes[n].gpus;
+  first = rank_index.set(std::move(fresh));
+  i = find();
+  if (i >= 0) return i;
   throw std::out_of_range("rank " + std::to_string(rank) + " outside a world of " +
                           std::to_string(world_size()));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 
@@ -54,25 +55,46 @@ LinkState make_link_state(const ClusterSpec& cluster, const std::vector<double>&
 GroupLinks describe_group(const std::vector<int>& ranks, const LinkState& links) {
   GroupLinks g;
   g.size = static_cast<int>(ranks.size());
-  std::map<int, int> per_node;
-  for (int r : ranks) ++per_node[links.node[r]];
-  g.nodes = static_cast<int>(per_node.size());
-  for (const auto& [node, count] : per_node) g.per_node = std::max(g.per_node, count);
-  double intra = kInf, inter = kInf;
+  // O(ranks): every pair of ranks on one node meets that node's intra-node class and every
+  // pair across nodes the inter-node class, so the bottlenecks follow from each node's member
+  // count. The class kept on a tie is that of the first pair in (a, b) order, as a loop over
+  // all pairs would keep it: the node whose first member comes first.
+  struct Member {
+    int count = 0;
+    size_t first = 0;
+  };
+  std::unordered_map<int, Member> per_node;
+  per_node.reserve(std::min<size_t>(ranks.size(), links.intra.size()));
   for (size_t a = 0; a < ranks.size(); ++a) {
-    for (size_t b = a + 1; b < ranks.size(); ++b) {
-      const int i = ranks[a], j = ranks[b];
-      const double bw = std::min(links.bw(i, j), links.bw(j, i));
-      const double lat = std::max(links.lat(i, j), links.lat(j, i));
-      const bool same = links.node[i] == links.node[j];
-      double& best = same ? intra : inter;
-      if (bw < best) {
-        best = bw;
-        (same ? g.intra_link : g.inter_link) = links.link_of(i, j);
-      }
-      double& worst_lat = same ? g.intra_lat : g.inter_lat;
-      worst_lat = std::max(worst_lat, lat);
+    const int r = ranks[a];
+    if (r < 0 || r >= static_cast<int>(links.node.size()))
+      throw std::out_of_range("describe_group: rank " + std::to_string(r) + " outside the world");
+    auto [it, added] = per_node.try_emplace(links.node[r]);
+    if (added) it->second.first = a;
+    ++it->second.count;
+  }
+  g.nodes = static_cast<int>(per_node.size());
+  double intra = kInf, inter = kInf;
+  size_t intra_first = 0;
+  for (const auto& [node, m] : per_node) {
+    g.per_node = std::max(g.per_node, m.count);
+    if (m.count < 2) continue;
+    const int l = links.intra[node];
+    const double bw = l >= 0 ? links.classes[l].bandwidth * links.factor[l] : 0.0;
+    const double lat = l >= 0 ? links.classes[l].latency_s : 0.0;
+    if (bw < intra || (bw == intra && m.first < intra_first)) {
+      intra = bw;
+      intra_first = m.first;
+      g.intra_link = l;
     }
+    g.intra_lat = std::max(g.intra_lat, lat);
+  }
+  if (per_node.size() > 1) {
+    const int l = links.inter;
+    inter = l >= 0 ? links.classes[l].bandwidth * links.factor[l] : 0.0;
+    g.inter_link = l;
+    g.inter_lat = std::max(0.0, l >= 0 ? links.classes[l].latency_s : 0.0);
+    if (!(inter < kInf)) g.inter_link = -1;
   }
   g.intra_bw = intra == kInf ? 0 : intra;
   g.inter_bw = inter == kInf ? 0 : inter;

@@ -12,12 +12,33 @@
 namespace shardgym {
 namespace {
 
+// The boxes one rank holds: a list of boxes (one per tensor), with dimension 0 of every box
+// replaced by the rows [r0, r1) when r1 >= 0.
+struct BoxesOf {
+  const std::vector<Box>* boxes = nullptr;
+  int64_t r0 = 0, r1 = -1;
+  size_t size() const { return boxes->size(); }
+  int64_t lo(size_t k, int d) const { return d == 0 && r1 >= 0 ? r0 : (*boxes)[k].lo[d]; }
+  int64_t hi(size_t k, int d) const { return d == 0 && r1 >= 0 ? r1 : (*boxes)[k].hi[d]; }
+};
+
 // The boxes of every rank under one strategy (runtime/core/placement.h). Ranks r and r' with
-// r ≡ r' (mod period) hold the same boxes, so only `period` lists are stored.
+// r ≡ r' (mod period) hold the same boxes, so only `period` lists are stored; activation
+// boxes differ between replicas only in their rows (dimension 0: replica rank / period takes
+// rows [replica·w, (replica + 1)·w)), so they too are stored per mesh position, and a rank's
+// rows are computed: O(t) memory, not O(P) (docs/robustness.md, "Accepted configs finish").
 struct RankBoxes {
   int period = 1;
   std::vector<std::vector<Box>> boxes;
-  const std::vector<Box>& of(int rank) const { return boxes[rank % period]; }
+  int64_t rows_per_replica = -1;  // >= 0: activations, rows by replica
+  BoxesOf of(int rank) const {
+    BoxesOf b{&boxes[rank % period]};
+    if (rows_per_replica >= 0) {
+      b.r0 = int64_t(rank / period) * rows_per_replica;
+      b.r1 = b.r0 + rows_per_replica;
+    }
+    return b;
+  }
 };
 
 // Parameter boxes depend on the mesh position rank mod t only (placement.h, "Symmetry").
@@ -31,19 +52,18 @@ RankBoxes param_boxes(const ModelSpec& m, BlockKind kind, const Strategy& s, int
 }
 
 // Activation boxes of a batch of G sequences: the mesh position gives sequence and hidden
-// slices, the replica the rows.
+// slices, the replica the rows (block_activation_box: G / replicas rows each, G divisible).
 RankBoxes activation_boxes(const ModelSpec& m, const Strategy& s, int world, int64_t G) {
   RankBoxes out;
-  out.period = world;
-  out.boxes.resize(world);
   const int t = s.degree();
+  out.period = t;
+  out.boxes.resize(t);
   for (int pos = 0; pos < t; ++pos) {
     BlockPlacement p = place_block_mesh(s, pos, world);
-    for (int rep = 0; rep < world / t; ++rep) {
-      p.rank = rep * t + pos;
-      p.replica = rep;
-      out.boxes[p.rank] = {block_activation_box(m, p, G)};
-    }
+    p.rank = pos;
+    p.replica = 0;
+    out.boxes[pos] = {block_activation_box(m, p, G)};  // throws when G does not split
+    out.rows_per_replica = out.boxes[pos][0].hi[0] - out.boxes[pos][0].lo[0];
   }
   return out;
 }
@@ -54,24 +74,39 @@ bool fits(const Strategy& s, int world) {
   return t > 0 && t <= world && world % t == 0;
 }
 
-int64_t numel(const std::vector<Box>& boxes) {
+int64_t numel(const BoxesOf& b) {
   int64_t n = 0;
-  for (const Box& b : boxes) n += b.numel();
+  for (size_t k = 0; k < b.size(); ++k) {
+    int64_t e = 1;
+    for (int d = 0; d < (*b.boxes)[k].dims(); ++d) e *= std::max<int64_t>(0, b.hi(k, d) - b.lo(k, d));
+    n += e;
+  }
   return n;
 }
 
 // Elements of `want` held in `have` (tensor by tensor).
-int64_t overlap(const std::vector<Box>& want, const std::vector<Box>& have) {
+int64_t overlap(const BoxesOf& want, const BoxesOf& have) {
   int64_t n = 0;
-  for (size_t k = 0; k < want.size(); ++k) n += want[k].overlap(have[k]);
+  for (size_t k = 0; k < want.size(); ++k) {
+    int64_t e = 1;
+    for (int d = 0; d < (*want.boxes)[k].dims() && e > 0; ++d)
+      e *= std::max<int64_t>(0, std::min(want.hi(k, d), have.hi(k, d)) -
+                                    std::max(want.lo(k, d), have.lo(k, d)));
+    n += e;
+  }
   return n;
 }
 
 // Elements of `want` held in both `a` and `b`.
-int64_t overlap(const std::vector<Box>& want, const std::vector<Box>& a,
-                const std::vector<Box>& b) {
+int64_t overlap(const BoxesOf& want, const BoxesOf& a, const BoxesOf& b) {
   int64_t n = 0;
-  for (size_t k = 0; k < want.size(); ++k) n += want[k].overlap(a[k], b[k]);
+  for (size_t k = 0; k < want.size(); ++k) {
+    int64_t e = 1;
+    for (int d = 0; d < (*want.boxes)[k].dims() && e > 0; ++d)
+      e *= std::max<int64_t>(0, std::min({want.hi(k, d), a.hi(k, d), b.hi(k, d)}) -
+                                    std::max({want.lo(k, d), a.lo(k, d), b.lo(k, d)}));
+    n += e;
+  }
   return n;
 }
 
@@ -87,24 +122,24 @@ TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_
                       const ClusterSpec& cluster, const LinkState& links) {
   TransferCost out;
   const int world = links.world;
-  std::vector<uint8_t> node_seen(cluster.num_nodes(), 0);
+  // The rank whose scan last saw each node (a stamp: no O(nodes) reset per rank).
+  std::vector<int> node_seen(cluster.num_nodes(), -1);
   for (int r = 0; r < world; ++r) {
-    const std::vector<Box>& want = need.of(r);
-    const std::vector<Box>& mine = have.of(r);
+    const BoxesOf want = need.of(r);
+    const BoxesOf mine = have.of(r);
     const int64_t missing = numel(want) - overlap(want, mine);
     if (missing == 0) continue;
     double bw = std::numeric_limits<double>::infinity(), lat = 0;
     int link = -1;
     // The matrix's bandwidth and latency depend only on the pair of nodes, so one source
     // per node is enough to know the link it offers.
-    std::fill(node_seen.begin(), node_seen.end(), 0);
     auto scan = [&](int lo, int hi) {
       for (int q = std::max(lo, 0); q < std::min(hi, world); ++q) {
-        if (q == r || node_seen[links.node[q]]) continue;
-        const std::vector<Box>& theirs = have.of(q);
+        if (q == r || node_seen[links.node[q]] == r) continue;
+        const BoxesOf theirs = have.of(q);
         // q is a source when it holds some of what r lacks.
         if (overlap(want, theirs) - overlap(want, theirs, mine) == 0) continue;
-        node_seen[links.node[q]] = 1;
+        node_seen[links.node[q]] = r;
         const double b = links.bw(q, r);
         if (b < bw) bw = b, link = links.link_of(q, r);
         lat = std::max(lat, links.lat(q, r));

@@ -175,6 +175,24 @@ TEST_F(Replay, SpecMustMatchTheTrace) {
   EXPECT_THROW(make_bare_env(kReplay, missing), std::runtime_error);
 }
 
+// The check at config load (validate_env_spec, as the loader and Python's make run it): a
+// config whose env observes another width than the trace recorded (here one more link class)
+// is refused, naming the episode; the recording's own config passes.
+TEST_F(Replay, ObservationWidthMustMatchTheConfig) {
+  ExperimentSpec same = spec_;
+  same.env_id = kReplay;
+  EXPECT_NO_THROW(validate_env_spec(same));
+  ExperimentSpec more = same;
+  more.cluster.links.push_back({"extra", 1e10, 1e-6, 1e-11});
+  try {
+    validate_env_spec(more);
+    FAIL() << "a config with another observation width accepted the trace";
+  } catch (const EnvOptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("observations of width"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(Replay, StandardStackNormalisesAgainstTheRecordedReference) {
   spec_.steps_per_episode = kSteps;
   std::unique_ptr<Env> env = make_env(kReplay, spec_);

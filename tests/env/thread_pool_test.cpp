@@ -2,8 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace shardgym {
@@ -54,6 +63,56 @@ TEST(ThreadPool, RethrowsTheLowestFailingIndexAfterRunningAll) {
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
   ThreadPool pool(0);
   EXPECT_GE(pool.size(), 1);
+}
+
+// A worker that cannot be created ends the constructor with a named error, the workers
+// already started joined (a destroyed joinable std::thread used to std::terminate the process).
+TEST(ThreadPool, AThreadThatCannotStartIsANamedError) {
+  try {
+    ThreadPool pool(4, /*refuse_thread=*/2);
+    ADD_FAILURE() << "the pool started";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot start worker thread 2 of 3"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The same under a real limit: in a child whose address space leaves room for a few thread
+// stacks only, a pool of 256 threads fails with the named error, at once. The child reports
+// through its exit status: 0 named error, 1 other outcome; a signal (std::terminate) or a
+// hang (killed after 30 s) fails the test.
+TEST(ThreadPool, AddressSpaceLimitGivesTheNamedError) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t now = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE);
+    rlimit lim{now + (64u << 20), now + (64u << 20)};
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
+    try {
+      ThreadPool pool(256);
+      _exit(2);  // every thread started: the limit did not bite
+    } catch (const std::runtime_error& e) {
+      _exit(std::strstr(e.what(), "cannot start worker thread") ? 0 : 1);
+    } catch (...) {
+      _exit(1);
+    }
+  }
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "the pool hung when a thread could not start";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "child ended by signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 3)
+    GTEST_SKIP() << "the address-space limit did not stop thread creation here";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

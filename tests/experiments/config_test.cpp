@@ -254,6 +254,57 @@ TEST(ConfigTest, IncludedTextIsNotEchoed) {
   EXPECT_EQ(what.find("root:x"), std::string::npos) << what;
 }
 
+// An included file whose first line is `key: value` (a YAML mapping) is refused without
+// quoting its keys or values: the "unknown key" error used to name the key and its line.
+TEST(ConfigTest, IncludedMappingIsNotEchoed) {
+  const std::string secret =
+      (std::filesystem::temp_directory_path() / "shardgym_secret_map.txt").string();
+  {
+    std::ofstream out(secret);
+    out << "secretuser: hunter2-token\notherkey: {nested: value-xyz}\n";
+  }
+  std::string what;
+  try {
+    parse_experiment("include: " + secret +
+                         "\nmodel: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n",
+                     "inline.yaml");
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  std::filesystem::remove(secret);
+  ASSERT_FALSE(what.empty());
+  EXPECT_NE(what.find(secret), std::string::npos) << what;
+  EXPECT_NE(what.find("not a hardware file"), std::string::npos) << what;
+  for (const char* leak : {"secretuser", "hunter2", "otherkey", "value-xyz"})
+    EXPECT_EQ(what.find(leak), std::string::npos) << leak << " in: " << what;
+}
+
+// live.corpus is read at load: a corpus too short for one window of the model's sequence, or
+// a FIFO, is a ConfigError at the key (a rank used to find out when it started).
+TEST(ConfigTest, LiveCorpusIsCheckedAtLoad) {
+  std::ifstream in(source_dir() + "/experiments/live-quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string tiny = (std::filesystem::temp_directory_path() / "shardgym_tiny_corpus.txt").string();
+  { std::ofstream(tiny) << "too short\n"; }
+  std::string base = text.str();
+  const size_t at = base.find("  launch: threads\n");
+  ASSERT_NE(at, std::string::npos);
+  for (const std::string& corpus : {tiny, std::string("/dev/zero")}) {
+    std::string config = base;
+    config.insert(at, "  corpus: " + corpus + "\n");
+    try {
+      parse_experiment(config, source_dir() + "/experiments/live-quickstart.yaml",
+                       source_dir() + "/experiments");
+      ADD_FAILURE() << "accepted corpus " << corpus;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "live.corpus") << e.what();
+      EXPECT_NE(std::string(e.what()).find(corpus), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove(tiny);
+}
+
 // Devices, pipes and names that leave runs/ are refused before anything is read or written.
 TEST(ConfigTest, UnboundedInputsAndEscapingNamesAreRefused) {
   auto error_of = [](const std::string& text) {
@@ -526,12 +577,16 @@ TEST(ConfigTest, ReplayNeedsAnExistingTrace) {
     EXPECT_EQ(e.key(), "replay_trace") << e.what();
     EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
   }
-  // An existing file (any file: the env opens it as a trace) is accepted, relative to the
-  // config's directory.
-  ExperimentSpec s =
-      parse_experiment(replay + "replay_trace: minimal.yaml\n", "replay.yaml", data(""));
-  EXPECT_EQ(fs::path(s.replay_trace).filename(), "minimal.yaml");
-  EXPECT_TRUE(fs::exists(s.replay_trace));
+  // An existing file that is not a trace is refused at load, relative to the config's
+  // directory, naming the file (it used to be accepted and fail when the env was made).
+  try {
+    parse_experiment(replay + "replay_trace: minimal.yaml\n", "replay.yaml", data(""));
+    FAIL() << "accepted a YAML file as a trace";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "replay_trace") << e.what();
+    EXPECT_NE(e.reason().find("minimal.yaml"), std::string::npos) << e.what();
+    EXPECT_NE(e.reason().find("cannot be played back"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ConfigTest, LiveConfigNeedsOneRankPerDevice) {

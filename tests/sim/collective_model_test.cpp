@@ -2,7 +2,10 @@
 // Tolerance: a handful of double operations on values of similar magnitude: 1e-12 relative.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <numeric>
+#include <random>
 
 #include "runtime/sim/collective_model.h"
 #include "tests/sim/sim_fixtures.h"
@@ -91,6 +94,73 @@ TEST(CollectiveModel, HeterogeneousNodesUseTheSlowestIntraLink) {
   EXPECT_DOUBLE_EQ(g.intra_bw, 25e9);
   EXPECT_EQ(g.intra_link, 2);
   EXPECT_DOUBLE_EQ(g.intra_lat, 10e-6);
+}
+
+}  // namespace
+}  // namespace shardgym
+
+namespace shardgym {
+namespace {
+
+// describe_group counts members per node (O(ranks)); a group's bottlenecks are those of the
+// loop over every pair of its ranks it replaced, tie-breaks included (the first pair in order
+// keeps its link class). Random groups over nodes with three intra-node classes, two of the
+// same bandwidth and latency but other efficiencies, and random link factors.
+GroupLinks describe_group_by_pairs(const std::vector<int>& ranks, const LinkState& links) {
+  GroupLinks g = describe_group(ranks, links);  // size, nodes, per_node, protocol below
+  const double inf = std::numeric_limits<double>::infinity();
+  double intra = inf, inter = inf;
+  int intra_link = -1, inter_link = -1;
+  double intra_lat = 0, inter_lat = 0;
+  for (size_t a = 0; a < ranks.size(); ++a)
+    for (size_t b = a + 1; b < ranks.size(); ++b) {
+      const int i = ranks[a], j = ranks[b];
+      const bool same = links.node[i] == links.node[j];
+      const double bw = links.bw(i, j);
+      double& best = same ? intra : inter;
+      if (bw < best) best = bw, (same ? intra_link : inter_link) = links.link_of(i, j);
+      double& lat = same ? intra_lat : inter_lat;
+      lat = std::max(lat, links.lat(i, j));
+    }
+  g.intra_bw = intra == inf ? 0 : intra;
+  g.inter_bw = inter == inf ? 0 : inter;
+  g.intra_link = intra_link;
+  g.inter_link = inter_link;
+  g.intra_lat = intra_lat;
+  g.inter_lat = inter_lat;
+  return g;
+}
+
+TEST(CollectiveModel, DescribeGroupMatchesThePairwiseBottlenecks) {
+  LinkState links;
+  links.classes.resize(4);
+  links.classes[0].bandwidth = 450e9, links.classes[0].latency_s = 3e-6;
+  links.classes[1].bandwidth = 300e9, links.classes[1].latency_s = 4e-6;
+  links.classes[2].bandwidth = 300e9, links.classes[2].latency_s = 4e-6;
+  links.classes[2].bus_efficiency = 0.5;
+  links.classes[3].bandwidth = 25e9, links.classes[3].latency_s = 5e-6;
+  links.inter = 3;
+  std::mt19937 rng(7);
+  for (int n = 0; n < 12; ++n) {
+    links.intra.push_back(static_cast<int>(rng() % 3));
+    for (int g = 0; g < 4; ++g) links.node.push_back(n);
+  }
+  links.world = static_cast<int>(links.node.size());
+  for (int trial = 0; trial < 2000; ++trial) {
+    links.factor = {1.0, trial % 3 ? 1.0 : 1.5, 1.0, trial % 5 ? 1.0 : 0.5};
+    std::vector<int> all(links.world);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(1 + rng() % links.world);
+    const GroupLinks fast = describe_group(all, links);
+    const GroupLinks pairs = describe_group_by_pairs(all, links);
+    EXPECT_EQ(fast.intra_bw, pairs.intra_bw);
+    EXPECT_EQ(fast.inter_bw, pairs.inter_bw);
+    EXPECT_EQ(fast.intra_link, pairs.intra_link) << "trial " << trial;
+    EXPECT_EQ(fast.inter_link, pairs.inter_link);
+    EXPECT_EQ(fast.intra_lat, pairs.intra_lat);
+    EXPECT_EQ(fast.inter_lat, pairs.inter_lat);
+  }
 }
 
 }  // namespace

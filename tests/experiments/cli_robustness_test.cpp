@@ -1,0 +1,164 @@
+// The `shardgym` binary under the failures of docs/robustness.md: an accepted config at the
+// largest world the limits allow is priced in seconds; `train` killed while it records keeps
+// the trained policy in a checkpoint that loads; `train --out` does not write through
+// symbolic links.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <vector>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct CliResult {
+  int code = -1;
+  std::string output;
+};
+
+CliResult shardgym_cli(const std::string& args) {
+  const std::string cmd = std::string("'") + SHARDGYM_CLI_PATH + "' " + args + " 2>&1 </dev/null";
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string src(const std::string& rel) { return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel; }
+
+fs::path scratch(const std::string& tag) {
+  fs::path p = fs::temp_directory_path() /
+               ("shardgym_cli_robust_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+// 16,777,216 ranks on 4,096 nodes: ClusterSpec::kMaxGpus and kMaxNodes. Pricing it used to
+// take days (a loop over every pair of a group's ranks) and then minutes (a linear scan of
+// the nodes for every rank). 60 s is generous: on a 2-core machine shared with a compile it
+// takes 10 to 20 s, most of it building the per-rank tables once.
+TEST(CliRobustness, CostAtTheLargestWorldFinishesInSeconds) {
+  const auto start = Clock::now();
+  CliResult r = shardgym_cli("cost '" + src("tests/experiments/data/world_limit.yaml") +
+                             "' --plan megatron");
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("dp p=524288"), std::string::npos) << r.output;
+  EXPECT_LT(s, 60.0) << "cost at 16,777,216 ranks took " << s << " s";
+  std::printf("[   INFO   ] cost at 16,777,216 ranks: %.1f s\n", s);
+}
+
+#if SHARDGYM_TEST_WITH_TORCH
+// The trained policy is written as soon as training picks it: a kill while the episodes are
+// recorded leaves agent.ckpt, and it loads (eval --agent ckpt:). Before, the policy lived only
+// in memory (and agent.best.ckpt, removed after training) until the last episode ended.
+TEST(CliRobustness, TrainKilledWhileRecordingKeepsTheTrainedPolicy) {
+  const fs::path out = scratch("kill");
+  const fs::path ckpt = out / "agent.ckpt", trace = out / "trace.h5";
+  const std::string config = src("experiments/tiny.yaml");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    // Many long episodes: recording outlasts the test's patience by far.
+    execl(SHARDGYM_CLI_PATH, SHARDGYM_CLI_PATH, "train", config.c_str(), "--out",
+          out.c_str(), "--train-steps", "256", "--episodes", "100000", "--steps", "50",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for recording to begin: the trace has its first episode group once training ended.
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  bool recording = false;
+  while (Clock::now() < deadline) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;  // ended early: a failure below
+    if (fs::exists(ckpt) && fs::exists(trace) && fs::file_size(trace) > 64 * 1024) {
+      recording = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const bool alive = kill(pid, 0) == 0;
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(alive) << "train ended before it was killed";
+  ASSERT_TRUE(recording) << "no agent.ckpt while the episodes were recorded (after 120 s)";
+  CliResult eval = shardgym_cli("eval '" + config + "' --agent 'ckpt:" + ckpt.string() +
+                                "' --seeds 0 --steps 3");
+  EXPECT_EQ(eval.code, 0) << eval.output;
+  fs::remove_all(out);
+}
+#endif
+
+// `train --out` given a symbolic link, or a folder whose trace.h5 is a link, writes nothing
+// through it; agent.ckpt as a link is replaced (rename), its target untouched.
+TEST(CliRobustness, TrainDoesNotWriteThroughSymlinks) {
+  const fs::path base = scratch("symlink");
+  fs::create_directories(base / "real");
+  const fs::path victim = base / "victim.txt";
+  { std::ofstream(victim) << "precious\n"; }
+  fs::create_directory_symlink(base / "real", base / "link");
+  const std::string config = "'" + src("experiments/tiny.yaml") + "'";
+  CliResult linked = shardgym_cli("train " + config + " --out '" + (base / "link").string() + "'" +
+                                   " --episodes 1 --steps 2 --train-steps 0");
+  EXPECT_NE(linked.code, 0) << linked.output;
+  EXPECT_NE(linked.output.find("symbolic link"), std::string::npos) << linked.output;
+  EXPECT_TRUE(fs::is_empty(base / "real"));
+  fs::create_symlink(victim, base / "real" / "trace.h5");
+  CliResult trace = shardgym_cli("train " + config + " --out '" + (base / "real").string() + "'" +
+                                 " --episodes 1 --steps 2 --train-steps 0");
+  EXPECT_NE(trace.code, 0) << trace.output;
+  std::ifstream in(victim);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "precious");
+  fs::remove_all(base);
+}
+
+// `compare --from-traces` refuses a zero or NaN latency of a step that did not fail, naming the
+// trace (it used to turn it into a throughput ratio).
+TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
+  const fs::path dir = scratch("compare");
+  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
+                             "' --agents megatron,random --seeds 0 --steps 3 --out '" +
+                             dir.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string trace = (dir / "random.h5").string();
+  for (double v : {0.0, std::nan(""), -1.0}) {
+    hid_t f = H5Fopen(trace.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t d = H5Dopen2(f, "/episodes/episode_0/metrics/step_latency_s", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    std::vector<double> lat(3);
+    ASSERT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
+    lat[1] = v;
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+    CliResult rebuilt = shardgym_cli("compare --from-traces '" + dir.string() + "'");
+    EXPECT_NE(rebuilt.code, 0) << rebuilt.output;
+    EXPECT_NE(rebuilt.output.find("random.h5"), std::string::npos) << rebuilt.output;
+    EXPECT_NE(rebuilt.output.find("step_latency_s"), std::string::npos) << rebuilt.output;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
