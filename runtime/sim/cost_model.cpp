@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -230,7 +231,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
                exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
 
   // Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype.
-  const int dp = std::max(1, s.replicas(world_) * active_ranks_ / world_);
+  // (64-bit: replicas × ranks passes 2^31 from 2^16 ranks on.)
+  const int dp = std::max(1, static_cast<int>(int64_t(s.replicas(world_)) * active_ranks_ / world_));
   const double params = rank_param_elements(m, kind, s);  // core/placement.h boxes
   if (dp > 1) {
     const auto sync = block_grad_sync(m, kind, s, world_);
