@@ -297,8 +297,13 @@ TEST(Failures, AsyncAllReduceFailureIsNamedOnWait) {
         2,
         [&](CommWorld& w) {
           at::Tensor t = at::ones({8}, at::kDouble);
+          // Both ranks connect the world group first (one collective): a throw before rank 0
+          // had connected failed rank 0 at "creating group" (a race seen under load in a
+          // fresh-clone CI run), not on wait.
+          Comm& world = w.world();
+          world.barrier();
           if (w.rank() == 1) throw std::runtime_error("rank 1 gone");
-          auto work = w.world().all_reduce_async(t);
+          auto work = world.all_reduce_async(t);
           work->wait();
         },
         0.5);
