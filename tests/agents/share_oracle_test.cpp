@@ -47,7 +47,9 @@ TEST(ShareOracles, DynamicOracleGainsFromSharesUnderAStragglerAndStaysAnUpperBou
     for (size_t i = 0; i < 2; ++i) {
       const double h = throughput(r, "hindsight-static", i), d = throughput(r, "dynamic-oracle", i);
       EXPECT_GE(d, h * (1 - 1e-3)) << "groups " << groups << " seed " << i;
-      if (groups > 0) EXPECT_GT(d, 1.05 * h) << "no headroom from shares, seed " << i;
+      if (groups > 0) {
+        EXPECT_GT(d, 1.05 * h) << "no headroom from shares, seed " << i;
+      }
     }
   }
 }

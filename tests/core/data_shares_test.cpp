@@ -63,7 +63,9 @@ TEST(DataShares, ApportionSumsToTheWholeAndFollowsTheWeights) {
       const std::vector<int> a = apportion(total, w);
       EXPECT_EQ(std::accumulate(a.begin(), a.end(), 0), total);
       for (size_t i = 0; i < w.size(); ++i) {
-        if (w[i] == 0) EXPECT_EQ(a[i], 0);
+        if (w[i] == 0) {
+          EXPECT_EQ(a[i], 0);
+        }
         const double exact = double(total) * w[i] / std::accumulate(w.begin(), w.end(), 0);
         EXPECT_LT(std::abs(a[i] - exact), 1.0);
       }

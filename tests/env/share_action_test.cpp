@@ -101,7 +101,9 @@ TEST(ShareAction, SpacesMasksAndObservation) {
   const StrategyCatalog& cat = env->run().catalog();
   for (int b = 0; b < B; ++b)
     for (int k = 0; k < K; ++k)
-      if (cat.at(k).degree() > 2) EXPECT_EQ(after[b * K + k], 0) << b << " " << cat.at(k).to_string();
+      if (cat.at(k).degree() > 2) {
+        EXPECT_EQ(after[b * K + k], 0) << b << " " << cat.at(k).to_string();
+      }
 }
 
 TEST(ShareAction, ALostGroupIsExcludedByEvenAndTheRunPaysNoRestart) {

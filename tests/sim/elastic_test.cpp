@@ -59,7 +59,9 @@ TEST(Elastic, MasksRefuseDegreesThatSpanShareGroups) {
   const std::vector<uint8_t> mask = run.action_mask(0);
   bool some = false;
   for (int k = 0; k < cat.size(); ++k) {
-    if (cat.at(k).degree() > 2) EXPECT_EQ(mask[k], 0) << cat.at(k).to_string();
+    if (cat.at(k).degree() > 2) {
+      EXPECT_EQ(mask[k], 0) << cat.at(k).to_string();
+    }
     some = some || (cat.at(k).degree() > 2 && cat.shape_mask(BlockKind::kAttention)[k]);
   }
   EXPECT_TRUE(some) << "the catalog has no degree above 2 to refuse";
