@@ -62,7 +62,12 @@ TEST(CliRobustness, CostAtTheLargestWorldFinishesInSeconds) {
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("dp p=524288"), std::string::npos) << r.output;
-  EXPECT_LT(s, 60.0) << "cost at 16,777,216 ranks took " << s << " s";
+#if defined(__SANITIZE_ADDRESS__)
+  const double bound = 300.0;  // AddressSanitizer's build: about 5x slower (92 s measured)
+#else
+  const double bound = 60.0;
+#endif
+  EXPECT_LT(s, bound) << "cost at 16,777,216 ranks took " << s << " s";
   std::printf("[   INFO   ] cost at 16,777,216 ranks: %.1f s\n", s);
 }
 
