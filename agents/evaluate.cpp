@@ -40,7 +40,11 @@ void EpisodeRun::step() {
     if (!m.oom && s_.error.empty())
       s_.error = !r.info.error.empty() ? r.info.error : m.error.empty() ? "failed step" : m.error;
   }
-  s_.final_plan = r.info.plan.to_string();
+  std::string plan = r.info.plan.to_string();
+  if (!failed && last_ok_latency_s_ >= 0 && plan == s_.final_plan)
+    s_.same_plan_pairs.emplace_back(last_ok_latency_s_, m.step_latency_s);
+  last_ok_latency_s_ = failed ? -1 : m.step_latency_s;
+  s_.final_plan = std::move(plan);
   // Every agent observes (online search acts on rewards); learners also update.
   agent_.observe({obs_, action, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
   if (learn_) agent_.update();

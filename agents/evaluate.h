@@ -40,6 +40,9 @@ struct EpisodeSummary {
   std::string error;     // the failed step's error when it was not out of memory ("" = none)
   std::string final_plan;
   double wall_s = 0;  // wall-clock time of the episode (agent + env)
+  // (previous, this) step latency of each step that kept the plan of the step before: the same
+  // iteration measured back to back, for the live noise check (experiments/noise_gate.h).
+  std::vector<std::pair<double, double>> same_plan_pairs;
 };
 
 // Resets `env` with `seed`, calls agent.begin_episode(env) and set_training(learn), then acts
@@ -77,6 +80,7 @@ class EpisodeRun {
   std::chrono::steady_clock::time_point t0_;
   Observation obs_;
   EpisodeSummary s_;
+  double last_ok_latency_s_ = -1;  // the step before's latency; < 0: it failed or none
   bool done_ = false;
 };
 

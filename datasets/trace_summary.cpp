@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 
 #include "datasets/trace_reader.h"
 
@@ -50,6 +51,28 @@ TraceSummary summarize_trace(const std::string& path) {
         s.world = ep.world;
         s.obs_dim = ep.obs_dim;
         s.action_dim = ep.action_dim;
+      } else if (ep.num_blocks != s.num_blocks || ep.world != s.world ||
+                 ep.obs_dim != s.obs_dim || ep.action_dim != s.action_dim) {
+        // One trace is one config: every episode has the same widths.
+        throw std::runtime_error(
+            "trace '" + path + "': " + info.name + " has " + std::to_string(ep.num_blocks) +
+            " blocks, " + std::to_string(ep.world) + " ranks, observations " +
+            std::to_string(ep.obs_dim) + " and actions " + std::to_string(ep.action_dim) +
+            " wide; the trace's first episode has " + std::to_string(s.num_blocks) + ", " +
+            std::to_string(s.world) + ", " + std::to_string(s.obs_dim) + " and " +
+            std::to_string(s.action_dim));
+      }
+      // Every plan id names an entry of the trace's strategy table.
+      for (size_t k = 0; k < ep.plans.size(); ++k) {
+        const int id = ep.plans[k];
+        if (id < 0 || id >= s.num_strategies) {
+          throw std::runtime_error(
+              "trace '" + path + "': " + info.name + " step " +
+              std::to_string(k / std::max(1, ep.num_blocks)) + " block " +
+              std::to_string(k % std::max(1, ep.num_blocks)) + " has plan id " +
+              std::to_string(id) + ", outside the trace's " + std::to_string(s.num_strategies) +
+              " strategies");
+        }
       }
       const int n = ep.steps();
       es.episode_return = ep.episode_return();

@@ -451,6 +451,11 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       o.progress(line.str());
     }
   }
+  // The noise check's pairs (noise_gate.h): each uniform plan against itself a pass later,
+  // after the drift reference — the agreement of what the table is made of.
+  const size_t per_pass = uniform.size();
+  for (size_t i = per_pass; i < uniform_plans; ++i)
+    c.repeat_pairs.emplace_back(stats[i - per_pass].step_s, stats[i].step_s);
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
     const PlanStats& s = stats[i];
@@ -907,6 +912,7 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
       const PlanStats s = measure(live_step, plans[i], o);
       again.push_back(s.step_s);
       diff.push_back(rel_error(s.step_s, live_steps[i]));
+      v.repeat_pairs.emplace_back(live_steps[i], s.step_s);
       if (o.progress && (i + 1) % 10 == 0)
         o.progress("repeat pass: " + std::to_string(i + 1) + "/" + std::to_string(plans.size()));
     }

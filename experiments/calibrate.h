@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "experiments/calibration_file.h"
@@ -66,6 +67,7 @@ struct LiveValidation {
   // and τ between the two visits: the noise floor of the comparison.
   ErrorSummary repeat;
   double repeat_tau = 0;
+  std::vector<std::pair<double, double>> repeat_pairs;  // (first, second) step latency per plan
   // With the calibration's drift reference (LiveMeasureOptions::drift_reference, and a file
   // that records it): that plan's step before the first plan and after the last, its median
   // in the calibration, and the step errors and τ with each live step divided by the machine's

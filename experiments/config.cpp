@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <system_error>
 
@@ -78,8 +79,49 @@ std::string commented(const std::string& name, const std::string& text) {
   return os.str();
 }
 
+// Included files recorded in a config's text (the commented copies `commented` appends): a
+// trace's config is rebuilt from these, never from disk.
+using Embedded = std::map<std::string, std::string>;
+
+Embedded embedded_files(const std::string& text) {
+  static const std::string kHead = "# ---- included ";
+  static const std::string kTail = " ----";
+  Embedded files;
+  std::istringstream in(text);
+  std::string* current = nullptr;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kHead, 0) == 0 && line.size() > kHead.size() + kTail.size() &&
+        line.compare(line.size() - kTail.size(), kTail.size(), kTail) == 0) {
+      const std::string name =
+          line.substr(kHead.size(), line.size() - kHead.size() - kTail.size());
+      current = files.count(name) ? nullptr : &files[name];  // the first copy counts
+      continue;
+    }
+    if (!current) continue;
+    if (line.rfind("#", 0) != 0) {  // past the copy: the rest is not part of it
+      current = nullptr;
+      continue;
+    }
+    *current += (line.size() >= 2 ? line.substr(2) : std::string()) + "\n";
+  }
+  return files;
+}
+
+// The file an include or calibration names: from disk, or from `embedded` (recorded configs).
+std::string read_named(const std::string& name, const std::string& path, const Embedded* embedded,
+                       const std::string& error_file, const std::string& error_key, int error_line) {
+  if (!embedded) return read_file(path, error_file, error_key, error_line);
+  const auto it = embedded->find(name);
+  if (it == embedded->end()) {
+    throw ConfigError(error_file, error_key, error_line,
+                      "'" + name + "' is not recorded in the config's text (a recorded config "
+                      "reads no file)");
+  }
+  return it->second;
+}
+
 CatalogSource read_includes(const YamlField& include, const std::string& base_dir, DType dtype,
-                            std::string& source_text) {
+                            std::string& source_text, const Embedded* embedded) {
   CatalogSource catalogs;
   std::vector<YamlField> entries;
   if (include.is_sequence()) {
@@ -90,7 +132,8 @@ CatalogSource read_includes(const YamlField& include, const std::string& base_di
   for (const YamlField& entry : entries) {
     const std::string name = entry.as_string();
     const std::string path = (fs::path(base_dir) / name).lexically_normal().string();
-    const std::string text = read_file(path, entry.file(), entry.path(), entry.line());
+    const std::string text =
+        read_named(name, path, embedded, entry.file(), entry.path(), entry.line());
     const YAML::Node doc = parse_yaml(text, path);
     // An include may name any file (`include: /etc/shadow`): until its top level is seen to be
     // a hardware file, errors name the file but quote none of its content
@@ -266,8 +309,10 @@ HardwareCatalog load_hardware_catalog(const std::string& path, DType dtype) {
   return source.catalog;
 }
 
-ExperimentSpec parse_experiment(const std::string& text, const std::string& file,
-                                const std::string& base_dir) {
+namespace {
+
+ExperimentSpec parse_impl(const std::string& text, const std::string& file,
+                          const std::string& base_dir, const Embedded* embedded) {
   YamlField root(parse_yaml(text, file), file, "", 1);
   if (!root.node().IsDefined() || root.node().IsNull()) root.fail("the file is empty");
   const std::vector<std::string> keys = {
@@ -301,7 +346,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   if (auto p = root.optional("published")) spec.published = parse_published(*p);
   CatalogSource included;
   if (auto include = root.optional("include")) {
-    included = read_includes(*include, base_dir, spec.model.dtype, spec.source_text);
+    included = read_includes(*include, base_dir, spec.model.dtype, spec.source_text, embedded);
   }
   spec.cluster = parse_cluster(root.child("cluster"), spec.model.dtype, included);
   if (spec.cluster.name.empty()) spec.cluster.name = spec.name;
@@ -311,7 +356,8 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
     const std::string path = given.is_absolute() ? given.string() : (fs::path(base_dir) / given).string();
     CalibrationFile file;
     try {
-      const std::string text = read_file(path, path, "", 0);
+      const std::string text =
+          read_named("calibration " + cal->as_string(), path, embedded, path, "", 0);
       file = parse_calibration_file(text, path);
       spec.source_text += commented("calibration " + cal->as_string(), text);
     } catch (const ConfigError& e) {
@@ -367,6 +413,19 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
   }
   validate_env(root, spec);  // the env's own options and checks (its registration)
   return spec;
+}
+
+}  // namespace
+
+ExperimentSpec parse_experiment(const std::string& text, const std::string& file,
+                                const std::string& base_dir) {
+  return parse_impl(text, file, base_dir, nullptr);
+}
+
+ExperimentSpec parse_recorded_experiment(const std::string& text, const std::string& file,
+                                        const std::string& base_dir) {
+  const Embedded embedded = embedded_files(text);
+  return parse_impl(text, file, base_dir, &embedded);
 }
 
 namespace config_detail {

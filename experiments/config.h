@@ -47,6 +47,14 @@ ExperimentSpec load_experiment(const std::string& path);
 ExperimentSpec parse_experiment(const std::string& text, const std::string& file,
                                 const std::string& base_dir = ".");
 
+// A config as recorded in a trace (ExperimentSpec::source_text): the hardware files it
+// includes and its calibration file are read from the commented copies the text carries
+// (`# ---- included NAME ----`), never from disk, so that a trace reads nothing outside
+// itself. A file the text does not carry is a ConfigError. `base_dir` resolves what the
+// config names to run (replay_trace, live.extra's corpus), as in parse_experiment.
+ExperimentSpec parse_recorded_experiment(const std::string& text, const std::string& file,
+                                         const std::string& base_dir);
+
 // A device & link catalog file (`devices:` / `links:`). Peak FLOP/s are taken for `dtype`.
 struct HardwareCatalog {
   std::vector<DeviceType> devices;

@@ -41,7 +41,8 @@ ExperimentSpec config_of(const TraceReader& reader, const ReexecuteOptions& opti
   const std::string base =
       a.config_path.empty() ? std::string(".") : fs::path(a.config_path).parent_path().string();
   try {
-    return parse_experiment(a.config, "trace '" + reader.path() + "' config", base);
+    // Its hardware files and calibration from the copies the trace carries, not from disk.
+    return parse_recorded_experiment(a.config, "trace '" + reader.path() + "' config", base);
   } catch (const ConfigError& e) {
     throw std::runtime_error(
         std::string(e.what()) + " (the trace's config no longer loads here" +
@@ -93,6 +94,19 @@ DriftReport reexecute_episode(const std::string& trace, int episode,
                              std::to_string(ep.action_dim) + " entries, the env built from its "
                              "config takes " + std::to_string(nvec.size()));
   }
+  // The recorded widths against the env built from the config: observations, blocks, ranks.
+  int64_t obs_width = 1;
+  for (int64_t d : env->spec().observation_space.shape) obs_width *= d;
+  auto check_width = [&](const char* what, int64_t recorded, int64_t built) {
+    if (recorded != built) {
+      throw std::runtime_error("trace '" + trace + "': " + what + " " + std::to_string(recorded) +
+                               " recorded, " + std::to_string(built) +
+                               " in the env built from its config");
+    }
+  };
+  check_width("observation width", ep.obs_dim, obs_width);
+  check_width("blocks per plan", ep.num_blocks, spec.model.num_blocks());
+  check_width("ranks per metric row", ep.world, spec.cluster.world_size());
   env->reset(ep.info.seed);
 
   // A trace written before repartition_peak_bytes was recorded has NaN there: left out.
@@ -201,6 +215,38 @@ std::string drift_json(const DriftReport& r) {
   }
   out << "}}\n";
   return out.str();
+}
+
+std::string check_trace_widths(const TraceSummary& s) {
+  const TraceAttributes& a = s.attributes;
+  if (s.num_blocks == 0) return "no complete episode";
+  if (a.env_id != kSimEnv && a.env_id != kLiveEnv) return "env " + a.env_id + " is not rebuilt";
+  if (!env_registered(a.env_id)) return "env " + a.env_id + " is not in this build";
+  ExperimentSpec spec;
+  try {
+    spec = parse_recorded_experiment(a.config, "trace '" + s.path + "' config", "/nonexistent");
+  } catch (const ConfigError& e) {
+    return std::string("its config does not load here: ") + e.what();
+  }
+  std::unique_ptr<Env> env = make_env(a.env_id, spec);
+  int64_t obs_width = 1;
+  for (int64_t d : env->spec().observation_space.shape) obs_width *= d;
+  const struct {
+    const char* what;
+    int64_t recorded, built;
+  } widths[] = {{"observation width", s.obs_dim, obs_width},
+                {"action entries", s.action_dim,
+                 static_cast<int64_t>(env->spec().action_space.nvec.size())},
+                {"blocks per plan", s.num_blocks, spec.model.num_blocks()},
+                {"ranks per metric row", s.world, spec.cluster.world_size()}};
+  for (const auto& w : widths) {
+    if (w.recorded != w.built) {
+      throw std::runtime_error("trace '" + s.path + "': " + w.what + " " +
+                               std::to_string(w.recorded) + " recorded, " +
+                               std::to_string(w.built) + " in the env built from its config");
+    }
+  }
+  return "";
 }
 
 }  // namespace shardgym

@@ -50,4 +50,11 @@ DriftReport reexecute_episode(const std::string& trace, int episode,
 std::string format_drift(const DriftReport& report, bool per_step = false);
 std::string drift_json(const DriftReport& report);
 
+// `shardgym inspect`: the widths a trace records (observations, actions, blocks, ranks)
+// against those of the env its own config builds (parse_recorded_experiment: from the trace
+// alone, which reads nothing outside itself). Sim and live env ids only. Throws
+// std::runtime_error naming the first mismatch; returns "" when checked, else why not.
+struct TraceSummary;
+std::string check_trace_widths(const TraceSummary& summary);
+
 }  // namespace shardgym

@@ -67,7 +67,14 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
 }
 
 int run_inspect(const std::string& trace, bool json, std::ostream& out) {
-  out << (json ? to_json(summarize_trace(trace)) : describe_trace(trace));
+  const TraceSummary s = summarize_trace(trace);
+  const std::string unchecked = check_trace_widths(s);  // throws on a mismatch
+  out << (json ? to_json(s) : describe_trace(s));
+  if (!json) {
+    out << "widths   " << (unchecked.empty() ? "match the env its config builds"
+                                             : "not checked against its config: " + unchecked)
+        << "\n";
+  }
   return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "experiments/noise_gate.h"
+
 namespace shardgym::cli {
 
 extern const char* const kVersion;
@@ -21,6 +23,21 @@ class BadInput : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// The noise check of live commands (experiments/noise_gate.h): --noise-limit sets the refusal
+// limit on the live run's disagreement with itself (the warning is at half of it);
+// --allow-noisy keeps figures past it (the warning stays).
+struct NoiseArgs {
+  bool allow_noisy = false;
+  std::optional<double> noise_limit;
+};
+
+NoiseLimits noise_limits(const NoiseArgs& args);
+// Prints the noise line (text: on `out`; JSON: the caller adds noise_json) and any warning
+// on `err`; returns kExitTooNoisy when the figures are refused, else 0.
+int report_noise(const NoiseReport& report, bool json, std::ostream& out, std::ostream& err);
+// `object` (a JSON object's text) with a "noise" member added at its end.
+std::string json_with_noise(const std::string& object, const NoiseReport& report);
 
 struct TrainArgs {
   std::string config;
@@ -49,6 +66,7 @@ struct ValidateArgs {
   bool drift_reference = false;  // live: the calibration's reference before and after the pass
   std::string out;  // --out: also write the JSON here
   std::string traces;  // --traces PREFIX: PREFIX.live.h5 and PREFIX.sim.h5
+  NoiseArgs noise;
 };
 // Predicted against published throughput and iteration time for every config, or (with a
 // config) against the live run on random plans.
@@ -60,6 +78,7 @@ struct CalibrateArgs {
   bool no_drift_reference = false;
   uint64_t seed = 0;
   std::string command_line;
+  NoiseArgs noise;
 };
 // Measures the live runtime of a config and writes a calibration file.
 int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& err);
@@ -103,6 +122,7 @@ struct BenchLiveArgs {
   bool no_python = false;
   std::string device = "cpu";       // "cpu" | "cuda"
   std::string python = "/usr/bin/python3";
+  NoiseArgs noise;
 };
 
 struct EvalArgs {
@@ -113,6 +133,7 @@ struct EvalArgs {
   std::optional<int> steps;
   std::string out;              // "" = no trace; else DIR/eval.h5
   std::string predicted_by;     // a simulator config of the same model: its predicted gain too
+  NoiseArgs noise;              // live configs only
 };
 
 struct BenchLearnArgs {
@@ -156,6 +177,6 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err);
 int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err);
 int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream& err);
 // Throws std::runtime_error in builds without LibTorch.
-int run_bench_live(const BenchLiveArgs& args, std::ostream& out);
+int run_bench_live(const BenchLiveArgs& args, std::ostream& out, std::ostream& err);
 
 }  // namespace shardgym::cli

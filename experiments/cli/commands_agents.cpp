@@ -72,6 +72,13 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     sim_name = s2.name;
   }
   std::vector<double> measured_gain, predicted_gain;
+  // On the live backend: Megatron-LM's plan held step after step, for the noise check.
+  const bool live = env->spec().backend == "live";
+  if (!live && (args.noise.allow_noisy || args.noise.noise_limit))
+    throw BadInput("--allow-noisy and --noise-limit are for live configs; " + args.config +
+                   " runs on the " + env->spec().backend + " backend");
+  std::vector<std::pair<double, double>> noise_pairs;
+  const NoiseWatch watch;
 
   Table t({"seed", "steps", "return", "tokens/s", "x megatron", "peak GiB", "x megatron",
            "J/token", "x megatron", "failed"});
@@ -96,6 +103,14 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
                ratio(s.energy_per_token_j, b.energy_per_token_j), std::to_string(s.failed_steps)});
     ratio_sum += b.throughput > 0 ? s.throughput / b.throughput : 0;
     final_plan = s.final_plan;
+    // eval's figure is an episode's mean: its agreement with itself is that of the mean step
+    // of Megatron-LM's plan over the first half of the episode against the second half.
+    if (b.same_plan_pairs.size() >= 2) {
+      const size_t n = b.same_plan_pairs.size(), h = n / 2;
+      double first = 0, second = 0;
+      for (size_t i = 0; i < n; ++i) (i < h ? first : second) += b.same_plan_pairs[i].second;
+      noise_pairs.emplace_back(first / double(h), second / double(n - h));
+    }
     if (sim_env) {
       std::unique_ptr<Agent> sa = make_agent(id, sim_env->spec(), seed);
       if (!checkpoint.empty()) sa->load(checkpoint);
@@ -108,6 +123,7 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     progress.line("seed " + std::to_string(seed) + ": " + fixed(s.throughput, 0) + " tokens/s");
   }
   env.reset();  // RecordTrace closes its episode
+  base_env.reset();  // rank processes reaped: their CPU time is this command's, not others'
   if (writer) writer->close();
   out << "eval " << name << (checkpoint.empty() ? "" : " (" + checkpoint + ")") << " on "
       << spec.name << ": " << seeds.size() << " seed" << (seeds.size() == 1 ? "" : "s") << ", "
@@ -136,7 +152,11 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
           << " seeds)\n";
   }
   if (writer) out << "trace: " << trace_path << "\n";
-  return 0;
+  if (!live) return 0;
+  return report_noise(watch.judge("mean step of Megatron-LM's plan, first half of each episode against the second",
+                                  noise_pairs,
+                                  noise_limits(args.noise)),
+                      /*json=*/false, out, err);
 }
 
 int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream& err) {

@@ -202,7 +202,7 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
-int run_bench_live(const BenchLiveArgs& args, std::ostream& out) {
+int run_bench_live(const BenchLiveArgs& args, std::ostream& out, std::ostream& err) {
 #if SHARDGYM_HAVE_LIVE
   live::BenchLiveOptions options;
   options.threads = args.threads;
@@ -211,12 +211,17 @@ int run_bench_live(const BenchLiveArgs& args, std::ostream& out) {
   options.run_python = !args.no_python;
   options.device = args.device;
   options.python = args.python;
+  const NoiseWatch watch;
   const live::BenchLiveResult r = live::bench_live(options);
-  out << (args.json ? live::bench_live_to_json(r) : live::bench_live_to_text(r));
-  return 0;
+  const NoiseReport noise = watch.judge("C++ step wall clock, back to back",
+                                        consecutive_pairs(r.cpp_step_s), noise_limits(args.noise));
+  out << (args.json ? json_with_noise(live::bench_live_to_json(r), noise)
+                    : live::bench_live_to_text(r));
+  return report_noise(noise, args.json, out, err);
 #else
   (void)args;
   (void)out;
+  (void)err;
   throw std::runtime_error("bench live needs the LibTorch build (cmake -DSHARDGYM_WITH_TORCH=ON)");
 #endif
 }

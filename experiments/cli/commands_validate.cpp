@@ -88,19 +88,23 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
   o.traces = args.traces;
   o.git_sha = kGitSha;
   LiveValidation v;
+  const NoiseWatch watch;
   try {
     v = validate_live(args.config, o);
   } catch (const std::invalid_argument& e) {
     throw BadInput(e.what());
   }
-  const std::string json = live_validation_json(v);
+  // Without the second visit only the other processes' load is judged.
+  const NoiseReport noise =
+      watch.judge("step latency, second visit of every plan", v.repeat_pairs, noise_limits(args.noise));
+  const std::string json = json_with_noise(live_validation_json(v), noise);
   if (!args.out.empty()) {
     std::ofstream f(args.out);
     f << json << "\n";
     if (!f) throw std::runtime_error("cannot write " + args.out);
   }
   out << (args.json ? json + "\n" : live_validation_table(v));
-  return 0;
+  return report_noise(noise, args.json, out, err);
 }
 
 }  // namespace
@@ -111,10 +115,20 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   o.passes = args.passes;
   o.drift_reference = !args.no_drift_reference;
   CalibrationFile c;
+  const NoiseWatch watch;
   try {
     c = calibrate_live(args.config, o, args.command_line);
   } catch (const std::invalid_argument& e) {
     throw BadInput(e.what());
+  }
+  // A calibration from a machine too noisy to measure on is not written: every later
+  // prediction would carry its noise.
+  const NoiseReport noise = watch.judge("step latency of each uniform plan, pass to pass",
+                                        c.repeat_pairs, noise_limits(args.noise));
+  if (noise.refused()) {
+    out << noise_line(noise);
+    err << noise_warning(noise) << "no calibration written to " << args.out << "\n";
+    return kExitTooNoisy;
   }
   const std::string text = calibration_to_yaml(c);
   // Written whole to a temporary name, then renamed: a killed run leaves no half file.
@@ -148,7 +162,7 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << c.runtime.repartition_bandwidth / 1e9 << " GB/s (fit error "
       << 100 * c.repartition_fit_error << " %)\n"
       << "  step latency noise sigma " << c.runtime.noise_sigma << "\n";
-  return 0;
+  return report_noise(noise, /*json=*/false, out, err);
 }
 
 int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& err) {

@@ -2,7 +2,8 @@
 // call (config loader, training runner, trace reader, cost report, benchmark) so that tests
 // exercise the same code without a process in between.
 //
-// Exit codes: 0 ok, 1 runtime failure, 2 bad input (command line or config). Errors are
+// Exit codes: 0 ok, 1 runtime failure, 2 bad input (command line or config), 3 live figures
+// refused because the machine was too noisy to measure on (experiments/noise_gate.h). Errors are
 // printed as `shardgym: <file>:<line>: <key>: <reason>` for configs, `shardgym: <reason>`
 // otherwise.
 #include <malloc.h>
@@ -16,12 +17,23 @@
 
 #include "experiments/cli/commands.h"
 #include "experiments/config.h"
+#include "runtime/core/training_run.h"
 
 namespace {
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
+
+// The live commands' noise check (experiments/noise_gate.h, docs/robustness.md).
+void add_noise_options(CLI::App* cmd, shardgym::cli::NoiseArgs& a) {
+  cmd->add_flag("--allow-noisy", a.allow_noisy,
+                "Keep live figures the noise check refuses (the warning stays; exit 0)");
+  cmd->add_option("--noise-limit", a.noise_limit,
+                  "Refuse the live figures (exit 3) when the live run disagrees with itself by "
+                  "more than this median fraction (default 0.20; warning at half of it)")
+      ->check(CLI::Range(0.001, 10.0));
+}
 
 }  // namespace
 
@@ -173,6 +185,7 @@ int main(int argc, char** argv) {
   validate->add_flag("--no-repeat", validate_args.no_repeat,
                      "Skip the live run's second visit of every plan (the noise floor)");
   validate->add_flag("--json", validate_args.json, "Print JSON instead of a table");
+  add_noise_options(validate, validate_args.noise);
   (void)published_opt;
 
   CalibrateArgs calibrate_args;
@@ -212,6 +225,7 @@ int main(int argc, char** argv) {
                       "plan; by default each plan's times are divided by the machine's speed "
                       "factor the reference measured around it");
   calibrate->add_option("--seed", calibrate_args.seed, "Seed of the run");
+  add_noise_options(calibrate, calibrate_args.noise);
   for (int i = 0; i < argc; ++i)
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
 
@@ -248,6 +262,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   bench_live->add_option("--python", live_args.python,
                          "Python with PyTorch for the eager side (default /usr/bin/python3)");
+  add_noise_options(bench_live, live_args.noise);
 
   BenchLearnArgs learn_args;
   auto* bench_learn = bench->add_subcommand(
@@ -308,6 +323,7 @@ int main(int argc, char** argv) {
                    "also run the agent there and print the gain over Megatron-LM it predicted "
                    "next to the measured one")
       ->check(CLI::ExistingFile);
+  add_noise_options(eval, eval_args.noise);
 
   CompareArgs compare_args;
   auto* compare = app.add_subcommand(
@@ -391,7 +407,7 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
 
-  try {
+  auto dispatch = [&]() -> int {
     if (*envs) return run_envs(envs_json, std::cout);
     if (*train) return run_train(train_args, std::cout, std::cerr);
     if (*inspect) return run_inspect(trace_path, inspect_json, std::cout);
@@ -400,20 +416,31 @@ int main(int argc, char** argv) {
     if (*validate) return run_validate_sim(validate_args, std::cout, std::cerr);
     if (*calibrate) return run_calibrate(calibrate_args, std::cout, std::cerr);
     if (*bench_sim) return run_bench_sim(bench_args, std::cout, std::cerr);
-    if (*bench_live) return run_bench_live(live_args, std::cout);
+    if (*bench_live) return run_bench_live(live_args, std::cout, std::cerr);
     if (*compare) return run_compare(compare_args, std::cout, std::cerr);
     if (*eval) return run_eval(eval_args, std::cout, std::cerr);
     if (*bench_learn) return run_bench_learn(learn_args, std::cout, std::cerr);
     if (*report) return run_report(report_args, std::cout);
+    return kExitOk;
+  };
+  int rc = kExitOk;
+  try {
+    rc = dispatch();
   } catch (const shardgym::ConfigError& e) {
     std::cerr << "shardgym: " << e.what() << "\n";
-    return kExitBadInput;
+    rc = kExitBadInput;
   } catch (const BadInput& e) {
     std::cerr << "shardgym: " << e.what() << "\n";
-    return kExitBadInput;
+    rc = kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "shardgym: error: " << e.what() << "\n";
-    return kExitFailure;
+    rc = kExitFailure;
   }
-  return kExitOk;
+  // What went wrong where nothing could throw (a live rank that stalled after the last
+  // episode and was killed) still fails the command.
+  for (const std::string& f : shardgym::take_late_failures()) {
+    std::cerr << "shardgym: error: " << f << "\n";
+    if (rc == kExitOk) rc = kExitFailure;
+  }
+  return rc;
 }

@@ -1,6 +1,7 @@
 #include "runtime/core/training_run.h"
 
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 
 #include "runtime/core/experiment_spec.h"
@@ -50,6 +51,26 @@ Plan resolve_baseline_plan(const std::string& text, const TrainingRun& run, int 
   return fewest_fitting_stages(run, min_stages, max_stages, [&](int p) {
     return megatron_plan(run.model(), run.cluster(), sp, p);
   });
+}
+
+namespace {
+std::mutex g_late_mu;
+std::vector<std::string>& late_failures() {
+  static std::vector<std::string> v;
+  return v;
+}
+}  // namespace
+
+void note_late_failure(const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_late_mu);
+  if (late_failures().size() < 64) late_failures().push_back(what);  // the first ones say it
+}
+
+std::vector<std::string> take_late_failures() {
+  std::lock_guard<std::mutex> lock(g_late_mu);
+  std::vector<std::string> out;
+  out.swap(late_failures());
+  return out;
 }
 
 }  // namespace shardgym

@@ -126,4 +126,10 @@ Plan fewest_fitting_stages(const TrainingRun& run, int min_stages, int max_stage
 Plan resolve_baseline_plan(const std::string& text, const TrainingRun& run, int min_stages,
                            int max_stages);
 
+// Failures found where nothing can throw (a run's destructor that had to kill a stalled
+// rank), kept for the process's exit status: the command line's main() takes them and fails
+// the command. Thread-safe.
+void note_late_failure(const std::string& what);
+std::vector<std::string> take_late_failures();
+
 }  // namespace shardgym

@@ -166,4 +166,75 @@ TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
   fs::remove_all(dir);
 }
 
+// A trace whose plan ids fall outside its strategy table, or whose observations are wider than
+// the env its own config builds, used to pass `inspect` (and `replay`, for the width): both
+// now refuse it, naming the trace and what does not match.
+TEST(CliRobustness, InspectAndReplayRefuseWidthsAndPlanIdsTheirConfigDoesNotMake) {
+  const fs::path dir = scratch("widths");
+  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
+                             "' --agents megatron --seeds 0 --steps 3 --no-references --out '" +
+                             dir.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path good = dir / "megatron.h5";
+  CliResult ok = shardgym_cli("inspect '" + good.string() + "'");
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("widths   match the env its config builds"), std::string::npos)
+      << ok.output;
+
+  const fs::path bad_plan = dir / "bad_plan.h5";
+  fs::copy_file(good, bad_plan);
+  {
+    hid_t f = H5Fopen(bad_plan.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t d = H5Dopen2(f, "/episodes/episode_0/plans", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    hid_t space = H5Dget_space(d);
+    std::vector<int32_t> ids(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+    H5Sclose(space);
+    ASSERT_GE(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()), 0);
+    ids[1] = 999;
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  CliResult plan = shardgym_cli("inspect '" + bad_plan.string() + "'");
+  EXPECT_EQ(plan.code, 1) << plan.output;
+  EXPECT_NE(plan.output.find("episode_0 step 0 block 1 has plan id 999, outside the trace's"),
+            std::string::npos)
+      << plan.output;
+
+  const fs::path wide = dir / "wide_obs.h5";
+  fs::copy_file(good, wide);
+  hsize_t dims[2] = {0, 0};
+  {
+    hid_t f = H5Fopen(wide.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t d = H5Dopen2(f, "/episodes/episode_0/observations", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    hid_t space = H5Dget_space(d);
+    ASSERT_EQ(H5Sget_simple_extent_dims(space, dims, nullptr), 2);
+    H5Sclose(space);
+    H5Dclose(d);
+    ASSERT_GE(H5Ldelete(f, "/episodes/episode_0/observations", H5P_DEFAULT), 0);
+    hsize_t wider[2] = {dims[0], dims[1] + 1};
+    hid_t s2 = H5Screate_simple(2, wider, nullptr);
+    hid_t d2 = H5Dcreate2(f, "/episodes/episode_0/observations", H5T_NATIVE_FLOAT, s2,
+                          H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(d2, 0);
+    std::vector<float> zeros(static_cast<size_t>(wider[0] * wider[1]), 0.0f);
+    ASSERT_GE(H5Dwrite(d2, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data()), 0);
+    H5Dclose(d2);
+    H5Sclose(s2);
+    H5Fclose(f);
+  }
+  const std::string want = "observation width " + std::to_string(dims[1] + 1) + " recorded, " +
+                           std::to_string(dims[1]) + " in the env built from its config";
+  for (const char* cmd : {"inspect", "replay"}) {
+    CliResult w = shardgym_cli(std::string(cmd) + " '" + wide.string() + "'");
+    EXPECT_EQ(w.code, 1) << cmd << ": " << w.output;
+    EXPECT_NE(w.output.find(want), std::string::npos) << cmd << ": " << w.output;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace

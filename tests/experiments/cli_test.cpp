@@ -455,7 +455,7 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   const std::string out = (dir / "calib.yaml").string();
   CliResult r = shardgym_cli("calibrate '" + src("experiments/fidelity/live-threads-2.yaml") +
                              "' --out '" + out + "' --warmup 1 --iterations 1 --passes 2 "
-                             "--mixed-plans 2");
+                             "--mixed-plans 2 --allow-noisy");
   ASSERT_EQ(r.code, 0) << r.output;
   const shardgym::CalibrationFile c = shardgym::load_calibration_file(out);
   EXPECT_EQ(c.passes, 2);
@@ -483,7 +483,7 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   EXPECT_GT(c.drift_reference_s, 0);
   const std::string validate = "validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
                                "' --calibration '" + out +
-                               "' --plans 3 --warmup 1 --iterations 1 --no-repeat";
+                               "' --plans 3 --warmup 1 --iterations 1 --no-repeat --allow-noisy";
   CliResult v = shardgym_cli(validate + " --drift-reference");
   ASSERT_EQ(v.code, 0) << v.output;
   EXPECT_NE(v.output.find("machine speed against the calibration: uniform:dp took "),
@@ -505,11 +505,14 @@ TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
   fs::create_directories(dir);
   const std::string prefix = (dir / "v").string();
   CliResult r = shardgym_cli("validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
-                             "' --plans 4 --warmup 1 --iterations 2 --no-repeat --json --traces '" +
+                             "' --plans 4 --warmup 1 --iterations 2 --no-repeat --allow-noisy --json --traces '" +
                              prefix + "'");
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::string json = r.output.substr(r.output.find("{\"config\""));
+  // The JSON line (a noise warning may follow it on stderr, which the test reads too).
+  std::string json = r.output.substr(r.output.find("{\"config\""));
+  json = json.substr(0, json.find('\n'));
   EXPECT_TRUE(JsonChecker(json).valid()) << json;
+  EXPECT_NE(json.find("\"noise\": {\"level\": "), std::string::npos) << json;
   for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
                             "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
     EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;
@@ -535,6 +538,42 @@ TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
   }
   EXPECT_EQ(plans[0], plans[1]);
   fs::remove_all(dir);
+}
+
+// The noise check of live figures (experiments/noise_gate.h): validate-sim judges the live
+// run's second visit of every plan. A limit no real machine meets (0.1 %) makes the figures
+// refused with exit status 3, still printed, the reason on stderr; --allow-noisy keeps them
+// (exit 0) with the warning; JSON carries the verdict.
+TEST(CliTest, ValidateSimRefusesFiguresFromATooNoisyMachine) {
+#if !SHARDGYM_TEST_WITH_TORCH
+  GTEST_SKIP() << "the live runtime needs LibTorch";
+#endif
+  const std::string validate = "validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
+                               "' --plans 3 --warmup 1 --iterations 2 --noise-limit 0.001";
+  CliResult refused = shardgym_cli(validate);
+  EXPECT_EQ(refused.code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("live noise: too noisy; agreement with itself (step latency, "
+                                "second visit of every plan, 3 pairs)"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("the machine is too noisy for these figures: the live run "
+                                "disagrees with itself by a median"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("Kendall"), std::string::npos) << "the figures are still shown";
+  CliResult kept = shardgym_cli(validate + " --allow-noisy --json");
+  EXPECT_EQ(kept.code, 0) << kept.output;
+  EXPECT_NE(kept.output.find("\"noise\": {\"level\": \"too noisy\""), std::string::npos)
+      << kept.output;
+  EXPECT_NE(kept.output.find("\"refused\": false"), std::string::npos) << kept.output;
+  EXPECT_NE(kept.output.find("Kept because of --allow-noisy."), std::string::npos) << kept.output;
+  // Not a live config: the options are refused, not ignored.
+  CliResult sim = shardgym_cli("eval " + src("experiments/quickstart.yaml") +
+                               " --agent megatron --seeds 0 --steps 2 --allow-noisy");
+  EXPECT_EQ(sim.code, 2) << sim.output;
+  EXPECT_NE(sim.output.find("--allow-noisy and --noise-limit are for live configs"),
+            std::string::npos)
+      << sim.output;
 }
 
 TEST(CliTest, TrainExitsOneWhenARankFails) {

@@ -646,5 +646,30 @@ TEST(ConfigTest, ClosestNameSuggestsOnlyPlausibleTypos) {
   EXPECT_EQ(closest_name("x", {}), "");
 }
 
+// A config as a trace records it carries its included hardware files as comments; rebuilt
+// from that text alone it is the same cluster, and an include the text does not carry is
+// refused instead of read from disk (a trace reads nothing outside itself).
+TEST(ConfigTest, ARecordedConfigIsRebuiltFromItsOwnTextOnly) {
+  const ExperimentSpec spec = load_experiment(source_dir() + "/experiments/quickstart.yaml");
+  ASSERT_NE(spec.source_text.find("# ---- included hardware.yaml ----"), std::string::npos);
+  const ExperimentSpec again = parse_recorded_experiment(spec.source_text, "t", "/nonexistent");
+  EXPECT_EQ(again.cluster.world_size(), spec.cluster.world_size());
+  ASSERT_EQ(again.cluster.devices.size(), spec.cluster.devices.size());
+  for (size_t d = 0; d < spec.cluster.devices.size(); ++d) {
+    EXPECT_EQ(again.cluster.devices[d].name, spec.cluster.devices[d].name);
+    EXPECT_EQ(again.cluster.devices[d].peak_flops, spec.cluster.devices[d].peak_flops);
+  }
+  // The same text without its copies: the include is not read from anywhere.
+  const std::string bare = spec.source_text.substr(0, spec.source_text.find("\n# ---- included"));
+  try {
+    parse_recorded_experiment(bare, "t", source_dir() + "/experiments");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'hardware.yaml' is not recorded in the config's text"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace shardgym

@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
 #include "runtime/live/comm/gloo.h"
 #include "runtime/live/launch/thread_ranks.h"
 
@@ -369,6 +371,42 @@ TEST(Failures, StalledRankMakesPeersTimeOut) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 10.0);
   EXPECT_EQ(thread_count(), threads_before) << "no thread left behind";
+}
+
+// A rank that cannot create its Gloo device (here: an address that is not this host's, from
+// the documentation range of RFC 5737) is named by its peers at once; they used to wait out
+// the whole timeout_s in the world group's rendezvous.
+TEST(Failures, ARankWithoutAGlooDeviceIsNamedByItsPeersAtOnce) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const double timeout = 60;
+  std::string err0, err1;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread peer([&] {
+    GlooOptions o;
+    o.timeout_s = timeout;
+    o.hostname = "192.0.2.1";
+    try {
+      GlooCommWorld w(store, 1, 2, o);
+    } catch (const std::exception& e) {
+      err1 = e.what();
+    }
+  });
+  GlooOptions o;
+  o.timeout_s = timeout;
+  o.hostname = "127.0.0.1";
+  try {
+    GlooCommWorld w(store, 0, 2, o);
+  } catch (const std::exception& e) {
+    err0 = e.what();
+  }
+  peer.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(err1.find("rank 1: cannot create a Gloo device on '192.0.2.1'"), std::string::npos)
+      << err1;
+  EXPECT_NE(err0.find("rank 0: a peer cannot start (rank 1: cannot create a Gloo device"),
+            std::string::npos)
+      << err0;
+  EXPECT_LT(s, 10.0) << "the peer must not wait out timeout_s = " << timeout << " s";
 }
 
 TEST(Launcher, RejectsBadArguments) {

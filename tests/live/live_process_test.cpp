@@ -125,6 +125,46 @@ TEST(LiveRunProcesses, AStalledRankIsKilledWithinTheTimeoutPlusGrace) {
   for (int pid : pids) EXPECT_FALSE(alive(pid)) << "rank process " << pid << " left behind";
 }
 
+// A rank process that stalls between episodes (stopped from outside after the last step) is
+// named when the next episode starts, killed, and the reset fails: it used to be killed
+// silently and the run went on (exit status 0). After the last episode, the same stall is
+// kept for the command's exit status (note_late_failure).
+TEST(LiveRunProcesses, ARankThatStallsBetweenEpisodesFailsTheNextReset) {
+  ExperimentSpec spec = process_spec();
+  spec.live.timeout_s = 1.5;
+  const Plan plan = Plan::uniform(Strategy::tp1d(4), spec.model.num_blocks());
+  {
+    LiveRun run(spec);
+    run.reset(0, plan);
+    ASSERT_TRUE(run.step(plan).ok);
+    const auto pids = run.rank_pids();
+    ASSERT_EQ(::kill(pids[1], SIGSTOP), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      run.reset(1, plan);
+      FAIL() << "expected the reset to fail";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).find(
+                    "live reset: between episodes: rank 1 stalled: no answer to stop"),
+                0u)
+          << e.what();
+    }
+    EXPECT_LT(since(t0), spec.live.timeout_s + 2 * kEndGraceS);
+    EXPECT_FALSE(run.running());
+    for (int pid : pids) EXPECT_FALSE(alive(pid)) << "rank process " << pid << " left behind";
+  }
+  take_late_failures();
+  {
+    LiveRun run(spec);
+    run.reset(0, plan);
+    ASSERT_TRUE(run.step(plan).ok);
+    ASSERT_EQ(::kill(run.rank_pids()[2], SIGSTOP), 0);
+  }
+  const auto late = take_late_failures();
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_NE(late[0].find("after its last episode: rank 2 stalled"), std::string::npos) << late[0];
+}
+
 // A rank process that takes longer than timeout_s to start (loading LibTorch on a busy
 // machine) is not a stalled rank: the others wait at the start gate, not in the world's
 // rendezvous, whose timeout_s used to expire on them ("creating group [0,1,2,3] failed:

@@ -3,9 +3,12 @@
 #include "runtime/live/comm/c10d.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -15,6 +18,10 @@
 
 namespace shardgym::live {
 namespace {
+
+constexpr const char* kDeviceReadyKey = "devices_ready";
+constexpr const char* kDeviceFailedKey = "device_failed";
+constexpr std::chrono::microseconds kDevicePoll{5000};
 
 using detail::cause_of;
 using detail::to_ms;
@@ -72,12 +79,44 @@ GlooCommWorld::GlooCommWorld(const c10::intrusive_ptr<c10d::Store>& store, int r
                   ? c10d::ProcessGroupGloo::createDefaultDevice()
                   : c10d::ProcessGroupGloo::createDeviceForHostname(options_.hostname);
   } catch (const std::exception& e) {
-    throw CommError("rank " + std::to_string(rank) + ": cannot create a Gloo device on '" +
-                    options_.hostname + "': " + cause_of(e));
+    const std::string why = "rank " + std::to_string(rank) + ": cannot create a Gloo device on '" +
+                            options_.hostname + "': " + cause_of(e);
+    try {  // the peers read it in wait_for_devices() and fail at once, naming this rank
+      store_->set(kDeviceFailedKey, std::vector<uint8_t>(why.begin(), why.end()));
+    } catch (const std::exception&) {
+      // The store is gone too: the peers' own timeouts end them.
+    }
+    throw CommError(why);
   }
+  wait_for_devices();
   const std::vector<int> all = detail::all_ranks(world_size);
   world_comm_ = &group(all);
   static_cast<detail::CommBase*>(world_comm_)->set_name("world" + format_ranks(all));
+}
+
+// Before any group's rendezvous, every rank says that it has its device (a count in the
+// store) or why not (kDeviceFailedKey). A rank that cannot create its device would otherwise
+// leave its peers waiting out timeout_s in the world group's rendezvous, allowed up to a day.
+void GlooCommWorld::wait_for_devices() {
+  store_->add(kDeviceReadyKey, 1);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
+  for (auto pause = std::chrono::microseconds(200);; pause = std::min(2 * pause, kDevicePoll)) {
+    if (store_->check({kDeviceFailedKey})) {
+      const std::vector<uint8_t> v = store_->get(kDeviceFailedKey);
+      throw CommError("rank " + std::to_string(rank_) + ": a peer cannot start (" +
+                      std::string(v.begin(), v.end()) + ")");
+    }
+    const int64_t ready = store_->add(kDeviceReadyKey, 0);
+    if (ready >= world_size_) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw CommError("rank " + std::to_string(rank_) + ": only " + std::to_string(ready) +
+                      " of " + std::to_string(world_size_) +
+                      " ranks created their Gloo device within timeout_s = " +
+                      std::to_string(options_.timeout_s) + " s");
+    }
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 GlooCommWorld::~GlooCommWorld() {

@@ -64,6 +64,8 @@ class GlooCommWorld : public CommWorld {
   double timeout_s() const { return options_.timeout_s; }
 
  private:
+  void wait_for_devices();  // every rank has its device, or throw naming the one without
+
   int rank_;
   int world_size_;
   GlooOptions options_;

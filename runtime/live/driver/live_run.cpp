@@ -155,7 +155,12 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   }
 }
 
-LiveRun::~LiveRun() { stop_ranks(); }
+// The ranks of the last episode leave here: one that stalls is killed, and the process's exit
+// status must still say so (note_late_failure, read by the command line's main()).
+LiveRun::~LiveRun() {
+  const std::string why = stop_ranks();
+  if (!why.empty()) note_late_failure("live run, after its last episode: " + why);
+}
 
 LiveWorld LiveRun::world_request(double memory_per_rank) const {
   LiveWorld w;
@@ -166,9 +171,11 @@ LiveWorld LiveRun::world_request(double memory_per_rank) const {
   return w;
 }
 
-void LiveRun::stop_ranks() {
-  if (driver_) driver_->stop();
+std::string LiveRun::stop_ranks() {
+  std::string why;
+  if (driver_) why = driver_->stop();
   driver_.reset();
+  return why;
 }
 
 std::string LiveRun::why_invalid(const Plan& plan) const {
@@ -213,7 +220,13 @@ std::vector<RankReport> LiveRun::command(RankCommand cmd) {
 void LiveRun::reset(uint64_t seed, const Plan& initial) {
   const std::string why = why_invalid(initial);
   if (!why.empty()) throw std::invalid_argument("initial plan: " + why);
-  stop_ranks();
+  // The previous episode's ranks leave first. One that does not (stalled between episodes)
+  // is killed, and the run fails naming it: its next episode would start on a machine in an
+  // unknown state, and a run that exits 0 would hide it.
+  if (const std::string stalled = stop_ranks(); !stalled.empty()) {
+    last_error_ = "between episodes: " + stalled;
+    throw std::runtime_error("live reset: " + last_error_);
+  }
   // The plan is known now: the ranks' memory joins the check (host memory; a GPU's is the
   // action mask's business).
   const double per_rank =

@@ -100,7 +100,7 @@ class LiveRun : public TrainingRun {
   // One training iteration under `plan` (the ranks repartition first if it is new to them).
   Measurement iterate(const Plan& plan);
   std::vector<RankReport> command(RankCommand cmd);  // throws std::runtime_error
-  void stop_ranks();
+  std::string stop_ranks();  // "" or what went wrong (RankDriver::stop)
   // This run's world for launch/world_limits.h, with `memory_per_rank` bytes (0: not checked).
   LiveWorld world_request(double memory_per_rank) const;
 

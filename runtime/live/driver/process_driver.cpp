@@ -73,28 +73,49 @@ class ProcessDriver : public RankDriver {
 
   std::vector<int> pids() const override { return procs_ ? procs_->pids() : std::vector<int>{}; }
 
-  void stop() override {
-    if (!procs_) return;
+  std::string stop() override {
+    if (!procs_) return "";
+    std::vector<int> stuck;
+    std::string why;
     try {
-      shutdown();
-    } catch (const std::exception&) {
+      stuck = shutdown();
+    } catch (const std::exception& e) {
       // The store may already be gone with a dead rank; the children are killed below.
+      why = std::string("stopping the ranks failed: ") + e.what();
     }
     procs_->kill_all();
+    if (!stuck.empty()) {
+      std::ostringstream m;
+      for (size_t i = 0; i < stuck.size(); ++i) m << (i ? ", rank " : "rank ") << stuck[i];
+      m << " stalled: no answer to stop (command " << last_.seq << ") within timeout_s = "
+        << timeout_s_ << " s after the last command; killed";
+      why = m.str();
+    } else if (why.empty()) {
+      for (int r = 0; r < world_; ++r) {
+        const ProcessResult& res = procs_->result(r);
+        if (res.exit_code == 0) continue;
+        why = "rank " + std::to_string(r) + " exited with status " +
+              std::to_string(res.exit_code) + " while stopping: " + last_line(res.output);
+        break;
+      }
+    }
     procs_.reset();
     store_.reset();
+    return why;
   }
 
  private:
-  // Posts a stop (kAbort after a failure), gives the ranks time to leave — `timeout_s` for a
-  // stop, whose closing barrier may wait on a slow peer; kStopGraceS after an abort, which
+  // Posts a stop (kAbort after a failure), gives the ranks time to leave — `timeout_s` (plus
+  // the grace) for a stop, whose closing barrier may wait on a slow peer; kStopGraceS after an abort, which
   // healthy ranks see within milliseconds — and returns those that did not (killed).
   std::vector<int> shutdown(RankOp op = RankOp::kStop) {
     RankCommand s;
     s.op = op;
     s.seq = last_.seq + 1;
     post(s);
-    const double wait_s = op == RankOp::kAbort ? kStopGraceS : timeout_s_;
+    // A stop waits kStopGraceS past timeout_s: peers of a stalled rank time out in that
+    // barrier and leave first, so the ranks still running at the deadline are the stalled ones.
+    const double wait_s = op == RankOp::kAbort ? kStopGraceS : timeout_s_ + kStopGraceS;
     const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s);
     while (procs_->running() > 0 && Clock::now() < deadline) procs_->poll(0.02);
     std::vector<int> stuck;

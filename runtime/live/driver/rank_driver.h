@@ -20,7 +20,10 @@ class RankDriver {
   virtual ~RankDriver() = default;
   virtual void post(const RankCommand& cmd) = 0;
   virtual std::vector<RankReport> collect(int seq) = 0;  // in rank order
-  virtual void stop() = 0;                               // never throws; idempotent
+  // Stops every rank; never throws; idempotent. Returns "" when every rank left when told,
+  // else what went wrong: a rank that did not leave within timeout_s (stalled between
+  // commands, killed) or that exited with a failure while leaving.
+  virtual std::string stop() = 0;
   virtual std::vector<int> pids() const { return {}; }   // rank processes (empty: threads)
 };
 

@@ -131,12 +131,14 @@ class ThreadDriver : public RankDriver {
     throw std::runtime_error(error);
   }
 
-  void stop() override {
+  std::string stop() override {
+    if (!ranks_) return "";  // never started, or collect() has stopped (and reported) them
     try {
       shutdown();
-    } catch (const RankError&) {
-      // Already reported by collect(), or a rank failed while stopping: nothing to add.
+    } catch (const RankError& e) {
+      return std::string("a rank failed while stopping: ") + e.what();
     }
+    return "";
   }
 
  private:
