@@ -1,0 +1,294 @@
+// `validate-sim` on the live run: validate_live, its table and JSON (experiments/calibrate.h).
+#include "experiments/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "analysis/stats.h"
+#include "datasets/trace.h"
+#include "datasets/trace_writer.h"
+#include "env/registry.h"
+#include "experiments/config.h"
+#include "experiments/live_measure.h"
+#include "runtime/sim/sim_run.h"
+
+namespace shardgym {
+
+using namespace detail;
+
+LiveValidation validate_live(const std::string& config, const LiveValidationOptions& o) {
+  if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1");
+  if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
+  if (o.plans < 2) throw std::invalid_argument("--plans must be at least 2 (τ needs a ranking)");
+  // The plans are drawn first (the simulator says which fit memory), so that both runs can
+  // start from the first of them.
+  ExperimentSpec spec = load_experiment(config);
+  ExperimentSpec sspec = sim_spec_of(spec);
+  LiveValidation v;
+  v.config = config;
+  v.ranks = spec.cluster.world_size();
+  v.launch = spec.live.launch;
+  if (!o.calibration.empty()) {
+    const CalibrationFile file = load_calibration_file(o.calibration);
+    const std::string why = apply_calibration(file, o.calibration, sspec.cluster);
+    if (!why.empty())
+      throw std::invalid_argument(o.calibration + " does not fit " + config + ": " + why);
+  }
+  v.calibration = sspec.cluster.calibration.path;
+  const int blocks = spec.model.num_blocks();
+  // The machine's speed against the calibration's (o.drift_reference): the calibration's
+  // reference plan again, before the first plan and after the last, against its median there.
+  Plan reference;
+  double calibrated_reference_s = 0;
+  if (o.drift_reference && !v.calibration.empty()) {
+    const CalibrationFile file = load_calibration_file(v.calibration);
+    if (!file.drift_reference.empty() && file.drift_reference_s > 0) {
+      reference = Plan::parse(file.drift_reference, blocks);
+      calibrated_reference_s = file.drift_reference_s;
+    }
+  }
+  std::vector<Plan> plans;
+  {
+    const SimRun draw(sspec);
+    std::mt19937_64 rng(o.seed);
+    plans = random_plans(draw.catalog(), blocks, o.plans, rng, draw);
+  }
+  spec.initial_plan = sspec.initial_plan = plans.front().to_string();
+  LiveSetup live = open_live(spec, config);
+  std::unique_ptr<Env> sim_env = make_bare_env(kSimEnv, sspec);
+
+  // Both runs step through their bare envs (an env step is its run's step plus the
+  // observation), so that --traces can record them: every iteration of the first pass, warm-up
+  // included, live and simulated, the same plans step for step (the repeat pass is not recorded).
+  std::shared_ptr<TraceWriter> live_trace, sim_trace;
+  if (!o.traces.empty()) {
+    live_trace = std::make_shared<TraceWriter>(o.traces + ".live.h5",
+                                               make_trace_metadata(spec, o.git_sha));
+    sim_trace = std::make_shared<TraceWriter>(o.traces + ".sim.h5",
+                                              make_trace_metadata(sspec, o.git_sha));
+    for (auto* w : {live_trace.get(), sim_trace.get()}) w->set_agent("validate-sim");
+  }
+  bool recording = true;
+  auto stepper = [&](Env& env, TraceWriter* trace) -> Stepper {
+    return [&env, trace, &recording, blocks](const Plan& p) {
+      Action a(blocks);
+      for (int b = 0; b < blocks; ++b) {
+        a[b] = env.run().catalog().index_of(p.blocks[b]);
+        if (a[b] < 0)
+          throw std::invalid_argument("plan " + p.to_string() + ": " + p.blocks[b].to_string() +
+                                      " is not in the catalog of " + env.spec().id);
+      }
+      const StepResult r = env.step(a);
+      if (trace && recording) trace->record_step(a, r);
+      return r.info.measurement;
+    };
+  };
+  const Stepper live_step = stepper(*live.env, live_trace.get());
+  const Stepper sim_step = stepper(*sim_env, sim_trace.get());
+  const Stepper live_plain = stepper(*live.env, nullptr);
+  const ResetResult live_reset = live.env->reset(o.seed);
+  const ResetResult sim_reset = sim_env->reset(o.seed);
+  LiveMeasureOptions ref_o = o;
+  ref_o.warmup = 1, ref_o.iterations = 3;  // as calibrate measures it
+  if (calibrated_reference_s > 0) {
+    // Not in the traces: the live run then goes back to the first plan, where both traces
+    // begin (its repartition is not compared).
+    v.reference_before_s = measure(live_plain, reference, ref_o).step_s;
+  }
+  if (live_trace) {
+    live_trace->begin_episode(live.env->spec(), o.seed, live_reset);
+    sim_trace->begin_episode(sim_env->spec(), o.seed, sim_reset);
+  }
+  std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, repm_err;
+  std::vector<double> spreads;
+  std::vector<double> live_steps, sim_steps;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const PlanStats s = measure(live_step, plan, o);
+    const Measurement first = sim_step(plan);  // the repartition into this plan
+    const Measurement pred = sim_step(plan);   // an iteration in it (noise-free)
+    // The trace's remaining iterations (the simulator's are all `pred`).
+    for (int k = 2; k < o.warmup + o.iterations && sim_trace; ++k) sim_step(plan);
+    PlanComparison c;
+    c.plan = plan.to_string();
+    c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
+    c.live_peak_bytes = s.peak_bytes;
+    for (double p : pred.peak_memory_bytes) c.sim_peak_bytes = std::max(c.sim_peak_bytes, p);
+    c.live_repartition_s = s.repartition_s, c.sim_repartition_s = first.repartition_s;
+    c.live_repartition_bytes = s.repartition_bytes, c.sim_repartition_bytes = first.repartition_bytes;
+    c.live_repartition_peak_bytes = s.repartition_peak_bytes;
+    c.sim_repartition_peak_bytes = first.repartition_peak_bytes;
+    c.live_fwd = s.fwd, c.live_bwd = s.bwd, c.live_comm = s.comm;
+    c.sim_fwd = pred.block_fwd_s, c.sim_bwd = pred.block_bwd_s, c.sim_comm = pred.block_comm_s;
+    step_err.push_back(rel_error(c.sim_step_s, c.live_step_s));
+    mem_err.push_back(rel_error(c.sim_peak_bytes, c.live_peak_bytes));
+    if (i > 0 && c.live_repartition_bytes > 0) {
+      rep_err.push_back(rel_error(c.sim_repartition_s, c.live_repartition_s));
+      repb_err.push_back(rel_error(c.sim_repartition_bytes, c.live_repartition_bytes));
+      repm_err.push_back(rel_error(c.sim_repartition_peak_bytes, c.live_repartition_peak_bytes));
+    }
+    for (int b = 0; b < blocks; ++b) {
+      fwd_err.push_back(rel_error(c.sim_fwd[b], c.live_fwd[b]));
+      bwd_err.push_back(rel_error(c.sim_bwd[b], c.live_bwd[b]));
+      comm_err.push_back(rel_error(c.sim_comm[b], c.live_comm[b]));
+    }
+    spreads.push_back(s.spread);
+    live_steps.push_back(c.live_step_s);
+    sim_steps.push_back(c.sim_step_s);
+    v.plans.push_back(c);
+    if (o.progress) {
+      std::ostringstream line;
+      line << "[" << (i + 1) << "/" << plans.size() << "] live " << std::fixed
+           << std::setprecision(2) << c.live_step_s * 1e3 << " ms, sim " << c.sim_step_s * 1e3
+           << " ms (" << std::showpos << std::setprecision(1)
+           << 100 * (c.sim_step_s / c.live_step_s - 1) << std::noshowpos << " %)";
+      o.progress(line.str());
+    }
+  }
+  v.step = summarize(step_err);
+  v.fwd = summarize(fwd_err);
+  v.bwd = summarize(bwd_err);
+  v.comm = summarize(comm_err);
+  v.memory = summarize(mem_err);
+  v.repartition_s = summarize(rep_err);
+  v.repartition_bytes = summarize(repb_err);
+  v.repartition_peak = summarize(repm_err);
+  v.kendall_tau = kendall_tau(live_steps, sim_steps);
+  v.live_spread_median = median(spreads);
+  if (live_trace) {
+    live_trace->end_episode();
+    sim_trace->end_episode();
+    recording = false;
+  }
+  if (calibrated_reference_s > 0) {
+    // The speed factor of plan i, interpolated between the two references, and the step
+    // errors with the live steps divided by it: what is left once the machine's speed is
+    // back to the calibration's. A drift faster than the whole pass stays in.
+    v.reference = reference.to_string();
+    v.calibrated_reference_s = calibrated_reference_s;
+    v.reference_after_s = measure(live_plain, reference, ref_o).step_s;
+    const double f0 = v.reference_before_s / calibrated_reference_s;
+    const double f1 = v.reference_after_s / calibrated_reference_s;
+    std::vector<double> err, live_at_speed;
+    for (size_t i = 0; i < v.plans.size(); ++i) {
+      const double t = v.plans.size() > 1 ? double(i) / double(v.plans.size() - 1) : 0.0;
+      const double live_s = v.plans[i].live_step_s / (f0 + (f1 - f0) * t);
+      err.push_back(rel_error(v.plans[i].sim_step_s, live_s));
+      live_at_speed.push_back(live_s);
+    }
+    v.step_at_calibration_speed = summarize(err);
+    v.kendall_tau_at_calibration_speed = kendall_tau(live_at_speed, sim_steps);
+  }
+  if (o.repeat) {
+    // The live run against itself: every plan again, in the same order. What the simulator's
+    // errors and τ can be at best, given how much the live run varies between visits.
+    std::vector<double> again, diff;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const PlanStats s = measure(live_step, plans[i], o);
+      again.push_back(s.step_s);
+      diff.push_back(rel_error(s.step_s, live_steps[i]));
+      v.repeat_pairs.emplace_back(live_steps[i], s.step_s);
+      if (o.progress && (i + 1) % 10 == 0)
+        o.progress("repeat pass: " + std::to_string(i + 1) + "/" + std::to_string(plans.size()));
+    }
+    v.repeat = summarize(diff);
+    v.repeat_tau = kendall_tau(live_steps, again);
+  }
+  return v;
+}
+
+namespace {
+
+struct NamedError {
+  const char* table;  // row name in the table
+  const char* json;   // key in the JSON
+  const ErrorSummary* error;
+};
+
+// The error figures of a validation, in the order the table and the JSON list them.
+std::vector<NamedError> error_figures(const LiveValidation& v) {
+  return {{"step", "step", &v.step},
+          {"block fwd", "block_fwd", &v.fwd},
+          {"block bwd", "block_bwd", &v.bwd},
+          {"block comm", "block_comm", &v.comm},
+          {"peak memory", "peak_memory", &v.memory},
+          {"repart. s", "repartition_s", &v.repartition_s},
+          {"repart. B", "repartition_bytes", &v.repartition_bytes},
+          {"repart. peak", "repartition_peak_bytes", &v.repartition_peak},
+          {"live again", "live_repeat_step", &v.repeat}};
+}
+
+}  // namespace
+
+std::string live_validation_table(const LiveValidation& v) {
+  std::ostringstream o;
+  o << "simulator " << (v.calibration.empty() ? "uncalibrated" : "calibrated by " + v.calibration)
+    << " against the live run of " << v.config << " (" << v.ranks << " ranks, " << v.launch
+    << "), " << v.plans.size() << " random plans\n\n";
+  o << std::left << std::setw(13) << "figure" << std::right << std::setw(10) << "median"
+    << std::setw(10) << "p90" << std::setw(8) << "n" << "   (|sim / live − 1|)\n";
+  auto row = [&](const char* name, const ErrorSummary& e) {
+    o << std::left << std::setw(13) << name << std::right << std::fixed << std::setprecision(1)
+      << std::setw(9) << 100 * e.median << "%" << std::setw(9) << 100 * e.p90 << "%"
+      << std::setw(8) << e.n << "\n";
+  };
+  for (const NamedError& f : error_figures(v))
+    if (f.error != &v.repeat || v.repeat.n > 0) row(f.table, *f.error);
+  o << std::setprecision(3) << "Kendall tau of the plans' step latencies: " << v.kendall_tau;
+  if (v.repeat.n > 0) o << " (live against itself, second visit: " << v.repeat_tau << ")";
+  o << std::setprecision(3)
+    << "\nlive run-to-run spread of the step latency ((p90 - p10) / median, median over plans): "
+    << std::setprecision(1) << 100 * v.live_spread_median << "%\n";
+  if (!v.reference.empty()) {
+    o << std::setprecision(2) << "machine speed against the calibration: " << v.reference << " took "
+      << v.reference_before_s * 1e3 << " ms before the first plan and " << v.reference_after_s * 1e3
+      << " ms after the last (calibration: " << v.calibrated_reference_s * 1e3
+      << " ms); live steps divided by that factor:\n";
+    row("step (speed)", v.step_at_calibration_speed);
+    o << std::setprecision(3) << "Kendall tau at the calibration's speed: "
+      << v.kendall_tau_at_calibration_speed << "\n";
+  }
+  return o.str();
+}
+
+std::string live_validation_json(const LiveValidation& v) {
+  std::ostringstream o;
+  o << std::setprecision(9);
+  auto err = [&](const char* name, const ErrorSummary& e) {
+    o << "\"" << name << "\": {\"median\": " << e.median << ", \"p90\": " << e.p90
+      << ", \"n\": " << e.n << "}, ";
+  };
+  o << "{\"config\": \"" << v.config << "\", \"calibration\": \"" << v.calibration
+    << "\", \"ranks\": " << v.ranks << ", \"launch\": \"" << v.launch << "\", ";
+  for (const NamedError& f : error_figures(v)) err(f.json, *f.error);
+  o << "\"live_repeat_tau\": " << v.repeat_tau << ", ";
+  if (!v.reference.empty()) {
+    o << "\"drift_reference\": \"" << v.reference << "\", \"calibrated_reference_s\": "
+      << v.calibrated_reference_s << ", \"reference_before_s\": " << v.reference_before_s
+      << ", \"reference_after_s\": " << v.reference_after_s << ", ";
+    err("step_at_calibration_speed", v.step_at_calibration_speed);
+    o << "\"kendall_tau_at_calibration_speed\": " << v.kendall_tau_at_calibration_speed << ", ";
+  }
+  o << "\"kendall_tau\": " << v.kendall_tau << ", \"live_spread_median\": " << v.live_spread_median
+    << ", \"plans\": [";
+  for (size_t i = 0; i < v.plans.size(); ++i) {
+    const PlanComparison& c = v.plans[i];
+    o << (i ? ", " : "") << "{\"plan\": \"" << c.plan << "\", \"live_step_s\": " << c.live_step_s
+      << ", \"sim_step_s\": " << c.sim_step_s << ", \"live_spread\": " << c.live_spread
+      << ", \"live_peak_bytes\": " << c.live_peak_bytes << ", \"sim_peak_bytes\": "
+      << c.sim_peak_bytes << ", \"live_repartition_s\": " << c.live_repartition_s
+      << ", \"sim_repartition_s\": " << c.sim_repartition_s << ", \"live_repartition_bytes\": "
+      << c.live_repartition_bytes << ", \"sim_repartition_bytes\": " << c.sim_repartition_bytes
+      << ", \"live_repartition_peak_bytes\": " << c.live_repartition_peak_bytes
+      << ", \"sim_repartition_peak_bytes\": " << c.sim_repartition_peak_bytes << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+
+}  // namespace shardgym
