@@ -380,25 +380,19 @@ TEST(Failures, ARankWithoutAGlooDeviceIsNamedByItsPeersAtOnce) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const double timeout = 60;
   std::string err0, err1;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::thread peer([&] {
+  auto rank = [&](int r, const char* host, std::string& err) {
     GlooOptions o;
     o.timeout_s = timeout;
-    o.hostname = "192.0.2.1";
+    o.hostname = host;
     try {
-      GlooCommWorld w(store, 1, 2, o);
+      GlooCommWorld w(store, r, 2, o);
     } catch (const std::exception& e) {
-      err1 = e.what();
+      err = e.what();
     }
-  });
-  GlooOptions o;
-  o.timeout_s = timeout;
-  o.hostname = "127.0.0.1";
-  try {
-    GlooCommWorld w(store, 0, 2, o);
-  } catch (const std::exception& e) {
-    err0 = e.what();
-  }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread peer([&] { rank(1, "192.0.2.1", err1); });
+  rank(0, "127.0.0.1", err0);
   peer.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(err1.find("rank 1: cannot create a Gloo device on '192.0.2.1'"), std::string::npos)
