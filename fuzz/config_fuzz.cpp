@@ -9,7 +9,8 @@
 // paths resolve outside T (absolute paths, `../../x`) is rejected before the loader sees it.
 // The harness reads `include:` with the same yaml-cpp on the same text as the loader, and the
 // loader joins and normalises paths lexically as done here; T holds no symlinks.
-// (`replay_trace:` is only stat()ed by the loader, never read.)
+// (`replay_trace:` is only stat()ed by the loader, never read.) Each input is also parsed as a
+// recorded config (parse_recorded_experiment), which reads its includes from its own text.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!includes_confined(text)) return -1;  // not run, not kept in the corpus
   try {
     (void)shardgym::parse_experiment(text, "fuzz.yaml", g_base);
+  } catch (const shardgym::ConfigError&) {
+  }
+  // The same text as a trace's recorded config: its includes come from the commented copies
+  // it carries ("# ---- included NAME ----"), never from disk; the same one error type.
+  try {
+    (void)shardgym::parse_recorded_experiment(text, "recorded.yaml", g_base);
   } catch (const shardgym::ConfigError&) {
   }
   return 0;
