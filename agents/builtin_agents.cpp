@@ -45,6 +45,11 @@ REGISTER_SHARDGYM_AGENT("hindsight-static",
                         "the best static plan in hindsight: one plan for the whole episode, "
                         "chosen knowing its phases (needs estimate() and a cloneable run)",
                         make_hindsight_static_agent, no_agent_params);
+REGISTER_SHARDGYM_AGENT("replan",
+                        "re-solves the best plan for the conditions now whenever they change "
+                        "and moves when the saving over the steps left pays for the move; no "
+                        "knowledge of the future (needs estimate())",
+                        make_replan_agent, no_agent_params);
 REGISTER_SHARDGYM_AGENT("phase-oracle",
                         "each phase's static optimum, switched to at the phase's start, "
                         "repartition paid (needs estimate() and a cloneable run)",

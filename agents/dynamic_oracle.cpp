@@ -125,19 +125,18 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
   return schedule;
 }
 
-namespace {
-
-// Remaining env steps of the episode: the time limit's, else the experiment's.
-int horizon_of(Env& env) {
+int episode_steps_left(Env& env) {
   int limit = env.spec().max_episode_steps;
   if (limit <= 0) {
     const ExperimentSpec* exp = find_experiment(env);
     limit = exp ? exp->steps_per_episode : 0;
   }
   if (limit <= 0)
-    throw std::runtime_error("dynamic-oracle: the env has no episode length to plan over");
+    throw std::runtime_error("the env has no episode length to plan over (no time limit, no steps_per_episode)");
   return std::max(1, limit - env.elapsed_steps());
 }
+
+namespace {
 
 // Both oracles plan lazily at the first act() of an episode (after reset: the conditions of
 // the episode are known then), then follow their plan through the mask.
@@ -192,11 +191,11 @@ class OracleAgent : public Agent {
         target(static_oracle(run, objective, options_).plan, 0);
         return;
       case Mode::kHindsight:
-        target(hindsight_static(run, objective.weights, horizon_of(*env_), options_).plan, 0);
+        target(hindsight_static(run, objective.weights, episode_steps_left(*env_), options_).plan, 0);
         return;
       case Mode::kDynamic:
       case Mode::kPhase: {
-        const int horizon = horizon_of(*env_);
+        const int horizon = episode_steps_left(*env_);
         const DynamicSchedule schedule = mode_ == Mode::kDynamic
                                              ? dynamic_oracle(run, objective, horizon, options_)
                                              : phase_oracle(run, objective, horizon, options_);

@@ -135,11 +135,16 @@ HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weigh
 DynamicSchedule phase_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
                              const OracleOptions& options = {});
 
+// Env steps left in the episode: its time limit's, else its experiment's steps_per_episode,
+// less the steps taken (at least 1). Throws std::runtime_error when the env states neither.
+int episode_steps_left(Env& env);
+
 std::unique_ptr<Agent> make_oracle_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
 std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSpec& spec,
                                                  uint64_t seed);
 std::unique_ptr<Agent> make_hindsight_static_agent(const ParsedId& id, const EnvSpec& spec,
                                                    uint64_t seed);
+std::unique_ptr<Agent> make_replan_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
 std::unique_ptr<Agent> make_phase_oracle_agent(const ParsedId& id, const EnvSpec& spec,
                                                uint64_t seed);
 

@@ -1,0 +1,140 @@
+// `replan`: the re-planner an operator would run, knowing only the present.
+//
+// At the first step and whenever the conditions it observes change — a rank's speed or
+// liveness, the sequence length, or the cost of its chosen plan under the conditions now (which
+// moves with link bandwidth) — it re-solves the best plan for the conditions now: the static
+// oracle's (exact chain DP, oracle.h) and, with data shares, the static optimum under each of
+// share_search.h's starting share vectors for the conditions now (even, even over the groups
+// that can train, balanced by speed, each group left out). It moves to the best candidate when
+// the predicted saving over the rest of the episode pays for the move:
+//   steady(P) · steps left + move(P)  <  steady(held) · steps left + move(held)
+// where steady is the planners' cost of one iteration (objective.h) and move the repartition
+// (a checkpoint restart included) that estimate() charges from the plan in force. Steps left is
+// the episode's length, known in advance; nothing about when or how conditions will change is.
+// The run's estimate() prices the step about to run under the conditions the observation
+// shows now (the run's context is that of the step about to run): the same information as
+// the observation, no more. On the simulator that is the step a condition begins on, one step
+// before a live run could have measured it; every agent sees it that way.
+//
+// Needs a run that can estimate() (the simulator), as the oracles do.
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "agents/agent_util.h"
+#include "agents/baselines.h"
+#include "agents/oracle.h"
+#include "agents/share_search.h"
+
+namespace shardgym {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// What replan watches: the observable conditions, and the cost of its chosen plan under them.
+struct Watched {
+  std::vector<double> slowdown;
+  std::vector<uint8_t> alive;
+  double seq_factor = 1;
+  double target_cost = kInf;
+  bool operator==(const Watched& o) const {
+    return slowdown == o.slowdown && alive == o.alive && seq_factor == o.seq_factor &&
+           (target_cost == o.target_cost ||
+            std::fabs(target_cost / o.target_cost - 1) < 1e-9);
+  }
+};
+
+class ReplanAgent : public Agent {
+ public:
+  ReplanAgent(std::string name, const EnvSpec& spec)
+      : name_(std::move(name)),
+        catalog_(spec.catalog_size),
+        moves_(agents_detail::pipeline_moves(spec)),
+        groups_(spec.share_groups) {}
+  std::string name() const override { return name_; }
+
+  void begin_episode(Env& env) override {
+    env_ = &env;
+    have_target_ = false;
+  }
+
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+    if (!env_)
+      throw std::logic_error(name_ + ": act() before begin_episode(env): replan plans on the "
+                                     "env's run");
+    TrainingRun& run = env_->run();
+    const PlanObjective objective = objective_for(*env_);
+    const Watched now = watch(run, objective);
+    if (!have_target_ || !(now == seen_)) {
+      decide(run, objective);
+      seen_ = watch(run, objective);
+    }
+    const int blocks = static_cast<int>(target_.blocks.size());
+    Action current = agents_detail::current_action(obs, blocks, catalog_);
+    Action wanted = plan_to_action(target_, run.catalog());
+    if (moves_ > 0) wanted.push_back(agents_detail::plan_choice_toward(*env_, target_));
+    return agents_detail::respect_mask(wanted, current, mask, catalog_);
+  }
+
+ private:
+  Watched watch(const TrainingRun& run, const PlanObjective& objective) const {
+    const RunContext c = run.context();
+    Watched w;
+    w.slowdown = c.rank_slowdown;
+    w.alive = c.rank_alive;
+    w.seq_factor = c.seq_factor;
+    if (have_target_) {
+      const auto m = run.estimate(target_);
+      w.target_cost = m ? objective.cost(*m) : kInf;
+    }
+    return w;
+  }
+
+  void decide(const TrainingRun& run, const PlanObjective& objective) {
+    const Plan held = run.plan();
+    std::vector<Plan> candidates = {held};
+    OracleOptions options;
+    candidates.push_back(static_oracle(run, objective, options).plan);
+    if (groups_ > 0) {
+      for (const std::vector<int>& shares : share_candidates(run, held, groups_)) {
+        const std::unique_ptr<TrainingRun> holding = hold_shares(run, held, shares);
+        if (!holding) continue;
+        try {
+          candidates.push_back(static_oracle(*holding, objective, options).plan);
+        } catch (const std::runtime_error&) {
+          // no plan fits under these shares: not a candidate
+        }
+      }
+    }
+    const double left = episode_steps_left(*env_);
+    double best = kInf;
+    for (const Plan& p : candidates) {
+      const auto m = run.estimate(p);
+      if (!m) continue;
+      const double steady = objective.cost(*m);
+      const double total = steady * left + (objective.cost(*m, /*with_repartition=*/true) - steady);
+      if (total < best) {  // ties keep the earlier candidate: the plan in force first
+        best = total;
+        target_ = p;
+      }
+    }
+    if (!(best < kInf)) target_ = held;
+    have_target_ = true;
+  }
+
+  std::string name_;
+  int catalog_, moves_, groups_;
+  Env* env_ = nullptr;
+  bool have_target_ = false;
+  Plan target_;
+  Watched seen_;
+};
+
+}  // namespace
+
+std::unique_ptr<Agent> make_replan_agent(const ParsedId& id, const EnvSpec& spec, uint64_t) {
+  id.check_keys({});
+  return std::make_unique<ReplanAgent>(id.to_string(), spec);
+}
+
+}  // namespace shardgym
