@@ -67,7 +67,7 @@ TEST(AgentRegistry, ListsTheBuiltInAgents) {
   const std::vector<std::string> expected = {
       "anneal",      "atp",    "dp",           "dynamic-oracle", "greedy",        "hindsight-static",
       "megatron",    "megatron-sp", "oracle",  "phase-oracle",   "ppo",           "random",
-      "random-search", "static"};
+      "random-search", "replan", "static"};
   EXPECT_EQ(registered_agent_names(), expected);
   for (const auto& name : expected) EXPECT_FALSE(agent_description(name).empty()) << name;
   EXPECT_NO_THROW(check_agent_id("ppo(ent=0.01)"));
