@@ -186,7 +186,8 @@ double layout_changes(const Plan& plan) {
 }  // namespace
 
 CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& o,
-                               const std::string& command_line) {
+                               const std::string& command_line,
+                               std::vector<std::pair<double, double>>* repeat_pairs) {
   if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1 (the first "
                                                 "iteration after a plan change is not measured)");
   if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
@@ -325,8 +326,8 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   // The noise check's pairs (noise_gate.h): each uniform plan against itself a pass later,
   // after the drift reference — the agreement of what the table is made of.
   const size_t per_pass = uniform.size();
-  for (size_t i = per_pass; i < uniform_plans; ++i)
-    c.repeat_pairs.emplace_back(stats[i - per_pass].step_s, stats[i].step_s);
+  for (size_t i = per_pass; repeat_pairs && i < uniform_plans; ++i)
+    repeat_pairs->emplace_back(stats[i - per_pass].step_s, stats[i].step_s);
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
     const PlanStats& s = stats[i];

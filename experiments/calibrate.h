@@ -34,10 +34,13 @@ struct LiveMeasureOptions {
   bool drift_reference = true;
 };
 
+// `repeat_pairs` (optional): each uniform plan's step against its own a pass later, after the
+// drift reference, for the command's noise check (experiments/noise_gate.h).
 // `config` must name the live env. Throws BadInput-like std::invalid_argument on a config that
 // is not live, std::runtime_error when the live run fails.
 CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& options,
-                               const std::string& command_line);
+                               const std::string& command_line,
+                               std::vector<std::pair<double, double>>* repeat_pairs = nullptr);
 
 struct PlanComparison {
   std::string plan;

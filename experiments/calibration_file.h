@@ -6,7 +6,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 
 #include "runtime/core/cluster_spec.h"
 
@@ -42,9 +41,6 @@ struct CalibrationFile {
   double compute_fit_error = 0, comm_fit_error = 0, overhead_fit_error = 0;
   double memory_fit_error = 0, repartition_fit_error = 0;
   RuntimeCalibration runtime;  // block table, per-step overhead, optimizer, noise
-  // Not in the file: each uniform plan's step against its own a pass later, for the command's
-  // noise check (experiments/noise_gate.h).
-  std::vector<std::pair<double, double>> repeat_pairs;
 
   // Microbenchmarks: every collective on every group the strategies form, at a few sizes,
   // run alone (no training step around them), and the α–β fit of them. Recorded beside the

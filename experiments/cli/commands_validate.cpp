@@ -115,16 +115,17 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   o.passes = args.passes;
   o.drift_reference = !args.no_drift_reference;
   CalibrationFile c;
+  std::vector<std::pair<double, double>> repeat_pairs;
   const NoiseWatch watch;
   try {
-    c = calibrate_live(args.config, o, args.command_line);
+    c = calibrate_live(args.config, o, args.command_line, &repeat_pairs);
   } catch (const std::invalid_argument& e) {
     throw BadInput(e.what());
   }
   // A calibration from a machine too noisy to measure on is not written: every later
   // prediction would carry its noise.
   const NoiseReport noise = watch.judge("step latency of each uniform plan, pass to pass",
-                                        c.repeat_pairs, noise_limits(args.noise));
+                                        repeat_pairs, noise_limits(args.noise));
   if (noise.refused()) {
     out << noise_line(noise);
     err << noise_warning(noise) << "no calibration written to " << args.out << "\n";

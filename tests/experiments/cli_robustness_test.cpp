@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -138,6 +139,25 @@ TEST(CliRobustness, TrainDoesNotWriteThroughSymlinks) {
   fs::remove_all(base);
 }
 
+// Sets element `at` of the dataset `name` of the trace at `path` to `value`, in place.
+template <typename T>
+void set_trace_element(const std::string& path, const char* name, size_t at, T value) {
+  const hid_t type = std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT32;
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  ASSERT_GE(d, 0) << name;
+  hid_t space = H5Dget_space(d);
+  std::vector<T> v(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+  H5Sclose(space);
+  ASSERT_LT(at, v.size());
+  ASSERT_GE(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  v[at] = value;
+  ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
 // `compare --from-traces` refuses a zero or NaN latency of a step that did not fail, naming the
 // trace (it used to turn it into a throughput ratio).
 TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
@@ -148,16 +168,7 @@ TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string trace = (dir / "random.h5").string();
   for (double v : {0.0, std::nan(""), -1.0}) {
-    hid_t f = H5Fopen(trace.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    ASSERT_GE(f, 0);
-    hid_t d = H5Dopen2(f, "/episodes/episode_0/metrics/step_latency_s", H5P_DEFAULT);
-    ASSERT_GE(d, 0);
-    std::vector<double> lat(3);
-    ASSERT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
-    lat[1] = v;
-    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat.data()), 0);
-    H5Dclose(d);
-    H5Fclose(f);
+    set_trace_element(trace, "/episodes/episode_0/metrics/step_latency_s", 1, v);
     CliResult rebuilt = shardgym_cli("compare --from-traces '" + dir.string() + "'");
     EXPECT_NE(rebuilt.code, 0) << rebuilt.output;
     EXPECT_NE(rebuilt.output.find("random.h5"), std::string::npos) << rebuilt.output;
@@ -183,20 +194,7 @@ TEST(CliRobustness, InspectAndReplayRefuseWidthsAndPlanIdsTheirConfigDoesNotMake
 
   const fs::path bad_plan = dir / "bad_plan.h5";
   fs::copy_file(good, bad_plan);
-  {
-    hid_t f = H5Fopen(bad_plan.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    ASSERT_GE(f, 0);
-    hid_t d = H5Dopen2(f, "/episodes/episode_0/plans", H5P_DEFAULT);
-    ASSERT_GE(d, 0);
-    hid_t space = H5Dget_space(d);
-    std::vector<int32_t> ids(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
-    H5Sclose(space);
-    ASSERT_GE(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()), 0);
-    ids[1] = 999;
-    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()), 0);
-    H5Dclose(d);
-    H5Fclose(f);
-  }
+  set_trace_element(bad_plan.string(), "/episodes/episode_0/plans", 1, int32_t{999});
   CliResult plan = shardgym_cli("inspect '" + bad_plan.string() + "'");
   EXPECT_EQ(plan.code, 1) << plan.output;
   EXPECT_NE(plan.output.find("episode_0 step 0 block 1 has plan id 999, outside the trace's"),
