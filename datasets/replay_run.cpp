@@ -27,7 +27,7 @@ std::string first_difference(const Plan& asked, const Plan& recorded) {
 }  // namespace
 
 ReplayRun::ReplayRun(const ExperimentSpec& spec, const std::string& trace_path)
-    : spec_(spec),
+    : spec_(with_drawn_events(spec)),
       path_(trace_path),
       catalog_(spec.model, spec.cluster.world_size(), spec.catalog) {
   const std::string where = "ReplayRun('" + trace_path + "')";

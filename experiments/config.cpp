@@ -318,7 +318,7 @@ ExperimentSpec parse_impl(const std::string& text, const std::string& file,
   const std::vector<std::string> keys = {
       "name", "env", "include", "model", "cluster", "scenario", "reward", "agent", "catalog",
       "live", "episodes", "steps_per_episode", "seeds", "initial_plan", "replay_trace",
-      "training", "published", "data_shares"};
+      "training", "published", "data_shares", "instance"};
   root.check_keys(keys);
   ExperimentSpec spec;
   spec.source_path = file;
@@ -367,6 +367,9 @@ ExperimentSpec parse_impl(const std::string& text, const std::string& file,
     if (!why.empty()) cal->fail("'" + path + "' does not fit this cluster: " + why);
   }
   if (auto s = root.optional("scenario")) spec.scenario = parse_scenario(*s, spec.cluster);
+  // Which instance of the scenario's draws to run (with_instance; `compare` and `suite` set
+  // it per seed). Without draws it changes nothing.
+  if (auto i = root.optional("instance")) spec.scenario.instance = static_cast<uint64_t>(i->as_int(0));
   if (auto r = root.optional("reward")) spec.reward = parse_reward(*r);
   if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
   check_catalog(root.optional("catalog").value_or(root), spec);

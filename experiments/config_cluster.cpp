@@ -1,4 +1,4 @@
-// Cluster, hardware catalog and scenario sections of the experiment schema (docs/configs.md).
+// Cluster and hardware catalog sections of the experiment schema (docs/configs.md).
 #include <algorithm>
 #include <optional>
 #include <random>
@@ -20,15 +20,6 @@ std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
   return out;
-}
-
-// "'x' is not a known device (known: a, b); did you mean 'a'?"
-std::string unknown_name(const std::string& what, const std::string& name,
-                         const std::vector<std::string>& known) {
-  std::string hint = closest_name(name, known);
-  return "'" + name + "' is not a known " + what +
-         " (known: " + (known.empty() ? std::string("none") : join(known)) + ")" +
-         (hint.empty() ? std::string() : "; did you mean '" + hint + "'?");
 }
 
 // `peak_tflops: 989` or `peak_tflops: {bf16: 989, fp32: 67}`, taken for the model's dtype.
@@ -99,6 +90,16 @@ std::vector<std::string> names_of(const std::vector<T>& items) {
 }
 
 }  // namespace
+
+// "'x' is not a known device (known: a, b); did you mean 'a'?"
+std::string unknown_name(const std::string& what, const std::string& name,
+                         const std::vector<std::string>& known) {
+  std::string hint = closest_name(name, known);
+  return "'" + name + "' is not a known " + what +
+         " (known: " + (known.empty() ? std::string("none") : join(known)) + ")" +
+         (hint.empty() ? std::string() : "; did you mean '" + hint + "'?");
+}
+
 
 std::string dtype_key(DType dtype) {
   switch (dtype) {
@@ -232,151 +233,6 @@ ClusterSpec parse_cluster(const YamlField& field, DType dtype, CatalogSource inc
   std::string problem = cluster.validate();
   if (!problem.empty()) field.fail(problem);
   return cluster;
-}
-
-namespace {
-
-// A scenario expands to at most this many events (repetitions and length draws included).
-constexpr long long kMaxScenarioEvents = 100000;
-
-// `every: N, until: M` on an event: copies at step, step + N, ... below M.
-void repeat_event(const YamlField& f, const ScenarioEvent& e, std::vector<ScenarioEvent>& out) {
-  auto every = f.optional("every");
-  auto until = f.optional("until");
-  if (!every && !until) {
-    out.push_back(e);
-    return;
-  }
-  if (!every) until->fail("'until' needs 'every' (the period of the repetition)");
-  if (!until) every->fail("'every' needs 'until' (the step the repetition stops before)");
-  const int n = every->as_int(1);
-  const int end = until->as_int(e.step + 1);
-  if ((static_cast<long long>(end) - e.step) / n + static_cast<long long>(out.size()) >
-      kMaxScenarioEvents)
-    every->fail("the repetition makes more than " + std::to_string(kMaxScenarioEvents) +
-                " events");
-  for (long long s = e.step; s < end; s += n) {
-    ScenarioEvent c = e;
-    c.step = static_cast<int>(s);
-    out.push_back(c);
-  }
-}
-
-// `seq_mix:` a sequence length drawn every `every` steps from a histogram (length-grouped
-// batching: each iteration's sequences share one length bucket), as kSeqLength events. The
-// draws use the raw 64-bit engine output, so every platform gets the same lengths.
-void expand_seq_mix(const YamlField& f, std::vector<ScenarioEvent>& out) {
-  f.check_keys({"lengths", "weights", "every", "until", "seed", "source"});
-  if (auto source = f.optional("source")) source->as_string();  // documentation only
-  YamlField lengths = f.child("lengths"), weights = f.child("weights");
-  lengths.expect_sequence();
-  weights.expect_sequence();
-  if (lengths.size() == 0) lengths.fail("needs at least one length");
-  if (lengths.size() != weights.size())
-    weights.fail(std::to_string(weights.size()) + " weights for " +
-                 std::to_string(lengths.size()) + " lengths");
-  std::vector<int> len;
-  std::vector<double> cum;
-  double total = 0;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    len.push_back(lengths.at(i).as_int(1));
-    total += weights.at(i).as_double(0, 1e12);
-    cum.push_back(total);
-  }
-  if (!(total > 0)) weights.fail("the weights sum to 0");
-  const int every = f.optional("every") ? f.child("every").as_int(1) : 1;
-  const int until = f.child("until").as_int(1);
-  const uint64_t seed = f.optional("seed") ? static_cast<uint64_t>(f.child("seed").as_int(0)) : 0;
-  if (until / every + static_cast<long long>(out.size()) > kMaxScenarioEvents)
-    f.child("until").fail("the length draws make more than " + std::to_string(kMaxScenarioEvents) +
-                          " events");
-  std::mt19937_64 rng(seed);
-  for (int s = 0; s < until; s += every) {
-    const double u = double(rng() >> 11) * 0x1.0p-53 * total;
-    size_t k = std::upper_bound(cum.begin(), cum.end(), u) - cum.begin();
-    if (k >= len.size()) k = len.size() - 1;
-    ScenarioEvent e;
-    e.step = s;
-    e.kind = EventKind::kSeqLength;
-    e.value = len[k];
-    out.push_back(e);
-  }
-}
-
-}  // namespace
-
-Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster) {
-  field.check_keys({"name", "noise", "events", "seq_mix", "source", "restart"});
-  Scenario scenario;
-  if (auto name = field.optional("name")) scenario.name = name->as_string();
-  if (auto noise = field.optional("noise")) scenario.noise = noise->as_double(0, 1);
-  if (auto source = field.optional("source")) source->as_string();  // documentation only
-  if (auto mix = field.optional("seq_mix")) expand_seq_mix(*mix, scenario.events);
-  auto events = field.optional("events");
-  std::vector<std::string> links = names_of(cluster.links);
-  for (size_t i = 0; events && i < events->size(); ++i) {
-    YamlField f = events->at(i);
-    f.expect_map();
-    ScenarioEvent e;
-    std::string kind = f.child("kind").as_choice(
-        {"link_bandwidth", "straggler", "seq_length", "batch", "rank_loss", "rank_join"});
-    if (kind == "link_bandwidth") {
-      f.check_keys({"step", "kind", "link", "factor", "every", "until"});
-      e.kind = EventKind::kLinkBandwidth;
-      YamlField link = f.child("link");
-      e.target = link.as_string();
-      if (std::find(links.begin(), links.end(), e.target) == links.end()) {
-        link.fail(unknown_name("link of this cluster", e.target, links));
-      }
-      e.factor = f.child("factor").as_positive_double();
-    } else if (kind == "straggler") {
-      f.check_keys({"step", "kind", "rank", "factor", "every", "until"});
-      e.kind = EventKind::kStraggler;
-      e.rank = f.child("rank").as_int(0, cluster.world_size() - 1);
-      e.factor = f.child("factor").as_positive_double();
-    } else if (kind == "rank_loss" || kind == "rank_join") {
-      // One rank, or every rank of one node.
-      f.check_keys({"step", "kind", "rank", "node", "every", "until"});
-      e.kind = kind == "rank_loss" ? EventKind::kRankLoss : EventKind::kRankJoin;
-      e.step = f.child("step").as_int(0);
-      if (f.optional("rank") && f.optional("node"))
-        f.child("node").fail("give rank or node, not both");
-      if (auto node = f.optional("node")) {
-        const int n = node->as_int(0, cluster.num_nodes() - 1);
-        int first = 0;
-        for (int i = 0; i < n; ++i) first += cluster.nodes[i].gpus;
-        if (scenario.events.size() + size_t(cluster.nodes[n].gpus) > size_t(kMaxScenarioEvents))
-          node->fail("the node's ranks make more than " + std::to_string(kMaxScenarioEvents) +
-                     " events");
-        for (int r = first; r < first + cluster.nodes[n].gpus; ++r) {
-          e.rank = r;
-          repeat_event(f, e, scenario.events);
-        }
-        continue;
-      }
-      e.rank = f.child("rank").as_int(0, cluster.world_size() - 1);
-    } else {
-      f.check_keys({"step", "kind", "value", "every", "until"});
-      e.kind = kind == "seq_length" ? EventKind::kSeqLength : EventKind::kBatch;
-      e.value = f.child("value").as_int(1);
-    }
-    e.step = f.child("step").as_int(0);
-    repeat_event(f, e, scenario.events);
-  }
-  std::stable_sort(scenario.events.begin(), scenario.events.end(),
-                   [](const ScenarioEvent& a, const ScenarioEvent& b) { return a.step < b.step; });
-  if (auto restart = field.optional("restart")) {
-    // Checkpoint restart of a job whose plan needs a lost rank (scenario.h RestartModel).
-    restart->check_keys({"restart_s", "read_gbps", "checkpoint_interval", "source"});
-    scenario.restart.restart_s = restart->child("restart_s").as_double(0, 1e6);
-    scenario.restart.read_bytes_per_s = restart->child("read_gbps").as_double(1e-3, 1e6) * 1e9;
-    scenario.restart.checkpoint_interval = restart->child("checkpoint_interval").as_int(1);
-    if (auto source = restart->optional("source")) source->as_string();
-  } else if (scenario.has_rank_loss()) {
-    field.fail("rank_loss events need a `restart:` section (restart_s, read_gbps, "
-               "checkpoint_interval, source): what a job that needs the lost rank pays");
-  }
-  return scenario;
 }
 
 }  // namespace config_detail

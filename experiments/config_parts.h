@@ -39,7 +39,11 @@ ModelSpec parse_model(const YamlField& field);
 void parse_training(const YamlField& field, ModelSpec& model);
 // `published:` (a measured run the simulator is validated against).
 PublishedRun parse_published(const YamlField& field);
+// `scenario:` (config_scenario.cpp): scripted events and the draws of an instance's events.
 Scenario parse_scenario(const YamlField& field, const ClusterSpec& cluster);
+// "'x' is not a known <what> (known: a, b); did you mean 'a'?"
+std::string unknown_name(const std::string& what, const std::string& name,
+                         const std::vector<std::string>& known);
 RewardSpec parse_reward(const YamlField& field);
 CatalogOptions parse_catalog_options(const YamlField& field);
 // `live:` except `extra`, whose keys are env options (parse_env_options).

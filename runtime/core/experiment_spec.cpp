@@ -7,6 +7,29 @@
 
 namespace shardgym {
 
+ExperimentSpec with_instance(ExperimentSpec spec, uint64_t instance) {
+  spec.scenario.instance = instance;
+  if (spec.scenario.draws.empty()) return spec;
+  const std::string line = "instance: " + std::to_string(instance);
+  std::string& text = spec.source_text;
+  // A top-level key starts a line with no indentation.
+  size_t at = text.rfind("\ninstance:", std::string::npos);
+  if (text.compare(0, 9, "instance:") == 0) at = 0;
+  else if (at != std::string::npos) ++at;
+  if (at == std::string::npos) {
+    text = line + "\n" + text;
+  } else {
+    const size_t end = text.find('\n', at);
+    text.replace(at, end == std::string::npos ? std::string::npos : end - at, line);
+  }
+  return spec;
+}
+
+ExperimentSpec with_drawn_events(ExperimentSpec spec) {
+  spec.scenario = spec.scenario.drawn();
+  return spec;
+}
+
 Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp, int stages) {
   const int world = cluster.world_size();
   const int stage_world = world / std::max(1, stages);

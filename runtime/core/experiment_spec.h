@@ -107,6 +107,15 @@ struct ExperimentSpec {
   PublishedRun published;    // validation configs only
 };
 
+// `spec` as instance `instance` of its scenario's draws (core/scenario_draw.h): the
+// scenario's instance set and, when it has draws, the recorded text's top-level `instance:`
+// line set to it (added as the first line if absent), so that a trace of the instance
+// re-executes the same events.
+ExperimentSpec with_instance(ExperimentSpec spec, uint64_t instance);
+// `spec` with its scenario's draws turned into events (Scenario::drawn()): what a run of it
+// is built from.
+ExperimentSpec with_drawn_events(ExperimentSpec spec);
+
 // Megatron-LM's usual static plan: tp1d with t = GPUs per node (reduced until it divides the
 // heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism. With
 // `stages` > 1: that many pipeline stages (even split, 1F1B, m by Megatron's rule), t as above

@@ -1,8 +1,19 @@
 #include "runtime/core/scenario.h"
 
+#include <algorithm>
 #include <set>
 
 namespace shardgym {
+
+Scenario Scenario::drawn() const {
+  Scenario s = *this;
+  if (draws.empty()) return s;
+  draw_events(draws, instance, s.events);
+  s.draws.clear();
+  std::stable_sort(s.events.begin(), s.events.end(),
+                   [](const ScenarioEvent& a, const ScenarioEvent& b) { return a.step < b.step; });
+  return s;
+}
 
 int Scenario::phase_at(int step) const {
   std::set<int> steps;

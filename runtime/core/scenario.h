@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/scenario_draw.h"
+
 namespace shardgym {
 
 enum class EventKind {
@@ -38,14 +40,26 @@ struct ScenarioEvent {
   int rank = -1;       // kStraggler, kRankLoss, kRankJoin
   double factor = 1.0;
   int value = 0;       // kSeqLength / kBatch
+  bool operator==(const ScenarioEvent& o) const {
+    return step == o.step && kind == o.kind && target == o.target && rank == o.rank &&
+           factor == o.factor && value == o.value;
+  }
+  bool operator!=(const ScenarioEvent& o) const { return !(*this == o); }
 };
 
 struct Scenario {
   std::string name = "static";
-  std::vector<ScenarioEvent> events;  // sorted by step
+  std::vector<ScenarioEvent> events;  // scripted events, sorted by step
+  // Events drawn per instance (scenario_draw.h); `instance` is the seed of the draws. Only
+  // drawn() holds them as events: runs build from drawn(), never from `events` alone.
+  std::vector<EventDraw> draws;
+  uint64_t instance = 0;
   double noise = 0.0;                 // σ of multiplicative log-normal noise on times
   RestartModel restart;               // needed when some event is a kRankLoss
-  bool has_rank_loss() const;
+  // `events` plus the draws of `instance`, sorted by step (stable: scripted events first at
+  // a step); `draws` empty. A scenario without draws comes back as it is.
+  Scenario drawn() const;
+  bool has_rank_loss() const;  // of `events` (call on drawn() for an instance's)
   // Number of distinct phases: 1 + number of distinct event steps.
   int phase_at(int step) const;
   int num_phases() const;

@@ -67,7 +67,7 @@ int checked_world(const ClusterSpec& c) {
 
 SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
     : model_(checked_model(spec.model)),
-      scenario_(spec.scenario),
+      scenario_(spec.scenario.drawn()),
       catalog_(model_, checked_world(spec.cluster), spec.catalog),
       cost_(spec.cluster, options.calibration, options.terms),
       calibration_(std::move(options.calibration)),

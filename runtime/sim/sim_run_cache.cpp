@@ -252,7 +252,9 @@ void SimRun::share_costs_with(SimRun& first) {
   if (first.blocks_ != blocks_ || first.world_ != world_ || first.model_.name != model_.name)
     differ("model or world");
   if (first.catalog_.entries() != catalog_.entries()) differ("catalog");
-  if (first.event_steps_ != event_steps_) differ("scenario events");
+  // The shared tables are keyed by phase: two instances of a task's draws have other events
+  // in the same phases.
+  if (first.scenario_.events != scenario_.events) differ("scenario events");
   if (first.group_act_ != group_act_ || first.group_param_ != group_param_ ||
       !std::equal(act_keys_.begin(), act_keys_.begin() + group_act_, first.act_keys_.begin()) ||
       !std::equal(param_keys_.begin(), param_keys_.begin() + group_param_,

@@ -33,9 +33,11 @@ void validate_live(const ExperimentSpec& spec) {
     throw EnvOptionError("live.ranks", why);
   // A live run measures itself: the simulator's scenario events and timing noise have nothing
   // to act on there, and ignoring them silently would mislabel every figure of the run.
-  if (!spec.scenario.events.empty() || spec.scenario.noise > 0) {
-    const bool ev = !spec.scenario.events.empty();
-    throw EnvOptionError(ev ? "scenario.events" : "scenario.noise",
+  if (!spec.scenario.events.empty() || !spec.scenario.draws.empty() ||
+      spec.scenario.noise > 0) {
+    const bool ev = !spec.scenario.events.empty() || !spec.scenario.draws.empty();
+    throw EnvOptionError(ev ? (spec.scenario.draws.empty() ? "scenario.events" : "scenario.draw")
+                            : "scenario.noise",
                          std::string(kLiveId) + " measures a real run and applies no " +
                              (ev ? "scenario events" : "timing noise") +
                              "; remove them, or use shardgym/TPSim-v0 to simulate them");
