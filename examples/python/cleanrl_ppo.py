@@ -3,7 +3,7 @@
     .venv/bin/python examples/python/cleanrl_ppo.py [--config experiments/quickstart.yaml]
 
 Envs: shardgym.vector.make(...) (N envs stepped on C++ threads, autoreset), masks from
-info["action_mask"]. The action is one catalog index per block (MultiDiscrete([K] * B)); the
+info["action_mask_flat"]. The action is one catalog index per block (MultiDiscrete([K] * B)); the
 policy is a Categorical per block whose masked choices get the logit -1e8, so they are never
 sampled and carry no probability in the log-probability and entropy (CleanRL's
 ppo_multidiscrete_mask does the same). Every `--eval-every` env steps a greedy episode
@@ -152,7 +152,8 @@ class Agent(nn.Module):
 
 
 def split_mask(info, num_envs, num_blocks, catalog_size):
-    return torch.as_tensor(info["action_mask"]).view(num_envs, num_blocks, catalog_size)
+    mask = np.array(info["action_mask_flat"])  # a copy: the vector env's is read-only
+    return torch.as_tensor(mask).view(num_envs, num_blocks, catalog_size)
 
 
 def evaluate(agent, env, seed):

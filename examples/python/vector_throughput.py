@@ -48,7 +48,7 @@ def record_pool(config, episodes, seed):
     pool, current = [], initial.copy()
     ended = 0
     while ended < episodes:
-        mask = info["action_mask"][:blocks * k].reshape(blocks, k)
+        mask = info["action_mask_flat"][:blocks * k].reshape(blocks, k)
         action = current.copy()
         for _ in range(rng.integers(1, 4)):
             b = rng.integers(blocks)

@@ -4,24 +4,41 @@ Observation (Dict): the C++ env's named parts of its flat float32 vector ("block
 "global", "links", "shares" with `data_shares` groups, and "pipeline" with p > 1 stages;
 meanings in `part_meanings`) plus "plan", the plan in force as catalog indices (B,) reported
 by C++ (K = not in the catalog). Action: MultiDiscrete([K] * B (+ [M])), M the plan-level
-component's choices (pipeline moves, data shares). The mask is the flat bool array over the
-concatenated choices (sb3-contrib's MaskablePPO layout), in info["action_mask"] and
-action_masks().
+component's choices (pipeline moves, data shares).
+
+Every action in the action space is a legal input to `step`: an entry the mask forbids is
+refused, not applied: that block (or the plan-level component) keeps the entry in force, the
+step goes on with the other entries, and info["refused"] flags the refused entries (as
+CompilerGym reports an illegal action without ending the episode). masked_action="raise"
+gives the C++ contract instead (ValueError).
+
+Masks in two layouts: info["action_mask"] is Gymnasium's, a tuple of per-component int8
+arrays for `env.action_space.sample(mask=info["action_mask"])`; info["action_mask_flat"] and
+action_masks() are sb3-contrib's MaskablePPO one, a flat bool array over the concatenated
+choices (through wrappers: `env.get_wrapper_attr("action_masks")()`).
 """
+from __future__ import annotations
+
+import dataclasses
 import os
+from typing import Any, Dict, List, Optional, SupportsFloat, Tuple, Union
 
 import numpy as np
 import gymnasium
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.error import ClosedEnvironmentError
 
 import _shardgym
+from shardgym import configs
 
 # Options of this Python wrapper itself. Every other keyword option is one the env's C++
 # registration declares (env/registry.h): its name, type, default and meaning come from there.
 WRAPPER_OPTIONS = {
-    "config": "path of the experiment YAML (required), e.g. experiments/quickstart.yaml",
-    "masked_action": "\"truncate\" (default: the episode ends, truncated, reward 0, "
-                     "info['error'] says why) or \"raise\" (ValueError, the C++ contract)",
+    "config": "experiment YAML (required): a path, or a shipped config's name, e.g. "
+              "\"quickstart\" (shardgym.configs.names())",
+    "masked_action": "\"keep\" (default: a masked entry keeps the entry in force, "
+                     "info['refused'] flags it) or \"raise\" (ValueError, the C++ contract)",
 }
 
 
@@ -75,8 +92,8 @@ def _experiment(env_id, config, options):
         _check_options(env_id, dict(options, config=config))
     if config is None:
         raise TypeError(f"{env_id or 'shardgym'}: config=PATH is required "
-                        "(e.g. config=\"experiments/quickstart.yaml\")")
-    exp = _shardgym.load_experiment(str(config))
+                        "(a path, or a shipped config's name, e.g. config=\"quickstart\")")
+    exp = _shardgym.load_experiment(configs.resolve(config))
     if env_id is None:
         _check_options(exp.env_id, options)
     else:
@@ -126,88 +143,211 @@ def spaces_of(spec):
             spaces.MultiDiscrete(np.asarray(spec["action_nvec"], dtype=np.int64)))
 
 
-def split_mask(mask, nvec):
+def split_mask(mask: np.ndarray, nvec: np.ndarray) -> Tuple[np.ndarray, ...]:
     """The flat mask as a tuple of per-dimension int8 masks (MultiDiscrete.sample(mask=...))."""
     bounds = np.cumsum(nvec)[:-1]
-    return tuple(m.astype(np.int8) for m in np.split(np.asarray(mask), bounds))
+    return tuple(np.split(np.asarray(mask).astype(np.int8), bounds))
+
+
+def refuse_masked(action: np.ndarray, mask: np.ndarray, plan_indices: np.ndarray,
+                  num_blocks: int, nvec: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(the action with every entry the flat `mask` forbids replaced by the entry in force,
+    the refused entries as a bool array). As the C++ env checks (env/partition_env.cpp): a
+    block's entry equal to its plan in force is always accepted, and so is the plan-level
+    component's choice 0 (keep). ValueError if a refused block has no catalog entry in force
+    (plan index -1), since no action can then keep it."""
+    starts = np.concatenate(([0], np.cumsum(nvec)[:-1]))
+    in_force = np.zeros(len(nvec), dtype=np.int64)
+    in_force[:num_blocks] = plan_indices
+    refused = ~mask[starts + action] & (action != in_force)
+    if not refused.any():
+        return action, refused
+    if (in_force[refused] < 0).any():
+        d = int(np.flatnonzero(refused & (in_force < 0))[0])
+        raise ValueError(f"block {d}: choice {int(action[d])} is masked and the block's strategy "
+                         "in force is outside the catalog, so it cannot be kept")
+    return np.where(refused, in_force, action), refused
+
+
+# Pickling replays the episode in force on a fresh env (deterministic envs only); this many
+# steps since the last seeded reset at most, beyond which pickle asks for reset(seed=...).
+MAX_REPLAY_STEPS = 100_000
 
 
 class ShardGymEnv(gymnasium.Env):
-    metadata = {"render_modes": []}
+    """One registered C++ env (TPSim, TPReplay, TPLive) as a Gymnasium env.
 
-    def __init__(self, env_id, config=None, render_mode=None, **options):
+    Built from an experiment config (a path or a shipped config's name) and the options its
+    C++ registration declares (OPTIONS, env_options(env_id)); the episode is the C++ env's,
+    truncated after the config's steps_per_episode (also spec.max_episode_steps). See the
+    module docstring for the observation, the action, the masks and refused entries.
+
+    Pickle and deepcopy rebuild the env from its config and, for a deterministic env,
+    replay the episode in force (its seeded reset and the actions since), checking that the
+    observation comes out the same; a non-deterministic env (a live run) pickles only before
+    its first reset, and says so.
+    """
+
+    metadata: Dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, env_id: str, config: Union[str, os.PathLike, None] = None,
+                 render_mode: Optional[str] = None, **options: Any) -> None:
         if render_mode is not None:
             raise ValueError(f"{env_id}: no render modes (got render_mode={render_mode!r})")
-        self._masked_action = options.pop("masked_action", "truncate")
-        if self._masked_action not in ("truncate", "raise"):
-            raise ValueError(f"masked_action must be 'truncate' or 'raise', "
+        self._init_args = (env_id, config, dict(options))
+        self._masked_action = options.pop("masked_action", "keep")
+        if self._masked_action not in ("keep", "raise"):
+            raise ValueError(f"masked_action must be 'keep' or 'raise', "
                              f"got {self._masked_action!r}")
         self.experiment = _experiment(env_id, config, options)
         self._env = _shardgym.Env(env_id, self.experiment)
         spec = self._env.spec()
-        self.env_spec = spec  # the C++ EnvSpec as a dict (ids, sizes, parts, catalog)
-        self.catalog = list(spec["catalog"])
-        self.num_blocks = spec["num_blocks"]
+        self.env_spec: Dict[str, Any] = spec  # the C++ EnvSpec (ids, sizes, parts, catalog)
+        self.catalog: List[str] = list(spec["catalog"])
+        self.num_blocks: int = spec["num_blocks"]
         self._parts = [(p["name"], p["offset"], tuple(p["shape"]))
                        for p in spec["observation_parts"]]
-        self.part_meanings = {p["name"]: p["meaning"] for p in spec["observation_parts"]}
+        self.part_meanings: Dict[str, str] = {p["name"]: p["meaning"]
+                                              for p in spec["observation_parts"]}
         self.observation_space, self.action_space = spaces_of(spec)
+        self._deterministic = env_flags(env_id)["deterministic"]
+        self._spec: Optional[EnvSpec] = EnvSpec(
+            id=env_id, entry_point="shardgym.env:ShardGymEnv",
+            kwargs=dict(self._init_args[2], config=config))
         self._seeded = False
-        self._last_obs = None
-        self._mask = None
+        self._last_obs: Optional[Dict[str, np.ndarray]] = None
+        self._mask: Optional[np.ndarray] = None
+        self._plan_indices: Optional[np.ndarray] = None
+        self._replay: Optional[Tuple[int, List[np.ndarray]]] = None  # (seed, actions since)
+
+    # -- spec: Gymnasium's, with the episode length of the config -------------------------
+    @property
+    def spec(self) -> Optional[EnvSpec]:
+        """Gymnasium's EnvSpec (set by gymnasium.make); max_episode_steps is the config's
+        steps_per_episode, at which the C++ env truncates, and nondeterministic the
+        registration's flag (a live run is; check_env then skips its determinism checks)."""
+        if self._spec is None:
+            return None
+        return dataclasses.replace(self._spec,
+                                   max_episode_steps=int(self.experiment.steps_per_episode),
+                                   nondeterministic=not self._deterministic)
+
+    @spec.setter
+    def spec(self, value: Optional[EnvSpec]) -> None:
+        self._spec = value
 
     # -- helpers --------------------------------------------------------------------------
-    def _obs(self, flat, plan_indices):
+    def _live(self) -> "_shardgym.Env":
+        if self._env is None:
+            raise ClosedEnvironmentError(f"{self._init_args[0]}: the env is closed "
+                                         "(step/reset after close())")
+        return self._env
+
+    def _obs(self, flat: np.ndarray, plan_indices: np.ndarray) -> Dict[str, np.ndarray]:
         obs = {name: flat[off:off + int(np.prod(shape))].reshape(shape)
                for name, off, shape in self._parts}
         plan = np.asarray(plan_indices, dtype=np.int64)
         obs["plan"] = np.where(plan < 0, self.env_spec["catalog_size"], plan)
         return obs
 
-    def _info(self, info):
+    def _info(self, info: Dict[str, Any], refused: Optional[np.ndarray] = None) -> Dict[str, Any]:
         info = dict(info)
         self._mask = self._env.action_mask()
-        info["action_mask"] = self._mask
+        self._plan_indices = np.asarray(info["plan_indices"], dtype=np.int64)
+        info["action_mask"] = split_mask(self._mask, self.action_space.nvec)
+        info["action_mask_flat"] = self._mask
+        info["refused"] = (np.zeros(len(self.action_space.nvec), dtype=bool)
+                           if refused is None else refused)
         return info
 
     # -- Gymnasium API --------------------------------------------------------------------
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: Optional[int] = None,
+              options: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, np.ndarray],
+                                                                 Dict[str, Any]]:
+        """Starts an episode. seed seeds the simulator's noise and scenario; None continues
+        the seed sequence (the first reset ever without a seed draws one). No options."""
+        if options:
+            raise ValueError(f"{self._init_args[0]}: reset takes no options, got "
+                             f"{sorted(options)}")
+        env = self._live()
         super().reset(seed=seed)
         if seed is None and not self._seeded:
             # Gymnasium: an unseeded first reset is random; later ones continue the sequence.
             seed = int(self.np_random.integers(0, 2**31 - 1))
         self._seeded = True
-        flat, info = self._env.reset(seed)
+        flat, info = env.reset(seed)
+        self._log_reset(seed)
         self._last_obs = self._obs(flat, info["plan_indices"])
         return self._last_obs, self._info(info)
 
-    def step(self, action):
+    def step(self, action: Any) -> Tuple[Dict[str, np.ndarray], SupportsFloat, bool, bool,
+                                         Dict[str, Any]]:
+        """One step. An entry the mask forbids keeps the entry in force (info["refused"]),
+        or raises ValueError with masked_action="raise"; an action outside the space raises
+        ValueError; after close() ClosedEnvironmentError."""
+        env = self._live()
         action = checked_actions(action, self.action_space.nvec)
-        if self._masked_action == "truncate" and self._mask is not None:
-            bad = self._masked_entry(action)
-            if bad is not None:
-                return self._last_obs, 0.0, False, True, {
-                    "error": f"masked action: {bad}", "action_mask": self._mask}
-        flat, reward, terminated, truncated, info = self._env.step(action.astype(np.int32))
+        refused = None
+        if self._masked_action == "keep" and self._mask is not None:
+            action, refused = refuse_masked(action, self._mask, self._plan_indices,
+                                            self.num_blocks, self.action_space.nvec)
+        flat, reward, terminated, truncated, info = env.step(action.astype(np.int32))
+        if self._replay is not None:
+            self._replay[1].append(action.astype(np.int32))
         self._last_obs = self._obs(flat, info["plan_indices"])
-        return self._last_obs, float(reward), bool(terminated), bool(truncated), self._info(info)
+        return (self._last_obs, float(reward), bool(terminated), bool(truncated),
+                self._info(info, refused))
 
-    def close(self):
-        # Drops the C++ env now (a live run's ranks stop here, not at garbage collection).
+    def close(self) -> None:
+        """Drops the C++ env now (a live run's ranks stop here, not at garbage collection)."""
         self._env = None
 
-    def action_masks(self):
+    def action_masks(self) -> np.ndarray:
         """Flat bool mask over the concatenated MultiDiscrete choices (MaskablePPO)."""
-        return self._env.action_mask()
+        return self._live().action_mask()
 
-    def _masked_entry(self, action):
-        nvec = self.action_space.nvec
-        if action.shape != nvec.shape or np.any(action < 0) or np.any(action >= nvec):
-            return None  # out of the space: the C++ env raises ValueError naming the entry
-        starts = np.concatenate(([0], np.cumsum(nvec)[:-1]))
-        allowed = self._mask[starts + action]
-        if allowed.all():
-            return None
-        d = int(np.argmin(allowed))
-        what = f"block {d}" if d < self.num_blocks else "the plan-level component (pipeline moves, data shares)"
-        return f"{what}: choice {int(action[d])} is not allowed now"
+    # -- pickle / deepcopy: config + replay of the episode in force -----------------------
+    def _log_reset(self, seed: Optional[int]) -> None:
+        if seed is not None:
+            self._replay = (int(seed), [])
+        elif self._replay is not None:
+            self._replay[1].append(None)  # reset(None): continue the seed sequence
+
+    def __getstate__(self) -> Dict[str, Any]:
+        replay = self._replay
+        if replay is not None and not self._deterministic:
+            raise TypeError(f"{self._init_args[0]} is not deterministic: a started episode "
+                            "cannot be rebuilt, so it cannot be pickled or copied")
+        if replay is not None and len(replay[1]) > MAX_REPLAY_STEPS:
+            raise TypeError(f"{self._init_args[0]}: {len(replay[1])} steps since the last "
+                            f"seeded reset (at most {MAX_REPLAY_STEPS} are replayed); call "
+                            "reset(seed=...) before pickling")
+        return {"init": self._init_args, "closed": self._env is None, "replay": replay,
+                "np_random": self._np_random, "seeded": self._seeded, "spec": self._spec,
+                "last_obs": self._last_obs}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        env_id, config, options = state["init"]
+        self.__init__(env_id, config, **options)
+        self._spec = state["spec"]
+        if state["replay"] is not None and not state["closed"]:
+            seed, steps = state["replay"]
+            self._replay_episode(seed, steps, state["last_obs"])
+        self._np_random = state["np_random"]
+        self._seeded = state["seeded"]
+        if state["closed"]:
+            self.close()
+
+    def _replay_episode(self, seed: int, steps: List[Optional[np.ndarray]],
+                        expected: Dict[str, np.ndarray]) -> None:
+        self.reset(seed=seed)
+        for a in steps:
+            if a is None:
+                self.reset()
+            else:
+                self.step(a)
+        for name, value in expected.items():
+            if not np.array_equal(self._last_obs[name], value):
+                raise RuntimeError(f"{self._init_args[0]}: replaying the pickled episode gave "
+                                   f"another observation ('{name}'); the env is not "
+                                   "reproducible here")

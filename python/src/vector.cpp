@@ -3,7 +3,11 @@
 // numpy array returned (VectorEnv::step_into), so a Python step costs one call whatever N is
 // and each result is copied once. reset and step return shardgym.vector's results as they
 // are (the observation Dict's parts as views of one buffer, the info dict), so the Python
-// class adds no work per step.
+// class adds no work per step. Infos follow Gymnasium's vector conventions for its same-step
+// autoreset: every key k with a bool "_k" of the envs that have it, and "final_obs" /
+// "final_info" for the envs that ended. A masked entry of an action is refused here, before
+// the C++ step (which would throw): the entry in force stays and info["refused"] flags it,
+// as the single env does (python/shardgym/env.py).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -72,7 +76,7 @@ class PyVectorEnv {
   int size() const { return envs_.size(); }
   nb::dict spec() { return spec_to_dict(envs_.spec(), envs_.env(0).run()); }
 
-  // (obs, {"action_mask": (N, M) bool}); obs as in step.
+  // (obs, {"action_mask_flat": (N, M) bool, read-only}); obs as in step.
   nb::tuple reset(uint64_t seed) {
     Owned<float> obs(n_ * dim_);
     Owned<uint8_t> mask(n_ * mask_);
@@ -86,21 +90,29 @@ class PyVectorEnv {
     nb::object obs_dict = observation(o, obs.release(), plan_.data());
     nb::dict info;
     uint8_t* m = mask.data.get();
-    info["action_mask"] = array<bool>(m, {n_, mask_}, mask.release());
+    last_mask_ = array<const bool>(m, {n_, mask_}, mask.release());
+    last_mask_data_ = m;
+    info["action_mask_flat"] = last_mask_;
+    info["_action_mask_flat"] = all_envs();
     return nb::make_tuple(obs_dict, info);
   }
 
   // actions (N, A) int32 → (obs, reward (N) float64, terminated (N) bool, truncated (N) bool,
   // info). obs: {part: (N, *shape) float32 view for each observation part, "plan": (N, B)
   // int64 catalog indices, K where the strategy is outside the catalog}, after autoreset.
-  // info: {"action_mask": (N, M) bool after autoreset, "_final": (N) bool, the envs that
-  // ended; "final_obs": their last obs, the same Dict with rows of the other envs 0, or None
-  // when none ended; "error": N strings, "" where the step did not fail}.
+  // info: {"action_mask_flat": (N, M) bool after autoreset (read-only), "refused": (N, A)
+  // bool, the entries refused as masked; "error": N strings (object array), "" where the step did not fail
+  // ("_error": the envs whose step failed); when some env ended, "final_obs": their last obs
+  // (the same Dict, rows of the other envs 0) and "final_info": {"error", "refused"} of their
+  // last step, with "_final_obs" = "_final_info" = the envs that ended}.
   nb::tuple step(nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> actions) {
     if (actions.shape(0) != n_ || actions.shape(1) != actions_) {
       throw std::invalid_argument("VectorEnv.step: actions must have shape (" + std::to_string(n_) +
                                   ", " + std::to_string(actions_) + ")");
     }
+    if (last_mask_data_ == nullptr) throw std::logic_error("VectorEnv.step before reset");
+    Owned<uint8_t> refused(n_ * actions_);
+    refuse_masked(actions.data(), refused.data.get());
     Owned<float> obs(n_ * dim_);
     Owned<uint8_t> mask(n_ * mask_), terminated(n_), truncated(n_), done(n_);
     Owned<double> reward(n_);
@@ -112,7 +124,7 @@ class PyVectorEnv {
     out.final_plan = final_plan_.data(), out.errors = &errors;
     {
       nb::gil_scoped_release release;
-      envs_.step_into(actions.data(), out);
+      envs_.step_into(applied_.data(), out);
     }
     bool any_done = false;
     for (size_t i = 0; i < n_; ++i) {
@@ -137,11 +149,36 @@ class PyVectorEnv {
     nb::object obs_dict = observation(o, obs.release(), plan_.data());
     nb::dict info;
     uint8_t* m = mask.data.get();
-    info["action_mask"] = array<bool>(m, {n_, mask_}, mask.release());
-    uint8_t* dn = done.data.get();
-    info["_final"] = array<bool>(dn, {n_}, done.release());
-    info["final_obs"] = final_obs;
-    info["error"] = errors;
+    last_mask_ = array<const bool>(m, {n_, mask_}, mask.release());
+    last_mask_data_ = m;
+    nb::object all = all_envs();
+    info["action_mask_flat"] = last_mask_;
+    info["_action_mask_flat"] = all;
+    uint8_t* rf = refused.data.get();
+    nb::object refused_array = array<bool>(rf, {n_, actions_}, refused.release());
+    info["refused"] = refused_array;
+    info["_refused"] = all;
+    Owned<uint8_t> failed(n_);
+    for (size_t i = 0; i < n_; ++i) failed.data[i] = !errors[i].empty();
+    uint8_t* fl = failed.data.get();
+    // An object array, as Gymnasium's vector wrappers (DictInfoToList) want every value.
+    if (!object_array_.is_valid()) object_array_ = nb::module_::import_("numpy").attr("array");
+    nb::object error_list = object_array_(nb::cast(errors), nb::arg("dtype") = "object");
+    info["error"] = error_list;
+    info["_error"] = array<bool>(fl, {n_}, failed.release());
+    if (any_done) {
+      uint8_t* dn = done.data.get();
+      nb::object ended = array<bool>(dn, {n_}, done.release());
+      nb::dict final_info;
+      final_info["error"] = error_list;
+      final_info["_error"] = ended;
+      final_info["refused"] = refused_array;
+      final_info["_refused"] = ended;
+      info["final_obs"] = final_obs;
+      info["_final_obs"] = ended;
+      info["final_info"] = final_info;
+      info["_final_info"] = ended;
+    }
     double* r = reward.data.get();
     uint8_t *te = terminated.data.get(), *tr = truncated.data.get();
     return nb::make_tuple(obs_dict, array<double>(r, {n_}, reward.release()),
@@ -165,6 +202,46 @@ class PyVectorEnv {
   }
 
  private:
+  // applied_ = actions with every masked entry replaced by the entry in force (refused[j] =
+  // 1 there), checked against the mask returned last, as PartitionEnv::check_action checks:
+  // a block kept as it is and the plan-level choice 0 (keep) are always accepted.
+  void refuse_masked(const int32_t* actions, uint8_t* refused) {
+    applied_.assign(actions, actions + n_ * actions_);
+    const size_t k = static_cast<size_t>(catalog_size_);
+    for (size_t i = 0; i < n_; ++i) {
+      const uint8_t* mask = last_mask_data_ + i * mask_;
+      int32_t* a = applied_.data() + i * actions_;
+      uint8_t* r = refused + i * actions_;
+      for (size_t d = 0; d < actions_; ++d) {
+        const bool block = d < blocks_;
+        const int32_t keep = block ? plan_[i * blocks_ + d] : 0;
+        const int32_t choices = static_cast<int32_t>(block ? k : mask_ - blocks_ * k);
+        if (a[d] < 0 || a[d] >= choices) {  // outside the space: the C++ step names it
+          r[d] = 0;
+          continue;
+        }
+        const size_t at = (block ? d * k : blocks_ * k) + static_cast<size_t>(a[d]);
+        r[d] = a[d] != keep && !mask[at];
+        if (!r[d]) continue;
+        if (keep < 0) {
+          throw std::invalid_argument(
+              "VectorEnv.step: env " + std::to_string(i) + ", block " + std::to_string(d) +
+              ": choice " + std::to_string(a[d]) + " is masked and the block's strategy in " +
+              "force is outside the catalog, so it cannot be kept");
+        }
+        a[d] = keep;
+      }
+    }
+  }
+
+  // A fresh all-True (N,) bool array: the "_k" of info keys every env has.
+  nb::object all_envs() const {
+    Owned<uint8_t> all(n_);
+    std::fill_n(all.data.get(), n_, uint8_t{1});
+    uint8_t* p = all.data.get();
+    return array<bool>(p, {n_}, all.release());
+  }
+
   // The observation Dict over the flat (N, D) buffer `flat` (owned by `owner`): one strided
   // view per observation part, then "plan" as int64 with K for -1.
   nb::object observation(float* flat, const nb::capsule& owner, const int32_t* plan) const {
@@ -196,6 +273,11 @@ class PyVectorEnv {
   // Buffers the C++ step writes and the arrays returned are built from.
   std::vector<int32_t> plan_, final_plan_;
   std::vector<float> final_obs_;
+  // The mask returned last (read-only numpy array kept alive here), for refuse_masked.
+  nb::object last_mask_;
+  const uint8_t* last_mask_data_ = nullptr;
+  std::vector<int32_t> applied_;  // the actions as stepped (N × A)
+  nb::object object_array_;       // numpy.array, looked up once
 };
 
 }  // namespace

@@ -1,6 +1,10 @@
+import copy
+import pickle
+
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.error import ClosedEnvironmentError
 from gymnasium.utils.env_checker import check_env
 
 import shardgym
@@ -38,8 +42,38 @@ def test_every_registered_env_is_a_gymnasium_env(quickstart, request):
         env.close()
 
 
-def test_check_env_passes(quickstart):
-    check_env(make(quickstart).unwrapped, skip_render_check=True)
+def shipped_env_id(name):
+    """The config's own env when this build registers it, else the simulator (TPLive, in
+    live-quickstart, exists in LibTorch builds only)."""
+    own = shardgym.load_experiment(name).env_id
+    return own if own in shardgym.env_ids() else SIM
+
+
+@pytest.mark.parametrize("name", shardgym.configs.names())
+def test_check_env_passes_on_every_shipped_config(name):
+    """Gymnasium's checker steps with unmasked samples: a masked entry must neither raise
+    nor end the episode (it used to truncate it, and check_env failed on 8 of 13)."""
+    env = gymnasium.make(shipped_env_id(name), config=name)
+    check_env(env.unwrapped, skip_render_check=True)
+    # And through gymnasium.make's wrappers, a few unmasked random steps stay in the episode.
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(3):
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        assert not (terminated or truncated), info.get("error")
+    env.close()
+
+
+def test_shipped_configs_resolve_by_name():
+    names = shardgym.configs.names()
+    assert {"quickstart", "tiny", "scenarios/ib-4node"} <= set(names) and len(names) >= 13
+    assert "hardware" not in names  # an include, not an experiment
+    assert shardgym.configs.resolve("ib-4node") == shardgym.configs.resolve("scenarios/ib-4node")
+    assert shardgym.configs.resolve("experiments/quickstart.yaml").endswith("quickstart.yaml")
+    with pytest.raises(ValueError, match="no shipped config of that name.*quickstart"):
+        shardgym.configs.resolve("quickstrat")
+    env = gymnasium.make(SIM, config="quickstart")
+    assert env.unwrapped.experiment.name == "quickstart"
 
 
 def test_unknown_option_names_the_allowed_ones(quickstart):
@@ -66,6 +100,8 @@ def test_options_and_flags_come_from_the_registration(quickstart):
                               "needs_libtorch": False, "needs_trace": False, "real_run": False}
     assert env_flags("shardgym/TPReplay-v0")["needs_trace"]
     assert set(shardgym.OPTIONS) == {"config", "masked_action", *sim}
+    with pytest.raises(ValueError, match="masked_action must be 'keep' or 'raise'"):
+        make(quickstart, masked_action="truncate")
 
     # Only what the env declares: the simulator takes no trace.
     with pytest.raises(TypeError, match=r"unknown option\(s\) trace; allowed: config, "
@@ -119,7 +155,7 @@ def test_info_reports_the_repartition(quickstart):
     k = len(env.unwrapped.catalog)
     found = False
     for a in range(k):
-        if a == keep[0] or not info["action_mask"][a]:
+        if a == keep[0] or not info["action_mask"][0][a]:
             continue
         moved = keep.copy()
         moved[0] = a
@@ -132,30 +168,100 @@ def test_info_reports_the_repartition(quickstart):
     assert found
 
 
-def test_masks_follow_maskable_ppo_convention(quickstart):
+def test_masks_in_both_layouts(quickstart):
+    """info["action_mask"]: Gymnasium's tuple of per-component int8 masks; the flat bool one
+    (MaskablePPO) in info["action_mask_flat"] and action_masks(), reachable through
+    gymnasium.make's wrappers and sb3-contrib's get_action_masks."""
     env = make(quickstart)
     obs, info = env.reset(seed=0)
-    mask = info["action_mask"]
-    assert mask.dtype == np.bool_ and mask.shape == (int(env.action_space.nvec.sum()),)
-    np.testing.assert_array_equal(mask, env.unwrapped.action_masks())
-    rng = np.random.default_rng(0)
+    nvec = env.action_space.nvec
+    flat = info["action_mask_flat"]
+    assert flat.dtype == np.bool_ and flat.shape == (int(nvec.sum()),)
+    assert isinstance(info["action_mask"], tuple) and len(info["action_mask"]) == len(nvec)
+    for d, part in enumerate(info["action_mask"]):
+        assert part.dtype == np.int8 and part.shape == (nvec[d],)
+    np.testing.assert_array_equal(np.concatenate(info["action_mask"]).astype(bool), flat)
+    np.testing.assert_array_equal(flat, env.unwrapped.action_masks())
+    np.testing.assert_array_equal(flat, env.get_wrapper_attr("action_masks")())
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+    assert is_masking_supported(env)
+    np.testing.assert_array_equal(get_action_masks(env), flat)
+    env.action_space.seed(1)
     for _ in range(5):
-        action = env.action_space.sample(mask=shardgym.split_mask(mask, env.action_space.nvec))
+        action = env.action_space.sample(mask=info["action_mask"])
+        starts = np.concatenate(([0], np.cumsum(nvec)[:-1]))
+        assert info["action_mask_flat"][starts + action].all()
         obs, reward, terminated, truncated, info = env.step(action)
-        assert not truncated, info.get("error")
-        mask = info["action_mask"]
-    # A masked choice: the episode ends (default), or ValueError with masked_action="raise".
-    masked = np.flatnonzero(~mask[: len(env.unwrapped.catalog)])
-    if masked.size == 0:
-        pytest.skip("block 0 has no masked choice on this config")
+        assert not truncated and not info["refused"].any(), info.get("error")
+    assert sb3_contrib is not None
+
+
+def test_a_masked_entry_keeps_the_entry_in_force(quickstart):
+    """CompilerGym's way: the illegal entry is not applied, the episode goes on, and info says
+    so; the other entries of the action are applied. masked_action="raise": ValueError."""
+    env = make(quickstart)
+    obs, info = env.reset(seed=0)
+    k = len(env.unwrapped.catalog)
+    flat = info["action_mask_flat"]
+    masked = np.flatnonzero(~flat[:k])
+    allowed_1 = [a for a in np.flatnonzero(flat[k:2 * k]) if a != obs["plan"][1]]
+    assert masked.size and allowed_1, "quickstart: block 0 has masked choices, block 1 others"
     action = obs["plan"].copy()
-    action[0] = masked[0]
-    _, reward, terminated, truncated, info = env.step(action)
-    assert truncated and reward == 0.0 and "block 0" in info["error"]
+    action[0], action[1] = masked[0], allowed_1[0]
+    obs2, reward, terminated, truncated, info = env.step(action)
+    assert not (terminated or truncated) and reward != 0.0
+    assert info["refused"].tolist() == [True] + [False] * (len(action) - 1)
+    assert obs2["plan"][0] == obs["plan"][0], "block 0 keeps its strategy"
+    assert obs2["plan"][1] == allowed_1[0], "block 1's allowed change is applied"
     strict = make(quickstart, masked_action="raise")
     strict.reset(seed=0)
-    with pytest.raises(ValueError, match="block 0"):
+    with pytest.raises(ValueError, match="block 0|masked"):
         strict.step(action)
+
+
+def test_spec_close_pickle_and_deepcopy(quickstart):
+    env = make(quickstart, steps_per_episode=7)
+    assert env.spec.max_episode_steps == 7 and env.spec.id == SIM
+    assert env.spec.kwargs["config"] == quickstart
+    assert ShardGymEnvDoc() and shardgym.ShardGymEnv.__doc__
+
+    # A fresh env, and one mid-episode: rebuilt from config + replay, the same steps follow.
+    fresh = pickle.loads(pickle.dumps(env))
+    assert fresh.spec.max_episode_steps == 7
+    fresh.reset(seed=3)
+    obs, info = env.reset(seed=3)
+    env.action_space.seed(0)
+    for _ in range(4):
+        obs, *_, info = env.step(env.action_space.sample(mask=info["action_mask"]))
+    twins = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
+    action = env.action_space.sample(mask=info["action_mask"])
+    want = env.step(action)
+    for twin in twins:
+        got = twin.step(action)
+        assert got[1] == want[1] and got[3] == want[3]
+        np.testing.assert_array_equal(got[0]["blocks"], want[0]["blocks"])
+        assert twin.unwrapped.np_random.bit_generator.state == \
+            env.unwrapped.np_random.bit_generator.state
+
+    env.close()
+    with pytest.raises(ClosedEnvironmentError, match="closed"):
+        env.step(action)
+    with pytest.raises(ClosedEnvironmentError, match="closed"):
+        env.reset()
+    with pytest.raises(ClosedEnvironmentError):
+        pickle.loads(pickle.dumps(env)).step(action)
+
+
+def ShardGymEnvDoc():
+    """Public classes and functions carry docstrings and the package is typed."""
+    import pathlib
+    import shardgym.vector
+    for obj in (shardgym.ShardGymEnv, shardgym.ShardGymEnv.step, shardgym.ShardGymEnv.reset,
+                shardgym.vector.VectorEnv, shardgym.vector.VectorEnv.step, shardgym.configs.resolve,
+                shardgym.split_mask):
+        assert obj.__doc__, obj
+    return (pathlib.Path(shardgym.__file__).parent / "py.typed").exists()
 
 
 def test_non_integer_and_out_of_range_actions_are_refused(quickstart):
@@ -211,6 +317,5 @@ def test_pipeline_component(quickstart):
     assert env.observation_space["pipeline"].shape == (3,)  # p = 2: 1 boundary + 2 stages
     assert list(env.action_space.nvec) == [len(env.unwrapped.catalog)] * b + [3]
     obs, info = env.reset(seed=0)
-    assert info["action_mask"].shape == (int(env.action_space.nvec.sum()),)
-    assert info["action_mask"][-3], "choice 0 of the pipeline component (keep) is allowed"
-    check_env(env.unwrapped, skip_render_check=True)
+    assert info["action_mask_flat"].shape == (int(env.action_space.nvec.sum()),)
+    assert info["action_mask"][-1][0], "choice 0 of the pipeline component (keep) is allowed"

@@ -35,7 +35,7 @@ def random_masked_ratio(config, episodes=4, seed=0):
         env.action_space.seed(ep)
         total, done = 0.0, False
         while not done:
-            mask = shardgym.split_mask(info["action_mask"], env.action_space.nvec)
+            mask = info["action_mask"]
             _, reward, terminated, truncated, info = env.step(env.action_space.sample(mask=mask))
             total += reward
             done = terminated or truncated

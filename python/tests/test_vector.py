@@ -20,14 +20,16 @@ def test_vector_env_matches_single_envs(quickstart):
         for i, (o, inf) in enumerate(single):
             for name in o:
                 np.testing.assert_array_equal(obs[name][i], o[name], err_msg=f"{name} env {i}")
-            np.testing.assert_array_equal(info["action_mask"][i], inf["action_mask"])
+            np.testing.assert_array_equal(info["action_mask_flat"][i], inf["action_mask_flat"])
         actions = np.stack([singles[0].action_space.sample(
-            mask=shardgym.split_mask(info["action_mask"][i], nvec)) for i in range(n)])
+            mask=shardgym.split_mask(info["action_mask_flat"][i], nvec)) for i in range(n)])
         obs, rewards, terminated, truncated, info = venv.step(actions)
         for i, e in enumerate(singles):
             o, r, te, tr, inf = e.step(actions[i])
             assert rewards[i] == r and terminated[i] == te and truncated[i] == tr
-            if te or tr:  # autoreset: the vector env's final obs, then the next episode
+            assert info["_final_obs"][i] == (te or tr) if "final_obs" in info else not (te or tr)
+            if te or tr:  # same-step autoreset: the vector env's final obs, then the next episode
+                assert info["_final_info"][i] and info["final_info"]["error"][i] == inf["error"]
                 np.testing.assert_array_equal(info["final_obs"]["blocks"][i], o["blocks"])
                 np.testing.assert_array_equal(info["final_obs"]["plan"][i], o["plan"])
                 o, inf = e.reset()
@@ -35,17 +37,63 @@ def test_vector_env_matches_single_envs(quickstart):
     assert info is not None
 
 
-def test_vector_env_raises_on_a_masked_action(quickstart):
+def test_vector_env_keeps_the_entry_in_force_for_a_masked_one(quickstart):
+    """As the single env: the masked entry is refused (info["refused"]), the rest applied."""
     venv = shardgym.vector.make(SIM, num_envs=2, config=quickstart)
+    single = gymnasium.make(SIM, config=quickstart)
     obs, info = venv.reset(seed=0)
+    single.reset(seed=1)
     k = venv.catalog_size
-    masked = np.flatnonzero(~info["action_mask"][1][:k])
-    if masked.size == 0:
-        return
+    masked = np.flatnonzero(~info["action_mask_flat"][1][:k])
+    assert masked.size, "quickstart: block 0 has masked choices"
     actions = obs["plan"].copy()
     actions[1, 0] = masked[0]
-    with pytest.raises(ValueError, match="block 0|attn"):
-        venv.step(actions)
+    obs2, rewards, terminated, truncated, info = venv.step(actions)
+    assert not (terminated.any() or truncated.any())
+    assert info["refused"][1].tolist() == [True] + [False] * (actions.shape[1] - 1)
+    assert not info["refused"][0].any() and info["_refused"].all()
+    np.testing.assert_array_equal(obs2["plan"], obs["plan"])
+    s_obs, s_reward, *_, s_info = single.step(actions[1])  # env 1 = seed 0 + 1
+    assert s_reward == rewards[1] and s_info["refused"].tolist() == info["refused"][1].tolist()
+
+
+def test_vector_env_is_a_gymnasium_vector_env(quickstart):
+    """Gymnasium's VectorEnv API: metadata, reset(seed=None, options=None), the info
+    conventions of same-step autoreset, its vector wrappers and make_vec."""
+    from gymnasium.vector import AutoresetMode
+    venv = shardgym.vector.make(SIM, num_envs=3, config=quickstart, steps_per_episode=2)
+    assert isinstance(venv, gymnasium.vector.VectorEnv)
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    keep = venv.reset(seed=0)[0]["plan"]
+
+    def first_rewards(**reset):
+        venv.reset(**reset)
+        return venv.step(keep)[1]
+
+    a, b = first_rewards(), first_rewards()
+    assert not np.array_equal(a, b), "two unseeded resets give two different episodes"
+    np.testing.assert_array_equal(first_rewards(seed=4), first_rewards(seed=4, options=None))
+    with pytest.raises(ValueError, match="no options"):
+        venv.reset(options={"x": 1})
+
+    wrapped = gymnasium.wrappers.vector.DictInfoToList(
+        gymnasium.wrappers.vector.RecordEpisodeStatistics(venv))
+    wrapped.reset(seed=0)
+    wrapped.action_space.seed(0)
+    infos = [wrapped.step(wrapped.action_space.sample())[4] for _ in range(2)]
+    assert isinstance(infos[1], list) and len(infos[1]) == 3
+    assert all(i["episode"]["l"] == 2 and "final_obs" in i for i in infos[1])
+    assert "episode" not in infos[0][0] and "refused" in infos[0][0]
+    assert len(wrapped.env.return_queue) == 3
+
+    made = gymnasium.make_vec(SIM, num_envs=2, vectorization_mode="vector_entry_point",
+                              config=quickstart)
+    assert isinstance(made.unwrapped, shardgym.vector.VectorEnv) and made.num_envs == 2
+    made.close()
+    venv.close()
+    assert venv.closed
+    with pytest.raises(gymnasium.error.ClosedEnvironmentError):
+        venv.step(keep)
 
 
 def test_vector_env_has_gymnasiums_space_attributes(quickstart):
@@ -60,7 +108,7 @@ def test_vector_env_has_gymnasiums_space_attributes(quickstart):
     assert venv.observation_space.contains(obs)
     nvec = venv.single_action_space.nvec
     actions = np.stack([venv.single_action_space.sample(
-        mask=shardgym.split_mask(info["action_mask"][i], nvec)) for i in range(3)])
+        mask=shardgym.split_mask(info["action_mask_flat"][i], nvec)) for i in range(3)])
     assert venv.action_space.contains(actions)
     obs, *_ = venv.step(actions)
     assert venv.observation_space.contains(obs)
