@@ -174,6 +174,12 @@ class PyVectorEnv {
       final_info["_error"] = ended;
       final_info["refused"] = refused_array;
       final_info["_refused"] = ended;
+      // As Gymnasium's SyncVectorEnv builds a Dict final_obs: each part's "_part" as well
+      // (DictInfoToList of gymnasium 1.1 needs them).
+      nb::dict parts = nb::cast<nb::dict>(final_obs);
+      std::vector<std::string> names;
+      for (auto item : parts) names.push_back("_" + nb::cast<std::string>(item.first));
+      for (const std::string& name : names) parts[name.c_str()] = ended;
       info["final_obs"] = final_obs;
       info["_final_obs"] = ended;
       info["final_info"] = final_info;
