@@ -102,15 +102,24 @@ double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 // Training seeds never coincide with evaluation seeds (those are small integers).
 constexpr uint64_t kTrainSeedBase = 1'000'003;
 
+// Seed `seed` evaluates instance `seed` of a task with draws (core/scenario_draw.h); training
+// episodes run on instances of their own seeds, never an evaluated one.
 EpisodeSummary evaluate_one(const ExperimentSpec& spec, const std::string& id, uint64_t seed,
                             const CompareOptions& options) {
-  std::unique_ptr<Env> env = make_env(spec.env_id, spec);
+  std::unique_ptr<Env> env = make_env(spec.env_id, with_instance(spec, seed));
   std::unique_ptr<Agent> agent = make_agent(id, env->spec(), seed);
   auto ckpt = options.checkpoints.find(id);
   if (ckpt != options.checkpoints.end()) agent->load(ckpt->second);
   if (agent->learns())
-    for (int e = 0; e < options.train_episodes; ++e)
-      run_episode(*env, *agent, kTrainSeedBase + seed * 7919 + e, /*learn=*/true);
+    for (int e = 0; e < options.train_episodes; ++e) {
+      const uint64_t train_seed = kTrainSeedBase + seed * 7919 + e;
+      if (spec.scenario.draws.empty()) {
+        run_episode(*env, *agent, train_seed, /*learn=*/true);
+      } else {
+        std::unique_ptr<Env> train = make_env(spec.env_id, with_instance(spec, train_seed));
+        run_episode(*train, *agent, train_seed, /*learn=*/true);
+      }
+    }
   if (options.wrap_env) env = options.wrap_env(std::move(env), id);
   EpisodeSummary s = run_episode(*env, *agent, seed, /*learn=*/false);
   s.agent = id;

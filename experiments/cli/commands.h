@@ -104,6 +104,21 @@ struct CompareArgs {
   std::string out;  // "" = no traces; else DIR/<agent>.h5
 };
 
+struct SuiteArgs {
+  std::string suite;
+  std::string agents;                 // comma-separated; "" = the suite's
+  std::optional<int> instances;       // only the first N test instances
+  std::optional<int64_t> train_steps; // overrides the suite's
+  std::optional<int> training_seeds;  // overrides the suite's
+  uint64_t bootstrap_seed = 0;
+  bool markdown = false, json = false;
+  std::string out;                    // also write the JSON here
+};
+// Trains and evaluates agents on a task suite (experiments/suite.h).
+int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& err);
+// "a,b(c=1,d=2)" → {"a", "b(c=1,d=2)"}: commas inside parentheses stay.
+std::vector<std::string> split_agent_list(const std::string& text);
+
 struct ReplayArgs {
   std::string trace;
   int episode = 0;

@@ -23,9 +23,8 @@
 #endif
 
 namespace shardgym::cli {
-namespace {
 
-std::vector<std::string> split_list(const std::string& text) {
+std::vector<std::string> split_agent_list(const std::string& text) {
   std::vector<std::string> out;
   std::string item;
   int depth = 0;  // agent ids may hold commas inside parentheses: "ppo(lr=3e-4,clip=0.2)"
@@ -42,8 +41,6 @@ std::vector<std::string> split_list(const std::string& text) {
   if (!item.empty()) out.push_back(item);
   return out;
 }
-
-}  // namespace
 
 void check_agent_id(const std::string& id, const char* option) {
   std::string name;
@@ -107,10 +104,14 @@ void print_comparison(const CompareResult& result, const std::string& header,
     if (c.agent == "hindsight-static" && c.not_run.empty()) hindsight = &c;
     if (c.agent == "dynamic-oracle" && c.not_run.empty()) dynamic = &c;
   }
-  if (hindsight && dynamic) {
-    std::vector<double> headroom;
-    for (size_t i = 0; i < hindsight->episodes.size(); ++i)
+  std::vector<double> headroom;
+  for (size_t i = 0; hindsight && dynamic && i < hindsight->episodes.size(); ++i)
+    if (hindsight->episodes[i].throughput > 0 && dynamic->episodes[i].throughput > 0)
       headroom.push_back(dynamic->episodes[i].throughput / hindsight->episodes[i].throughput);
+  if (hindsight && dynamic && headroom.empty())
+    out << "adaptivity headroom: not computed, every reference episode failed at its first "
+           "step\n";
+  if (!headroom.empty()) {
     const auto [lo, hi] = std::minmax_element(headroom.begin(), headroom.end());
     double mean = 0;
     for (double h : headroom) mean += h / static_cast<double>(headroom.size());
@@ -140,7 +141,7 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
                      std::to_string(spec.cluster.world_size()) + " ranks");
     spec.data_share_groups = n;
   }
-  std::vector<std::string> agents = split_list(args.agents);
+  std::vector<std::string> agents = split_agent_list(args.agents);
   if (agents.empty()) agents = {"atp", spec.agent.id};
   // The references every comparison is read against: the best static plan in hindsight and
   // the dynamic oracle (their ratio is the scenario's adaptivity headroom). On a backend that

@@ -372,6 +372,37 @@ int main(int argc, char** argv) {
   compare->add_option("--out", compare_args.out,
                       "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 
+  SuiteArgs suite_args;
+  auto* suite = app.add_subcommand(
+      "suite", "Train agents on a task suite's training instances; judge them on unseen ones.");
+  suite->footer(
+      "For every task of the suite file (docs/suite.md): learning agents train once per\n"
+      "training seed on the training instances only; every agent then plays each test\n"
+      "instance once. Printed per task and overall: throughput over static Megatron-LM and\n"
+      "over the best static plan in hindsight (geometric means, bootstrap 95% intervals over\n"
+      "instances), the share of the dynamic oracle's gain the agent realises, repartition\n"
+      "time and wall time. Megatron-LM, hindsight-static and dynamic-oracle always run.\n"
+      "  shardgym suite experiments/suite.yaml --agents replan,atp --markdown");
+  suite->add_option("suite", suite_args.suite, "Suite file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  suite->add_option("--agents", suite_args.agents,
+                    "Comma-separated agent ids (default: the suite's `agents`)");
+  suite->add_option("--instances", suite_args.instances,
+                    "Evaluate on the first N test instances only (quicker, wider intervals)")
+      ->check(CLI::PositiveNumber);
+  suite->add_option("--train-steps", suite_args.train_steps,
+                    "Env steps of training per learner, task and seed (default: the suite's)")
+      ->check(CLI::NonNegativeNumber);
+  suite->add_option("--training-seeds", suite_args.training_seeds,
+                    "Training seeds per learning agent (default: the suite's)")
+      ->check(CLI::Range(1, 100));
+  suite->add_option("--bootstrap-seed", suite_args.bootstrap_seed,
+                    "Seed of the bootstrap resampling (default 0)");
+  suite->add_flag("--markdown", suite_args.markdown, "Print markdown tables");
+  suite->add_flag("--json", suite_args.json, "Print JSON (rows, overall rows, every episode)");
+  suite->add_option("--out", suite_args.out, "Also write the JSON to this file");
+
   ReportArgs report_args;
   auto* report = app.add_subcommand(
       "report", "Figures and tables (HTML + PNG) from recorded traces.");
@@ -421,6 +452,7 @@ int main(int argc, char** argv) {
     if (*eval) return run_eval(eval_args, std::cout, std::cerr);
     if (*bench_learn) return run_bench_learn(learn_args, std::cout, std::cerr);
     if (*report) return run_report(report_args, std::cout);
+    if (*suite) return run_suite_command(suite_args, std::cout, std::cerr);
     return kExitOk;
   };
   int rc = kExitOk;

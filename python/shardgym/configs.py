@@ -15,7 +15,9 @@ import pathlib
 from typing import List, Union
 
 _PACKAGE = pathlib.Path(__file__).resolve().parent
-_NOT_EXPERIMENTS = {"hardware"}  # included by the others; not a config of its own
+# hardware: included by the others, not a config of its own; suite: a task suite
+# (`shardgym suite`), whose tasks are the suite/ configs.
+_NOT_EXPERIMENTS = {"hardware", "suite"}
 
 
 def directory() -> pathlib.Path:
@@ -30,9 +32,11 @@ def directory() -> pathlib.Path:
 
 
 def names() -> List[str]:
-    """Names of the shipped experiment configs: "quickstart", "scenarios/ib-4node", ..."""
+    """Names of the shipped experiment configs: "quickstart", "scenarios/ib-4node",
+    "suite/stragglers", ..."""
     root = directory()
-    found = list(root.glob("*.yaml")) + list(root.glob("scenarios/*.yaml"))
+    found = (list(root.glob("*.yaml")) + list(root.glob("scenarios/*.yaml")) +
+             list(root.glob("suite/*.yaml")))
     out = [p.relative_to(root).with_suffix("").as_posix() for p in found]
     return sorted(n for n in out if n not in _NOT_EXPERIMENTS)
 

@@ -1,0 +1,42 @@
+// `shardgym suite`: agents trained on a suite's training instances and judged on its test
+// instances (experiments/suite.h).
+#include <fstream>
+#include <iostream>
+
+#include "analysis/table.h"
+#include "experiments/cli/commands.h"
+#include "experiments/progress.h"
+#include "experiments/suite.h"
+
+namespace shardgym::cli {
+
+int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& err) {
+  SuiteSpec suite = load_suite(args.suite);
+  if (args.instances) {
+    if (*args.instances < 1) throw BadInput("--instances: at least 1");
+    if (size_t(*args.instances) < suite.test_instances.size())
+      suite.test_instances.resize(size_t(*args.instances));
+  }
+  if (args.train_steps) suite.train_steps = *args.train_steps;
+  if (args.training_seeds) suite.training_seeds = *args.training_seeds;
+  const std::vector<std::string> agents = split_agent_list(args.agents);
+  for (const std::string& id : agents) check_agent_id(id, "--agents");
+  Progress progress(err, Progress::stream_is_tty(stderr));
+  SuiteOptions options;
+  options.bootstrap.seed = args.bootstrap_seed;
+  options.on_progress = [&](const std::string& line) { progress.line(line); };
+  const SuiteResult result = run_suite(suite, agents, options);
+  const std::string json = suite_to_json(result, options.bootstrap);
+  if (!args.out.empty()) {
+    std::ofstream f(args.out);
+    if (!(f << json)) throw std::runtime_error("cannot write " + args.out);
+  }
+  if (args.json)
+    out << json;
+  else
+    out << format_suite(result, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
+                        options.bootstrap);
+  return 0;
+}
+
+}  // namespace shardgym::cli

@@ -1,0 +1,484 @@
+#include "experiments/suite.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "agents/agent.h"
+#include "agents/evaluate.h"
+#include "datasets/trace_summary.h"
+#include "env/registry.h"
+#include "env/vector_env.h"
+#include "experiments/config.h"
+#include "experiments/config_parts.h"
+#include "experiments/yaml_field.h"
+
+namespace shardgym {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kReferences[] = {"megatron", "hindsight-static", "dynamic-oracle"};
+constexpr int kMaxInstances = 100000;
+
+// `[0, 1, 2]` or `{first: 1000, count: 32}`.
+std::vector<uint64_t> parse_instances(const YamlField& f) {
+  std::vector<uint64_t> out;
+  if (f.is_sequence()) {
+    if (f.size() == 0 || f.size() > size_t(kMaxInstances))
+      f.fail("needs 1 to " + std::to_string(kMaxInstances) + " instances");
+    for (size_t i = 0; i < f.size(); ++i) out.push_back(static_cast<uint64_t>(f.at(i).as_int(0)));
+  } else {
+    f.expect_map();
+    f.check_keys({"first", "count"});
+    const int first = f.child("first").as_int(0);
+    const int count = f.child("count").as_int(1, kMaxInstances);
+    for (int i = 0; i < count; ++i) out.push_back(static_cast<uint64_t>(first) + i);
+  }
+  std::set<uint64_t> seen;
+  for (uint64_t s : out)
+    if (!seen.insert(s).second) f.fail("instance " + std::to_string(s) + " is listed twice");
+  return out;
+}
+
+double log_ratio(double a, double b) { return a > 0 && b > 0 ? std::log(a / b) : NAN; }
+
+Interval exp_interval(Interval ci) {
+  ci.point = std::exp(ci.point);
+  ci.low = std::exp(ci.low);
+  ci.high = std::exp(ci.high);
+  return ci;
+}
+
+// Mean over strata of each stratum's mean, with a percentile bootstrap that resamples within
+// each stratum (rliable's stratified bootstrap); raw engine draws, so the same everywhere.
+Interval stratified_mean_ci(const std::vector<std::vector<double>>& strata,
+                            const BootstrapOptions& o) {
+  Interval ci;
+  auto mean_of = [&](auto pick) {
+    double total = 0;
+    for (size_t s = 0; s < strata.size(); ++s) {
+      double sum = 0;
+      for (size_t i = 0; i < strata[s].size(); ++i) sum += pick(s, i);
+      total += sum / double(strata[s].size());
+    }
+    return total / double(strata.size());
+  };
+  ci.point = mean_of([&](size_t s, size_t i) { return strata[s][i]; });
+  for (const auto& s : strata) ci.n += static_cast<int>(s.size());
+  std::mt19937_64 rng(o.seed);
+  std::vector<double> stats;
+  for (int r = 0; r < o.resamples; ++r)
+    stats.push_back(mean_of([&](size_t s, size_t) {
+      return strata[s][static_cast<size_t>(double(rng() >> 11) * 0x1.0p-53 * strata[s].size())];
+    }));
+  const double tail = (1 - o.confidence) / 2;
+  ci.low = quantile(stats, tail);
+  ci.high = quantile(stats, 1 - tail);
+  return ci;
+}
+
+SuiteEpisode play(const ExperimentSpec& task, Agent& agent, uint64_t instance) {
+  std::unique_ptr<Env> env = make_env(task.env_id, with_instance(task, instance));
+  const EpisodeSummary s = run_episode(*env, agent, instance, /*learn=*/false);
+  return {instance, s.throughput, s.repartition_s, s.wall_s, s.failed_steps > 0};
+}
+
+// Trains `agent` on training instances only; keeps the update whose greedy episode on a
+// training instance (one no training env plays, where the set allows) returned most.
+void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, SuiteRun& run,
+              const SuiteOptions& o) {
+  const auto& train = suite.train_instances;
+  const int n = std::max(1, std::min<int>(suite.train_envs, static_cast<int>(train.size())));
+  const uint64_t pick_instance = train[static_cast<size_t>(n) % train.size()];
+  std::unique_ptr<Env> pick_env = make_env(task.env_id, with_instance(task, pick_instance));
+  for (int k = 0; k < n; ++k) run.trained_on.push_back(train[static_cast<size_t>(k) % train.size()]);
+  run.trained_on.push_back(pick_instance);
+  const fs::path ckpt = fs::temp_directory_path() /
+                        ("shardgym-suite-" + std::to_string(::getpid()) + ".ckpt");
+  double best = -std::numeric_limits<double>::infinity();
+  bool saved = false;
+  VectorEnv envs(n, [&](int k) {
+    return make_env(task.env_id, with_instance(task, train[static_cast<size_t>(k) % train.size()]));
+  });
+  const bool vectorised = agent.train_vectorized(
+      envs, suite.train_steps, [&](const TrainProgress& p) {
+        run.train_env_steps = p.env_steps;
+        const double ret = run_episode(*pick_env, agent, pick_instance, false).total_reward;
+        agent.set_training(true);
+        agent.note_evaluation(ret);
+        if (ret > best) {
+          best = ret;
+          agent.save(ckpt.string());
+          saved = true;
+        }
+        return true;
+      });
+  if (vectorised && saved) agent.load(ckpt.string());
+  std::error_code ec;
+  fs::remove(ckpt, ec);
+  if (vectorised) return;
+  // Agents without vectorised training learn episode by episode, round the training instances.
+  for (size_t e = 0; run.train_env_steps < suite.train_steps; ++e) {
+    const uint64_t instance = train[e % train.size()];
+    run.trained_on.push_back(instance);
+    std::unique_ptr<Env> env = make_env(task.env_id, with_instance(task, instance));
+    const EpisodeSummary s = run_episode(*env, agent, instance, /*learn=*/true);
+    run.train_env_steps += std::max(1, s.steps);
+    if (o.on_progress && e % 10 == 9)
+      o.on_progress("  training " + run.agent + ": " + std::to_string(run.train_env_steps) + "/" +
+                    std::to_string(suite.train_steps) + " steps");
+  }
+}
+
+}  // namespace
+
+SuiteSpec load_suite(const std::string& path) {
+  using namespace config_detail;
+  const std::string text = read_config_text(path, path, "", 0);
+  YamlField root(parse_yaml_text(text, path), path, "", 1);
+  root.expect_map();
+  root.check_keys({"name", "source", "tasks", "train_instances", "test_instances", "agents",
+                   "training_seeds", "train_steps", "train_envs"});
+  SuiteSpec s;
+  s.path = path;
+  s.name = root.optional("name") ? root.child("name").as_string() : fs::path(path).stem().string();
+  if (auto src = root.optional("source")) src->as_string();  // documentation only
+  const fs::path dir = fs::path(path).parent_path();
+  YamlField tasks = root.child("tasks");
+  tasks.expect_sequence();
+  if (tasks.size() == 0 || tasks.size() > 1000) tasks.fail("needs 1 to 1000 tasks");
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const YamlField t = tasks.at(i);
+    const fs::path p = fs::path(t.as_string());
+    const std::string full = p.is_absolute() ? p.string() : (dir / p).string();
+    ExperimentSpec spec;
+    try {
+      spec = load_experiment(full);
+    } catch (const ConfigError& e) {
+      t.fail(std::string("task does not load: ") + e.what());
+    }
+    // The references (hindsight-static, dynamic-oracle) estimate plans: a simulator only.
+    if (spec.env_id != "shardgym/TPSim-v0")
+      t.fail("task '" + full + "' runs " + spec.env_id +
+             "; a suite's references (hindsight-static, dynamic-oracle) need shardgym/TPSim-v0");
+    s.task_paths.push_back(full);
+    s.tasks.push_back(std::move(spec));
+  }
+  s.train_instances = parse_instances(root.child("train_instances"));
+  s.test_instances = parse_instances(root.child("test_instances"));
+  const std::set<uint64_t> train(s.train_instances.begin(), s.train_instances.end());
+  for (uint64_t t : s.test_instances)
+    if (train.count(t))
+      root.child("test_instances")
+          .fail("instance " + std::to_string(t) +
+                " is also a training instance; test instances must be unseen in training");
+  if (auto a = root.optional("agents")) {
+    a->expect_sequence();
+    for (size_t i = 0; i < a->size(); ++i) {
+      const YamlField f = a->at(i);
+      try {
+        check_agent_id(f.as_string());
+      } catch (const std::invalid_argument& e) {
+        f.fail(e.what());
+      }
+      s.agents.push_back(f.as_string());
+    }
+  }
+  if (auto f = root.optional("training_seeds")) s.training_seeds = f->as_int(1, 100);
+  if (auto f = root.optional("train_steps")) s.train_steps = f->as_int(0);
+  if (auto f = root.optional("train_envs")) s.train_envs = f->as_int(1, 256);
+  return s;
+}
+
+SuiteResult run_suite(const SuiteSpec& suite, std::vector<std::string> agents,
+                      const SuiteOptions& o) {
+  if (agents.empty()) agents = suite.agents;
+  std::vector<std::string> all(std::begin(kReferences), std::end(kReferences));
+  for (const std::string& id : agents)
+    if (std::find(all.begin(), all.end(), id) == all.end()) all.push_back(id);
+  for (const std::string& id : all) check_agent_id(id);
+  SuiteResult r;
+  r.name = suite.name;
+  r.test_instances = suite.test_instances;
+  r.agents = all;
+  auto say = [&](const std::string& line) {
+    if (o.on_progress) o.on_progress(line);
+  };
+  for (const ExperimentSpec& task : suite.tasks) {
+    SuiteTask t;
+    t.name = task.name;
+    for (const std::string& id : all) {
+      std::unique_ptr<Env> probe_env =
+          make_env(task.env_id, with_instance(task, suite.test_instances.front()));
+      const bool learns = make_agent(id, probe_env->spec(), 0)->learns();
+      const int seeds = learns ? suite.training_seeds : 1;
+      for (int seed = 0; seed < seeds; ++seed) {
+        SuiteRun run;
+        run.agent = id;
+        run.training_seed = learns ? seed : -1;
+        std::unique_ptr<Agent> agent;
+        if (learns) {
+          agent = make_agent(id, probe_env->spec(), static_cast<uint64_t>(seed));
+          const auto t0 = std::chrono::steady_clock::now();
+          train_on(suite, task, *agent, run, o);
+          run.train_wall_s =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          say(task.name + ": " + id + " seed " + std::to_string(seed) + " trained, " +
+              std::to_string(run.train_env_steps) + " env steps, " +
+              fixed(run.train_wall_s, 0) + " s");
+        }
+        for (uint64_t inst : suite.test_instances) {
+          std::unique_ptr<Agent> fresh;
+          if (!learns) fresh = make_agent(id, probe_env->spec(), inst);
+          run.episodes.push_back(play(task, learns ? *agent : *fresh, inst));
+          const SuiteEpisode& e = run.episodes.back();
+          say(task.name + ": " + id + (learns ? " seed " + std::to_string(seed) : "") +
+              " instance " + std::to_string(inst) + ": " + fixed(e.throughput, 0) +
+              " tokens/s" + (e.failed ? " (ended by a failed step)" : "") + ", " +
+              fixed(e.wall_s, 1) + " s");
+        }
+        t.runs.push_back(std::move(run));
+      }
+    }
+    r.tasks.push_back(std::move(t));
+  }
+  return r;
+}
+
+namespace {
+
+const SuiteRun* find_run(const SuiteTask& t, const std::string& agent) {
+  for (const SuiteRun& r : t.runs)
+    if (r.agent == agent) return &r;
+  return nullptr;
+}
+
+// Per task: log(agent / reference) per (run, instance), runs of `agent` in order.
+struct TaskLogs {
+  std::vector<double> vs_megatron, vs_hindsight, oracle_vs_hindsight;
+  std::vector<double> seed_vs_hindsight;  // per run: mean log over instances
+  int runs = 0, failed = 0;
+  double repartition_s = 0, train_wall_s = 0, eval_wall_s = 0;
+};
+
+TaskLogs task_logs(const SuiteTask& t, const std::string& agent) {
+  TaskLogs L;
+  const SuiteRun* meg = find_run(t, "megatron");
+  const SuiteRun* hs = find_run(t, "hindsight-static");
+  const SuiteRun* dyn = find_run(t, "dynamic-oracle");
+  int episodes = 0;
+  for (const SuiteRun& run : t.runs) {
+    if (run.agent != agent) continue;
+    ++L.runs;
+    L.train_wall_s += run.train_wall_s;
+    double seed_sum = 0;
+    int seed_n = 0;
+    for (size_t i = 0; i < run.episodes.size(); ++i) {
+      const SuiteEpisode& e = run.episodes[i];
+      L.failed += e.failed;
+      L.repartition_s += e.repartition_s;
+      L.eval_wall_s += e.wall_s;
+      ++episodes;
+      const double m = log_ratio(e.throughput, meg->episodes[i].throughput);
+      const double h = log_ratio(e.throughput, hs->episodes[i].throughput);
+      const double d = log_ratio(dyn->episodes[i].throughput, hs->episodes[i].throughput);
+      if (std::isnan(m) || std::isnan(h) || std::isnan(d)) continue;  // a step failed first
+      L.vs_megatron.push_back(m);
+      L.vs_hindsight.push_back(h);
+      L.oracle_vs_hindsight.push_back(d);
+      seed_sum += h;
+      ++seed_n;
+    }
+    if (seed_n) L.seed_vs_hindsight.push_back(seed_sum / seed_n);
+  }
+  if (episodes) L.repartition_s /= episodes;
+  return L;
+}
+
+SuiteRow row_of(const std::string& task, const std::string& agent, const TaskLogs& L,
+                const BootstrapOptions& b) {
+  SuiteRow row;
+  row.task = task;
+  row.agent = agent;
+  row.runs = L.runs;
+  row.failed = L.failed;
+  row.repartition_s = L.repartition_s;
+  row.train_wall_s = L.train_wall_s;
+  row.eval_wall_s = L.eval_wall_s;
+  if (L.vs_megatron.empty()) {
+    row.gain_share = NAN;
+    return row;
+  }
+  row.vs_megatron = exp_interval(bootstrap_ci(L.vs_megatron, Statistic::kMean, b));
+  row.vs_hindsight = exp_interval(bootstrap_ci(L.vs_hindsight, Statistic::kMean, b));
+  row.seed_low = std::exp(*std::min_element(L.seed_vs_hindsight.begin(), L.seed_vs_hindsight.end()));
+  row.seed_high = std::exp(*std::max_element(L.seed_vs_hindsight.begin(), L.seed_vs_hindsight.end()));
+  double gained = 0, possible = 0;
+  for (size_t i = 0; i < L.vs_hindsight.size(); ++i) {
+    gained += L.vs_hindsight[i];
+    possible += L.oracle_vs_hindsight[i];
+  }
+  row.headroom = std::exp(mean(L.oracle_vs_hindsight));
+  // Below 0.1 % of headroom the share is noise over noise: not reported.
+  row.gain_share = possible > 1e-3 * double(L.vs_hindsight.size()) ? gained / possible : NAN;
+  return row;
+}
+
+}  // namespace
+
+std::vector<SuiteRow> suite_rows(const SuiteResult& r, const BootstrapOptions& b) {
+  std::vector<SuiteRow> rows;
+  for (const SuiteTask& t : r.tasks)
+    for (const std::string& agent : r.agents) rows.push_back(row_of(t.name, agent, task_logs(t, agent), b));
+  return rows;
+}
+
+std::vector<SuiteRow> suite_overall(const SuiteResult& r, const BootstrapOptions& b) {
+  std::vector<SuiteRow> rows;
+  for (const std::string& agent : r.agents) {
+    SuiteRow row;
+    row.task = "overall";
+    row.agent = agent;
+    std::vector<std::vector<double>> meg, hs, dyn;
+    std::vector<double> seed_lo, seed_hi;
+    double gained = 0, possible = 0;
+    int tasks = 0;
+    for (const SuiteTask& t : r.tasks) {
+      const TaskLogs L = task_logs(t, agent);
+      row.runs = std::max(row.runs, L.runs);
+      row.failed += L.failed;
+      row.train_wall_s += L.train_wall_s;
+      row.eval_wall_s += L.eval_wall_s;
+      row.repartition_s += L.repartition_s;
+      ++tasks;
+      if (L.vs_megatron.empty()) continue;
+      meg.push_back(L.vs_megatron);
+      hs.push_back(L.vs_hindsight);
+      dyn.push_back(L.oracle_vs_hindsight);
+      for (size_t i = 0; i < L.vs_hindsight.size(); ++i) {
+        gained += L.vs_hindsight[i] / double(L.vs_hindsight.size());
+        possible += L.oracle_vs_hindsight[i] / double(L.vs_hindsight.size());
+      }
+    }
+    if (tasks) row.repartition_s /= tasks;
+    if (meg.empty()) {
+      row.gain_share = NAN;
+      rows.push_back(row);
+      continue;
+    }
+    row.vs_megatron = exp_interval(stratified_mean_ci(meg, b));
+    row.vs_hindsight = exp_interval(stratified_mean_ci(hs, b));
+    row.headroom = std::exp(stratified_mean_ci(dyn, b).point);
+    row.seed_low = row.seed_high = row.vs_hindsight.point;
+    row.gain_share = possible > 1e-3 * double(meg.size()) ? gained / possible : NAN;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+namespace {
+
+std::string ci_text(const Interval& ci) {
+  return fixed(ci.point, 3) + " [" + fixed(ci.low, 3) + ", " + fixed(ci.high, 3) + "]";
+}
+
+std::string share_text(double s) { return std::isnan(s) ? "-" : fixed(100 * s, 0) + " %"; }
+
+}  // namespace
+
+std::string format_suite(const SuiteResult& r, TableFormat format, const BootstrapOptions& b) {
+  std::vector<SuiteRow> rows = suite_rows(r, b);
+  const std::vector<SuiteRow> overall = suite_overall(r, b);
+  rows.insert(rows.end(), overall.begin(), overall.end());
+  std::ostringstream out;
+  out << "suite " << r.name << ": " << r.tasks.size() << " tasks, " << r.test_instances.size()
+      << " test instances each (never trained on)\n\n";
+  Table head({"task", "headroom (dynamic-oracle / hindsight-static)", "instances"});
+  for (const SuiteRow& row : rows)
+    if (row.agent == "dynamic-oracle")
+      head.add_row({row.task, fixed(row.headroom, 3) + (row.task == "overall" ? " (geomean)" : ""),
+                    std::to_string(row.vs_megatron.n)});
+  out << head.render(format) << "\n";
+  Table t({"task", "agent", "runs", "x megatron [95% CI]", "x hindsight-static [95% CI]",
+           "seeds min-max", "share of oracle gain", "repartition s/ep", "train s", "eval s",
+           "failed"});
+  for (int c : {2, 3, 4, 5, 6, 7, 8, 9, 10}) t.set_align(c, Align::kRight);
+  for (const SuiteRow& row : rows) {
+    const bool any = row.vs_megatron.n > 0;
+    t.add_row({row.task, row.agent, std::to_string(row.runs), any ? ci_text(row.vs_megatron) : "-",
+               any ? ci_text(row.vs_hindsight) : "-",
+               row.runs > 1 ? fixed(row.seed_low, 3) + "-" + fixed(row.seed_high, 3) : "",
+               row.agent == "megatron" || row.agent == "hindsight-static"
+                   ? std::string()  // references: their share is not a result
+                   : share_text(row.gain_share),
+               fixed(row.repartition_s, 2),
+               row.train_wall_s > 0 ? fixed(row.train_wall_s, 0) : "", fixed(row.eval_wall_s, 0),
+               std::to_string(row.failed)});
+  }
+  out << t.render(format)
+      << "\nthroughput ratios: geometric means over test instances (repartitions included) of "
+         "the agent's tokens/s over the reference's on the same instance, percentile "
+         "bootstrap 95 % over instances ("
+      << b.resamples << " resamples, seed " << b.seed
+      << "; overall: stratified by task). share of oracle gain: sum of log(agent / "
+         "hindsight-static) over sum of log(dynamic-oracle / hindsight-static); '-' where the "
+         "oracle gains under 0.1 %. Learners: runs = training seeds, pooled; seeds min-max = "
+         "each seed's x hindsight-static. Simulator figures: its error against published runs "
+         "is in docs/simulator-fidelity.md.\n";
+  return out.str();
+}
+
+std::string suite_to_json(const SuiteResult& r, const BootstrapOptions& b) {
+  auto num = [](double x) { return std::isfinite(x) ? fixed(x, 6) : std::string("null"); };
+  auto ci = [&](const Interval& c) {
+    return "{\"point\": " + num(c.point) + ", \"low\": " + num(c.low) + ", \"high\": " +
+           num(c.high) + ", \"n\": " + std::to_string(c.n) + "}";
+  };
+  auto row_json = [&](const SuiteRow& row) {
+    return "{\"task\": " + json_string(row.task) + ", \"agent\": " + json_string(row.agent) +
+           ", \"runs\": " + std::to_string(row.runs) + ", \"vs_megatron\": " +
+           ci(row.vs_megatron) + ", \"vs_hindsight\": " + ci(row.vs_hindsight) +
+           ", \"seed_low\": " + num(row.seed_low) + ", \"seed_high\": " + num(row.seed_high) +
+           ", \"gain_share\": " + num(row.gain_share) + ", \"headroom\": " + num(row.headroom) +
+           ", \"repartition_s\": " + num(row.repartition_s) + ", \"train_wall_s\": " +
+           num(row.train_wall_s) + ", \"eval_wall_s\": " + num(row.eval_wall_s) +
+           ", \"failed\": " + std::to_string(row.failed) + "}";
+  };
+  std::ostringstream out;
+  out << "{\"suite\": " << json_string(r.name) << ", \"test_instances\": [";
+  for (size_t i = 0; i < r.test_instances.size(); ++i)
+    out << (i ? ", " : "") << r.test_instances[i];
+  out << "],\n \"rows\": [";
+  const std::vector<SuiteRow> rows = suite_rows(r, b);
+  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n  " : "\n  ") << row_json(rows[i]);
+  out << "],\n \"overall\": [";
+  const std::vector<SuiteRow> overall = suite_overall(r, b);
+  for (size_t i = 0; i < overall.size(); ++i) out << (i ? ",\n  " : "\n  ") << row_json(overall[i]);
+  out << "],\n \"episodes\": [";
+  bool first = true;
+  for (const SuiteTask& t : r.tasks)
+    for (const SuiteRun& run : t.runs)
+      for (const SuiteEpisode& e : run.episodes) {
+        out << (first ? "\n  " : ",\n  ") << "{\"task\": " << json_string(t.name)
+            << ", \"agent\": " << json_string(run.agent) << ", \"training_seed\": "
+            << run.training_seed << ", \"instance\": " << e.instance << ", \"throughput\": "
+            << num(e.throughput) << ", \"repartition_s\": " << num(e.repartition_s)
+            << ", \"wall_s\": " << num(e.wall_s) << ", \"failed\": " << (e.failed ? "true" : "false")
+            << "}";
+        first = false;
+      }
+  out << "]}\n";
+  return out.str();
+}
+
+}  // namespace shardgym

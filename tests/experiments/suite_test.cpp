@@ -1,0 +1,150 @@
+// Task suites (experiments/suite.h): a suite file is checked before anything runs (training
+// and test instances never overlap), learners train on training instances only, and the
+// table's figures come from the episodes they summarise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "experiments/config.h"
+#include "experiments/suite.h"
+
+namespace shardgym {
+namespace {
+namespace fs = std::filesystem;
+
+class SuiteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("shardgym-suite-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    // A 2-layer GPT on 2 x 4 GPUs with a straggler drawn per instance (20-step episodes). The
+    // inter-node link is fast enough that both nodes train (with a slow one, the best plan
+    // leaves a node out, and a straggler there costs nothing: no headroom to test).
+    write("task.yaml",
+          "name: tiny-stragglers\n"
+          "model: {layers: 2, hidden: 2048, heads: 16, seq: 1024, micro_batch: 1, "
+          "global_batch: 16}\n"
+          "cluster:\n"
+          "  devices: [{name: d, peak_tflops: {bf16: 300}, memory_gib: 80, memory_bw_gbs: 2000,\n"
+          "             idle_w: 50, busy_w: 400}]\n"
+          "  links: [{name: nv, bandwidth_gbs: 300, latency_us: 3},\n"
+          "          {name: ib, bandwidth_gbs: 200, latency_us: 5}]\n"
+          "  nodes: [{device: d, gpus: 4, intra_link: nv, count: 2}]\n"
+          "  inter_link: ib\n"
+          "scenario:\n"
+          "  noise: 0.0\n"
+          "  draw: [{kind: straggler, count: 1, start: [3, 8], duration: 8, factor: 2.0}]\n"
+          "data_shares: {groups: 2}\n"
+          "steps_per_episode: 20\n");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::string suite(const std::string& extra) {
+    return write("suite.yaml", "name: t\ntasks: [task.yaml]\n" + extra);
+  }
+  void expect_error(const std::string& extra, const std::string& key) {
+    try {
+      load_suite(suite(extra));
+      ADD_FAILURE() << "accepted: " << extra;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), key) << e.what();
+      EXPECT_GT(e.line(), 0);
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(SuiteTest, TrainingAndTestInstancesNeverOverlap) {
+  expect_error("train_instances: {first: 0, count: 10}\ntest_instances: [12, 9]\n",
+               "test_instances");
+  expect_error("train_instances: [1, 2, 1]\ntest_instances: [5]\n", "train_instances");
+  expect_error("train_instances: [1]\ntest_instances: {first: 0, count: 0}\n",
+               "test_instances.count");
+  const SuiteSpec s = load_suite(suite("train_instances: {first: 100, count: 3}\n"
+                                       "test_instances: {first: 0, count: 2}\n"));
+  EXPECT_EQ(s.train_instances, (std::vector<uint64_t>{100, 101, 102}));
+  EXPECT_EQ(s.test_instances, (std::vector<uint64_t>{0, 1}));
+  ASSERT_EQ(s.tasks.size(), 1u);
+  EXPECT_EQ(s.tasks[0].name, "tiny-stragglers");
+}
+
+TEST_F(SuiteTest, BadSuitesAreRefusedAtTheirKey) {
+  expect_error("train_instances: [1]\ntest_instances: [2]\nagents: [nope]\n", "agents[0]");
+  expect_error("train_instances: [1]\ntest_instances: [2]\nepisodes: 3\n", "episodes");
+  write("live.yaml", "env: shardgym/TPLive-v0\nmodel: {layers: 2, hidden: 64, heads: 4, seq: 32,"
+                     " micro_batch: 1, global_batch: 2}\n");
+  try {
+    load_suite(write("suite2.yaml", "tasks: [missing.yaml]\ntrain_instances: [1]\n"
+                                    "test_instances: [2]\n"));
+    ADD_FAILURE() << "a missing task was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "tasks[0]") << e.what();
+  }
+}
+
+TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEpisodes) {
+  SuiteSpec s = load_suite(suite("train_instances: {first: 100, count: 3}\n"
+                                 "test_instances: [0, 1, 2]\n"
+                                 "training_seeds: 2\ntrain_steps: 256\ntrain_envs: 2\n"));
+  const SuiteResult r = run_suite(s, {"replan", "ppo(polish=0)"}, {});
+  ASSERT_EQ(r.tasks.size(), 1u);
+  const SuiteTask& t = r.tasks[0];
+  // References first, then the agents; the learner once per training seed.
+  std::vector<std::string> order;
+  for (const SuiteRun& run : t.runs) order.push_back(run.agent);
+  EXPECT_EQ(order, (std::vector<std::string>{"megatron", "hindsight-static", "dynamic-oracle",
+                                             "replan", "ppo(polish=0)", "ppo(polish=0)"}));
+  const std::set<uint64_t> test(s.test_instances.begin(), s.test_instances.end());
+  for (const SuiteRun& run : t.runs) {
+    ASSERT_EQ(run.episodes.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(run.episodes[i].instance, s.test_instances[i]);
+    if (run.training_seed < 0) continue;
+    EXPECT_GE(run.train_env_steps, 256);
+    ASSERT_FALSE(run.trained_on.empty());
+    for (uint64_t i : run.trained_on) EXPECT_EQ(test.count(i), 0u) << "trained on test instance " << i;
+  }
+  // The rows are the episodes' geometric means.
+  const SuiteRun& meg = t.runs[0];
+  const SuiteRun& hs = t.runs[1];
+  const SuiteRun& dyn = t.runs[2];
+  double log_dyn = 0, log_hs = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_GT(meg.episodes[i].throughput, 0);
+    // The dynamic oracle can always keep hindsight-static's plan (no noise here).
+    EXPECT_GE(dyn.episodes[i].throughput, hs.episodes[i].throughput * (1 - 1e-6));
+    log_dyn += std::log(dyn.episodes[i].throughput / meg.episodes[i].throughput) / 3;
+    log_hs += std::log(hs.episodes[i].throughput / meg.episodes[i].throughput) / 3;
+  }
+  const std::vector<SuiteRow> rows = suite_rows(r);
+  ASSERT_EQ(rows.size(), 5u);  // one per agent: the learner's seeds are pooled
+  EXPECT_EQ(rows[1].agent, "hindsight-static");
+  EXPECT_NEAR(rows[1].vs_megatron.point, std::exp(log_hs), 1e-9);
+  EXPECT_NEAR(rows[2].vs_megatron.point, std::exp(log_dyn), 1e-9);
+  EXPECT_NEAR(rows[2].gain_share, 1.0, 1e-9);
+  EXPECT_NEAR(rows[2].headroom, std::exp(log_dyn - log_hs), 1e-9);
+  // A straggler half as fast for 8 of 20 steps: re-sharing while it lasts wins something.
+  EXPECT_GT(rows[2].headroom, 1.01);
+  EXPECT_EQ(rows[4].runs, 2);
+  EXPECT_EQ(rows[4].vs_megatron.n, 6);  // 2 seeds x 3 instances
+  // Text, markdown and JSON carry the same rows.
+  const std::string text = format_suite(r, TableFormat::kText);
+  EXPECT_NE(text.find("tiny-stragglers"), std::string::npos);
+  EXPECT_NE(text.find("overall"), std::string::npos);
+  const std::string json = suite_to_json(r);
+  EXPECT_NE(json.find("\"agent\": \"ppo(polish=0)\", \"training_seed\": 1, \"instance\": 2"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardgym
