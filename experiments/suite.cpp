@@ -458,14 +458,26 @@ std::string suite_to_json(const SuiteResult& r, const BootstrapOptions& b) {
   out << "{\"suite\": " << json_string(r.name) << ", \"test_instances\": [";
   for (size_t i = 0; i < r.test_instances.size(); ++i)
     out << (i ? ", " : "") << r.test_instances[i];
+  out << "], \"agents\": [";
+  for (size_t i = 0; i < r.agents.size(); ++i) out << (i ? ", " : "") << json_string(r.agents[i]);
   out << "],\n \"rows\": [";
   const std::vector<SuiteRow> rows = suite_rows(r, b);
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n  " : "\n  ") << row_json(rows[i]);
   out << "],\n \"overall\": [";
   const std::vector<SuiteRow> overall = suite_overall(r, b);
   for (size_t i = 0; i < overall.size(); ++i) out << (i ? ",\n  " : "\n  ") << row_json(overall[i]);
-  out << "],\n \"episodes\": [";
+  out << "],\n \"runs\": [";
   bool first = true;
+  for (const SuiteTask& t : r.tasks)
+    for (const SuiteRun& run : t.runs) {
+      out << (first ? "\n  " : ",\n  ") << "{\"task\": " << json_string(t.name)
+          << ", \"agent\": " << json_string(run.agent) << ", \"training_seed\": "
+          << run.training_seed << ", \"train_wall_s\": " << num(run.train_wall_s)
+          << ", \"train_env_steps\": " << run.train_env_steps << "}";
+      first = false;
+    }
+  out << "],\n \"episodes\": [";
+  first = true;
   for (const SuiteTask& t : r.tasks)
     for (const SuiteRun& run : t.runs)
       for (const SuiteEpisode& e : run.episodes) {
@@ -479,6 +491,71 @@ std::string suite_to_json(const SuiteResult& r, const BootstrapOptions& b) {
       }
   out << "]}\n";
   return out.str();
+}
+
+SuiteResult suite_from_json(const std::string& path) {
+  using namespace config_detail;
+  const std::string text = read_config_text(path, path, "", 0);
+  YamlField root(parse_yaml_text(text, path), path, "", 1);  // JSON is YAML
+  root.expect_map();
+  SuiteResult r;
+  r.name = root.child("suite").as_string();
+  const YamlField inst = root.child("test_instances"), agents = root.child("agents");
+  for (size_t i = 0; i < inst.size(); ++i) r.test_instances.push_back(inst.at(i).as_int(0));
+  for (size_t i = 0; i < agents.size(); ++i) r.agents.push_back(agents.at(i).as_string());
+  auto run_of = [&](const YamlField& f) -> SuiteRun& {
+    const std::string task = f.child("task").as_string();
+    if (r.tasks.empty() || r.tasks.back().name != task) r.tasks.push_back({task, {}});
+    SuiteTask& t = r.tasks.back();
+    const std::string agent = f.child("agent").as_string();
+    const int seed = f.child("training_seed").as_int(-1);
+    for (SuiteRun& run : t.runs)
+      if (run.agent == agent && run.training_seed == seed) return run;
+    t.runs.push_back({});
+    t.runs.back().agent = agent;
+    t.runs.back().training_seed = seed;
+    return t.runs.back();
+  };
+  const YamlField runs = root.child("runs"), episodes = root.child("episodes");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    SuiteRun& run = run_of(runs.at(i));
+    run.train_wall_s = runs.at(i).child("train_wall_s").as_double(0);
+    run.train_env_steps = runs.at(i).child("train_env_steps").as_int(0);
+  }
+  std::map<std::string, size_t> task_index;
+  for (size_t i = 0; i < r.tasks.size(); ++i) task_index[r.tasks[i].name] = i;
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    const YamlField e = episodes.at(i);
+    auto t = task_index.find(e.child("task").as_string());
+    if (t == task_index.end()) e.child("task").fail("a task with no entry in `runs`");
+    SuiteRun* run = nullptr;
+    for (SuiteRun& x : r.tasks[t->second].runs)
+      if (x.agent == e.child("agent").as_string() &&
+          x.training_seed == e.child("training_seed").as_int(-1))
+        run = &x;
+    if (!run) e.child("agent").fail("a run with no entry in `runs`");
+    SuiteEpisode ep;
+    ep.instance = static_cast<uint64_t>(e.child("instance").as_int(0));
+    ep.throughput = e.child("throughput").as_double(0);
+    ep.repartition_s = e.child("repartition_s").as_double(0);
+    ep.wall_s = e.child("wall_s").as_double(0);
+    ep.failed = e.child("failed").as_bool();
+    run->episodes.push_back(ep);
+  }
+  // Every run must cover the test instances in order, or the rows would pair other episodes.
+  for (const SuiteTask& t : r.tasks)
+    for (const SuiteRun& run : t.runs) {
+      bool same = run.episodes.size() == r.test_instances.size();
+      for (size_t i = 0; same && i < run.episodes.size(); ++i)
+        same = run.episodes[i].instance == r.test_instances[i];
+      if (!same)
+        root.child("episodes").fail("task " + t.name + ", agent " + run.agent +
+                                    ": the episodes are not one per test instance, in order");
+    }
+  for (const char* ref : kReferences)
+    for (const SuiteTask& t : r.tasks)
+      if (!find_run(t, ref)) root.child("runs").fail("task " + t.name + " has no " + ref + " run");
+  return r;
 }
 
 }  // namespace shardgym

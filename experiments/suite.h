@@ -112,5 +112,8 @@ std::vector<SuiteRow> suite_overall(const SuiteResult& r, const BootstrapOptions
 std::string format_suite(const SuiteResult& r, TableFormat format,
                          const BootstrapOptions& bootstrap = {});
 std::string suite_to_json(const SuiteResult& r, const BootstrapOptions& bootstrap = {});
+// Reads back what suite_to_json wrote (its `runs` and `episodes`), to print the tables again
+// without running anything. Throws ConfigError at the offending key.
+SuiteResult suite_from_json(const std::string& path);
 
 }  // namespace shardgym

@@ -11,6 +11,16 @@
 namespace shardgym::cli {
 
 int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& err) {
+  BootstrapOptions bootstrap;
+  bootstrap.seed = args.bootstrap_seed;
+  if (!args.from_json.empty()) {
+    const SuiteResult r = suite_from_json(args.from_json);
+    out << (args.json ? suite_to_json(r, bootstrap)
+                      : format_suite(r, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
+                                     bootstrap));
+    return 0;
+  }
+  if (args.suite.empty()) throw BadInput("suite: give a suite file (or --from-json FILE)");
   SuiteSpec suite = load_suite(args.suite);
   if (args.instances) {
     if (*args.instances < 1) throw BadInput("--instances: at least 1");

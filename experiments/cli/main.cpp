@@ -383,8 +383,10 @@ int main(int argc, char** argv) {
       "instances), the share of the dynamic oracle's gain the agent realises, repartition\n"
       "time and wall time. Megatron-LM, hindsight-static and dynamic-oracle always run.\n"
       "  shardgym suite experiments/suite.yaml --agents replan,atp --markdown");
-  suite->add_option("suite", suite_args.suite, "Suite file (YAML)")
-      ->required()
+  suite->add_option("suite", suite_args.suite, "Suite file (YAML); not needed with --from-json")
+      ->check(CLI::ExistingFile);
+  suite->add_option("--from-json", suite_args.from_json,
+                    "Print the tables of a JSON that `suite --out` wrote, running nothing")
       ->check(CLI::ExistingFile);
   suite->add_option("--agents", suite_args.agents,
                     "Comma-separated agent ids (default: the suite's `agents`)");

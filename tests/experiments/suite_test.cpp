@@ -144,6 +144,13 @@ TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEp
   const std::string json = suite_to_json(r);
   EXPECT_NE(json.find("\"agent\": \"ppo(polish=0)\", \"training_seed\": 1, \"instance\": 2"),
             std::string::npos);
+  // `suite --from-json` prints the same tables from the JSON alone.
+  const SuiteResult back = suite_from_json(write("r.json", json));
+  EXPECT_EQ(format_suite(back, TableFormat::kMarkdown), format_suite(r, TableFormat::kMarkdown));
+  // A JSON whose episodes no longer pair with the test instances is refused.
+  std::string broken = json;
+  broken.replace(broken.rfind("\"instance\": 2"), 13, "\"instance\": 7");
+  EXPECT_THROW(suite_from_json(write("broken.json", broken)), ConfigError);
 }
 
 }  // namespace
