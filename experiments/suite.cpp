@@ -203,7 +203,8 @@ SuiteSpec load_suite(const std::string& path) {
 SuiteResult run_suite(const SuiteSpec& suite, std::vector<std::string> agents,
                       const SuiteOptions& o) {
   if (agents.empty()) agents = suite.agents;
-  std::vector<std::string> all(std::begin(kReferences), std::end(kReferences));
+  std::vector<std::string> all;
+  if (o.references) all.assign(std::begin(kReferences), std::end(kReferences));
   for (const std::string& id : agents)
     if (std::find(all.begin(), all.end(), id) == all.end()) all.push_back(id);
   for (const std::string& id : all) check_agent_id(id);
@@ -276,6 +277,7 @@ TaskLogs task_logs(const SuiteTask& t, const std::string& agent) {
   const SuiteRun* meg = find_run(t, "megatron");
   const SuiteRun* hs = find_run(t, "hindsight-static");
   const SuiteRun* dyn = find_run(t, "dynamic-oracle");
+  const bool refs = meg && hs && dyn;  // a run without references has no ratios
   int episodes = 0;
   for (const SuiteRun& run : t.runs) {
     if (run.agent != agent) continue;
@@ -289,6 +291,7 @@ TaskLogs task_logs(const SuiteTask& t, const std::string& agent) {
       L.repartition_s += e.repartition_s;
       L.eval_wall_s += e.wall_s;
       ++episodes;
+      if (!refs) continue;
       const double m = log_ratio(e.throughput, meg->episodes[i].throughput);
       const double h = log_ratio(e.throughput, hs->episodes[i].throughput);
       const double d = log_ratio(dyn->episodes[i].throughput, hs->episodes[i].throughput);
@@ -493,7 +496,9 @@ std::string suite_to_json(const SuiteResult& r, const BootstrapOptions& b) {
   return out.str();
 }
 
-SuiteResult suite_from_json(const std::string& path) {
+namespace {
+
+SuiteResult read_suite_json(const std::string& path) {
   using namespace config_detail;
   const std::string text = read_config_text(path, path, "", 0);
   YamlField root(parse_yaml_text(text, path), path, "", 1);  // JSON is YAML
@@ -552,9 +557,56 @@ SuiteResult suite_from_json(const std::string& path) {
         root.child("episodes").fail("task " + t.name + ", agent " + run.agent +
                                     ": the episodes are not one per test instance, in order");
     }
-  for (const char* ref : kReferences)
-    for (const SuiteTask& t : r.tasks)
-      if (!find_run(t, ref)) root.child("runs").fail("task " + t.name + " has no " + ref + " run");
+  return r;
+}
+
+}  // namespace
+
+SuiteResult suite_from_json(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw std::invalid_argument("suite_from_json: no files");
+  SuiteResult r = read_suite_json(paths.front());
+  for (size_t f = 1; f < paths.size(); ++f) {
+    const SuiteResult more = read_suite_json(paths[f]);
+    if (more.name != r.name || more.test_instances != r.test_instances)
+      throw ConfigError(paths[f], "test_instances", 0,
+                        "another suite or other test instances than " + paths.front() +
+                            "; only runs of the same instances can share a table");
+    for (const std::string& a : more.agents)
+      if (std::find(r.agents.begin(), r.agents.end(), a) == r.agents.end()) r.agents.push_back(a);
+    for (const SuiteTask& t : more.tasks) {
+      auto same = std::find_if(r.tasks.begin(), r.tasks.end(),
+                               [&](const SuiteTask& x) { return x.name == t.name; });
+      if (same == r.tasks.end()) {
+        r.tasks.push_back(t);
+        continue;
+      }
+      for (const SuiteRun& run : t.runs) {
+        for (const SuiteRun& x : same->runs)
+          if (x.agent == run.agent && x.training_seed == run.training_seed)
+            throw ConfigError(paths[f], "runs", 0,
+                              "task " + t.name + ", agent " + run.agent +
+                                  " is also in an earlier file");
+        same->runs.push_back(run);
+      }
+    }
+  }
+  // The references first, in their order, so that the tables read the same however merged.
+  std::vector<std::string> ordered;
+  for (const char* ref : kReferences) {
+    if (std::find(r.agents.begin(), r.agents.end(), ref) == r.agents.end())
+      throw ConfigError(paths.front(), "agents", 0,
+                        std::string("no ") + ref +
+                            " runs in these files: a table needs the references (run the "
+                            "suite without --no-references, and pass that JSON too)");
+    ordered.push_back(ref);
+  }
+  for (const std::string& a : r.agents)
+    if (std::find(ordered.begin(), ordered.end(), a) == ordered.end()) ordered.push_back(a);
+  r.agents = ordered;
+  for (const SuiteTask& t : r.tasks)
+    for (const char* ref : kReferences)
+      if (!find_run(t, ref))
+        throw ConfigError(paths.front(), "runs", 0, "task " + t.name + " has no " + ref + " run");
   return r;
 }
 

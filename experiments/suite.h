@@ -86,6 +86,9 @@ struct SuiteResult {
 struct SuiteOptions {
   std::function<void(const std::string&)> on_progress;  // one line per episode / training
   BootstrapOptions bootstrap;
+  // Off: only the agents asked run (no Megatron-LM, hindsight-static, dynamic-oracle); the
+  // JSON then needs merging with one that has them before a table can be printed.
+  bool references = true;
 };
 
 // Runs `agents` (empty: the suite's) on every task. Throws std::invalid_argument for an
@@ -114,6 +117,9 @@ std::string format_suite(const SuiteResult& r, TableFormat format,
 std::string suite_to_json(const SuiteResult& r, const BootstrapOptions& bootstrap = {});
 // Reads back what suite_to_json wrote (its `runs` and `episodes`), to print the tables again
 // without running anything. Throws ConfigError at the offending key.
-SuiteResult suite_from_json(const std::string& path);
+// With several files, their runs are merged into one table (the same suite and test
+// instances; a (task, agent, training seed) in two files is an error), e.g. references from
+// one run and learners from runs made with SuiteOptions::references off.
+SuiteResult suite_from_json(const std::vector<std::string>& paths);
 
 }  // namespace shardgym

@@ -106,7 +106,8 @@ struct CompareArgs {
 
 struct SuiteArgs {
   std::string suite;
-  std::string from_json;              // print the tables of a `--out` JSON instead
+  std::vector<std::string> from_json;  // print the tables of `--out` JSONs (merged) instead
+  bool no_references = false;          // run only the agents asked (JSON only)
   std::string agents;                 // comma-separated; "" = the suite's
   std::optional<int> instances;       // only the first N test instances
   std::optional<int64_t> train_steps; // overrides the suite's

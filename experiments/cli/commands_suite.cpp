@@ -14,6 +14,7 @@ int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& er
   BootstrapOptions bootstrap;
   bootstrap.seed = args.bootstrap_seed;
   if (!args.from_json.empty()) {
+    if (!args.suite.empty()) throw BadInput("suite: give a suite file or --from-json, not both");
     const SuiteResult r = suite_from_json(args.from_json);
     out << (args.json ? suite_to_json(r, bootstrap)
                       : format_suite(r, args.markdown ? TableFormat::kMarkdown : TableFormat::kText,
@@ -35,11 +36,22 @@ int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& er
   SuiteOptions options;
   options.bootstrap.seed = args.bootstrap_seed;
   options.on_progress = [&](const std::string& line) { progress.line(line); };
+  options.references = !args.no_references;
+  if (args.no_references && args.out.empty())
+    throw BadInput("--no-references: give --out FILE (its runs are merged with the references' "
+                   "by --from-json; alone they make no table)");
+  if (args.no_references && agents.empty() && suite.agents.empty())
+    throw BadInput("--no-references: no agents to run (--agents or the suite's `agents`)");
   const SuiteResult result = run_suite(suite, agents, options);
   const std::string json = suite_to_json(result, options.bootstrap);
   if (!args.out.empty()) {
     std::ofstream f(args.out);
     if (!(f << json)) throw std::runtime_error("cannot write " + args.out);
+  }
+  if (args.no_references) {
+    out << "wrote " << args.out << " (no references: print the table with --from-json REFS.json "
+        << args.out << ")\n";
+    return 0;
   }
   if (args.json)
     out << json;

@@ -386,8 +386,12 @@ int main(int argc, char** argv) {
   suite->add_option("suite", suite_args.suite, "Suite file (YAML); not needed with --from-json")
       ->check(CLI::ExistingFile);
   suite->add_option("--from-json", suite_args.from_json,
-                    "Print the tables of a JSON that `suite --out` wrote, running nothing")
+                    "Print the tables of JSONs that `suite --out` wrote, merged (repeatable), "
+                    "running nothing")
       ->check(CLI::ExistingFile);
+  suite->add_flag("--no-references", suite_args.no_references,
+                  "Run only the agents asked (needs --out; merge with a run that has the "
+                  "references using --from-json)");
   suite->add_option("--agents", suite_args.agents,
                     "Comma-separated agent ids (default: the suite's `agents`)");
   suite->add_option("--instances", suite_args.instances,

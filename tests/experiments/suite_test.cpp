@@ -145,12 +145,24 @@ TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEp
   EXPECT_NE(json.find("\"agent\": \"ppo(polish=0)\", \"training_seed\": 1, \"instance\": 2"),
             std::string::npos);
   // `suite --from-json` prints the same tables from the JSON alone.
-  const SuiteResult back = suite_from_json(write("r.json", json));
+  const SuiteResult back = suite_from_json({write("r.json", json)});
   EXPECT_EQ(format_suite(back, TableFormat::kMarkdown), format_suite(r, TableFormat::kMarkdown));
   // A JSON whose episodes no longer pair with the test instances is refused.
   std::string broken = json;
   broken.replace(broken.rfind("\"instance\": 2"), 13, "\"instance\": 7");
-  EXPECT_THROW(suite_from_json(write("broken.json", broken)), ConfigError);
+  EXPECT_THROW(suite_from_json({write("broken.json", broken)}), ConfigError);
+  // A learner's runs made without references merge with the references' runs.
+  SuiteOptions alone;
+  alone.references = false;
+  s.training_seeds = 1;
+  const SuiteResult learner = run_suite(s, {"ppo(polish=0,lr=1e-3)"}, alone);
+  ASSERT_EQ(learner.tasks[0].runs.size(), 1u);
+  const SuiteResult merged =
+      suite_from_json({write("r.json", json), write("l.json", suite_to_json(learner))});
+  EXPECT_EQ(merged.agents.back(), "ppo(polish=0,lr=1e-3)");
+  EXPECT_EQ(merged.tasks[0].runs.size(), 7u);
+  EXPECT_THROW(suite_from_json({write("l.json", suite_to_json(learner))}), ConfigError);  // no refs
+  EXPECT_THROW(suite_from_json({write("r.json", json), write("r2.json", json)}), ConfigError);
 }
 
 }  // namespace
