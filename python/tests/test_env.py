@@ -68,6 +68,7 @@ def test_shipped_configs_resolve_by_name():
     names = shardgym.configs.names()
     assert {"quickstart", "tiny", "scenarios/ib-4node"} <= set(names) and len(names) >= 13
     assert "hardware" not in names  # an include, not an experiment
+    assert "suite" not in names and "suite/stragglers" in names  # a suite's file, its tasks
     assert shardgym.configs.resolve("ib-4node") == shardgym.configs.resolve("scenarios/ib-4node")
     assert shardgym.configs.resolve("experiments/quickstart.yaml").endswith("quickstart.yaml")
     with pytest.raises(ValueError, match="no shipped config of that name.*quickstart"):
