@@ -9,7 +9,8 @@
 // paths resolve outside T (absolute paths, `../../x`) is rejected before the loader sees it.
 // The harness reads `include:` with the same yaml-cpp on the same text as the loader, and the
 // loader joins and normalises paths lexically as done here; T holds no symlinks.
-// (`replay_trace:` is only stat()ed by the loader, never read.) Each input is also parsed as a
+// (`replay_trace:` is only stat()ed by the loader, never read.) An accepted config's scenario
+// draws are drawn for three instances. Each input is also parsed as a
 // recorded config (parse_recorded_experiment), which reads its includes from its own text.
 #include <cstdlib>
 #include <filesystem>
@@ -84,7 +85,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   if (!includes_confined(text)) return -1;  // not run, not kept in the corpus
   try {
-    (void)shardgym::parse_experiment(text, "fuzz.yaml", g_base);
+    // An accepted config's draws make its instances' events: bounded by what the file
+    // implies (at most 100,000 events), and never an exception (scenario_draw.h).
+    const shardgym::ExperimentSpec spec = shardgym::parse_experiment(text, "fuzz.yaml", g_base);
+    for (uint64_t instance : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}})
+      (void)shardgym::with_instance(spec, instance).scenario.drawn();
   } catch (const shardgym::ConfigError&) {
   }
   // The same text as a trace's recorded config: its includes come from the commented copies
