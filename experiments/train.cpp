@@ -80,10 +80,17 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   // `train_envs` copies of the env; the recorded episodes below then continue from there.
   bool trained = false;  // by vectorised training: the episodes then evaluate the policy
   if (agent->learns() && spec.agent.train_steps > 0) {
-    VectorEnv envs(options.train_envs, [&](int) { return make_env(spec.env_id, spec); });
+    // A task with drawn events (core/scenario_draw.h) trains on other instances than the
+    // recorded episodes play (the config's `instance`): env k on instance + 1,000,003 + k.
+    const bool drawn = !spec.scenario.draws.empty();
+    const uint64_t instance = spec.scenario.instance;
+    VectorEnv envs(options.train_envs, [&](int k) {
+      return make_env(spec.env_id, drawn ? with_instance(spec, instance + 1'000'003 + k) : spec);
+    });
     // After every update one greedy episode on a held-out seed; the best policy is kept (PPO
     // does not improve monotonically: the last update is not always the best one).
-    std::unique_ptr<Env> eval_env = make_env(spec.env_id, spec);
+    std::unique_ptr<Env> eval_env =
+        make_env(spec.env_id, drawn ? with_instance(spec, instance + 2'000'003) : spec);
     const uint64_t eval_seed = seed + 1'000'003;
     // The best policy goes to agent.ckpt as soon as it is picked (each save: temporary
     // file, fsync, rename), so a kill at any later moment leaves it there.
