@@ -8,7 +8,7 @@
 # Usage: scripts/agents_vs_baselines.sh [config ...]
 #        (default: quickstart and the five scenarios)   BUDGET_S=300 to change the budget,
 #        THRESHOLD=0.99 the fraction of the reference oracle's return at which PPO stops
-#        (issue 11's bar: PPO within 0.99 of the best plan).
+#        (the bar: PPO within 0.99 of the best plan).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=${SHARDGYM_BIN:-${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym}

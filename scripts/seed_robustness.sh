@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed robustness of a learning agent (issue 11's "≥ 4 of 5 training seeds reach 95 % of the
+# Seed robustness of a learning agent (the bar "≥ 4 of 5 training seeds reach 95 % of the
 # reference oracle's return within the stated budget"; docs/benchmarks.md, "PPO across
 # training seeds"). For every CONFIG and training seed, one `shardgym bench learn` run that
 # stops at the first greedy evaluation at or above THRESHOLD × the oracle's return or at the

@@ -163,7 +163,7 @@ TEST(CliTest, HelpListsEverySubcommand) {
   EXPECT_NE(train.output.find("--episodes"), std::string::npos) << train.output;
 }
 
-// The simulator against the published runs of experiments/validation/ (issue 9's targets):
+// The simulator against the published runs of experiments/validation/ (the fidelity targets):
 // per-GPU throughput within 10 % at the median and 20 % at worst, and every published
 // configuration fits memory. A change to the cost model that breaks the fit fails here.
 TEST(CliTest, PublishedRunsWithinTheirErrorBounds) {
