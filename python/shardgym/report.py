@@ -14,7 +14,9 @@ What it draws, per experiment (traces grouped by the config they were recorded w
   * the comparison table of each `shardgym compare --out DIR` folder, computed as
     `shardgym compare --from-traces DIR` does (experiments/compare_traces.cpp), summarised
     with rliable's IQM and stratified bootstrap intervals; also written to table.json;
-  * simulator against live measurements where a sim and a live episode ran the same plans.
+  * simulator against live measurements where a sim and a live episode ran the same plans;
+  * for each `shardgym suite --out` JSON given among the inputs, the suite's figure and table
+    (shardgym/suite_report.py).
 
 Traces are untrusted input and h5py parses them in this process, so each one is first read
 by `shardgym inspect --json` (--cli, or $SHARDGYM_CLI), whose HDF5 parse runs in a child
@@ -32,6 +34,7 @@ import sys
 
 import numpy as np
 
+from shardgym import suite_report
 from shardgym.report_figures import (CI_LEVEL, chosen_episodes, fidelity,  # noqa: F401
                                      learning_curves, pareto_front, pareto_plot,
                                      plan_heatmaps, time_series)
@@ -291,7 +294,16 @@ def build_report(run_dirs, out, episode=0, cli=None, reps=2000, seed=0, skip_dam
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     problems = []
-    traces = load_traces(find_traces(run_dirs), cli, skip_damaged, problems)
+    # `shardgym suite --out` JSONs among the inputs: a section each (shardgym/suite_report.py).
+    suites = [d for d in run_dirs if str(d).endswith(".json") and pathlib.Path(d).is_file()]
+    run_dirs = [d for d in run_dirs if d not in suites]
+    suite_sections = []
+    for path in suites:
+        try:
+            suite_sections.append(suite_report.section(path, out))
+        except suite_report.SuiteReportError as e:
+            raise ReportError(str(e)) from e
+    traces = load_traces(find_traces(run_dirs), cli, skip_damaged, problems) if run_dirs else []
     rng = np.random.default_rng(seed)
     groups = collections.OrderedDict()
     for t in traces:
@@ -368,6 +380,7 @@ td {{ text-align: right; }} td:first-child {{ text-align: left; }} .note {{ colo
 <h1>ShardGym report</h1>
 <p>From {len(traces)} trace file(s) under {html.escape(', '.join(map(str, run_dirs)))}.</p>
 {"<h2>Problems</h2><ul>" + problem_html + "</ul>" if problems else ""}
+{"".join(suite_sections)}
 {"".join(sections)}
 </body></html>
 """
