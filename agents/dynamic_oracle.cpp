@@ -60,7 +60,35 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     }
   }
   if (groups > 0) add(hindsight_static(run, objective.weights, horizon, options).plan);
+  // The env takes one share choice per step, masked with the blocks in force
+  // (env/share_action.h): a plan whose shares those blocks cannot hold is reached in two
+  // steps, its blocks first. So that the schedule can do that ahead of an event it knows,
+  // every candidate's blocks with the starting shares are candidates too.
+  if (groups > 0) {
+    const size_t before = cand.size();
+    for (size_t i = 0; i < before; ++i) {
+      Plan p = cand[i];
+      p.pipeline.shares = run.plan().pipeline.shares;
+      if (plan_fits(run, p)) add(p);
+    }
+  }
   const size_t n = cand.size();
+  // Whether the env can go from plan x to plan y in one step on `holder` (at that step, x in
+  // force): the shares by one share choice the mask allows (with x's blocks, y's shares fit).
+  auto reachable = [&](const TrainingRun& holder, const Plan& x, const Plan& y) {
+    if (groups <= 0 || x.pipeline.shares == y.pipeline.shares) return true;
+    const RunContext ctx = holder.context();
+    const std::vector<double> speeds = share_group_speeds(
+        groups, holder.cluster(), x.stages(), ctx.rank_slowdown, ctx.rank_alive);
+    const int g = effective_global_batch(holder.model(), holder.cluster().world_size());
+    const int s = share_choice_toward(x.pipeline.shares, y.pipeline.shares, groups, g, speeds);
+    if (s < 0) return true;  // the same sequences
+    const std::vector<int> after = apply_share_choice(x.pipeline.shares, s, groups, g, speeds);
+    if (share_choice_toward(after, y.pipeline.shares, groups, g, speeds) != -1) return false;
+    Plan trial = x;
+    trial.pipeline = y.pipeline;
+    return plan_fits(holder, trial);
+  };
   // first[k][x][y]: cost of the segment's first step running y with x in force (repartition
   // included); steady[k][y]: each further step of y.
   std::vector<std::vector<std::vector<double>>> first(
@@ -78,6 +106,7 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
         holder->step(cand[x]);  // now at the segment's first step with x in force
       }
       for (size_t y = 0; y < n; ++y) {
+        if (!reachable(*holder, cand[x], cand[y])) continue;  // not in one env step
         std::optional<Measurement> m = holder->estimate(cand[y]);
         if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
       }
