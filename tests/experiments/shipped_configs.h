@@ -13,8 +13,9 @@
 
 namespace shardgym::testing {
 
-// Every *.yaml under experiments/ except the hardware catalog and calibration files
-// (`format: shardgym-calibration`, docs/calibration.md), sorted.
+// Every *.yaml under experiments/ except the hardware catalog, calibration files
+// (`format: shardgym-calibration`, docs/calibration.md) and task suites (a top-level `tasks:`,
+// experiments/suite.h; shipped_suites() lists those), sorted.
 inline std::vector<std::string> shipped_configs() {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::recursive_directory_iterator(
@@ -23,7 +24,23 @@ inline std::vector<std::string> shipped_configs() {
     std::ifstream in(e.path());
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (text.find("\nformat: shardgym-calibration\n") != std::string::npos) continue;
+    if (text.rfind("tasks:", 0) == 0 || text.find("\ntasks:") != std::string::npos) continue;
     out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The task suites shipped under experiments/ (a top-level `tasks:`), sorted.
+inline std::vector<std::string> shipped_suites() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           std::string(SHARDGYM_TEST_SOURCE_DIR) + "/experiments")) {
+    if (e.path().extension() != ".yaml") continue;
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.rfind("tasks:", 0) == 0 || text.find("\ntasks:") != std::string::npos)
+      out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;

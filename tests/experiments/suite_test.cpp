@@ -10,6 +10,7 @@
 
 #include "experiments/config.h"
 #include "experiments/suite.h"
+#include "tests/experiments/shipped_configs.h"
 
 namespace shardgym {
 namespace {
@@ -64,6 +65,17 @@ class SuiteTest : public ::testing::Test {
   }
   fs::path dir_;
 };
+
+TEST(ShippedSuites, LoadWithEveryTaskDrawingItsEvents) {
+  const std::vector<std::string> suites = testing::shipped_suites();
+  ASSERT_FALSE(suites.empty());
+  for (const std::string& path : suites) {
+    SCOPED_TRACE(path);
+    const SuiteSpec s = load_suite(path);  // throws on overlapping instances
+    EXPECT_GE(s.tasks.size(), 6u);
+    for (const ExperimentSpec& t : s.tasks) EXPECT_FALSE(t.scenario.draws.empty()) << t.name;
+  }
+}
 
 TEST_F(SuiteTest, TrainingAndTestInstancesNeverOverlap) {
   expect_error("train_instances: {first: 0, count: 10}\ntest_instances: [12, 9]\n",
