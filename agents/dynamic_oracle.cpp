@@ -75,16 +75,21 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
   const size_t n = cand.size();
   // Whether the env can go from plan x to plan y in one step on `holder` (at that step, x in
   // force): the shares by one share choice the mask allows (with x's blocks, y's shares fit).
-  auto reachable = [&](const TrainingRun& holder, const Plan& x, const Plan& y) {
-    if (groups <= 0 || x.pipeline.shares == y.pipeline.shares) return true;
+  // `speeds`: the share groups' speeds on `holder` (the same for every y of one holder).
+  auto group_speeds = [&](const TrainingRun& holder, const Plan& x) {
+    if (groups <= 0) return std::vector<double>();
     const RunContext ctx = holder.context();
-    const std::vector<double> speeds = share_group_speeds(
-        groups, holder.cluster(), x.stages(), ctx.rank_slowdown, ctx.rank_alive);
-    const int g = effective_global_batch(holder.model(), holder.cluster().world_size());
-    const int s = share_choice_toward(x.pipeline.shares, y.pipeline.shares, groups, g, speeds);
+    return share_group_speeds(groups, holder.cluster(), x.stages(), ctx.rank_slowdown,
+                              ctx.rank_alive);
+  };
+  auto reachable = [&](const TrainingRun& holder, const std::vector<double>& speeds,
+                       const Plan& x, const Plan& y) {
+    if (groups <= 0 || x.pipeline.shares == y.pipeline.shares) return true;
+    const int batch = effective_global_batch(holder.model(), holder.cluster().world_size());
+    const int s = share_choice_toward(x.pipeline.shares, y.pipeline.shares, groups, batch, speeds);
     if (s < 0) return true;  // the same sequences
-    const std::vector<int> after = apply_share_choice(x.pipeline.shares, s, groups, g, speeds);
-    if (share_choice_toward(after, y.pipeline.shares, groups, g, speeds) != -1) return false;
+    const std::vector<int> after = apply_share_choice(x.pipeline.shares, s, groups, batch, speeds);
+    if (share_choice_toward(after, y.pipeline.shares, groups, batch, speeds) != -1) return false;
     Plan trial = x;
     trial.pipeline = y.pipeline;
     return plan_fits(holder, trial);
@@ -105,8 +110,9 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
         holder = segs[k].before->clone();
         holder->step(cand[x]);  // now at the segment's first step with x in force
       }
+      const std::vector<double> speeds = group_speeds(*holder, cand[x]);
       for (size_t y = 0; y < n; ++y) {
-        if (!reachable(*holder, cand[x], cand[y])) continue;  // not in one env step
+        if (!reachable(*holder, speeds, cand[x], cand[y])) continue;  // not in one env step
         std::optional<Measurement> m = holder->estimate(cand[y]);
         if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
       }
