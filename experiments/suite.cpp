@@ -218,9 +218,10 @@ SuiteResult run_suite(const SuiteSpec& suite, std::vector<std::string> agents,
   for (const ExperimentSpec& task : suite.tasks) {
     SuiteTask t;
     t.name = task.name;
+    // The env spec agents are made for (the same for every instance of the task).
+    const std::unique_ptr<Env> probe_env =
+        make_env(task.env_id, with_instance(task, suite.test_instances.front()));
     for (const std::string& id : all) {
-      std::unique_ptr<Env> probe_env =
-          make_env(task.env_id, with_instance(task, suite.test_instances.front()));
       const bool learns = make_agent(id, probe_env->spec(), 0)->learns();
       const int seeds = learns ? suite.training_seeds : 1;
       for (int seed = 0; seed < seeds; ++seed) {
