@@ -232,9 +232,34 @@ std::vector<int> grad_sum_ranks(const BlockPlacement& p, const ParamShard& shard
   return all;
 }
 
+int64_t BatchRows::total() const {
+  int64_t t = 0;
+  for (int64_t r : rows) t += r;
+  return t;
+}
+
+std::pair<int64_t, int64_t> BatchRows::part(int part, int parts, const char* what) const {
+  const int n = static_cast<int>(rows.size());
+  if (n < 1 || parts < 1 || parts % n != 0) {
+    std::ostringstream m;
+    m << what << ": " << parts << " parts do not split over " << n << " share groups";
+    throw std::invalid_argument(m.str());
+  }
+  const int per = parts / n, group = part / per;
+  int64_t offset = 0;
+  for (int i = 0; i < group; ++i) offset += rows[i];
+  auto [lo, hi] = slice(rows[group], part % per, per, what);
+  return {offset + lo, offset + hi};
+}
+
 Box block_activation_box(const ModelSpec& m, const BlockPlacement& p, int64_t global_batch) {
-  auto [b0, b1] = slice(global_batch, p.replica, p.replicas, "global batch over replicas");
-  Box box = Box::whole({global_batch, m.seq, m.hidden});
+  return block_activation_box(m, p, BatchRows::whole(global_batch));
+}
+
+Box block_activation_box(const ModelSpec& m, const BlockPlacement& p, const BatchRows& rows) {
+  const int64_t G = rows.total();
+  auto [b0, b1] = rows.part(p.replica, p.replicas, "global batch over replicas");
+  Box box = Box::whole({G, m.seq, m.hidden});
   box.lo[0] = b0;
   box.hi[0] = b1;
   if (p.sp) {
@@ -249,8 +274,12 @@ Box block_activation_box(const ModelSpec& m, const BlockPlacement& p, int64_t gl
 }
 
 Box data_parallel_activation_box(const ModelSpec& m, int rank, int world, int64_t global_batch) {
-  auto [b0, b1] = slice(global_batch, rank, world, "global batch over the world");
-  Box box = Box::whole({global_batch, m.seq, m.hidden});
+  return data_parallel_activation_box(m, rank, world, BatchRows::whole(global_batch));
+}
+
+Box data_parallel_activation_box(const ModelSpec& m, int rank, int world, const BatchRows& rows) {
+  auto [b0, b1] = rows.part(rank, world, "global batch over the world");
+  Box box = Box::whole({rows.total(), m.seq, m.hidden});
   box.lo[0] = b0;
   box.hi[0] = b1;
   return box;

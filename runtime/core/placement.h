@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/model_spec.h"
@@ -113,10 +114,31 @@ double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s
 // tensor group for tp_replicated parameters (each rank saw only its sequence slice).
 std::vector<int> grad_sum_ranks(const BlockPlacement& p, const ParamShard& shard);
 
+// The rows of one batch (or micro-batch) by data-parallel share group (data_shares.h), in
+// group order: group i takes rows [offset(i), offset(i) + rows[i]). Without shares there is one
+// group of all G rows. A group's rows split evenly over the replicas inside it, so with one
+// group replica r of R takes [r·G/R, (r+1)·G/R) as before.
+struct BatchRows {
+  std::vector<int64_t> rows;  // per group, ≥ 0
+
+  static BatchRows whole(int64_t global_batch) { return BatchRows{{global_batch}}; }
+  int64_t total() const;
+  // Rows [lo, hi) of part `part` of `parts`, parts numbered group-major: each group's rows in
+  // parts/n equal pieces. Throws std::invalid_argument (with `what`) when n does not divide
+  // `parts` or a group's rows do not split evenly.
+  std::pair<int64_t, int64_t> part(int part, int parts, const char* what) const;
+  bool operator==(const BatchRows& o) const { return rows == o.rows; }
+  bool operator<(const BatchRows& o) const { return rows < o.rows; }
+};
+
 // The residual-stream box [G, S, h] a block with placement p reads and writes.
 Box block_activation_box(const ModelSpec& m, const BlockPlacement& p, int64_t global_batch);
+// The same with the batch's rows split between share groups (G = rows.total()).
+Box block_activation_box(const ModelSpec& m, const BlockPlacement& p, const BatchRows& rows);
 // Embedding output / LM-head input: data parallel over all P ranks (rank q: batch slice q).
 Box data_parallel_activation_box(const ModelSpec& m, int rank, int world, int64_t global_batch);
+// The same with share groups: rank q of group i takes slice q mod g of the group's rows.
+Box data_parallel_activation_box(const ModelSpec& m, int rank, int world, const BatchRows& rows);
 
 // Parameters outside the blocks (wte, wpe, ln_f.*, lm_head.weight): replicated on every rank.
 std::vector<ParamShard> outer_param_shards(const ModelSpec& m);

@@ -26,8 +26,8 @@ void TrainingRun::action_mask_into(int block, uint8_t* out) const {
   for (size_t k = 0; k < row.size(); ++k) out[k] = row[k] != 0;
 }
 
-bool plan_fits(const TrainingRun& run, const Plan& plan) {
-  const std::optional<Measurement> m = run.estimate(plan);
+bool TrainingRun::fits(const Plan& plan) const {
+  const std::optional<Measurement> m = estimate(plan);
   return m && m->ok && !m->oom;
 }
 

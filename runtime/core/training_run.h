@@ -81,6 +81,10 @@ class TrainingRun {
   // Noise-free cost of `plan` under the current conditions without running it, where the
   // backend can tell (sim: yes; live: no). Used for baselines and oracles.
   virtual std::optional<Measurement> estimate(const Plan& plan) const = 0;
+  // Whether `plan` is valid here and fits every rank's memory under the conditions of the next
+  // step. The default asks estimate(); a backend that cannot estimate times (live) still
+  // knows what it can run.
+  virtual bool fits(const Plan& plan) const;
 
   // Same seed and actions give bit-identical measurements.
   virtual bool deterministic() const = 0;
@@ -108,9 +112,9 @@ class TrainingRun {
   virtual std::unique_ptr<TrainingRun> clone_holding(const Plan& plan) const;
 };
 
-// Whether `plan` is valid and fits every rank's memory under the conditions of the next step,
-// by the run's estimate(); false where the run cannot estimate (live).
-bool plan_fits(const TrainingRun& run, const Plan& plan);
+// run.fits(plan): whether `plan` is valid and fits every rank's memory under the conditions of
+// the next step.
+inline bool plan_fits(const TrainingRun& run, const Plan& plan) { return run.fits(plan); }
 
 // Megatron-LM users' pipeline rule: tensor parallelism within a node, then the fewest pipeline
 // stages with which the model fits (Narayanan et al. 2021, §3.3: "use tensor parallelism up to

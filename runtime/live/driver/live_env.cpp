@@ -31,16 +31,23 @@ void validate_live(const ExperimentSpec& spec) {
   w.threads_per_rank = spec.live.threads_per_rank;
   if (const std::string why = live::why_world_does_not_fit(w, live::host_limits()); !why.empty())
     throw EnvOptionError("live.ranks", why);
-  // A live run measures itself: the simulator's scenario events and timing noise have nothing
-  // to act on there, and ignoring them silently would mislabel every figure of the run.
-  if (!spec.scenario.events.empty() || !spec.scenario.draws.empty() ||
-      spec.scenario.noise > 0) {
-    const bool ev = !spec.scenario.events.empty() || !spec.scenario.draws.empty();
-    throw EnvOptionError(ev ? (spec.scenario.draws.empty() ? "scenario.events" : "scenario.draw")
-                            : "scenario.noise",
-                         std::string(kLiveId) + " measures a real run and applies no " +
-                             (ev ? "scenario events" : "timing noise") +
-                             "; remove them, or use shardgym/TPSim-v0 to simulate them");
+  // A live run measures itself: of the simulator's scenario, only straggler events have
+  // something to act on (a rank's compute is stretched: RankTrainer::set_compute_stretch);
+  // links, sequence lengths, batches and lost ranks are not emulated, and ignoring them
+  // silently would mislabel every figure of the run.
+  if (spec.scenario.noise > 0)
+    throw EnvOptionError("scenario.noise", std::string(kLiveId) +
+                                               " measures a real run and applies no timing "
+                                               "noise; remove it, or use shardgym/TPSim-v0");
+  const std::string where = spec.scenario.draws.empty() ? "scenario.events" : "scenario.draw";
+  for (const ScenarioEvent& e : spec.scenario.drawn().events) {
+    if (e.kind != EventKind::kStraggler)
+      throw EnvOptionError(where, std::string(kLiveId) +
+                                      " emulates straggler events only (a rank's compute "
+                                      "stretched); use shardgym/TPSim-v0 for the others");
+    if (!(e.factor >= 1 && e.factor <= 100))
+      throw EnvOptionError(where, "a live straggler's factor must lie in [1, 100] (a rank "
+                                  "can be slowed, not sped up), not " + std::to_string(e.factor));
   }
   if (spec.model.vocab < 256)
     throw EnvOptionError("model.vocab",

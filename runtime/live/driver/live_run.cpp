@@ -80,7 +80,7 @@ std::string why_fault_invalid(const LiveSpec& live) {
 }
 
 LiveRun::LiveRun(const ExperimentSpec& spec)
-    : live_(spec.live), cluster_(spec.cluster), scenario_(spec.scenario) {
+    : live_(spec.live), cluster_(spec.cluster), scenario_(spec.scenario.drawn()) {
   const int p = live_.ranks;
   if (p < 1) throw std::invalid_argument("live.ranks must be >= 1");
   const std::string cluster_problem = cluster_.validate();
@@ -360,6 +360,9 @@ Measurement LiveRun::iterate(const Plan& plan) {
   cmd.op = RankOp::kStep;
   cmd.plan = plan.to_string();
   cmd.micro_batches = micro_batches_;
+  cmd.slowdown = slowdown_at(step_);
+  if (std::all_of(cmd.slowdown.begin(), cmd.slowdown.end(), [](double f) { return f == 1; }))
+    cmd.slowdown.clear();
   const Stopwatch wall;
   energy.start();
   std::vector<RankReport> reports;
@@ -421,9 +424,25 @@ double LiveRun::eval_loss(int index) {
   return command(cmd).front().loss;
 }
 
+std::vector<double> LiveRun::slowdown_at(int step) const {
+  std::vector<double> slow(static_cast<size_t>(std::max(0, config_.world_size)), 1.0);
+  for (const ScenarioEvent& e : scenario_.events) {  // sorted by step; later ones replace
+    if (e.step > step) break;
+    if (e.kind == EventKind::kStraggler && e.rank >= 0 && e.rank < config_.world_size)
+      slow[e.rank] = e.factor;
+  }
+  return slow;
+}
+
 RunContext LiveRun::context() const {
   RunContext c;
   c.step = step_;
+  // Emulated stragglers (the scenario's straggler events, RankTrainer::set_compute_stretch):
+  // the env knows each rank's factor as the simulator's env does.
+  c.rank_slowdown = slowdown_at(step_);
+  c.max_compute_slowdown = *std::max_element(c.rank_slowdown.begin(), c.rank_slowdown.end());
+  if (c.max_compute_slowdown == 1) c.rank_slowdown.clear();
+  else c.rank_alive.assign(c.rank_slowdown.size(), 1);
   c.phase = scenario_.phase_at(step_);
   c.num_phases = scenario_.num_phases();
   c.link_bw_factor.assign(cluster_.links.size(), 1.0);  // loopback: not varied, not measured
@@ -434,6 +453,14 @@ RunContext LiveRun::context() const {
   }
   c.memory_capacity = cap;
   return c;
+}
+
+bool LiveRun::fits(const Plan& plan) const {
+  if (plan.size() != config_.model.num_blocks() || !why_invalid(plan).empty()) return false;
+  const double capacity = context().memory_capacity;
+  return capacity <= 0 ||
+         live_memory_estimate(config_.model, plan, config_.world_size, micro_batches_).total() <=
+             capacity;
 }
 
 std::vector<uint8_t> LiveRun::action_mask(int block) const {

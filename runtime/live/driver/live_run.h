@@ -71,6 +71,8 @@ class LiveRun : public TrainingRun {
   RunContext context() const override;
   std::vector<uint8_t> action_mask(int block) const override;
   std::optional<Measurement> estimate(const Plan&) const override { return std::nullopt; }
+  // why_invalid(plan) is empty and the memory estimate fits the smallest device.
+  bool fits(const Plan& plan) const override;
   bool deterministic() const override { return false; }
 
   std::vector<CollectiveTiming> time_collectives(double bytes, int reps) override;
@@ -107,7 +109,9 @@ class LiveRun : public TrainingRun {
   LiveRankConfig config_;
   LiveSpec live_;
   ClusterSpec cluster_;
-  Scenario scenario_;
+  Scenario scenario_;  // drawn(): the instance's events (straggler events only, live_env.cpp)
+  // Each rank's compute stretch at env step `step` from the scenario's straggler events.
+  std::vector<double> slowdown_at(int step) const;
   StrategyCatalog catalog_;
   PowerModel power_;
   std::string worker_;  // shardgym_rank_worker executable (launch = processes)

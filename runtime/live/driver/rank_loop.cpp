@@ -209,6 +209,8 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
         const at::Tensor tokens = to_tensor(b.tokens, b.batch, b.seq);
         const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
         BlockTimes times;
+        trainer->set_compute_stretch(
+            rank < static_cast<int>(cmd.slowdown.size()) ? cmd.slowdown[rank] : 1.0);
         const Stopwatch sw;
         rep.loss = trainer->train_step(tokens, targets, &times, cmd.micro_batches);
         rep.step_s = sw.elapsed_s();

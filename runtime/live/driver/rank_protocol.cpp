@@ -191,6 +191,7 @@ std::string RankCommand::serialize() const {
   put(o, "seed", std::to_string(seed));
   put(o, "eval_index", std::to_string(eval_index));
   put(o, "micro_batches", std::to_string(micro_batches));
+  put(o, "slowdown", nums(slowdown));
   put(o, "bytes", std::to_string(bytes));
   put(o, "reps", std::to_string(reps));
   return o.str();
@@ -205,6 +206,7 @@ RankCommand RankCommand::parse(const std::string& text) {
   c.seed = f.u64("seed");
   c.eval_index = f.i32("eval_index");
   c.micro_batches = f.i32("micro_batches");
+  c.slowdown = f.dbls("slowdown");
   c.bytes = static_cast<int64_t>(f.u64("bytes"));
   c.reps = f.i32("reps");
   return c;

@@ -66,6 +66,9 @@ struct RankCommand {
   // kStep: the iteration's batch runs as this many micro-batches with gradient accumulation
   // (tp/micro_batches.h); the driver has checked that it divides every local batch.
   int micro_batches = 1;
+  // kStep: each rank's compute stretch (RankTrainer::set_compute_stretch), indexed by rank;
+  // empty = none. A scenario's straggler events on live ranks (LiveRun::iterate).
+  std::vector<double> slowdown;
   int64_t bytes = 0;  // kCollectives: per rank
   int reps = 0;       // kCollectives: timed calls of each (after one warm-up)
 

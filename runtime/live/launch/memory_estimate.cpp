@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/core/cost.h"
+#include "runtime/core/data_shares.h"
 
 namespace shardgym::live {
 namespace {
@@ -53,8 +54,16 @@ double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& 
 MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& plan, int world,
                                     int micro_batches) {
   ModelSpec model = batch_model;  // the activations below are those of one micro-batch
-  if (micro_batches > 1)
-    model.global_batch = effective_global_batch(batch_model, world) / micro_batches;
+  int64_t batch = effective_global_batch(batch_model, world);
+  if (const std::vector<int>& w = plan.pipeline.shares; !w.empty() && batch > 0) {
+    // Uneven shares (data_shares.h): the rank of the largest group holds the most activations,
+    // as many as every rank would under an even batch of n times that group's sequences.
+    const std::vector<int> seqs = apportion(static_cast<int>(batch), w);
+    batch = static_cast<int64_t>(*std::max_element(seqs.begin(), seqs.end())) *
+            static_cast<int64_t>(w.size());
+  }
+  if (micro_batches > 1 || batch != effective_global_batch(batch_model, world))
+    model.global_batch = static_cast<int>(batch / std::max(1, micro_batches));
   MemoryEstimate e;
   const double per_param = model.state_bytes_per_param();
   double params = static_cast<double>(model.embedding_params());

@@ -10,6 +10,13 @@
 // over all G·S tokens, so the loss and the gradients are the single batch's up to the order
 // of the sums.
 //
+// Uneven data-parallel shares (`@dp(w=...)`, runtime/core/data_shares.h): the batch's rows go
+// to the share groups in group order, G·w_i/Σw to group i (batch_rows), and inside a group the
+// rules above hold with the group's rows for G and its g = P/n ranks for P: each rank takes
+// s_i/g rows, each micro-batch s_i/m of group i. The loss is still the mean over all G·S
+// tokens and gradients are summed, so the update is the even plan's. The live runtime runs
+// positive weights only; a weight of 0 (excluded ranks) is refused.
+//
 // Torch-free, so that LiveRun can reject an m before any rank sees it.
 #pragma once
 
@@ -17,6 +24,7 @@
 #include <string>
 
 #include "runtime/core/model_spec.h"
+#include "runtime/core/placement.h"
 #include "runtime/core/plan.h"
 
 namespace shardgym::live {
@@ -28,10 +36,16 @@ namespace shardgym::live {
 // derived from model.micro_batch) is not read here.
 std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int world);
 
+// The rows of a batch of `global_batch` sequences by share group (one group without shares).
+BatchRows batch_rows(const Plan& plan, int64_t global_batch);
+// Those of each of m micro-batches of it: every group's rows over m.
+BatchRows micro_batch_rows(const BatchRows& rows, int micro_batches);
+
 // Empty if `micro_batches` micro-batches can run `plan` on a global batch of `global_batch`
 // sequences over `world` ranks, else why: m must be ≥ 1 and divide the local batch of every
 // tensor-parallel group (G/replicas for each block, G/P for the embedding and LM head), and a
-// block's micro-batch rows per replica must split into its chunks.
+// block's micro-batch rows per replica must split into its chunks. With shares, the same per
+// group, and each group's rows must split over its ranks.
 std::string why_micro_batches_invalid(const ModelSpec& model, const Plan& plan, int world,
                                       int64_t global_batch, int micro_batches);
 

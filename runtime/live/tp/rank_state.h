@@ -73,7 +73,8 @@ struct RankTrainer::State {
   std::unique_ptr<Groups> groups;
   std::vector<BlockState> blocks;  // sized once: BlockContext addresses stay valid
   std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight
-  std::map<int64_t, ActivationPlans> act_plans;  // by global batch
+  double stretch = 1.0;  // set_compute_stretch
+  std::map<BatchRows, ActivationPlans> act_plans;  // by the batch's rows per share group
   // Backward timing probes: per block, hooks called when the gradient reaches the block's
   // output (start) and its input (end).
   std::vector<std::function<void()>> probe_out, probe_in;
@@ -94,21 +95,23 @@ std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& pl
 BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
                       Groups& groups, const std::map<std::string, at::Tensor>* full);
 
-// Residual-stream exchange plans for global batch G (built on first use, then cached).
-const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t global_batch);
+// Residual-stream exchange plans for a batch with these rows per share group (built on first
+// use, then cached).
+const ActivationPlans& activation_plans(RankTrainer::State& st, const BatchRows& rows);
 
 // Throws std::invalid_argument unless tokens and targets are int64 [G, seq] with G a
-// multiple of the world.
+// multiple of the world (without shares; with shares why_micro_batches_invalid checks G).
 void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
                  const at::Tensor& targets);
 
-// Forward (and backward when `train`) of one batch (or micro-batch) over the rank's shards.
+// Forward (and backward when `train`) of one batch (or micro-batch) over the rank's shards;
+// `rows`: its rows per share group (batch_rows / micro_batch_rows, micro_batches.h).
 // Returns this rank's share of the loss, detached, float64 [1]: its rows' summed token
 // cross-entropy divided by `mean_over` (the tokens of the whole iteration's batch, so that
 // the gradients of m micro-batches add up to the batch's); the shares of all ranks sum to the
 // loss (global_loss). `times` (optional, sized by the caller) gets each block's seconds added.
 at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
-                     bool train, BlockTimes* times, double mean_over);
+                     bool train, BlockTimes* times, double mean_over, const BatchRows& rows);
 // Collective over the world: the sum of every rank's `share`.
 double global_loss(RankTrainer::State& st, const at::Tensor& share);
 

@@ -1,8 +1,11 @@
 #include "runtime/live/tp/rank_trainer.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -43,11 +46,19 @@ void sync_grads(Groups& groups, const std::vector<LocalParam*>& params) {
   }
 }
 
-// Micro-batch i of m (micro_batches.h): slice i of every rank's G/P rows, in rank order.
-at::Tensor micro_batch(const at::Tensor& batch, int world, int m, int i) {
+// Micro-batch i of m (micro_batches.h): slice i of every rank's rows, in rank order.
+at::Tensor micro_batch(const at::Tensor& batch, const BatchRows& rows, int world, int m, int i) {
   if (m == 1) return batch;
   const int64_t G = batch.size(0), S = batch.size(1);
-  return batch.reshape({world, m, G / (world * m), S}).select(1, i).reshape({G / m, S});
+  if (rows.rows.size() == 1)
+    return batch.reshape({world, m, G / (world * m), S}).select(1, i).reshape({G / m, S});
+  std::vector<at::Tensor> parts;
+  for (int q = 0; q < world; ++q) {
+    const auto [lo, hi] = rows.part(q, world, "batch over the world");
+    const int64_t n = (hi - lo) / m;
+    parts.push_back(batch.narrow(0, lo + i * n, n));
+  }
+  return at::cat(parts);
 }
 
 }  // namespace
@@ -125,16 +136,34 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
     times->bwd_s.assign(B, 0.0);
     times->comm_s.assign(B, 0.0);
     times->optimizer_s = 0;  // train_step times it after this
+    times->stretch_s = 0;
   }
   for (LocalParam* p : st.all_params()) p->value.mutable_grad() = at::Tensor();
   // Every micro-batch's backward adds into the same .grad leaves (autograd accumulates).
   const double mean_over = static_cast<double>(G) * st.model.seq;
+  const BatchRows rows = batch_rows(st.plan, G);
+  const BatchRows micro_rows = micro_batch_rows(rows, micro_batches);
+  const double start_s = st.stretch > 1 ? now_s(st.options.device) : 0;
+  const double start_wait_s = st.groups->wait_s();
   at::Tensor share;
   for (int i = 0; i < micro_batches; ++i) {
-    const at::Tensor s = run_model(st, micro_batch(tokens, st.world, micro_batches, i),
-                                   micro_batch(targets, st.world, micro_batches, i),
-                                   /*train=*/true, times, mean_over);
+    const at::Tensor s = run_model(st, micro_batch(tokens, rows, st.world, micro_batches, i),
+                                   micro_batch(targets, rows, st.world, micro_batches, i),
+                                   /*train=*/true, times, mean_over, micro_rows);
     share = i == 0 ? s : share + s;
+  }
+  if (st.stretch > 1) {  // an emulated straggler (set_compute_stretch)
+    const double compute_s =
+        now_s(st.options.device) - start_s - (st.groups->wait_s() - start_wait_s);
+    const double idle_s = (st.stretch - 1) * std::max(0.0, compute_s);
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+    if (times) {
+      times->stretch_s = idle_s;
+      for (size_t b = 0; b < B; ++b) {
+        times->fwd_s[b] *= st.stretch;
+        times->bwd_s[b] *= st.stretch;
+      }
+    }
   }
   for (size_t b = 0; b < B; ++b) {
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
@@ -151,6 +180,13 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
   for (auto& p : st.outer) outer.push_back(&p);
   sync_grads(*st.groups, outer);
   return global_loss(st, share);
+}
+
+void RankTrainer::set_compute_stretch(double factor) {
+  if (!(factor >= 1 && factor <= 100))
+    throw std::invalid_argument("compute stretch must lie in [1, 100], not " +
+                                std::to_string(factor));
+  state_->stretch = factor;
 }
 
 void RankTrainer::optimizer_step() {
@@ -190,10 +226,14 @@ double RankTrainer::train_step(const at::Tensor& tokens, const at::Tensor& targe
 
 double RankTrainer::eval_loss(const at::Tensor& tokens, const at::Tensor& targets) {
   c10::NoGradGuard no_grad;
-  check_batch(*state_, tokens, targets);
-  const double mean_over = static_cast<double>(tokens.size(0)) * state_->model.seq;
-  return global_loss(*state_,
-                     run_model(*state_, tokens, targets, /*train=*/false, nullptr, mean_over));
+  State& st = *state_;
+  check_batch(st, tokens, targets);
+  const int64_t G = tokens.size(0);
+  const std::string why = why_micro_batches_invalid(st.model, st.plan, st.world, G, 1);
+  if (!why.empty()) throw std::invalid_argument("rank " + std::to_string(st.rank) + ": " + why);
+  const double mean_over = static_cast<double>(G) * st.model.seq;
+  return global_loss(st, run_model(st, tokens, targets, /*train=*/false, nullptr, mean_over,
+                                   batch_rows(st.plan, G)));
 }
 
 namespace {

@@ -61,6 +61,7 @@ struct TrainerOptions {
 struct BlockTimes {
   std::vector<double> fwd_s, bwd_s, comm_s;
   double optimizer_s = 0;
+  double stretch_s = 0;  // idled as an emulated straggler (set_compute_stretch), not in fwd/bwd
 };
 
 struct RepartitionStats {
@@ -92,6 +93,13 @@ class RankTrainer {
   // gather_full_grads() then returns these gradients (train_step leaves them too, unclipped).
   double forward_backward(const at::Tensor& tokens, const at::Tensor& targets,
                           BlockTimes* times = nullptr, int micro_batches = 1);
+  // Local. An emulated straggler (a scenario's `straggler` event on live ranks, docs/design.md
+  // §11): from the next forward_backward on, this rank's forward and backward compute take
+  // `factor` times as long, as on a GPU at 1/factor of its speed. The rank idles (factor − 1)
+  // times its compute (wall clock minus collective waits) before its gradient synchronisation,
+  // and its block times are scaled by `factor`. 1 (the default) stretches nothing; factor must
+  // lie in [1, 100].
+  void set_compute_stretch(double factor);
   // The second half: global-norm clipping and AdamW on every local shard (collective).
   void optimizer_step();
   // Collective. Global mean loss without gradients.

@@ -36,9 +36,11 @@ class SelfComm : public Comm {
   std::vector<int> ranks_;
 };
 
-std::vector<Box> boxes_of_all_ranks(const ModelSpec& m, const Strategy& s, int world, int64_t G) {
+std::vector<Box> boxes_of_all_ranks(const ModelSpec& m, const Strategy& s, int world,
+                                    const BatchRows& rows) {
   std::vector<Box> out;
-  for (int q = 0; q < world; ++q) out.push_back(block_activation_box(m, place_block(s, q, world), G));
+  for (int q = 0; q < world; ++q)
+    out.push_back(block_activation_box(m, place_block(s, q, world), rows));
   return out;
 }
 
@@ -159,22 +161,24 @@ BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, in
   return st;
 }
 
-const ActivationPlans& activation_plans(RankTrainer::State& st, int64_t G) {
-  auto it = st.act_plans.find(G);
+const ActivationPlans& activation_plans(RankTrainer::State& st, const BatchRows& rows) {
+  const int64_t G = rows.total();
+  auto it = st.act_plans.find(rows);
   if (it != st.act_plans.end()) return it->second;
   ActivationPlans ap;
   std::vector<Box> dp;
-  for (int q = 0; q < st.world; ++q) dp.push_back(data_parallel_activation_box(st.model, q, st.world, G));
+  for (int q = 0; q < st.world; ++q)
+    dp.push_back(data_parallel_activation_box(st.model, q, st.world, rows));
   std::vector<Box> prev = dp;
   ap.into_fwd.resize(st.blocks.size());
   ap.into_bwd.resize(st.blocks.size());
   for (size_t b = 0; b < st.blocks.size(); ++b) {
-    std::vector<Box> cur = boxes_of_all_ranks(st.model, st.plan.blocks[b], st.world, G);
+    std::vector<Box> cur = boxes_of_all_ranks(st.model, st.plan.blocks[b], st.world, rows);
     make_exchange(prev, cur, st.model, G, st.rank, ap.into_fwd[b], ap.into_bwd[b]);
     prev = std::move(cur);
   }
   make_exchange(prev, dp, st.model, G, st.rank, ap.out_fwd, ap.out_bwd);
-  return st.act_plans.emplace(G, std::move(ap)).first->second;
+  return st.act_plans.emplace(rows, std::move(ap)).first->second;
 }
 
 void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
@@ -187,22 +191,25 @@ void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
         << "], got " << tokens.sizes() << " and " << targets.sizes();
     throw std::invalid_argument(msg.str());
   }
-  if (tokens.size(0) % st.world != 0)
+  if (st.plan.pipeline.shares.empty() && tokens.size(0) % st.world != 0)
     throw std::invalid_argument("global batch " + std::to_string(tokens.size(0)) +
                                 " is not a multiple of " + std::to_string(st.world) + " ranks");
 }
 
 at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
-                     bool train, BlockTimes* times, double mean_over) {
+                     bool train, BlockTimes* times, double mean_over, const BatchRows& rows) {
   const ModelSpec& m = st.model;
   check_batch(st, tokens, targets);
-  const int64_t G = tokens.size(0), B = static_cast<int64_t>(st.blocks.size());
-  const ActivationPlans& ap = activation_plans(st, G);
+  const int64_t B = static_cast<int64_t>(st.blocks.size());
+  if (rows.total() != tokens.size(0))
+    throw std::logic_error("run_model: rows for " + std::to_string(rows.total()) +
+                           " sequences, batch of " + std::to_string(tokens.size(0)));
+  const ActivationPlans& ap = activation_plans(st, rows);
   Comm& world = st.groups->world().world();
   const bool probes = train && times;
-  const int64_t rows = G / st.world;
-  at::Tensor tok = tokens.narrow(0, st.rank * rows, rows).to(st.options.device);
-  at::Tensor tgt = targets.narrow(0, st.rank * rows, rows).to(st.options.device);
+  const auto [r0, r1] = rows.part(st.rank, st.world, "batch over the world");
+  at::Tensor tok = tokens.narrow(0, r0, r1 - r0).to(st.options.device);
+  at::Tensor tgt = targets.narrow(0, r0, r1 - r0).to(st.options.device);
   at::Tensor x = at::embedding(st.outer_value("wte"), tok) + st.outer_value("wpe").unsqueeze(0);
   for (int64_t b = 0; b < B; ++b) {
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();

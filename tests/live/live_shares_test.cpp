@@ -1,0 +1,136 @@
+// Uneven work on live ranks: plans with data shares (`@dp(w=...)`) train through LiveRun and
+// the live env's share action, and a scenario's straggler events stretch their rank's compute
+// (RankTrainer::set_compute_stretch) and show in the context, as in the simulator's env.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "env/registry.h"
+#include "env/share_action.h"
+#include "runtime/live/driver/live_run.h"
+#include "runtime/live/driver/rank_protocol.h"
+#include "tests/live/live_test_spec.h"
+
+namespace shardgym::live {
+namespace {
+
+ScenarioEvent straggler(int step, int rank, double factor) {
+  ScenarioEvent e;
+  e.step = step;
+  e.kind = EventKind::kStraggler;
+  e.rank = rank;
+  e.factor = factor;
+  return e;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+TEST(LiveShares, TheStepCommandCarriesEachRanksStretch) {
+  RankCommand cmd;
+  cmd.op = RankOp::kStep;
+  cmd.slowdown = {1, 2.5};
+  EXPECT_EQ(RankCommand::parse(cmd.serialize()).slowdown, (std::vector<double>{1, 2.5}));
+  EXPECT_TRUE(RankCommand::parse(RankCommand().serialize()).slowdown.empty());
+}
+
+// A plan with uneven shares trains on live ranks with the even plan's losses (same seed, same
+// batches: the update is the same), and one that excludes a group is refused before any rank
+// sees it, naming the group.
+TEST(LiveShares, UnevenSharesTrainWithTheEvenPlansLosses) {
+  ExperimentSpec spec = tiny_live_spec(2, "threads");  // global batch 8
+  spec.live.precision = "float64";
+  LiveRun even(spec), uneven(spec);
+  const int blocks = even.model().num_blocks();
+  const Plan p_even = Plan::parse("uniform:dp", blocks);
+  const Plan p_uneven = Plan::parse("uniform:dp@dp(w=3/1)", blocks);
+  ASSERT_EQ(uneven.why_invalid(p_uneven), "");
+  even.reset(4, p_even);
+  uneven.reset(4, p_uneven);
+  for (int i = 0; i < 3; ++i) {
+    const Measurement a = even.step(p_even), b = uneven.step(p_uneven);
+    ASSERT_TRUE(a.ok) << a.error;
+    ASSERT_TRUE(b.ok) << b.error;
+    EXPECT_NEAR(b.loss, a.loss, 1e-9 * a.loss) << "step " << i;
+  }
+  const Measurement bad = uneven.step(Plan::parse("uniform:dp@dp(w=1/0)", blocks));
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.error.find("group 1 has weight 0"), std::string::npos) << bad.error;
+  EXPECT_TRUE(uneven.running()) << "a refused plan must not disturb the ranks";
+}
+
+// Straggler events reach the ranks from their step on: the context shows the factor, and the
+// stretched steps are slower. At factor 100 the straggler idles 99 times its compute in every
+// iteration (RankTrainer's own test shows the idling); the test asks only for 1.5 times the
+// step time, so that a busy machine cannot fail it by noise alone.
+TEST(LiveShares, StragglerEventsStretchTheirRankFromTheirStepOn) {
+  ExperimentSpec spec = tiny_live_spec(2, "threads");
+  spec.live.iterations = 3;
+  spec.scenario.name = "one-straggler";
+  spec.scenario.events = {straggler(2, 1, 100.0)};
+  LiveRun run(spec);
+  const Plan plan = Plan::parse("uniform:dp", run.model().num_blocks());
+  run.reset(1, plan);
+  std::vector<double> before, after;
+  for (int i = 0; i < 4; ++i) {
+    const RunContext c = run.context();
+    if (i < 2) {
+      EXPECT_TRUE(c.rank_slowdown.empty()) << "step " << i;
+    } else {
+      EXPECT_EQ(c.rank_slowdown, (std::vector<double>{1, 100})) << "step " << i;
+      EXPECT_EQ(c.max_compute_slowdown, 100);
+    }
+    const Measurement m = run.step(plan);
+    ASSERT_TRUE(m.ok) << m.error;
+    (i < 2 ? before : after).push_back(m.step_latency_s);
+  }
+  std::printf("step time before the straggler %.4f s, after %.4f s (medians of 2 steps)\n",
+              median(before), median(after));
+  EXPECT_GT(median(after), 1.5 * median(before))
+      << "before " << median(before) << " s, after " << median(after) << " s";
+}
+
+// The live env takes straggler events (and only those) and offers the share action: after the
+// event, "balanced" gives the slow rank's group the smaller share.
+TEST(LiveShares, TheLiveEnvBalancesSharesAgainstAStraggler) {
+  ExperimentSpec spec = tiny_live_spec(2, "threads");  // global batch 8
+  spec.scenario.events = {straggler(1, 1, 3.0)};
+  spec.data_share_groups = 2;
+  auto env = make_bare_env("shardgym/TPLive-v0", spec);
+  env->reset(2);
+  const int blocks = env->run().model().num_blocks();
+  Action keep(blocks + 1, 0);
+  for (int b = 0; b < blocks; ++b) keep[b] = env->run().catalog().index_of(Strategy::dp());
+  ASSERT_TRUE(env->step(keep).info.measurement.ok);  // step 0: no straggler yet
+  Action balanced = keep;
+  balanced[blocks] = share_choice_offset(1) + 1;  // share choice 1: balanced
+  const StepResult r = env->step(balanced);       // step 1: rank 1 at a third of its speed
+  ASSERT_TRUE(r.info.measurement.ok) << r.info.measurement.error;
+  EXPECT_EQ(env->run().plan().pipeline.shares, (std::vector<int>{6, 2}))
+      << env->run().plan().to_string();
+
+  ExperimentSpec links = tiny_live_spec(2, "threads");
+  ScenarioEvent slow_link;
+  slow_link.kind = EventKind::kLinkBandwidth;
+  slow_link.target = "loopback";
+  slow_link.factor = 0.5;
+  links.scenario.events = {slow_link};
+  EXPECT_NO_THROW(validate_env_spec(spec));
+  try {
+    validate_env_spec(links);
+    ADD_FAILURE() << "a link event was accepted on live ranks";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("straggler events only"), std::string::npos) << e.what();
+  }
+  ExperimentSpec faster = tiny_live_spec(2, "threads");
+  faster.scenario.events = {straggler(0, 0, 0.5)};
+  EXPECT_THROW(validate_env_spec(faster), EnvOptionError);
+}
+
+}  // namespace
+}  // namespace shardgym::live
