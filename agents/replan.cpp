@@ -16,7 +16,13 @@
 // the observation, no more. On the simulator that is the step a condition begins on, one step
 // before a live run could have measured it; every agent sees it that way.
 //
-// Needs a run that can estimate() (the simulator), as the oracles do.
+// On a run that can estimate() (the simulator) it plans on that run. On one that cannot (live
+// ranks) it plans on a twin: the config's own experiment on the simulator
+// (shardgym/TPSim-v0: the same model, cluster — calibrated where the config names
+// cluster.calibration — scenario and data-share groups, without timing noise), kept at the
+// live run's step with the live run's plan in force. The twin sees the conditions the live
+// observation shows (a straggler's factor, known to the env as the simulator's env knows it);
+// its times are the simulator's, whose error against this machine docs/calibration.md reports.
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -25,11 +31,13 @@
 #include "agents/baselines.h"
 #include "agents/oracle.h"
 #include "agents/share_search.h"
+#include "env/registry.h"
 
 namespace shardgym {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr const char* kTwinEnv = "shardgym/TPSim-v0";
 
 // What replan watches: the observable conditions, and the cost of its chosen plan under them.
 struct Watched {
@@ -56,13 +64,14 @@ class ReplanAgent : public Agent {
   void begin_episode(Env& env) override {
     env_ = &env;
     have_target_ = false;
+    twin_.reset();
   }
 
   Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
     if (!env_)
       throw std::logic_error(name_ + ": act() before begin_episode(env): replan plans on the "
                                      "env's run");
-    TrainingRun& run = env_->run();
+    TrainingRun& run = planning_run();
     const PlanObjective objective = objective_for(*env_);
     const Watched now = watch(run, objective);
     if (!have_target_ || !(now == seen_)) {
@@ -77,6 +86,34 @@ class ReplanAgent : public Agent {
   }
 
  private:
+  // The env's run where it can estimate(), else the simulator twin (see the header), brought
+  // to the live run's step and plan.
+  TrainingRun& planning_run() {
+    TrainingRun& run = env_->run();
+    if (run.estimate(run.plan())) return run;
+    if (!twin_) {
+      const ExperimentSpec* exp = find_experiment(*env_);
+      if (!exp)
+        throw std::invalid_argument(name_ + ": " + run.backend() +
+                                    " run cannot estimate() and its env has no experiment "
+                                    "config to build a simulator twin from");
+      ExperimentSpec sim = *exp;
+      sim.env_id = kTwinEnv;
+      sim.scenario.noise = 0;
+      sim.initial_plan = run.plan().to_string();
+      twin_ = make_bare_env(kTwinEnv, sim);
+      twin_->run().reset(0, run.plan());
+    }
+    TrainingRun& twin = twin_->run();
+    const int step = run.context().step;
+    while (twin.context().step < step) {
+      const Measurement m = twin.step(run.plan());
+      if (!m.ok) throw std::runtime_error(name_ + ": the simulator twin refused " +
+                                          run.plan().to_string() + ": " + m.error);
+    }
+    return twin;
+  }
+
   Watched watch(const TrainingRun& run, const PlanObjective& objective) const {
     const RunContext c = run.context();
     Watched w;
@@ -128,6 +165,7 @@ class ReplanAgent : public Agent {
   bool have_target_ = false;
   Plan target_;
   Watched seen_;
+  std::unique_ptr<Env> twin_;  // planning_run()
 };
 
 }  // namespace
