@@ -60,10 +60,10 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     }
   }
   if (groups > 0) add(hindsight_static(run, objective.weights, horizon, options).plan);
-  // The env takes one share choice per step, masked with the blocks in force
-  // (env/share_action.h): a plan whose shares those blocks cannot hold is reached in two
-  // steps, its blocks first. So that the schedule can do that ahead of an event it knows,
-  // every candidate's blocks with the starting shares are candidates too.
+  // The env takes one share choice per step, masked with the blocks in force or narrowed ones
+  // (env/share_action.h): a plan whose shares neither admits is reached in two steps, its
+  // blocks first. So that the schedule can do that ahead of an event it knows, every
+  // candidate's blocks with the starting shares are candidates too.
   if (groups > 0) {
     const size_t before = cand.size();
     for (size_t i = 0; i < before; ++i) {
@@ -74,7 +74,8 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
   }
   const size_t n = cand.size();
   // Whether the env can go from plan x to plan y in one step on `holder` (at that step, x in
-  // force): the shares by one share choice the mask allows (with x's blocks, y's shares fit).
+  // force): the shares by one share choice the mask allows (share_choice_admissible: with x's
+  // blocks, or with x's blocks narrowed to fit the share groups, y's shares fit).
   // `speeds`: the share groups' speeds on `holder` (the same for every y of one holder).
   auto group_speeds = [&](const TrainingRun& holder, const Plan& x) {
     if (groups <= 0) return std::vector<double>();
@@ -92,7 +93,7 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     if (share_choice_toward(after, y.pipeline.shares, groups, batch, speeds) != -1) return false;
     Plan trial = x;
     trial.pipeline = y.pipeline;
-    return plan_fits(holder, trial);
+    return share_choice_admissible(holder, trial);
   };
   // first[k][x][y]: cost of the segment's first step running y with x in force (repartition
   // included); steady[k][y]: each further step of y.

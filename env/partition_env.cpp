@@ -250,10 +250,15 @@ void PartitionEnv::ensure_pipeline_row() const {
     trial.pipeline = apply_plan_choice(c);
     bool nonempty = true;
     for (int n : trial.pipeline.layers_per_stage(blocks_ / 2)) nonempty = nonempty && n > 0;
-    row[c] = nonempty && plan_fits(*run_, trial) ? 1 : 0;
+    // Share choices: also where the blocks of the same step can move with them.
+    row[c] = nonempty && (c >= share_choice_offset(stages_) ? share_choice_admissible(*run_, trial)
+                                                            : plan_fits(*run_, trial))
+                 ? 1
+                 : 0;
   }
   pipeline_epoch_ = epoch_;
 }
+
 
 std::vector<uint8_t> PartitionEnv::action_mask() const {
   require_started();

@@ -33,7 +33,10 @@
 // of the components' masks (sb3-contrib's MaskableMultiDiscrete layout): mask[b·K + k] for the
 // blocks, then mask[B·K + c] for the pipeline choices. Choice 0 (keep) is always allowed; a
 // move is allowed when the plan in force with that move alone is valid and fits memory
-// (plan_fits). As for blocks, each component is checked with the others as they are.
+// (plan_fits). As for blocks, each component is checked with the others as they are, with one
+// exception: a share choice is also allowed when the blocks in force span its share groups but
+// narrower blocks, choosable in the same step, would admit it (share_choice_admissible), so that
+// blocks and shares can move together.
 //
 // The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are
 // recomputed only after the plan in force or the run's conditions (phase, sequence factor,

@@ -111,4 +111,28 @@ int share_choice_toward(const std::vector<int>& current, const std::vector<int>&
   return 2 + groups + from * (groups - 1) + (to < from ? to : to - 1);
 }
 
+bool share_choice_admissible(const TrainingRun& run, const Plan& trial) {
+  if (plan_fits(run, trial)) return true;
+  const int n = static_cast<int>(trial.pipeline.shares.size());
+  if (n == 0) return false;
+  const int g = run.cluster().world_size() / std::max(1, trial.stages()) / n;
+  if (g < 1) return false;
+  const StrategyCatalog& catalog = run.catalog();
+  Plan narrowed = trial;
+  bool changed = false;
+  for (int b = 0; b < narrowed.size(); ++b) {
+    if (g % narrowed.blocks[b].degree() == 0) continue;
+    const auto& shape = catalog.shape_mask(ModelSpec::block_kind(b));
+    int best = -1;
+    for (int k = 0; k < catalog.size(); ++k) {
+      const int d = catalog.at(k).degree();
+      if (shape[k] && g % d == 0 && (best < 0 || d > catalog.at(best).degree())) best = k;
+    }
+    if (best < 0) return false;
+    narrowed.blocks[b] = catalog.at(best);
+    changed = true;
+  }
+  return changed && plan_fits(run, narrowed);
+}
+
 }  // namespace shardgym

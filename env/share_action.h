@@ -18,9 +18,11 @@
 //   Pp' + s                share choice s (Pp' = max(1, Pp): after keep and the moves)
 // so the component has Pp' + S choices, one plan-level change per step. Masked like the
 // pipeline moves: a choice is allowed when the plan it gives, with the blocks as they are, is
-// valid and fits memory. A share choice that the blocks chosen in the same step do not admit
-// (a degree that spans share groups) is not applied: the shares in force stay, and the step's
-// info has the scalar "plan_choice_refused" (PartitionEnv).
+// valid and fits memory, or when it would with every block whose degree spans a share group
+// narrowed to an allowed one that does not (the blocks of the same step can move with the
+// shares: leaving a lost rank's group out in one step). A share choice that the blocks chosen
+// in the same step do not admit (a degree that spans share groups) is not applied: the shares
+// in force stay, and the step's info has the scalar "plan_choice_refused" (PartitionEnv).
 //
 // The observation gets a "shares" part before the pipeline part: per group, its share over the
 // even one, its speed and whether it can train (3 entries per group).
@@ -31,6 +33,7 @@
 
 #include "runtime/core/cluster_spec.h"
 #include "runtime/core/plan.h"
+#include "runtime/core/training_run.h"
 
 namespace shardgym {
 
@@ -49,6 +52,13 @@ int share_choice_offset(int stages);
 std::vector<double> share_group_speeds(int groups, const ClusterSpec& cluster, int stages,
                                        const std::vector<double>& rank_slowdown,
                                        const std::vector<uint8_t>& rank_alive);
+
+// Whether the plan-level component offers the shares of `trial` with the blocks of `trial` in
+// force (see above): `trial` fits `run`, or it would with every block whose tensor-parallel
+// degree spans a share group narrowed to its allowed catalog entry with the largest degree
+// that divides a group (the least memory among those). The dynamic oracle reaches plans by
+// the same rule.
+bool share_choice_admissible(const TrainingRun& run, const Plan& trial);
 
 // The shares (sequences) after share choice `s` from `current` (empty = even): see above.
 // Returns `current` unchanged where the choice cannot apply (a move from a group with none).

@@ -126,6 +126,40 @@ TEST(ShareAction, ALostGroupIsExcludedByEvenAndTheRunPaysNoRestart) {
   EXPECT_GT(other->step(keep).info.measurement.repartition_s, 60.0);
 }
 
+// Blocks and shares move in one step: with tp1d(t=4) in force, no share vector of 4 groups of
+// 2 ranks is valid, but the mask offers "even" (group 2 out after rank 5's loss) because the
+// same step can narrow the blocks to t = 2; taking both avoids the restart that keeping the
+// blocks, or moving them first, would pay.
+TEST(ShareAction, BlocksAndSharesMoveTogetherOffALostGroup) {
+  ExperimentSpec spec = spec_with_shares({{1, EventKind::kRankLoss, "", 5, 1, 0}});
+  spec.initial_plan = "uniform:tp1d(t=4)";
+  auto env = sim_env(spec);
+  auto [obs, info] = env->reset(0);
+  const int B = 4, K = env->spec().catalog_size;
+  const std::vector<uint8_t> mask = env->action_mask();
+  EXPECT_EQ(mask[B * K + 1], 1) << "even (group 2 out) is offered with narrower blocks";
+  Plan none = env->run().plan();
+  none.pipeline.shares = {6, 5, 0, 5};
+  EXPECT_FALSE(plan_fits(env->run(), none)) << "the blocks in force span the share groups";
+  EXPECT_TRUE(share_choice_admissible(env->run(), none));
+  const int t2 = env->run().catalog().index_of(Strategy::parse("tp1d(t=2)"));
+  ASSERT_GE(t2, 0);
+  Action both(B, t2);
+  both.push_back(1);
+  const StepResult r = env->step(both);
+  ASSERT_TRUE(r.info.error.empty()) << r.info.error;
+  EXPECT_EQ(r.info.plan.pipeline.shares, (std::vector<int>{6, 5, 0, 5}));
+  EXPECT_EQ(r.info.plan.blocks[0].degree(), 2);
+  EXPECT_EQ(r.info.scalars.count("plan_choice_refused"), 0u);
+  EXPECT_LT(r.info.measurement.repartition_s, 60.0) << "no checkpoint restart";
+  // Without the shares, the same blocks restart on a spare.
+  auto other = sim_env(spec);
+  other->reset(0);
+  Action blocks_only(B, t2);
+  blocks_only.push_back(0);
+  EXPECT_GT(other->step(blocks_only).info.measurement.repartition_s, 60.0);
+}
+
 TEST(ShareAction, PassesTheConformanceSuite) {
   envtest::check_env_conformance(
       [](const ExperimentSpec& spec) -> std::unique_ptr<Env> { return sim_env(spec); },
