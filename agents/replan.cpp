@@ -65,6 +65,7 @@ class ReplanAgent : public Agent {
     env_ = &env;
     have_target_ = false;
     twin_.reset();
+    own_run_ = -1;
   }
 
   Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
@@ -90,7 +91,8 @@ class ReplanAgent : public Agent {
   // to the live run's step and plan.
   TrainingRun& planning_run() {
     TrainingRun& run = env_->run();
-    if (run.estimate(run.plan())) return run;
+    if (own_run_ < 0) own_run_ = run.estimate(run.plan()) ? 1 : 0;  // once per episode
+    if (own_run_) return run;
     if (!twin_) {
       const ExperimentSpec* exp = find_experiment(*env_);
       if (!exp)
@@ -166,6 +168,7 @@ class ReplanAgent : public Agent {
   Plan target_;
   Watched seen_;
   std::unique_ptr<Env> twin_;  // planning_run()
+  int own_run_ = -1;           // planning_run(): 1 the env's run estimates, 0 not, -1 unknown
 };
 
 }  // namespace

@@ -446,18 +446,22 @@ RunContext LiveRun::context() const {
   c.phase = scenario_.phase_at(step_);
   c.num_phases = scenario_.num_phases();
   c.link_bw_factor.assign(cluster_.links.size(), 1.0);  // loopback: not varied, not measured
+  c.memory_capacity = memory_capacity();
+  return c;
+}
+
+double LiveRun::memory_capacity() const {
   double cap = 0;
   for (int r = 0; r < cluster_.world_size(); ++r) {
     const double m = cluster_.device_of(r).memory_bytes;
     cap = r == 0 ? m : std::min(cap, m);
   }
-  c.memory_capacity = cap;
-  return c;
+  return cap;
 }
 
 bool LiveRun::fits(const Plan& plan) const {
   if (plan.size() != config_.model.num_blocks() || !why_invalid(plan).empty()) return false;
-  const double capacity = context().memory_capacity;
+  const double capacity = memory_capacity();
   return capacity <= 0 ||
          live_memory_estimate(config_.model, plan, config_.world_size, micro_batches_).total() <=
              capacity;
@@ -470,16 +474,11 @@ std::vector<uint8_t> LiveRun::action_mask(int block) const {
   }
   std::vector<uint8_t> mask = catalog_.shape_mask(ModelSpec::block_kind(block));
   if (plan_.size() != config_.model.num_blocks()) return mask;  // before the first reset
-  const double capacity = context().memory_capacity;
   Plan trial = plan_;
   for (int k = 0; k < catalog_.size(); ++k) {
     if (!mask[k]) continue;
     trial.blocks[block] = catalog_.at(k);
-    const bool fits =
-        capacity <= 0 ||
-        live_memory_estimate(config_.model, trial, config_.world_size, micro_batches_).total() <=
-            capacity;
-    mask[k] = fits && why_invalid(trial).empty();
+    mask[k] = fits(trial);
   }
   return mask;
 }

@@ -112,6 +112,7 @@ class LiveRun : public TrainingRun {
   Scenario scenario_;  // drawn(): the instance's events (straggler events only, live_env.cpp)
   // Each rank's compute stretch at env step `step` from the scenario's straggler events.
   std::vector<double> slowdown_at(int step) const;
+  double memory_capacity() const;  // the smallest device's memory, bytes
   StrategyCatalog catalog_;
   PowerModel power_;
   std::string worker_;  // shardgym_rank_worker executable (launch = processes)

@@ -50,7 +50,7 @@ void sync_grads(Groups& groups, const std::vector<LocalParam*>& params) {
 at::Tensor micro_batch(const at::Tensor& batch, const BatchRows& rows, int world, int m, int i) {
   if (m == 1) return batch;
   const int64_t G = batch.size(0), S = batch.size(1);
-  if (rows.rows.size() == 1)
+  if (rows.rows.size() == 1)  // even rows: the same slices as a view, without a copy
     return batch.reshape({world, m, G / (world * m), S}).select(1, i).reshape({G / m, S});
   std::vector<at::Tensor> parts;
   for (int q = 0; q < world; ++q) {
