@@ -23,8 +23,8 @@ const char* statistic_name(Statistic s);
 
 double mean(const std::vector<double>& xs);  // throws std::invalid_argument when empty
 double median(const std::vector<double>& xs);
-// Interquartile mean: the mean of the middle 50% of the sorted samples, with fractional
-// weights at the 25% / 75% cut points (rliable's definition, exact for any n).
+// Interquartile mean as rliable computes it (scipy.stats.trim_mean(x, 0.25)): the sorted
+// samples less floor(n/4) at each end, averaged; so shardgym compare and shardgym report agree.
 double iqm(const std::vector<double>& xs);
 // Linear-interpolation quantile (numpy's default), q in [0, 1]; throws when empty.
 double quantile(std::vector<double> xs, double q);

@@ -12,6 +12,8 @@
 //                          0 counts as 1.0; a failed step scores 0.
 //   IncrementalAction      action space Discrete(1 + B·K): 0 = no-op, else change one block
 //                          (env/incremental_action.h)
+//   CountSteps             adds 1 to a shared counter per step (what a learner, its searches
+//                          included, costs in env steps: bench learn, train)
 //   RecordTrace            hands every reset/step to a TraceSink (datasets/ writes HDF5);
 //                          put it inside IncrementalAction so traces hold per-block actions
 // Usual order (make_env): TimeLimit(NormalizeReward(PartitionEnv)).
@@ -19,6 +21,8 @@
 // PartitionEnv does) and pass it down explicitly, so the whole stack agrees on it.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -60,6 +64,30 @@ class TimeLimit : public Wrapper {
  private:
   EnvSpec spec_;
   int max_steps_;
+};
+
+// Counts steps into a counter it shares (atomic: VectorEnv steps its envs on threads). Wrap
+// every env a learner can reach, and its own searches and restarts are counted with its
+// training steps.
+class CountSteps : public Wrapper {
+ public:
+  using Counter = std::shared_ptr<std::atomic<int64_t>>;
+  CountSteps(std::unique_ptr<Env> inner, Counter counter)
+      : Wrapper(std::move(inner)), counter_(std::move(counter)) {}
+  StepResult step(const Action& action) override {
+    counter_->fetch_add(1, std::memory_order_relaxed);
+    return inner_->step(action);
+  }
+  void step_into(const Action& action, StepResult& out) override {
+    counter_->fetch_add(1, std::memory_order_relaxed);
+    inner_->step_into(action, out);
+  }
+  void action_mask_into(uint8_t* out, size_t size) const override {
+    inner_->action_mask_into(out, size);
+  }
+
+ private:
+  Counter counter_;
 };
 
 class NormalizeReward : public Wrapper {

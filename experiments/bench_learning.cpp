@@ -1,5 +1,7 @@
 #include "experiments/bench_learning.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "agents/evaluate.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
+#include "env/wrappers.h"
 #include "experiments/train.h"
 
 namespace shardgym {
@@ -66,8 +69,14 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
 
   std::string id = options.agent_id;
   if (id.empty()) id = spec.agent.id;
+  const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
+  const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
   auto envs = std::make_unique<VectorEnv>(
-      options.envs, [&](int) { return make_env(spec.env_id, spec); }, options.threads);
+      options.envs,
+      [&](int) {
+        return std::make_unique<CountSteps>(make_env(spec.env_id, spec), trained_steps);
+      },
+      options.threads);
   std::unique_ptr<Agent> agent = make_agent(id, envs->spec(), options.seed);
   if (!agent->learns()) {
     if (!options.agent_id.empty())
@@ -76,14 +85,14 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
     agent = make_agent(id, envs->spec(), options.seed);
   }
   r.agent = agent->name();
-  std::unique_ptr<Env> eval_env = make_env(spec.env_id, spec);
+  CountSteps eval_env(make_env(spec.env_id, spec), evaluated_steps);
 
   const Clock::time_point t0 = Clock::now();
   double eval_s = 0;
   const bool trained = agent->train_vectorized(
       *envs, options.max_steps, [&](const TrainProgress& p) {
         const Clock::time_point e0 = Clock::now();
-        const EpisodeSummary s = run_episode(*eval_env, *agent, options.eval_seed, false);
+        const EpisodeSummary s = run_episode(eval_env, *agent, options.eval_seed, false);
         agent->set_training(true);
         agent->note_evaluation(s.total_reward);  // restart on stall (ppo restart_s) reads it
         eval_s += seconds_since(e0);
@@ -94,7 +103,10 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
         for (const std::string& note : p.notes) say(note);
         LearnBenchPoint pt;
         pt.update = p.update;
-        pt.env_steps = p.env_steps;
+        pt.training_steps = p.env_steps;
+        pt.search_steps = std::max<int64_t>(0, trained_steps->load() - p.env_steps);
+        pt.eval_steps = evaluated_steps->load();
+        pt.env_steps = trained_steps->load() + pt.eval_steps;
         pt.wall_s = seconds_since(t0);
         pt.eval_return = s.total_reward;
         pt.eval_throughput = s.throughput;
@@ -110,7 +122,8 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
           r.time_to_threshold_s = pt.wall_s;
           r.steps_to_threshold = pt.env_steps;
         }
-        say("update " + std::to_string(pt.update) + "  steps " + std::to_string(pt.env_steps) +
+        say("update " + std::to_string(pt.update) + "  env steps " + std::to_string(pt.env_steps) +
+            (pt.search_steps > 0 ? " (search " + std::to_string(pt.search_steps) + ")" : "") +
             "  " + fixed(pt.wall_s, 1) + " s  eval return " + fixed(pt.eval_return, 2) + " (" +
             fixed(pt.eval_return / r.oracle_return, 3) + " of oracle)  train return " +
             (std::isnan(pt.train_return) ? std::string("-") : fixed(pt.train_return, 2)));
@@ -139,8 +152,15 @@ std::string learn_bench_to_text(const LearnBenchResult& r) {
   os << "\n";
   if (r.reached) {
     os << "reached " << fixed(r.threshold * 100, 0) << "% of the oracle's return after "
-       << fixed(r.time_to_threshold_s, 1) << " s wall (" << r.steps_to_threshold
-       << " env steps)\n";
+       << fixed(r.time_to_threshold_s, 1) << " s wall, " << r.steps_to_threshold
+       << " env steps in all";
+    for (const LearnBenchPoint& p : r.points)
+      if (p.env_steps == r.steps_to_threshold) {
+        os << " (" << p.training_steps << " training, " << p.search_steps
+           << " in the learner's searches, " << p.eval_steps << " evaluating)";
+        break;
+      }
+    os << "\n";
   } else {
     const LearnBenchPoint* b = r.best();
     os << "did not reach " << fixed(r.threshold * 100, 0) << "% of the oracle's return in "
@@ -176,7 +196,8 @@ std::string learn_bench_to_json(const LearnBenchResult& r) {
   for (size_t i = 0; i < r.points.size(); ++i) {
     const LearnBenchPoint& p = r.points[i];
     os << (i ? "," : "") << "\n    {\"update\": " << p.update << ", \"env_steps\": " << p.env_steps
-       << ", \"wall_s\": " << p.wall_s << ", \"eval_return\": " << p.eval_return
+       << ", \"training_steps\": " << p.training_steps << ", \"search_steps\": " << p.search_steps
+       << ", \"eval_steps\": " << p.eval_steps << ", \"wall_s\": " << p.wall_s << ", \"eval_return\": " << p.eval_return
        << ", \"eval_throughput\": " << p.eval_throughput << "}";
   }
   os << "\n  ]\n}\n";

@@ -6,7 +6,8 @@
 // `dynamic-oracle` for scenarios with events), Megatron-LM and
 // ATP each play one evaluation episode on the evaluation seed. After every update the learner
 // plays the same episode greedily (set_training(false)); the clock keeps running through these
-// evaluations, so the reported time is everything a user would wait. The run stops when the
+// evaluations, so the reported time is everything a user would wait, and every env step is
+// counted: rollouts, searches inside the learner (PPO's polish) and those evaluations. The run stops when the
 // evaluation return reaches `threshold` × the oracle's, or at the step or time budget.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agents/evaluate.h"
 #include "runtime/core/experiment_spec.h"
 
 namespace shardgym {
@@ -29,14 +31,19 @@ struct LearnBenchOptions {
   double threshold = 0.95;       // of the oracle's return
   bool stop_at_threshold = true;
   uint64_t seed = 0;             // agent and training envs
-  uint64_t eval_seed = 0;        // the evaluation episode
+  uint64_t eval_seed = kHeldOutSeedBase;  // the evaluation episode (no training env's)
   std::string save_path;         // checkpoint of the best evaluated policy ("" = none)
   std::function<void(const std::string&)> on_line;  // progress lines; may be empty
 };
 
+// Env steps are counted where they happen (CountSteps around every env the run steps), so a
+// learner's own searches and restarts count with its rollouts, whatever the agent.
 struct LearnBenchPoint {
   int update = 0;
-  int64_t env_steps = 0;
+  int64_t training_steps = 0;     // of training rollouts (the learner's own count)
+  int64_t search_steps = 0;       // other steps on the training envs: searches inside the learner
+  int64_t eval_steps = 0;         // of the greedy evaluation episodes so far (they pick the policy)
+  int64_t env_steps = 0;          // all of the above: what the result cost in env steps
   double wall_s = 0;
   double eval_return = 0;
   double eval_throughput = 0;     // tokens/s of the evaluation episode, repartition included

@@ -1,6 +1,9 @@
 #include "experiments/train.h"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <cstdio>
 #include <filesystem>
@@ -32,6 +35,36 @@ double megatron_latency_per_token(const StepResult& r, const TrainingRun& run,
   return est && est->ok && est->tokens > 0 ? est->step_latency_s / est->tokens : 0.0;
 }
 
+// DIR/learning.csv: one row per update of vectorised training, written and flushed as it
+// comes (a killed run keeps its rows). Columns (docs/python.md, "Report"): update,
+// training_steps (rollouts), env_steps (every step the learner caused: rollouts, its own
+// searches and the greedy evaluations that pick the policy), wall_s (since training began,
+// evaluations included), eval_return (greedy, held-out seed), train_return (mean of the
+// training episodes ended since the previous row; empty when none).
+class LearningLog {
+ public:
+  explicit LearningLog(const std::string& path) : f_(path, std::ios::trunc) {
+    if (!f_) throw std::runtime_error("cannot write " + path);
+    f_ << "update,training_steps,env_steps,wall_s,eval_return,train_return\n" << std::flush;
+  }
+  void row(int update, int64_t training_steps, int64_t env_steps, double wall_s,
+           double eval_return, double train_return) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%d,%lld,%lld,%.3f,%.9g,", update,
+                  static_cast<long long>(training_steps), static_cast<long long>(env_steps),
+                  wall_s, eval_return);
+    f_ << line;
+    if (std::isfinite(train_return)) {
+      std::snprintf(line, sizeof line, "%.9g", train_return);
+      f_ << line;
+    }
+    f_ << "\n" << std::flush;
+  }
+
+ private:
+  std::ofstream f_;
+};
+
 }  // namespace
 
 std::string restart_line(const TrainProgress& p) {
@@ -61,7 +94,8 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   result.env_id = spec.env_id;
   result.trace_path = (fs::path(options.out_dir) / "trace.h5").string();
   const std::string checkpoint_path = (fs::path(options.out_dir) / "agent.ckpt").string();
-  for (const std::string& file : {result.trace_path, checkpoint_path})
+  const std::string learning_path = (fs::path(options.out_dir) / "learning.csv").string();
+  for (const std::string& file : {result.trace_path, checkpoint_path, learning_path})
     if (fs::is_symlink(file))
       throw std::invalid_argument("'" + file +
                                   "' is a symbolic link; train does not write through links");
@@ -84,14 +118,23 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
     // recorded episodes play (the config's `instance`): env k on instance + 1,000,003 + k.
     const bool drawn = !spec.scenario.draws.empty();
     const uint64_t instance = spec.scenario.instance;
+    // Every env step is counted where it happens: rollouts, the learner's own searches and
+    // the greedy evaluations below (they pick the policy kept) — learning.csv's env_steps.
+    const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
+    const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
     VectorEnv envs(options.train_envs, [&](int k) {
-      return make_env(spec.env_id, drawn ? with_instance(spec, instance + 1'000'003 + k) : spec);
+      return std::make_unique<CountSteps>(
+          make_env(spec.env_id, drawn ? with_instance(spec, instance + 1'000'003 + k) : spec),
+          trained_steps);
     });
     // After every update one greedy episode on a held-out seed; the best policy is kept (PPO
     // does not improve monotonically: the last update is not always the best one).
-    std::unique_ptr<Env> eval_env =
-        make_env(spec.env_id, drawn ? with_instance(spec, instance + 2'000'003) : spec);
-    const uint64_t eval_seed = seed + 1'000'003;
+    std::unique_ptr<Env> eval_env = std::make_unique<CountSteps>(
+        make_env(spec.env_id, drawn ? with_instance(spec, instance + 2'000'003) : spec),
+        evaluated_steps);
+    LearningLog log(learning_path);
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t eval_seed = kHeldOutSeedBase + seed;
     // The best policy goes to agent.ckpt as soon as it is picked (each save: temporary
     // file, fsync, rename), so a kill at any later moment leaves it there.
     bool saved_best = false;
@@ -105,6 +148,9 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
               run_episode(*eval_env, *agent, eval_seed, /*learn=*/false).total_reward;
           agent->set_training(true);
           agent->note_evaluation(eval_return);  // restart on stall (ppo restart_s) reads it
+          log.row(p.update, p.env_steps, trained_steps->load() + evaluated_steps->load(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  eval_return, p.mean_episode_return);
           if (progress && p.restarts > restarts_reported) {
             progress->line(restart_line(p));
             restarts_reported = p.restarts;

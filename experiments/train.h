@@ -5,7 +5,9 @@
 // has vectorised training (PPO) first trains that many env steps on `train_envs` copies of
 // the env (not recorded: the trace holds the episodes that follow, which then evaluate the
 // trained policy greedily instead of learning on). After every update the policy plays one
-// greedy episode on a held-out seed; the best one is kept. A task whose scenario draws its
+// greedy episode on a held-out seed; the best one is kept. DIR/learning.csv gets one row per
+// update: env steps (every step the learner caused, its searches and those evaluations
+// included), wall time and the evaluation's return. A task whose scenario draws its
 // events trains and picks on other instances than the config's `instance`, which the recorded
 // episodes play.
 //

@@ -72,7 +72,8 @@ def parse_args(argv=None):
                    help="stop when the greedy return reaches this fraction of the oracle's")
     p.add_argument("--eval-every", type=int, default=2048,
                    help="env steps between greedy evaluations")
-    p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation episode")
+    p.add_argument("--eval-seed", type=int, default=shardgym.HELD_OUT_SEED,
+                   help="seed of the evaluation episode (default 2^31: no training env's seed)")
     p.add_argument("--hidden", type=int, default=64, help="width of the actor and critic MLPs")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--env-threads", type=int, default=1, help="C++ threads of the vector env")
@@ -157,18 +158,19 @@ def split_mask(info, num_envs, num_blocks, catalog_size):
 
 
 def evaluate(agent, env, seed):
-    """Return of one greedy episode of the evaluation env (a one-env vector env), and the
-    plan of its last step (catalog indices)."""
+    """Return of one greedy episode of the evaluation env (a one-env vector env), the plan of
+    its last step (catalog indices) and the episode's env steps."""
     obs, info = env.reset(seed=seed)
-    total = 0.0
+    total, steps = 0.0, 0
     with torch.no_grad():
         while True:
             mask = split_mask(info, 1, agent.num_blocks, agent.catalog_size)
             action = agent.greedy(step_features(obs), mask).numpy().astype(np.int32)
             obs, reward, terminated, truncated, info = env.step(action)
             total += float(reward[0])
+            steps += 1
             if terminated[0] or truncated[0]:
-                return total, action[0]
+                return total, action[0], steps
 
 
 def plan_text(plan, catalog):
@@ -219,12 +221,14 @@ def train(args, log=print):
 
     start = time.time()
     global_step, next_eval, best = 0, args.eval_every, None
+    eval_steps = 0  # of the greedy evaluations: they pick when to stop, so they count
     curve = []
 
     def record(ret, **extra):
         nonlocal best
         wall = time.time() - start
-        row = {"global_step": global_step, "wall_s": round(wall, 2),
+        row = {"global_step": global_step, "env_steps": global_step + eval_steps,
+               "wall_s": round(wall, 2),
                "sps": int(global_step / wall) if wall > 0 else 0,  # CleanRL's SPS
                "return": round(ret, 3), "ratio": round(ret / oracle, 4), **extra}
         log(json.dumps(row))
@@ -233,7 +237,9 @@ def train(args, log=print):
             best = row
         return ret / oracle
 
-    ret, plan = evaluate(agent, eval_env, args.eval_seed)  # the untrained policy, for comparison
+    # The untrained policy, for comparison.
+    ret, plan, n_eval = evaluate(agent, eval_env, args.eval_seed)
+    eval_steps += n_eval
     ratio = record(ret)
     for iteration in range(1, args.num_iterations + 1):
         if args.anneal_lr:
@@ -314,7 +320,8 @@ def train(args, log=print):
 
         if global_step >= next_eval or iteration == args.num_iterations:
             next_eval += args.eval_every
-            ret, plan = evaluate(agent, eval_env, args.eval_seed)
+            ret, plan, n_eval = evaluate(agent, eval_env, args.eval_seed)
+            eval_steps += n_eval
             ratio = record(ret, train_reward_per_step=round(float(rewards.mean()), 4),
                            entropy=round(float(entropy.mean()), 3),
                            approx_kl=round(float(approx_kl), 5),
@@ -326,6 +333,7 @@ def train(args, log=print):
     eval_env.close()
     return {"exp_name": args.exp_name, "result": "reached" if ratio >= args.target
             else "not reached", "target": args.target, "steps": global_step,
+            "eval_steps": eval_steps, "env_steps": global_step + eval_steps,
             "wall_s": round(time.time() - start, 2), "return": round(ret, 3),
             "oracle_return": round(oracle, 3), "ratio": round(ratio, 4), "best": best,
             "curve": curve, "final_plan": plan_text(plan, catalog)}

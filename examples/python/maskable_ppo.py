@@ -38,16 +38,17 @@ def keep_parts(env):
 
 
 def evaluate(model, env, seed):
-    """Return of one greedy episode (masked argmax per block)."""
+    """Return and env steps of one greedy episode (masked argmax per block)."""
     obs, _ = env.reset(seed=seed)
-    total, done = 0.0, False
+    total, done, steps = 0.0, False, 0
     while not done:
         action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(),
                                   deterministic=True)
         obs, reward, terminated, truncated, _ = env.step(action)
         total += reward
+        steps += 1
         done = terminated or truncated
-    return total
+    return total, steps
 
 
 class StopAtOracleFraction(BaseCallback):
@@ -60,9 +61,16 @@ class StopAtOracleFraction(BaseCallback):
         self.next_eval = every
         self.best = None
         self.curve = []
+        self.eval_steps = 0  # of the greedy evaluations: they pick when to stop, so they count
+
+    def evaluate(self, model):
+        ret, steps = evaluate(model, self.env, self.seed)
+        self.eval_steps += steps
+        return ret
 
     def record(self, steps, ret):
-        row = {"steps": steps, "wall_s": round(time.time() - self.start, 1),
+        row = {"steps": steps, "env_steps": steps + self.eval_steps,
+               "wall_s": round(time.time() - self.start, 1),
                "return": round(ret, 3), "ratio": round(ret / self.oracle, 4)}
         self.log(json.dumps(row))
         self.curve.append(row)
@@ -74,7 +82,7 @@ class StopAtOracleFraction(BaseCallback):
         if self.num_timesteps < self.next_eval:
             return True
         self.next_eval += self.every
-        return self.record(self.num_timesteps, evaluate(self.model, self.env, self.seed)) < self.target
+        return self.record(self.num_timesteps, self.evaluate(self.model)) < self.target
 
 
 def parse_args(argv=None):
@@ -94,7 +102,8 @@ def parse_args(argv=None):
     # return after 24k steps, with 0 0.91.
     p.add_argument("--gamma", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0, help="training seed")
-    p.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation episode")
+    p.add_argument("--eval-seed", type=int, default=shardgym.HELD_OUT_SEED,
+                   help="seed of the evaluation episode (default 2^31: no training env's seed)")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     return p.parse_args(argv)
 
@@ -120,11 +129,12 @@ def train(args, log=print):
     start = time.time()
     stop = StopAtOracleFraction(eval_env, oracle, args.target, args.eval_every, args.eval_seed,
                                 start, log)
-    stop.record(0, evaluate(model, eval_env, args.eval_seed))  # the untrained policy
+    stop.record(0, stop.evaluate(model))  # the untrained policy
     model.learn(total_timesteps=args.max_steps, callback=stop)
-    final = evaluate(model, eval_env, args.eval_seed)
+    final = stop.evaluate(model)
     return {"result": "reached" if final / oracle >= args.target else "not reached",
             "target": args.target, "steps": model.num_timesteps,
+            "eval_steps": stop.eval_steps, "env_steps": model.num_timesteps + stop.eval_steps,
             "wall_s": round(time.time() - start, 1), "return": round(final, 3),
             "oracle_return": round(oracle, 3), "ratio": round(final / oracle, 4),
             "best": stop.best, "curve": stop.curve}

@@ -109,6 +109,7 @@ struct SuiteArgs {
   std::vector<std::string> from_json;  // print the tables of `--out` JSONs (merged) instead
   bool no_references = false;          // run only the agents asked (JSON only)
   std::string agents;                 // comma-separated; "" = the suite's
+  std::string tasks;                  // comma-separated task names; "" = every task
   std::optional<int> instances;       // only the first N test instances
   std::optional<int64_t> train_steps; // overrides the suite's
   std::optional<int> training_seeds;  // overrides the suite's

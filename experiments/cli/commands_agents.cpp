@@ -172,8 +172,9 @@ int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream&
   options.threshold = args.threshold;
   options.stop_at_threshold = !args.keep_going;
   options.seed = args.seed;
+  // By default a seed no training env or search of the learner plays (kHeldOutSeedBase).
   options.eval_seed = args.eval_seed ? *args.eval_seed
-                                     : (spec.seeds.empty() ? 0 : spec.seeds.front());
+                                     : kHeldOutSeedBase + (spec.seeds.empty() ? 0 : spec.seeds.front());
   options.save_path = args.save;
   Progress progress(err, Progress::stream_is_tty(stderr));
   options.on_line = [&](const std::string& line) { progress.line(line); };

@@ -1,5 +1,6 @@
 // `shardgym suite`: agents trained on a suite's training instances and judged on its test
 // instances (experiments/suite.h).
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -9,6 +10,33 @@
 #include "experiments/suite.h"
 
 namespace shardgym::cli {
+
+namespace {
+
+// Keeps the tasks named (in the suite's order); an unknown name is refused with the names
+// the suite has. A run of some tasks merges with runs of the others by --from-json.
+void keep_tasks(SuiteSpec& suite, const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    bool known = false;
+    for (const ExperimentSpec& t : suite.tasks) known = known || t.name == n;
+    if (!known) {
+      std::string have;
+      for (const ExperimentSpec& t : suite.tasks) have += (have.empty() ? "" : ", ") + t.name;
+      throw BadInput("--tasks: no task '" + n + "' in " + suite.path + " (it has: " + have + ")");
+    }
+  }
+  std::vector<ExperimentSpec> tasks;
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < suite.tasks.size(); ++i)
+    if (std::find(names.begin(), names.end(), suite.tasks[i].name) != names.end()) {
+      tasks.push_back(suite.tasks[i]);
+      paths.push_back(suite.task_paths[i]);
+    }
+  suite.tasks = std::move(tasks);
+  suite.task_paths = std::move(paths);
+}
+
+}  // namespace
 
 int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& err) {
   BootstrapOptions bootstrap;
@@ -28,6 +56,7 @@ int run_suite_command(const SuiteArgs& args, std::ostream& out, std::ostream& er
     if (size_t(*args.instances) < suite.test_instances.size())
       suite.test_instances.resize(size_t(*args.instances));
   }
+  if (!args.tasks.empty()) keep_tasks(suite, split_agent_list(args.tasks));
   if (args.train_steps) suite.train_steps = *args.train_steps;
   if (args.training_seeds) suite.training_seeds = *args.training_seeds;
   const std::vector<std::string> agents = split_agent_list(args.agents);

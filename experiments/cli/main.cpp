@@ -294,7 +294,8 @@ int main(int argc, char** argv) {
                         "Train to the budget instead of stopping at the threshold");
   bench_learn->add_option("--seed", learn_args.seed, "Seed of the agent and training envs");
   bench_learn->add_option("--eval-seed", learn_args.eval_seed,
-                          "Seed of the evaluation episode (default: the config's first)");
+                          "Seed of the evaluation episode (default: 2^31 + the config's first seed, "
+                          "which no training env or search of the learner plays)");
   bench_learn->add_option("--save", learn_args.save, "Save the agent here whenever its evaluation return is the best so far");
   bench_learn->add_flag("--json", learn_args.json, "Print JSON (with the learning curve)");
 
@@ -394,6 +395,9 @@ int main(int argc, char** argv) {
                   "references using --from-json)");
   suite->add_option("--agents", suite_args.agents,
                     "Comma-separated agent ids (default: the suite's `agents`)");
+  suite->add_option("--tasks", suite_args.tasks,
+                    "Comma-separated task names: run only these (merge runs of the others "
+                    "with --from-json)");
   suite->add_option("--instances", suite_args.instances,
                     "Evaluate on the first N test instances only (quicker, wider intervals)")
       ->check(CLI::PositiveNumber);

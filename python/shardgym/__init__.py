@@ -22,7 +22,12 @@ from shardgym import configs  # noqa: F401
 from shardgym.env import OPTIONS, ShardGymEnv, split_mask  # noqa: F401
 
 __all__ = ["ShardGymEnv", "OPTIONS", "env_ids", "agent_names", "run_agent", "split_mask",
-           "load_experiment", "configs"]
+           "load_experiment", "configs", "HELD_OUT_SEED"]
+
+# Evaluation seeds start here (agents/evaluate.h, kHeldOutSeedBase): the C++ learners' training
+# envs draw seeds below 2^30 and Python examples train on small seeds, so a greedy evaluation
+# on HELD_OUT_SEED + k never replays a training episode.
+HELD_OUT_SEED = 2 ** 31
 
 
 def env_ids() -> List[str]:

@@ -38,6 +38,10 @@ def test_learn_side_by_side_runs_the_cleanrl_learner():
     (row,) = rows
     assert row["learner"] == "cleanrl_ppo.py" and not row["reached"]
     assert 0 < row["ratio"] <= row["best_ratio"] + 1e-9 and row["oracle_return"] > 0
+    # Every env step counts: the greedy evaluations' (20-step episodes on tiny.yaml) too.
+    assert row["training_steps"] >= 1024 and row["search_steps"] == 0
+    assert row["env_steps"] > row["training_steps"]
+    assert (row["env_steps"] - row["training_steps"]) % 20 == 0
 
 
 def test_learn_side_by_side_runs_the_cpp_learner():
@@ -54,3 +58,4 @@ def test_learn_side_by_side_runs_the_cpp_learner():
     (row,) = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert row["learner"].startswith("C++ PPO") and not row["reached"]
     assert row["oracle_return"] > 0
+    assert row["env_steps"] > row["training_steps"] >= 1024

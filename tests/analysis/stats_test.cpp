@@ -36,9 +36,11 @@ TEST(StatsTest, QuantileAndKendallTau) {
 TEST(StatsTest, InterquartileMean) {
   // n divisible by 4: the mean of the middle half, 3..6.
   EXPECT_DOUBLE_EQ(iqm({8, 1, 7, 2, 6, 3, 5, 4}), 4.5);
-  // n = 5: cut points at 1.25 and 3.75 give weights 0.75, 1, 0.75 to 2, 3, 4; the outlier
-  // 100 has no weight.
+  // n = 5: floor(5/4) = 1 cut at each end, as scipy.stats.trim_mean(x, 0.25) (rliable).
   EXPECT_DOUBLE_EQ(iqm({1, 2, 3, 4, 100}), 3.0);
+  // n = 7, skewed: whole samples cut (mean of 2..32 = 12.4); weighing the samples that
+  // straddle the quartiles fractionally would give 10.43.
+  EXPECT_DOUBLE_EQ(iqm({64, 1, 2, 4, 8, 16, 32}), 12.4);
   EXPECT_DOUBLE_EQ(iqm({7}), 7);
   EXPECT_DOUBLE_EQ(iqm({2, 4}), 3);
 }

@@ -73,7 +73,7 @@ TEST(BenchLearningTest, KeepsTheBestEvaluationAcrossRestarts) {
   std::unique_ptr<Env> env = make_env(spec.env_id, spec);
   std::unique_ptr<Agent> agent = make_agent(id, env->spec(), 99);
   agent->load(save);
-  EXPECT_EQ(run_episode(*env, *agent, /*eval_seed=*/0, /*learn=*/false).total_reward,
+  EXPECT_EQ(run_episode(*env, *agent, o.eval_seed, /*learn=*/false).total_reward,
             best->eval_return);
   std::filesystem::remove(save);
   const std::string text = learn_bench_to_text(r), json = learn_bench_to_json(r);
@@ -89,6 +89,36 @@ TEST(BenchLearningTest, KeepsTheBestEvaluationAcrossRestarts) {
   EXPECT_TRUE(off.restart_wall_s.empty());
   EXPECT_EQ(learn_bench_to_text(off).find("restarts"), std::string::npos);
   EXPECT_NE(learn_bench_to_json(off).find("\"restarts\": 0"), std::string::npos);
+}
+
+// Every env step the learner causes is counted, wherever it happens: PPO's polish plays whole
+// episodes on a training env outside its rollouts, and those steps are in env_steps.
+TEST(BenchLearningTest, CountsSearchAndEvaluationSteps) {
+#if !SHARDGYM_TEST_WITH_TORCH
+  GTEST_SKIP() << "bench learn trains ppo, which needs LibTorch";
+#endif
+  const ExperimentSpec spec = tiny_sim();
+  auto check = [&](const std::string& id, bool searches) {
+    LearnBenchOptions o = options(id, "");
+    o.max_steps = 2 * 8 * 4;  // 4 updates
+    const LearnBenchResult r = bench_learning(spec, o);
+    ASSERT_EQ(r.points.size(), 4u) << id;
+    for (size_t i = 0; i < r.points.size(); ++i) {
+      const LearnBenchPoint& p = r.points[i];
+      EXPECT_EQ(p.training_steps, int64_t(16) * (i + 1)) << id;
+      // One greedy evaluation episode of 8 steps after every update.
+      EXPECT_EQ(p.eval_steps, int64_t(8) * (i + 1)) << id;
+      EXPECT_EQ(p.env_steps, p.training_steps + p.search_steps + p.eval_steps) << id;
+    }
+    if (searches)
+      EXPECT_GT(r.points.back().search_steps, 0) << id;
+    else
+      EXPECT_EQ(r.points.back().search_steps, 0) << id;
+    // The evaluation seed is no training env's: learners draw theirs below 2^30.
+    EXPECT_GE(o.eval_seed, kHeldOutSeedBase);
+  };
+  check("ppo(rollout=8,hidden=8)", false);
+  check("ppo(rollout=8,hidden=8,polish=1)", true);
 }
 
 }  // namespace

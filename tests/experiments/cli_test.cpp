@@ -274,6 +274,17 @@ TEST(CliTest, TrainThenInspect) {
   EXPECT_NE(train.output.find("episode 1/1"), std::string::npos) << train.output;
   const fs::path trace = out / "trace.h5";
   ASSERT_TRUE(fs::exists(trace)) << train.output;
+  // learning.csv: a row per update, every env step counted (the greedy evaluation episode of
+  // --steps 4 after the update included).
+  {
+    std::ifstream csv(out / "learning.csv");
+    std::string header, row, extra;
+    ASSERT_TRUE(std::getline(csv, header)) << train.output;
+    EXPECT_EQ(header, "update,training_steps,env_steps,wall_s,eval_return,train_return");
+    ASSERT_TRUE(std::getline(csv, row));
+    EXPECT_EQ(row.rfind("1,1024,1028,", 0), 0u) << row;
+    EXPECT_FALSE(std::getline(csv, extra)) << extra;
+  }
 
   CliResult inspect = shardgym_cli("inspect '" + trace.string() + "'");
   EXPECT_EQ(inspect.code, 0) << inspect.output;
