@@ -53,3 +53,13 @@ else
     -r python/requirements-nodeps.txt
   echo "$stamp" > "$venv/.requirements-stamp"
 fi
+# The oldest Gymnasium the package allows (pyproject.toml: gymnasium>=1.1), apart from the
+# venv's: ctest's python_gymnasium_oldest runs the env and vector tests with it first on
+# PYTHONPATH (gymnasium itself only; its dependencies are the venv's).
+oldest=$venv/gymnasium-oldest
+if [[ ! -d $oldest/gymnasium-1.1.1.dist-info ]]; then
+  echo "setup: installing gymnasium 1.1.1 into $oldest"
+  rm -rf "$oldest"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$oldest" \
+    gymnasium==1.1.1
+fi

@@ -5,6 +5,15 @@ import subprocess
 
 import pytest
 
+# ctest's python_gymnasium_oldest sets this: the run must see that Gymnasium, not the venv's.
+_EXPECTED = os.environ.get("SHARDGYM_EXPECT_GYMNASIUM")
+if _EXPECTED:
+    import gymnasium
+    if gymnasium.__version__ != _EXPECTED:
+        raise RuntimeError(f"SHARDGYM_EXPECT_GYMNASIUM={_EXPECTED} but gymnasium "
+                           f"{gymnasium.__version__} was imported from {gymnasium.__file__}; "
+                           f"run scripts/setup.sh (it installs .venv/gymnasium-oldest)")
+
 ROOT = pathlib.Path(os.environ.get("SHARDGYM_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
 QUICKSTART = str(ROOT / "experiments" / "quickstart.yaml")
 
