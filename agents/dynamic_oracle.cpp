@@ -117,17 +117,18 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
         std::optional<Measurement> m = holder->estimate(cand[y]);
         if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
       }
-      if (k > 0) {
-        std::optional<Measurement> m = holder->estimate(cand[x]);
-        steady[k][x] = m ? obj.cost(*m) : kInf;
-      }
     }
-    if (k == 0 && segs[0].steps > 1) {
+    // A further step of y: y's first step of the segment taken (from the plan the walker held
+    // there), y priced with itself in force under the segment's conditions. Not from the
+    // holders above: they ran x on the step before the segment, under the previous segment's
+    // conditions, where y may not even be valid (a batch that y's chunks do not divide), and
+    // a plan valid only from this segment on would look infinitely dear.
+    if (segs[k].steps > 1) {
       for (size_t y = 0; y < n; ++y) {
-        std::unique_ptr<TrainingRun> c = segs[0].start->clone();
+        std::unique_ptr<TrainingRun> c = segs[k].start->clone();
         c->step(cand[y]);
         std::optional<Measurement> m = c->estimate(cand[y]);
-        steady[0][y] = m ? obj.cost(*m) : kInf;
+        steady[k][y] = m ? obj.cost(*m) : kInf;
       }
     }
   }

@@ -284,6 +284,54 @@ TEST(HindsightStatic, OnePhaseEqualsTheStaticOracle) {
 }
 
 // The phase oracle runs each phase's static optimum from that phase's first step.
+// The global batch grows (a batch ramp): a plan whose chunks do not divide the local batch of
+// one phase is valid in the next. The dynamic oracle must still be able to choose it there,
+// so its schedule is never dearer than following each phase's own optimum from the phase's
+// start (the phase oracle), walked step by step with every move charged.
+TEST(DynamicOracle, ReachesPlansValidOnlyFromTheirPhaseOn) {
+  ExperimentSpec spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/4, /*nodes=*/1);
+  spec.model.micro_batch = 1;
+  spec.model.global_batch = 2;
+  spec.catalog.chunks = {1, 2};
+  spec.steps_per_episode = 12;
+  for (const auto& [step, batch] : {std::pair{3, 3}, {6, 4}, {9, 6}}) {
+    ScenarioEvent e;
+    e.step = step;
+    e.kind = EventKind::kBatch;
+    e.value = batch;
+    test_specs::add_event(spec, e);
+  }
+  auto env = agent_tests::sim_env(spec);
+  env->reset(0);
+  TrainingRun& run = env->run();
+  const PlanObjective obj = objective_for(*env);
+  auto walked = [&](const DynamicSchedule& s) {
+    std::unique_ptr<TrainingRun> walk = run.clone();
+    double total = 0;
+    for (const auto& seg : s.segments)
+      for (int i = 0; i < seg.steps; ++i) {
+        total += obj.cost(*walk->estimate(seg.plan), /*with_repartition=*/true);
+        walk->step(seg.plan);
+      }
+    return total;
+  };
+  const DynamicSchedule dyn = dynamic_oracle(run, obj, 12);
+  const DynamicSchedule phases = phase_oracle(run, obj, 12);
+  ASSERT_EQ(phases.segments.size(), 4u);
+  // The phases' optima differ (else the case tests nothing), and one of them is not valid in
+  // the phase before its own.
+  bool invalid_before = false;
+  const std::vector<EpisodePhase> eps = episode_phases(run, 12);
+  for (size_t k = 1; k < eps.size(); ++k)
+    invalid_before = invalid_before || !std::isfinite(obj.cost_of(*eps[k - 1].start,
+                                                                  phases.segments[k].plan));
+  EXPECT_TRUE(invalid_before);
+  const double phase_total = walked(phases);
+  ASSERT_TRUE(std::isfinite(phase_total));
+  EXPECT_LE(dyn.total_cost, phase_total * (1 + 1e-9));
+  EXPECT_NEAR(walked(dyn), dyn.total_cost, 1e-9 * dyn.total_cost);
+}
+
 TEST(PhaseOracle, FollowsEachPhasesOptimum) {
   ExperimentSpec spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/2, /*nodes=*/2);
   spec.steps_per_episode = 20;
