@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include "datasets/trace_summary.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
+#include "env/wrappers.h"
 #include "experiments/config.h"
 #include "experiments/config_parts.h"
 #include "experiments/yaml_field.h"
@@ -93,27 +96,78 @@ SuiteEpisode play(const ExperimentSpec& task, Agent& agent, uint64_t instance) {
   return {instance, s.throughput, s.repartition_s, s.wall_s, s.failed_steps > 0};
 }
 
+// A training env that plays the next of its training instances at every reset: env k of n
+// plays instances k, k + n, k + 2n, ... of the list, round and round, so that n envs cover
+// every training instance rather than the first n. The inner env is rebuilt for the instance
+// (the same task, so the same spaces). Each instance played goes into `played`.
+struct PlayedInstances {
+  std::mutex mu;  // VectorEnv resets its envs on threads
+  std::set<uint64_t> set;
+};
+
+class CycleInstances : public Wrapper {
+ public:
+  CycleInstances(const ExperimentSpec& task, std::vector<uint64_t> instances, size_t first,
+                 size_t stride, std::shared_ptr<PlayedInstances> played)
+      : Wrapper(make_env(task.env_id, with_instance(task, instances.at(first)))),
+        task_(task),
+        instances_(std::move(instances)),
+        next_(first),
+        stride_(stride),
+        played_(std::move(played)) {}
+  ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override {
+    if (started_) {
+      next_ = (next_ + stride_) % instances_.size();
+      inner_ = make_env(task_.env_id, with_instance(task_, instances_[next_]));
+    }
+    started_ = true;
+    {
+      std::lock_guard<std::mutex> lock(played_->mu);
+      played_->set.insert(instances_[next_]);
+    }
+    return inner_->reset(seed);
+  }
+  void step_into(const Action& action, StepResult& out) override {
+    inner_->step_into(action, out);
+  }
+  void action_mask_into(uint8_t* out, size_t size) const override {
+    inner_->action_mask_into(out, size);
+  }
+
+ private:
+  const ExperimentSpec& task_;
+  std::vector<uint64_t> instances_;
+  size_t next_, stride_;
+  std::shared_ptr<PlayedInstances> played_;
+  bool started_ = false;
+};
+
 // Trains `agent` on training instances only; keeps the update whose greedy episode on a
-// training instance (one no training env plays, where the set allows) returned most.
+// training instance that no training env plays (the last one, where there are two or more)
+// returned most. Every env step the learner causes — rollouts, its own searches, and those
+// greedy episodes, which pick the policy kept — counts toward run.train_env_steps.
 void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, SuiteRun& run,
               const SuiteOptions& o) {
-  const auto& train = suite.train_instances;
+  std::vector<uint64_t> train = suite.train_instances;
+  const uint64_t pick_instance = train.back();
+  if (train.size() > 1) train.pop_back();
   const int n = std::max(1, std::min<int>(suite.train_envs, static_cast<int>(train.size())));
-  const uint64_t pick_instance = train[static_cast<size_t>(n) % train.size()];
-  std::unique_ptr<Env> pick_env = make_env(task.env_id, with_instance(task, pick_instance));
-  for (int k = 0; k < n; ++k) run.trained_on.push_back(train[static_cast<size_t>(k) % train.size()]);
-  run.trained_on.push_back(pick_instance);
+  const CountSteps::Counter steps = std::make_shared<std::atomic<int64_t>>(0);
+  CountSteps pick_env(make_env(task.env_id, with_instance(task, pick_instance)), steps);
+  const auto played = std::make_shared<PlayedInstances>();
   const fs::path ckpt = fs::temp_directory_path() /
                         ("shardgym-suite-" + std::to_string(::getpid()) + ".ckpt");
   double best = -std::numeric_limits<double>::infinity();
   bool saved = false;
   VectorEnv envs(n, [&](int k) {
-    return make_env(task.env_id, with_instance(task, train[static_cast<size_t>(k) % train.size()]));
+    return std::make_unique<CountSteps>(
+        std::make_unique<CycleInstances>(task, train, static_cast<size_t>(k), size_t(n), played),
+        steps);
   });
   const bool vectorised = agent.train_vectorized(
       envs, suite.train_steps, [&](const TrainProgress& p) {
-        run.train_env_steps = p.env_steps;
-        const double ret = run_episode(*pick_env, agent, pick_instance, false).total_reward;
+        const double ret = run_episode(pick_env, agent, pick_instance, false).total_reward;
+        run.train_env_steps = steps->load();
         agent.set_training(true);
         agent.note_evaluation(ret);
         if (ret > best) {
@@ -126,7 +180,11 @@ void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, 
   if (vectorised && saved) agent.load(ckpt.string());
   std::error_code ec;
   fs::remove(ckpt, ec);
-  if (vectorised) return;
+  if (vectorised) {
+    run.trained_on.assign(played->set.begin(), played->set.end());
+    run.trained_on.push_back(pick_instance);
+    return;
+  }
   // Agents without vectorised training learn episode by episode, round the training instances.
   for (size_t e = 0; run.train_env_steps < suite.train_steps; ++e) {
     const uint64_t instance = train[e % train.size()];

@@ -106,7 +106,7 @@ TEST_F(SuiteTest, BadSuitesAreRefusedAtTheirKey) {
 }
 
 TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEpisodes) {
-  SuiteSpec s = load_suite(suite("train_instances: {first: 100, count: 3}\n"
+  SuiteSpec s = load_suite(suite("train_instances: {first: 100, count: 5}\n"
                                  "test_instances: [0, 1, 2]\n"
                                  "training_seeds: 2\ntrain_steps: 256\ntrain_envs: 2\n"));
   // PPO needs LibTorch: without it (the sanitizer build) the learner's part is not run.
@@ -127,9 +127,14 @@ TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEp
     ASSERT_EQ(run.episodes.size(), 3u);
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(run.episodes[i].instance, s.test_instances[i]);
     if (run.training_seed < 0) continue;
-    EXPECT_GE(run.train_env_steps, 256);
+    // Rollouts (at least 256) and the greedy episodes that pick the policy kept all count.
+    EXPECT_GT(run.train_env_steps, 256);
     ASSERT_FALSE(run.trained_on.empty());
     for (uint64_t i : run.trained_on) EXPECT_EQ(test.count(i), 0u) << "trained on test instance " << i;
+    // 2 envs × 128 steps of 20-step episodes: each env cycles through its half of the
+    // training instances (100, 102 and 101, 103), not only its first; 104, kept apart, picks
+    // the policy.
+    EXPECT_EQ(run.trained_on, (std::vector<uint64_t>{100, 101, 102, 103, 104}));
   }
   // The rows are the episodes' geometric means.
   const SuiteRun& meg = t.runs[0];
