@@ -117,19 +117,22 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
         std::optional<Measurement> m = holder->estimate(cand[y]);
         if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
       }
-    }
-    // A further step of y: y's first step of the segment taken (from the plan the walker held
-    // there), y priced with itself in force under the segment's conditions. Not from the
-    // holders above: they ran x on the step before the segment, under the previous segment's
-    // conditions, where y may not even be valid (a batch that y's chunks do not divide), and
-    // a plan valid only from this segment on would look infinitely dear.
-    if (segs[k].steps > 1) {
-      for (size_t y = 0; y < n; ++y) {
-        std::unique_ptr<TrainingRun> c = segs[k].start->clone();
-        c->step(cand[y]);
-        std::optional<Measurement> m = c->estimate(cand[y]);
-        steady[k][y] = m ? obj.cost(*m) : kInf;
+      if (k > 0) {  // a further step of x, with x in force since the step before the segment
+        std::optional<Measurement> m = holder->estimate(cand[x]);
+        steady[k][x] = m ? obj.cost(*m) : kInf;
       }
+    }
+    // A plan that could not run the step before the segment (under the previous segment's
+    // conditions: a batch its chunks did not divide) may still run this one: its further steps
+    // are priced after its own first step here, from the walker's state at the segment's
+    // start. Without this a plan valid only from this segment on looked infinitely dear and
+    // was never chosen (the oracle fell below replan on a batch ramp).
+    for (size_t y = 0; y < n; ++y) {
+      if (segs[k].steps <= 1 || (k > 0 && std::isfinite(steady[k][y]))) continue;
+      std::unique_ptr<TrainingRun> c = segs[k].start->clone();
+      c->step(cand[y]);
+      std::optional<Measurement> m = c->estimate(cand[y]);
+      steady[k][y] = m ? obj.cost(*m) : kInf;
     }
   }
   // DP over segments: value[k][y] = best cost up to the end of segment k with y in force.
