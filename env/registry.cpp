@@ -211,6 +211,27 @@ const EnvType& env_type(const std::string& id) {
 
 std::string env_description(const std::string& id) { return env_type(id).description; }
 
+namespace {
+
+// The task instance: which events a scenario with `draw:` entries draws (core/scenario_draw.h),
+// as with_instance sets it (the config text stored in traces says so too).
+EnvOption instance_option() {
+  EnvOption o = make_option("instance", OptionType::kInt, "instance",
+                            "task instance: the events a scenario's `draw:` entries draw "
+                            "(a suite's test instances are 0-7, its training ones from 1000)");
+  o.min = 0;
+  o.max = 9007199254740992.0;  // 2^53: every integer below is exact in the double bounds
+  o.get = [](const ExperimentSpec& s) -> OptionValue {
+    return static_cast<int64_t>(s.scenario.instance);
+  };
+  o.set = [](ExperimentSpec& s, const OptionValue& v) {
+    s = with_instance(std::move(s), static_cast<uint64_t>(std::get<int64_t>(v)));
+  };
+  return o;
+}
+
+}  // namespace
+
 const std::vector<EnvOption>& common_env_options() {
   // Read by make_env (TimeLimit, NormalizeReward) and PartitionEnv::reset for every env.
   static const std::vector<EnvOption> options = {
@@ -225,6 +246,7 @@ const std::vector<EnvOption>& common_env_options() {
                          "reward as a ratio to the static Megatron-LM plan (1.0 = as good) "
                          "instead of raw",
                          [](ExperimentSpec& s) -> bool& { return s.reward.normalize; }),
+      instance_option(),
   };
   return options;
 }

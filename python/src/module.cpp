@@ -149,6 +149,7 @@ NB_MODULE(_shardgym, m) {
       .def_prop_rw(
           "normalize_reward", [](const ExperimentSpec& s) { return s.reward.normalize; },
           [](ExperimentSpec& s, bool v) { s.reward.normalize = v; })
+      .def_prop_ro("instance", [](const ExperimentSpec& s) { return s.scenario.instance; })
       .def_prop_ro("agent", [](const ExperimentSpec& s) { return s.agent.id; });
 
   m.def("load_experiment", &load_experiment, nb::arg("path"),

@@ -91,7 +91,7 @@ def test_unknown_option_names_the_allowed_ones(quickstart):
 def test_options_and_flags_come_from_the_registration(quickstart):
     from shardgym.env import env_flags, env_options
     sim = env_options(SIM)
-    assert list(sim) == ["steps_per_episode", "initial_plan", "normalize_reward"]
+    assert list(sim) == ["steps_per_episode", "initial_plan", "normalize_reward", "instance"]
     assert sim["steps_per_episode"]["type"] == "int" and sim["steps_per_episode"]["default"] == 100
     assert sim["normalize_reward"]["config_key"] == "reward.normalize"
     assert sim["normalize_reward"]["default"] is True
@@ -106,8 +106,8 @@ def test_options_and_flags_come_from_the_registration(quickstart):
 
     # Only what the env declares: the simulator takes no trace.
     with pytest.raises(TypeError, match=r"unknown option\(s\) trace; allowed: config, "
-                                        r"initial_plan, masked_action, normalize_reward, "
-                                        r"steps_per_episode was"):
+                                        r"initial_plan, instance, masked_action, "
+                                        r"normalize_reward, steps_per_episode was"):
         make(quickstart, trace="x.h5")
     with pytest.raises(TypeError, match="option normalize_reward takes a bool"):
         make(quickstart, normalize_reward=1)
@@ -128,6 +128,19 @@ def test_options_and_flags_come_from_the_registration(quickstart):
             shardgym.load_experiment(config, lr=-1.0)
         with pytest.raises(ValueError, match="live.extra.fault: 'exit' cannot be undone"):
             shardgym.load_experiment(config, fault="exit@1:1")
+
+
+def test_instance_option_draws_the_tasks_events():
+    # A suite task draws its events per instance (docs/suite.md); gymnasium.make picks one.
+    task = "suite/batch-ramp"
+    one = shardgym.run_agent("megatron", task, instance=3)
+    assert shardgym.run_agent("megatron", task, instance=3)["throughput"] == one["throughput"]
+    other = shardgym.run_agent("megatron", task, instance=4)
+    assert other["throughput"] != one["throughput"]
+    env = gymnasium.make(SIM, config=task, instance=3)
+    assert env.unwrapped.experiment.instance == 3
+    with pytest.raises(ValueError, match="instance"):
+        gymnasium.make(SIM, config=task, instance=-1)
 
 
 def test_spaces_and_named_parts(quickstart):

@@ -152,6 +152,10 @@ TEST(EnvOptions, SetChecksTypeAndRangeAndNamesTheKey) {
             "reward.normalize");
   EXPECT_EQ(error_key([&] { set_env_option(spec, "steps_per_episode", int64_t{0}); }),
             "steps_per_episode");
+  // The task instance, as with_instance sets it (the config text too).
+  set_env_option(spec, "instance", int64_t{5});
+  EXPECT_EQ(spec.scenario.instance, 5u);
+  EXPECT_EQ(error_key([&] { set_env_option(spec, "instance", int64_t{-1}); }), "instance");
   EXPECT_EQ(spec.live.extra.lr, 1.0) << "a refused value leaves the spec as it was";
   try {
     set_env_option(spec, "lrr", 0.1);
@@ -161,7 +165,7 @@ TEST(EnvOptions, SetChecksTypeAndRangeAndNamesTheKey) {
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("no option 'lrr'; allowed: steps_per_episode, initial_plan, "
-                        "normalize_reward, lr, ranks"),
+                        "normalize_reward, instance, lr, ranks"),
               std::string::npos)
         << what;
   }
