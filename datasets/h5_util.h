@@ -1,5 +1,5 @@
 // Private to shardgym::datasets: the only header that includes <hdf5.h>. Public headers of
-// this folder never include it, so HDF5 stays a PRIVATE dependency (STYLE.md §10).
+// this folder never include it, so HDF5 stays a PRIVATE dependency.
 //
 // What it gives the trace writer and reader:
 //   H5Id               RAII owner of an hid_t (closes by object type)

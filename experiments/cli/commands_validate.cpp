@@ -3,7 +3,7 @@
 // Every config of DIR carries a `published:` section (figures and their source). Its initial
 // plan (with the pipeline part, `@pp(...)`) is run for one noise-free iteration on the
 // simulator; the iteration time gives model FLOP/s per GPU with the formula of
-// shared/validation/published.md,  72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) / (T · GPUs),
+// docs/published-runs.md,  72·B·s·L·h²·(1 + s/(6h) + V/(12·L·h)) / (T · GPUs),
 // which counts no recomputation and the full (non-causal) attention, whatever ran.
 #include <algorithm>
 #include <cmath>

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   validate->footer(
       "--published: each config carries a `published:` section (the measured figures and their\n"
       "source); its initial plan (with its pipeline part, @pp(...)) runs one noise-free iteration\n"
-      "on the simulator; model FLOP/s per GPU use the formula of shared/validation/published.md.\n"
+      "on the simulator; model FLOP/s per GPU use the formula of docs/published-runs.md.\n"
       "CONFIG (a live config): N random valid plans, with repartitions between them, run on the\n"
       "live runtime (warm-up, then the median of the measured iterations) and on the simulator\n"
       "(noise-free, calibrated with --calibration or the config's cluster.calibration); prints the\n"

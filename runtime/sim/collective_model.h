@@ -9,7 +9,7 @@
 //   t = steps·α + steps/p·X/B_bus
 // B_bus is the bus bandwidth nccl-tests reports for large messages: the link bandwidth times
 // the link class's `bus_efficiency` (A100 NVLink 3: 235 of 300 GB/s, table C of
-// shared/validation/published.md). Messages below the link's `bulk_bytes` use NCCL's LL128
+// docs/published-runs.md). Messages below the link's `bulk_bytes` use NCCL's LL128
 // protocol: the small-message latency `latency_s` per step and 120/128 of B_bus (LL128 carries
 // 120 data bytes in 128); from `bulk_bytes` on, the bulk (Simple) protocol with its larger
 // per-step latency `bulk_latency_s`. Both latencies and the switch come from the nccl-tests

@@ -149,7 +149,7 @@ TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
   EXPECT_FALSE(bad->ok);
 }
 
-// nccl-tests all_reduce_perf on 8 × A100 NVLink 3 (shared/validation/published.md, table C):
+// nccl-tests all_reduce_perf on 8 × A100 NVLink 3 (docs/published-runs.md, table C):
 // the collective model with the link parameters of experiments/hardware.yaml.
 TEST(CollectiveModel, ReproducesTheA100AllReduceSweepWithin15Percent) {
   LinkClass nv{"nvswitch-a100", 300e9, 5.7e-6, 10e-12};

@@ -1,10 +1,10 @@
 // Comm: one rank's handle on one process group, as the TP layers see it.
 //
-// Every collective takes the group explicitly (STYLE.md §5: never a global). Implementations
+// Every collective takes the group explicitly (never a global one). Implementations
 // wrap c10d (Gloo on CPU, NCCL with CUDA); reduce_scatter and flat all_gather are built from
 // all_reduce / all_gather where the backend lacks them (Gloo in LibTorch 1.13).
 // A collective that fails or exceeds the world's timeout throws CommError naming the rank,
-// the group and the operation; the rank's loop turns it into an error value (STYLE.md §7).
+// the group and the operation; the rank's loop turns it into an error value.
 // all_reduce_async splits one all-reduce into a start and a wait (CommWork) so that the
 // caller can compute while it is in flight (ATP chunk overlap, tp/tp_block.cpp); its failure
 // surfaces, as the same CommError, from wait().
