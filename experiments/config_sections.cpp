@@ -48,15 +48,23 @@ void parse_training(const YamlField& f, ModelSpec& m) {
 }
 
 PublishedRun parse_published(const YamlField& f) {
-  f.check_keys({"source", "tflops_per_gpu", "iteration_s", "mfu", "note"});
+  f.check_keys({"source", "tflops_per_gpu", "iteration_s", "mfu", "note", "table"});
   PublishedRun p;
   p.source = f.child("source").as_string();
   if (auto v = f.optional("tflops_per_gpu")) p.tflops_per_gpu = v->as_positive_double();
   if (auto v = f.optional("iteration_s")) p.iteration_s = v->as_positive_double();
   if (auto v = f.optional("mfu")) p.mfu = v->as_positive_double();
   if (auto v = f.optional("note")) p.note = v->as_string();
-  if (p.tflops_per_gpu <= 0 && p.iteration_s <= 0)
-    f.fail("needs tflops_per_gpu or iteration_s (the published figure to compare with)");
+  if (auto v = f.optional("table")) {
+    p.table = v->as_string();
+    // A file beside the config, nothing else: the config reads nothing outside its folder.
+    const bool plain = !p.table.empty() && p.table.find('/') == std::string::npos &&
+                       p.table.find('\\') == std::string::npos && p.table != "." && p.table != "..";
+    if (!plain || p.table.size() < 5 || p.table.compare(p.table.size() - 4, 4, ".csv") != 0)
+      v->fail("'" + p.table + "' must be the name of a .csv file in the config's own folder");
+  }
+  if (p.tflops_per_gpu <= 0 && p.iteration_s <= 0 && p.table.empty())
+    f.fail("needs tflops_per_gpu, iteration_s or table (the published figures to compare with)");
   return p;
 }
 

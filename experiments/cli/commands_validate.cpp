@@ -12,8 +12,13 @@
 #include <iomanip>
 #include <sstream>
 
+#include <map>
+#include <tuple>
+
+#include "analysis/stats.h"
 #include "analysis/table.h"
 #include "experiments/calibrate.h"
+#include "experiments/published_table.h"
 #include "experiments/cli/commands.h"
 #include "experiments/config.h"
 #include "runtime/sim/sim_run.h"
@@ -61,6 +66,180 @@ Row validate_one(const std::string& path) {
   r.fits = !m->oom;
   r.error = r.predicted_tf / r.published_tf - 1;
   return r;
+}
+
+// A config whose `published:` names a table (experiments/published_table.h): every row run on
+// the simulator with the config's device, link and model settings, the row's sizes and
+// degrees, and the setup of the table's source (activation checkpointing of every layer,
+// 1F1B over the row's pipeline stages, global / (micro-batch · DP) micro-batches).
+struct TableReport {
+  std::string name, source, csv;
+  struct Run {
+    TableRun row;
+    std::string plan;
+    double predicted_s = 0, measured_s = 0;
+    bool fits = true;
+  };
+  std::vector<Run> runs;
+  // Per job (the same model, GPUs and global batch, parallelised differently): Kendall's τ
+  // of predicted against measured time, and the regret of the simulator's pick (measured
+  // time of its fastest-predicted configuration over the measured fastest).
+  struct Job {
+    std::string key;
+    int configs = 0;
+    double tau = 0, regret = 1;
+  };
+  std::vector<Job> jobs;
+};
+
+std::string table_plan(const TableRun& r) {
+  const std::string s = r.tp > 1 ? "tp1d(t=" + std::to_string(r.tp) + ",recompute=1)"
+                                 : std::string("dp(recompute=1)");
+  return "uniform:" + s + "@pp(p=" + std::to_string(r.pp) +
+         ",m=" + std::to_string(r.global_batch / (r.micro_batch * r.dp)) + ")";
+}
+
+TableReport validate_table(const std::string& path, const ExperimentSpec& spec) {
+  TableReport t;
+  t.name = spec.name;
+  t.source = spec.published.source;
+  t.csv = (fs::path(path).parent_path() / spec.published.table).string();
+  std::vector<TableRun> rows;
+  try {
+    rows = read_published_table(t.csv);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
+  // A row on G GPUs runs on the config cluster's first G ranks.
+  const int world = spec.cluster.world_size();
+  std::map<std::tuple<int, int, int, int, int, int>, std::vector<size_t>> jobs;
+  for (const TableRun& row : rows) {
+    ExperimentSpec s = spec;
+    s.model.hidden = row.hidden, s.model.heads = row.heads, s.model.layers = row.layers;
+    s.model.seq = row.seq, s.model.micro_batch = row.micro_batch;
+    s.model.global_batch = row.global_batch;
+    if (row.gpus > world)
+      throw BadInput(t.csv + ":" + std::to_string(row.line) + ": " + std::to_string(row.gpus) +
+                     " GPUs, more than the " + std::to_string(world) + " of " + path);
+    s.cluster = spec.cluster.slice(0, row.gpus);
+    TableReport::Run run;
+    run.row = row;
+    run.plan = table_plan(row);
+    s.initial_plan = run.plan;
+    run.measured_s = row.iteration_ms / 1e3;
+    try {
+      SimRun sim(s);
+      const auto m = sim.estimate(sim.plan());
+      if (!m || !m->ok) throw std::invalid_argument(m ? m->error : "no estimate");
+      run.predicted_s = m->step_latency_s;
+      run.fits = !m->oom;
+    } catch (const std::exception& e) {
+      throw BadInput(t.csv + ":" + std::to_string(row.line) + ": the simulator cannot run " +
+                     run.plan + ": " + e.what());
+    }
+    jobs[{row.hidden, row.heads, row.layers, row.seq, row.gpus, row.global_batch}].push_back(
+        t.runs.size());
+    t.runs.push_back(run);
+  }
+  for (const auto& [key, idx] : jobs) {
+    if (idx.size() < 2) continue;
+    TableReport::Job j;
+    const auto& [h, a, l, sq, g, b] = key;
+    j.key = "h" + std::to_string(h) + " L" + std::to_string(l) + " " + std::to_string(g) +
+            " GPUs batch " + std::to_string(b);
+    j.configs = static_cast<int>(idx.size());
+    std::vector<double> pred, meas;
+    for (size_t i : idx) pred.push_back(t.runs[i].predicted_s), meas.push_back(t.runs[i].measured_s);
+    j.tau = kendall_tau(pred, meas);
+    const size_t pick = std::min_element(pred.begin(), pred.end()) - pred.begin();
+    j.regret = meas[pick] / *std::min_element(meas.begin(), meas.end());
+    t.jobs.push_back(j);
+  }
+  return t;
+}
+
+// mean, median and max of |predicted/measured - 1|, and how many are too fast.
+struct ErrorStats {
+  double mean = 0, median = 0, p90 = 0, max = 0;
+  int too_fast = 0, n = 0;
+};
+ErrorStats error_stats(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  ErrorStats e;
+  std::vector<double> abs_err;
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    abs_err.push_back(std::fabs(predicted[i] / measured[i] - 1));
+    e.too_fast += predicted[i] < measured[i] ? 1 : 0;
+  }
+  e.n = static_cast<int>(abs_err.size());
+  if (abs_err.empty()) return e;
+  e.mean = mean(abs_err);
+  e.median = median(abs_err);
+  e.p90 = quantile(abs_err, 0.9);
+  e.max = *std::max_element(abs_err.begin(), abs_err.end());
+  return e;
+}
+
+std::string table_text(const TableReport& t) {
+  std::vector<double> pred, meas, tau, regret;
+  int fits = 0;
+  for (const auto& r : t.runs) pred.push_back(r.predicted_s), meas.push_back(r.measured_s), fits += r.fits;
+  for (const auto& j : t.jobs) {
+    if (std::isfinite(j.tau)) tau.push_back(j.tau);
+    regret.push_back(j.regret);
+  }
+  const ErrorStats e = error_stats(pred, meas);
+  std::ostringstream o;
+  o << t.name << ": " << e.n << " measured runs of " << t.csv << " (" << t.source << ")\n"
+    << "  iteration time, |predicted/measured - 1|: mean " << fixed(100 * e.mean, 1)
+    << " %, median " << fixed(100 * e.median, 1) << " %, p90 " << fixed(100 * e.p90, 1)
+    << " %, max " << fixed(100 * e.max, 1) << " %; too fast on " << e.too_fast << " of " << e.n
+    << "; " << fits << " of " << e.n << " fit memory\n";
+  if (!regret.empty()) {
+    o << "  " << t.jobs.size() << " jobs (same model, GPUs and global batch, 2+ configurations): "
+      << "Kendall tau of predicted vs measured time median "
+      << (tau.empty() ? std::string("-") : fixed(median(tau), 2)) << ", min "
+      << (tau.empty() ? std::string("-") : fixed(*std::min_element(tau.begin(), tau.end()), 2))
+      << "; the simulator's pick is slower than the measured best by median "
+      << fixed(100 * (median(regret) - 1), 1) << " %, max "
+      << fixed(100 * (*std::max_element(regret.begin(), regret.end()) - 1), 1) << " %\n";
+  }
+  // Where the error sits: by GPUs and by pipeline degree.
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by;
+  for (const auto& r : t.runs) {
+    for (const std::string& k : {"GPUs " + std::to_string(r.row.gpus),
+                                 "TP " + std::to_string(r.row.tp),
+                                 "PP " + std::to_string(r.row.pp),
+                                 "micro-batch " + std::to_string(r.row.micro_batch)}) {
+      by[k].first.push_back(r.predicted_s);
+      by[k].second.push_back(r.measured_s);
+    }
+  }
+  o << "  by slice: median |error| (too fast / runs)\n";
+  for (const auto& [k, v] : by) {
+    const ErrorStats s = error_stats(v.first, v.second);
+    o << "    " << std::left << std::setw(16) << k << std::right << std::setw(7)
+      << fixed(100 * s.median, 1) << " %  (" << s.too_fast << " / " << s.n << ")\n";
+  }
+  return o.str();
+}
+
+std::string table_json(const TableReport& t) {
+  std::ostringstream o;
+  o << "{\"name\":\"" << t.name << "\",\"csv\":\"" << t.csv << "\",\"runs\":[";
+  for (size_t i = 0; i < t.runs.size(); ++i) {
+    const auto& r = t.runs[i];
+    o << (i ? "," : "") << "{\"line\":" << r.row.line << ",\"plan\":\"" << r.plan
+      << "\",\"predicted_s\":" << r.predicted_s << ",\"measured_s\":" << r.measured_s
+      << ",\"fits\":" << (r.fits ? "true" : "false") << "}";
+  }
+  o << "],\"jobs\":[";
+  for (size_t i = 0; i < t.jobs.size(); ++i) {
+    const auto& j = t.jobs[i];
+    o << (i ? "," : "") << "{\"job\":\"" << j.key << "\",\"configs\":" << j.configs
+      << ",\"tau\":" << (std::isfinite(j.tau) ? j.tau : 0) << ",\"regret\":" << j.regret << "}";
+  }
+  o << "]}";
+  return o.str();
 }
 
 }  // namespace
@@ -182,15 +361,34 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
   std::sort(files.begin(), files.end());
   if (files.empty()) throw BadInput("--published: no .yaml config found");
   std::vector<Row> rows;
-  for (const auto& f : files) rows.push_back(validate_one(f));
+  std::vector<TableReport> tables;
+  for (const auto& f : files) {
+    const ExperimentSpec spec = load_experiment(f);
+    if (!spec.published.table.empty())
+      tables.push_back(validate_table(f, spec));
+    else
+      rows.push_back(validate_one(f));
+  }
+  if (rows.empty()) {  // tables only
+    if (args.json) {
+      out << "{\"tables\":[";
+      for (size_t i = 0; i < tables.size(); ++i) out << (i ? "," : "") << table_json(tables[i]);
+      out << "]}\n";
+    } else {
+      for (const auto& t : tables) out << table_text(t);
+    }
+    return 0;
+  }
   std::vector<double> abs_err;
   for (const auto& r : rows) abs_err.push_back(std::fabs(r.error));
   std::sort(abs_err.begin(), abs_err.end());
   const size_t n = abs_err.size();
   const double median = n % 2 ? abs_err[n / 2] : (abs_err[n / 2 - 1] + abs_err[n / 2]) / 2;
   const double worst = abs_err.back();
-  int fit = 0;
-  for (const auto& r : rows) fit += r.fits ? 1 : 0;
+  double mean_err = 0;
+  for (double e : abs_err) mean_err += e / n;
+  int fit = 0, too_fast = 0;
+  for (const auto& r : rows) fit += r.fits ? 1 : 0, too_fast += r.error > 0 ? 1 : 0;
   if (args.json) {
     out << "{\"rows\":[";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -202,7 +400,9 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
           << ",\"fits\":" << (r.fits ? "true" : "false") << ",\"source\":\"" << r.source << "\"}";
     }
     out << "],\"median_abs_error\":" << median << ",\"max_abs_error\":" << worst
-        << ",\"fit\":" << fit << ",\"configs\":" << rows.size() << "}\n";
+        << ",\"fit\":" << fit << ",\"configs\":" << rows.size() << ",\"tables\":[";
+    for (size_t i = 0; i < tables.size(); ++i) out << (i ? "," : "") << table_json(tables[i]);
+    out << "]}\n";
     return 0;
   }
   out << "config                     predicted  published  pred/pub  iter s (pred / pub)   peak GiB / cap  fits  plan\n";
@@ -218,9 +418,11 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
     out << l.str() << "\n";
   }
   out << "\nthroughput per GPU, |predicted/published - 1| over " << n << " runs: median "
-      << fixed(100 * median, 1) << " %, max " << fixed(100 * worst, 1) << " %; " << fit << " of "
-      << rows.size() << " fit memory\n\nsources:\n";
+      << fixed(100 * median, 1) << " %, mean " << fixed(100 * mean_err, 1) << " %, max "
+      << fixed(100 * worst, 1) << " %; too fast on " << too_fast << " of " << n << "; " << fit
+      << " of " << rows.size() << " fit memory\n\nsources:\n";
   for (const auto& r : rows) out << "  " << r.name << ": " << r.source << "\n";
+  for (const auto& t : tables) out << "\n" << table_text(t);
   return 0;
 }
 

@@ -79,6 +79,9 @@ struct PublishedRun {
   double iteration_s = 0;     // seconds per iteration, 0 = not given
   double mfu = 0;             // fraction of peak, 0 = not given
   std::string note;
+  // A table of measured runs instead (experiments/published_table.h): a CSV file in the
+  // config's folder, one run per row; the config supplies what a row does not.
+  std::string table;
 };
 
 struct ExperimentSpec {

@@ -184,6 +184,33 @@ TEST(CliTest, PublishedRunsWithinTheirErrorBounds) {
   EXPECT_LE(errors.back(), 0.20) << r.output;
 }
 
+// The single-node dev set (docs/published-runs.md table D), one simulated iteration per row:
+// every row runs, the errors, the jobs' Kendall tau and the regret of the simulator's pick are
+// reported. The bounds are today's, loose: the fit itself is docs/simulator-fidelity.md's.
+TEST(CliTest, PublishedTableReportsErrorsRankingAndRegret) {
+  CliResult r = shardgym_cli("validate-sim --published '" + src("experiments/validation/vtrain") +
+                             "' --json");
+  ASSERT_EQ(r.code, 0) << r.output.substr(0, 2000);
+  ASSERT_TRUE(JsonChecker(r.output).valid());
+  size_t runs = 0, jobs = 0;
+  for (size_t at = r.output.find("\"line\":"); at != std::string::npos;
+       at = r.output.find("\"line\":", at + 1))
+    ++runs;
+  const std::string key = "\"regret\":";
+  for (size_t at = r.output.find(key); at != std::string::npos; at = r.output.find(key, at + 1)) {
+    ++jobs;
+    EXPECT_GE(std::stod(r.output.substr(at + key.size())), 1.0);
+  }
+  EXPECT_EQ(runs, 1440u);
+  EXPECT_EQ(jobs, 144u);
+  CliResult text = shardgym_cli("validate-sim --published '" +
+                                src("experiments/validation/vtrain") + "'");
+  ASSERT_EQ(text.code, 0);
+  EXPECT_NE(text.output.find("1440 measured runs"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("Kendall tau"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("too fast on "), std::string::npos) << text.output;
+}
+
 // Replay (CompilerGym's validate): a simulator trace re-executed on the simulator with its
 // seed drifts by exactly 0; a recorded figure altered afterwards is found, with its step, and
 // the command exits 1.

@@ -526,6 +526,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unknown_agent.yaml", "unknown_agent.yaml", "agent.id", 10,
                 "did you mean 'random'"},
         BadCase{"unknown_env.yaml", "unknown_env.yaml", "env", 1, "unknown env"},
+        BadCase{"published_table_outside.yaml", "published_table_outside.yaml",
+                "published.table", 11, "in the config's own folder"},
         BadCase{"syntax_error.yaml", "syntax_error.yaml", "", 4, "YAML syntax"},
         BadCase{"bad_event.yaml", "bad_event.yaml", "scenario.events[1].rank", 12,
                 "between 0 and 7"},
