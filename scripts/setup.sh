@@ -13,6 +13,7 @@ packages=(
   libtorch-dev libgloo-dev libhdf5-dev libcli11-dev libyaml-cpp-dev libgtest-dev
   python3-h5py python3-torch python3-matplotlib python3-numpy
   python3-dev python3-venv  # the extension's headers; .venv below
+  chromium  # headless: python/tests/test_report.py renders the report page and checks its images
 )
 
 missing=()

@@ -1,22 +1,25 @@
-"""Figures and tables from recorded traces: `python -m shardgym.report RUN_DIR... --out DIR`
-(or `shardgym report`, which runs this module) writes DIR/index.html with PNG figures
-(drawn by shardgym/report_figures.py).
+"""Figures and tables from recorded runs: `python -m shardgym.report RUN_DIR... --out DIR`
+(or `shardgym report`, which runs this module) writes DIR/index.html, every figure as PNG
+(200 dpi), PDF and SVG, and DIR/table.json.
 
     python -m shardgym.report runs/compare-quickstart runs/train-s0 runs/train-s1 --out report
 
-What it draws, per experiment (traces grouped by the config they were recorded with):
-  * learning curves: episode return against episode, mean over runs with a bootstrap 95 %
-    band, for traces written by `shardgym train` (DIR/trace.h5; one run = one seed);
+What it draws, per experiment (runs grouped by the config they were recorded with):
+  * learning curves from the learning.csv of `shardgym train --out DIR` runs (one DIR = one
+    training seed): greedy evaluation return against env steps and against wall time,
+    rliable's IQM over seeds with stratified bootstrap 95 % bands (report_learning.py);
   * the plan of every block over the steps of one episode per agent (--episode);
   * step latency, peak memory and energy per step over that episode, the scenario's events
     (the `scenario.events` of the config text stored in the trace) marked;
-  * mean step latency against mean energy per step, one point per agent, Pareto front drawn;
+  * mean step latency against mean energy per step per agent, 95 % intervals over episodes,
+    Pareto front drawn;
   * the comparison table of each `shardgym compare --out DIR` folder, computed as
     `shardgym compare --from-traces DIR` does (experiments/compare_traces.cpp), summarised
     with rliable's IQM and stratified bootstrap intervals; also written to table.json;
   * simulator against live measurements where a sim and a live episode ran the same plans;
-  * for each `shardgym suite --out` JSON given among the inputs, the suite's figure and table
-    (shardgym/suite_report.py).
+  * for each `shardgym suite --out` JSON given among the inputs, the suite's figures and
+    tables (suite_report.py, suite_rliable.py).
+An agent has the same colour in every figure (report_style.py); the one IQM is rliable's.
 
 Traces are untrusted input and h5py parses them in this process, so each one is first read
 by `shardgym inspect --json` (--cli, or $SHARDGYM_CLI), whose HDF5 parse runs in a child
@@ -34,40 +37,54 @@ import sys
 
 import numpy as np
 
-from shardgym import suite_report
+from shardgym import report_learning, report_page, suite_report
+from shardgym import report_style as style
 from shardgym.report_figures import (CI_LEVEL, chosen_episodes, fidelity,  # noqa: F401
-                                     learning_curves, pareto_front, pareto_plot,
-                                     plan_heatmaps, time_series)
+                                     pareto_front, pareto_plot, plan_heatmaps,
+                                     strategy_colours, time_series)
 
 
 class ReportError(Exception):
     """Bad input (no traces, a damaged trace): main() prints it and exits 2."""
 
 
+class CliError(ReportError):
+    """The shardgym binary that vets the traces cannot be run (--skip-damaged does not help)."""
+
+
 # ---- reading -------------------------------------------------------------------------------
 
 def find_traces(run_dirs):
-    """The .h5 files of each RUN_DIR (a folder, searched recursively, or a trace file)."""
-    files = []
+    """The .h5 files of each RUN_DIR (a folder, searched recursively, or a trace file) and
+    the learning.csv files of its `shardgym train` runs: (traces, learning files)."""
+    files, learning = [], []
     for d in run_dirs:
         p = pathlib.Path(d)
         if p.is_file():
-            found = [p]
+            found, logs = [p], []
         elif p.is_dir():
             found = sorted(f for f in p.rglob("*.h5") if f.is_file())
+            logs = sorted(f for f in p.rglob(report_learning.FILE) if f.is_file())
         else:
             raise ReportError(f"{d}: no such file or folder")
-        if not found:
+        if not found and not logs:
             raise ReportError(f"{d}: no trace (*.h5) in it; record one with `shardgym train`, "
                               f"`shardgym eval --out` or `shardgym compare --out`")
         files += [f for f in found if f not in files]
-    return files
+        learning += [f for f in logs if f not in learning]
+    return files, learning
 
 
 def vet(path, cli):
     """Reads `path` with `shardgym inspect --json` (HDF5 parsed in a child process); raises
-    ReportError naming the file when it cannot be read. Returns the inspect summary."""
-    proc = subprocess.run([cli, "inspect", "--json", str(path)], capture_output=True, text=True)
+    ReportError naming the file when it cannot be read (CliError when `cli` cannot be run at
+    all: no trace's fault). Returns the inspect summary."""
+    try:
+        proc = subprocess.run([cli, "inspect", "--json", str(path)], capture_output=True,
+                              text=True)
+    except OSError as e:
+        raise CliError(f"cannot run {cli} to vet the traces ({e.strerror or e}); give a "
+                       f"working binary with --cli, or --no-vet") from None
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         raise ReportError(f"{path}: damaged or not a trace: {reason}")
@@ -119,6 +136,8 @@ def load_traces(files, cli, skip_damaged, problems):
                 vet(f, cli)
             t = datasets.load(str(f))
             check_figures(t, f)
+        except CliError:
+            raise
         except (ReportError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
             msg = str(e) if isinstance(e, ReportError) else f"{f}: damaged or not a trace: {e}"
             if not skip_damaged:
@@ -130,8 +149,6 @@ def load_traces(files, cli, skip_damaged, problems):
         t.path = f
         t.experiment = _experiment_key(t.attrs.get("config", ""))
         traces.append(t)
-    if not any(t.episodes for t in traces):
-        raise ReportError("no complete episode in " + ", ".join(str(f) for f in files))
     return traces
 
 
@@ -221,24 +238,16 @@ def compare_table(traces_in_dir, baseline="megatron"):
 
 
 def interval_estimates(rows, reps, seed):
-    """rliable's IQM and mean per metric with stratified bootstrap 95 % intervals (one task:
-    the runs are the seeds). rliable's IQM trims whole runs (scipy.stats.trim_mean(x, 0.25));
-    `shardgym compare` weighs the runs straddling the quartiles fractionally, so the two IQMs
-    differ unless there are 2 seeds or a multiple of 4; the means are the same."""
-    import warnings
-
-    from rliable import library as rly
+    """rliable's IQM (scipy.stats.trim_mean(x, 0.25), the IQM `shardgym compare` prints too)
+    and mean per metric, with stratified bootstrap 95 % intervals (one task: the runs are the
+    seeds)."""
     from rliable import metrics
 
     def agg(x):
         return np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)])
     for metric in ("throughput", "memory", "energy"):
         scores = {r["agent"]: np.asarray(r["ratios"][metric], dtype=float)[:, None] for r in rows}
-        with warnings.catch_warnings():  # arch's notice that random_state is deprecated
-            warnings.simplefilter("ignore", FutureWarning)
-            point, ci = rly.get_interval_estimates(scores, agg, reps=reps,
-                                                   confidence_interval_size=CI_LEVEL,
-                                                   random_state=np.random.RandomState(seed))
+        point, ci = style.interval_estimates(scores, agg, reps, seed)
         for r in rows:
             r[metric] = {"iqm": float(point[r["agent"]][0]), "mean": float(point[r["agent"]][1]),
                          "iqm_ci": [float(v) for v in ci[r["agent"]][:, 0]],
@@ -247,107 +256,159 @@ def interval_estimates(rows, reps, seed):
 
 # ---- the page ------------------------------------------------------------------------------
 
-def _slug(text):
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "experiment"
-
-
-def _figure(png, caption):
-    return (f'<figure><img src="{html.escape(png)}" alt="{html.escape(png)}">'
-            f"<figcaption>{caption}</figcaption></figure>")
-
-
 def _files(ts):
     return html.escape(", ".join(str(t.path) for t in ts))
 
 
 def _fmt(est):
     lo, hi = est["iqm_ci"]
-    return f"{est['mean']:.2f}</td><td>{est['iqm']:.2f} [{lo:.2f}, {hi:.2f}]"
+    return f"{est['mean']:.2f}</td><td>{est['iqm']:.2f} <small>[{lo:.2f}, {hi:.2f}]</small>"
 
 
 def table_html(folder, table):
-    head = ("<tr><th>agent</th><th>runs</th>" + "".join(
-        f"<th>{m} mean</th><th>{m} IQM [95% CI]</th>"
-        for m in ("throughput", "peak memory", "energy/token")) + "</tr>")
+    head = ("<tr><th rowspan='2'>agent</th><th rowspan='2'>runs</th>" + "".join(
+        f"<th colspan='2'>{m}</th>" for m in ("throughput", "peak memory", "energy/token")) +
+        "</tr><tr>" + "<th>mean</th><th>IQM [95% CI]</th>" * 3 + "</tr>")
     body = "".join(
-        f"<tr><td>{html.escape(r['agent'])}</td><td>{r['runs']}</td><td>{_fmt(r['throughput'])}"
-        f"</td><td>{_fmt(r['memory'])}</td><td>{_fmt(r['energy'])}</td></tr>"
-        for r in table["rows"])
+        f"<tr><td>{style.swatch(r['agent'])}{html.escape(r['agent'])}</td><td>{r['runs']}</td>"
+        f"<td>{_fmt(r['throughput'])}</td><td>{_fmt(r['memory'])}</td>"
+        f"<td>{_fmt(r['energy'])}</td></tr>" for r in table["rows"])
     failed = [f"{r['agent']} in {r['failed_runs']} of {r['runs']} runs" for r in table["rows"]
               if r["failed_runs"]]
     notes = table["notes"] + (["ended by a failed step (only the steps before it count): " +
                                ", ".join(failed)] if failed else [])
-    return (f"<table>{head}{body}</table><p class='caption'>Rebuilt from the traces in "
-            f"<code>{html.escape(str(folder))}</code> as <code>shardgym compare --from-traces"
-            f"</code> computes it: every figure is the agent's per-seed ratio to "
-            f"{table['baseline']}'s episode of the same seed (seeds {table['seeds']}); "
-            f"throughput &gt; 1 is faster, peak memory and energy per token &lt; 1 use less. "
-            f"Mean over seeds, and rliable's interquartile mean with a stratified bootstrap "
-            f"95% interval. rliable's IQM trims whole runs, <code>shardgym compare</code>'s "
-            f"weighs the runs at the quartiles fractionally: they agree for 2 seeds and for "
-            f"multiples of 4 (the means always agree).</p>" +
+    return (f"<div class='tablebox'><table>{head}{body}</table></div><p class='caption'>"
+            f"Rebuilt from the traces in <code>{html.escape(str(folder))}</code> as "
+            f"<code>shardgym compare --from-traces</code> computes it: every figure is the "
+            f"agent's per-seed ratio to {table['baseline']}'s episode of the same seed (seeds "
+            f"{table['seeds']}); throughput &gt; 1 is faster, peak memory and energy per token "
+            f"&lt; 1 use less. Mean over seeds, and rliable's interquartile mean "
+            f"(<code>scipy.stats.trim_mean(x, 0.25)</code>, the IQM <code>shardgym compare"
+            f"</code> prints) with a stratified bootstrap 95% interval.</p>" +
             "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes))
 
 
+def _agent_of(trace):
+    for ep in trace.episodes if trace else ():
+        if ep["attrs"].get("agent"):
+            return str(ep["attrs"]["agent"])
+    return None
+
+
+def learning_runs(files, traces, skip_damaged, problems):
+    """{experiment: {agent: [(label, columns), ...]}} from learning.csv files, one entry per
+    run (seed); the trace.h5 beside each file names its experiment and agent."""
+    beside = {t.path.parent: t for t in traces if t.path.name == "trace.h5"}
+    runs = collections.OrderedDict()
+    for f in files:
+        try:
+            cols, notes = report_learning.read(f)
+        except report_learning.LearningError as e:
+            if not skip_damaged:
+                raise ReportError(f"{e} (--skip-damaged leaves it out)") from None
+            problems.append(f"{e}; left out")
+            continue
+        problems += notes
+        if len(cols["update"]) == 0:
+            problems.append(f"{f}: no update logged (the run stopped before its first update); "
+                            f"no learning curve")
+            continue
+        t = beside.get(f.parent)
+        exp = t.experiment if t else "Training runs without a trace"
+        runs.setdefault(exp, collections.OrderedDict()).setdefault(
+            _agent_of(t) or "learner", []).append((f.parent.name, cols))
+    return runs
+
+
+def _learning_html(exp, learn, untrained, out, slug, reps, seed):
+    parts = [f'<h3 id="{slug}-learning">Learning curves</h3>']
+    if learn:
+        stem, desc = report_learning.figure(learn, out, f"{slug}-learning", reps, seed)
+        parts.append(style.figure_html(stem, (
+            "Greedy evaluation return (held-out seed, after each update of vectorised "
+            "training) against every env step the learner caused (training rollouts, its own "
+            "searches and the evaluation episodes; left) and against wall time since training "
+            "began (right), from each run's <code>learning.csv</code> (one run per seed). "
+            "Thick: rliable's IQM over seeds, band: its stratified bootstrap 95% interval "
+            f"({reps} resamples); dotted: IQM of the training episodes' mean return; thin: each "
+            "seed. Each seed's curve is a step function (an update's return holds until the "
+            "next update) read on a common grid from the latest first update to the end of "
+            "the shortest run, so every IQM point has every seed; the thin lines go on to "
+            "each run's end. " + html.escape("; ".join(desc.values())) + "."), wide=True))
+    for t in untrained:
+        parts.append(
+            f"<p class='note'>{html.escape(str(t.path.parent))}: no "
+            f"<code>{report_learning.FILE}</code>, so no learning curve: the run trained "
+            f"nothing (<code>--train-steps 0</code>, or an agent that learns during its "
+            f"episodes) or was recorded before <code>shardgym train</code> wrote it. Its "
+            f"{len(t.episodes)} recorded episode(s) evaluate the agent; they are in the "
+            f"figures below, not drawn as learning.</p>")
+    return "".join(parts)
+
+
 def build_report(run_dirs, out, episode=0, cli=None, reps=2000, seed=0, skip_damaged=False):
-    """Writes out/index.html and its figures; returns {"pages": ..., "tables": ...}."""
+    """Writes out/index.html and its figures; returns {"figures", "tables", "problems"}."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     problems = []
     # `shardgym suite --out` JSONs among the inputs: a section each (shardgym/suite_report.py).
     suites = [d for d in run_dirs if str(d).endswith(".json") and pathlib.Path(d).is_file()]
     run_dirs = [d for d in run_dirs if d not in suites]
+    files, logs = find_traces(run_dirs) if run_dirs else ([], [])
+    traces = load_traces(files, cli, skip_damaged, problems)
+    learning = learning_runs(logs, traces, skip_damaged, problems)
+    if not suites and not learning and not any(t.episodes for t in traces):
+        raise ReportError("no complete episode in " + ", ".join(str(f) for f in files))
     suite_sections = []
     for path in suites:
         try:
-            suite_sections.append(suite_report.section(path, out))
+            suite_sections.append(suite_report.section(path, out, reps, seed))
         except suite_report.SuiteReportError as e:
             raise ReportError(str(e)) from e
-    traces = load_traces(find_traces(run_dirs), cli, skip_damaged, problems) if run_dirs else []
-    rng = np.random.default_rng(seed)
     groups = collections.OrderedDict()
     for t in traces:
         if t.episodes:
             groups.setdefault(t.experiment, []).append(t)
-    sections, tables, figures = [], {}, []
+    for exp in learning:
+        groups.setdefault(exp, [])
+    chosen = {exp: chosen_episodes(ts, episode) for exp, ts in groups.items()}
+    strategies = strategy_colours(list(chosen.values()))  # one colour per strategy, all figures
+    anchors = report_page.Anchors()
+    sections, tables = [], {}
     for exp, ts in groups.items():
-        slug, parts = _slug(exp), [f"<h2>{html.escape(exp)}</h2>"]
-        training = [t for t in ts if t.path.name == "trace.h5"]
-        if training:
-            png, desc = learning_curves(training, out, f"{slug}-learning.png", reps, rng)
-            figures.append(png)
-            parts.append(_figure(png, (
-                "Episode return against episode for the traces written by <code>shardgym train"
-                "</code> (one run per trace, e.g. one per seed): the line is the mean over runs, "
-                "the band a bootstrap 95% interval of that mean over runs (drawn with 2 or "
-                f"more runs). {html.escape(desc)}. Traces: {_files(training)}.")))
-        chosen = chosen_episodes(ts, episode)
-        if not chosen:
-            parts.append("<p class='note'>No episode with steps: nothing to draw.</p>")
-            sections.append("\n".join(parts))
+        slug = anchors(exp)
+        parts = [f'<section><h2 id="{slug}">{html.escape(exp)}</h2>']
+        untrained = [t for t in ts if t.path.name == "trace.h5"
+                     and not (t.path.parent / report_learning.FILE).exists()]
+        if exp in learning or untrained:
+            parts.append(_learning_html(exp, learning.get(exp), untrained, out, slug, reps,
+                                        seed))
+        if not chosen[exp]:
+            if ts:
+                parts.append("<p class='note'>No episode with steps: nothing to draw.</p>")
+            sections.append("".join(parts) + "</section>")
             continue
-        png = plan_heatmaps(chosen, out, f"{slug}-plans.png")
-        figures.append(png)
-        which = html.escape("; ".join(f"{a}: {t.path}:{ep['name']}" for a, t, ep in chosen))
-        parts.append(_figure(png, (
-            f"The strategy of every block (rows) at every env step (columns), colour = strategy "
-            f"id in the trace's strategy table, for one episode per agent (episode {episode} of "
-            f"each agent's complete episodes, or its last): {which}.")))
+        which = html.escape("; ".join(f"{a}: {t.path}:{ep['name']}" for a, t, ep in chosen[exp]))
+        plans = plan_heatmaps(chosen[exp], out, f"{slug}-plans", strategies)
         events = scenario_events(ts[0].attrs.get("config", ""))
-        png = time_series(chosen, events, out, f"{slug}-timeseries.png")
-        figures.append(png)
+        series = time_series(chosen[exp], events, out, f"{slug}-timeseries")
         ev = "; ".join(f"from env step {s} on: {label}" for s, label in events) or "none (static)"
-        parts.append(_figure(png, (
-            f"Per-step latency (one training iteration), peak memory of the fullest rank and "
-            f"energy of the whole world (iteration and repartition) over the same episodes. "
-            f"Dashed lines: the scenario's events from the config stored in the traces "
-            f"({html.escape(ev)}). Traces: {which}.")))
-        png, front = pareto_plot(ts, out, f"{slug}-pareto.png")
-        figures.append(png)
-        parts.append(_figure(png, (
-            f"One point per agent: mean step latency against mean energy per step over all its "
-            f"complete episodes (failed steps left out). Red: the Pareto front "
-            f"({html.escape(', '.join(front))}). Traces: {_files(ts)}.")))
+        parts.append(
+            f'<h3 id="{slug}-episodes">Plans and time series</h3><div class="row">' +
+            style.figure_html(plans, (
+                f"The strategy of every block (rows) at every env step (columns) for one "
+                f"episode per agent (episode {episode} of each agent's complete episodes, or its "
+                f"last); a strategy has the same colour in every plan figure of this page. "
+                f"Episodes: {which}.")) +
+            style.figure_html(series, (
+                f"Per-step latency (one training iteration), peak memory of the fullest rank and "
+                f"energy of the whole world (iteration and repartition) over the same episodes. "
+                f"Dashed lines: the scenario's events from the config stored in the traces "
+                f"({html.escape(ev)}).")) + "</div>")
+        stem, front, close = pareto_plot(ts, out, f"{slug}-pareto", reps, seed)
+        same = "".join(f" (Nearly) at the same point, markers moved apart with a leader line "
+                       f"to the point (black dot): {html.escape(', '.join(g))}." for g in close)
+        cmp_html = []
         for folder in sorted({t.path.parent for t in ts}):
             # `shardgym compare --out` folders: one <agent>.h5 each, megatron.h5 the baseline.
             in_dir = [t for t in ts if t.path.parent == folder and t.path.name != "trace.h5"]
@@ -359,36 +420,48 @@ def build_report(run_dirs, out, episode=0, cli=None, reps=2000, seed=0, skip_dam
                 continue
             interval_estimates(table["rows"], reps, seed)
             tables[str(folder)] = table
-            parts.append(f"<h3>Comparison: {html.escape(str(folder))}</h3>" +
-                         table_html(folder, table))
-        sections.append("\n".join(parts))
-    png, desc = fidelity(traces, out, "fidelity.png")
-    if png:
-        figures.append(png)
-        sections.append("<h2>Simulator against live runs</h2>" + _figure(png, (
-            "Per step, the simulator's latency and peak memory (y) against the live runtime's "
-            "measurement (x) for episodes that ran the same plans from the same seed; on the "
-            f"dashed line the simulator is exact. Pairs: {html.escape(desc)}.")))
-    problem_html = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
-    page = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>ShardGym report</title><style>
-body {{ font-family: sans-serif; max-width: 1150px; margin: 2em auto; }}
-img {{ max-width: 100%; }} figcaption, .caption {{ color: #333; margin-bottom: 2em; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #bbb; padding: 3px 8px; }}
-td {{ text-align: right; }} td:first-child {{ text-align: left; }} .note {{ color: #a00; }}
-</style></head><body>
-<h1>ShardGym report</h1>
-<p>From {len(traces)} trace file(s) under {html.escape(', '.join(map(str, run_dirs)))}.</p>
-{"<h2>Problems</h2><ul>" + problem_html + "</ul>" if problems else ""}
-{"".join(suite_sections)}
-{"".join(sections)}
-</body></html>
-"""
-    (out / "index.html").write_text(page)
+            cmp_html.append(f'<h3 id="{anchors(slug + "-compare")}">Comparison: '
+                            f'{html.escape(str(folder))}</h3>' + table_html(folder, table))
+        pareto_html = style.figure_html(stem, (
+            f"Per agent: mean step latency against mean energy per step (steps that did not "
+            f"fail), the mean over its complete episodes with rliable's stratified bootstrap "
+            f"95% intervals over episodes as error bars (none for one episode). Dashed: the "
+            f"Pareto front ({html.escape(', '.join(front))}); shaded: the region it "
+            f"dominates.{same} Traces: {_files(ts)}.")) if stem else (
+            "<p class='note'>No latency-energy figure: no episode has a step that did not fail "
+            "with its energy measured.</p>")
+        parts.append(f'<h3 id="{slug}-pareto">Latency against energy</h3><div class="row">' +
+                     pareto_html + f"<div>{''.join(cmp_html)}</div></div></section>")
+        sections.append("".join(parts))
+    stem, desc = fidelity(traces, out, "fidelity")
+    if stem:
+        sections.append(
+            f'<section><h2 id="{anchors("fidelity")}">Simulator against live runs</h2>' +
+            style.figure_html(stem, (
+                "Per step, the simulator's latency and peak memory (y) against the live "
+                "runtime's measurement (x) for episodes that ran the same plans from the same "
+                f"seed; on the dashed line the simulator is exact. Pairs: {html.escape(desc)}."),
+                wide=True) + "</section>")
+    body = "".join(suite_sections) + "".join(sections)
+    if problems:
+        body = ('<section><h2 id="problems">Problems</h2><ul>' +
+                "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul></section>" + body)
+    agents = list(dict.fromkeys(
+        [a for path in suites for a in suite_report.load(path)["agents_seen"]] +
+        [a for ts in groups.values() for a, _, _ in chosen_episodes(ts, 0)] +
+        [a for runs in learning.values() for a in runs]))
+    inputs = html.escape(", ".join(map(str, run_dirs + suites)))
+    intro = (f"<p>From {len(files)} trace file(s), {len(logs)} learning log(s) and "
+             f"{len(suites)} suite JSON(s): {inputs}. Every interval is a 95% interval; "
+             f"every IQM is rliable's (the mean of the middle 50%, "
+             f"<code>scipy.stats.trim_mean(x, 0.25)</code>). Each figure links its PDF and SVG "
+             f"beside the PNG.</p>" + (style.key_html(agents) if agents else ""))
+    (out / "index.html").write_text(report_page.page("ShardGym report", intro, body))
     (out / "table.json").write_text(json.dumps(tables, indent=1))
     for p in problems:
         print(f"shardgym report: {p}", file=sys.stderr)
-    return {"figures": figures, "tables": tables, "problems": problems}
+    figures = sorted(re.findall(r'<img src="([^"]+)\.png"', body))
+    return {"figures": figures, "tables": tables, "problems": problems, "agents": agents}
 
 
 def _default_cli():
@@ -405,15 +478,18 @@ def _default_cli():
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m shardgym.report",
-        description="Figures and tables from recorded ShardGym traces: writes OUT/index.html, "
-                    "one PNG per figure and OUT/table.json (the comparison tables).",
-        epilog="RUN_DIR: a folder written by `shardgym train --out` (trace.h5: drawn as a "
-               "learning curve; several folders = several seeds), `shardgym compare --out` "
-               "(one <agent>.h5 per agent: a comparison table against megatron.h5) or "
-               "`shardgym eval --out`, or a trace file. Episodes the run did not finish are "
-               "reported and skipped. Example: python -m shardgym.report runs/compare "
-               "--out report/")
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="folders of traces")
+        description="Figures and tables from recorded ShardGym runs: writes OUT/index.html "
+                    "(with a table of contents), each figure as PNG (200 dpi), PDF and SVG, "
+                    "and OUT/table.json (the comparison tables).",
+        epilog="RUN_DIR: a folder written by `shardgym train --out` (learning.csv: learning "
+               "curves; several folders = several seeds), `shardgym compare --out` (one "
+               "<agent>.h5 per agent: a comparison table against megatron.h5) or `shardgym "
+               "eval --out`, a trace file, or a `shardgym suite --out` JSON (profiles, "
+               "probability of improvement). Episodes the run did not finish are reported "
+               "and skipped. Example: python -m shardgym.report runs/compare runs/train-s0 "
+               "runs/train-s1 runs/suite.json --out report/")
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="folders of traces and learning logs, trace files, suite JSONs")
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--episode", type=int, default=0,
                         help="which complete episode of each agent the plan and time figures "

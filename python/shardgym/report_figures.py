@@ -1,65 +1,17 @@
-"""The figures of `shardgym report` (shardgym/report.py): each function draws one PNG from
-loaded traces (shardgym.datasets.Trace with `path`) with matplotlib's Agg backend and returns
-its file name; every axis carries its unit.
+"""The figures of `shardgym report` (shardgym/report.py) drawn from loaded traces
+(shardgym.datasets.Trace with `path`): plans, time series, latency-energy Pareto and
+simulator fidelity. Each function writes out/STEM.png, .pdf and .svg (report_style.save) and
+returns STEM; every axis carries its unit and every agent its colour of report_style.
+The learning curves are in report_learning.py (from learning.csv, not from traces).
 """
 import collections
 
 import numpy as np
 
-CI_LEVEL = 0.95  # bands are 95 % bootstrap intervals (as `shardgym compare`'s)
+from shardgym import report_style as style
+from shardgym.report_style import CI_LEVEL  # noqa: F401 (the level of every interval)
+
 GIB = 2.0 ** 30
-
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "figure.dpi": 110,
-                         "axes.grid": True, "grid.alpha": 0.3})
-    return plt
-
-
-def _save(fig, out, name):
-    fig.savefig(out / name, bbox_inches="tight")
-    _plt().close(fig)
-    return name
-
-
-def bootstrap_band(samples, reps, rng):
-    """(mean, low, high) per column of `samples` (runs × points): the 95 % percentile interval
-    of the mean over runs resampled with replacement. One run: the band is the line itself."""
-    samples = np.asarray(samples, dtype=float)
-    idx = rng.integers(0, samples.shape[0], size=(reps, samples.shape[0]))
-    means = samples[idx].mean(axis=1)
-    a = (1 - CI_LEVEL) / 2
-    return samples.mean(axis=0), np.quantile(means, a, axis=0), np.quantile(means, 1 - a, axis=0)
-
-
-def learning_curves(traces, out, name, reps, rng):
-    plt = _plt()
-    by_agent = collections.defaultdict(list)
-    for t in traces:
-        if t.episodes:
-            by_agent[t.episodes[0]["attrs"].get("agent", t.path.stem)].append(t)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    parts = []
-    for agent, ts in sorted(by_agent.items()):
-        n = min(len(t.episodes) for t in ts)
-        returns = [[float(ep["rewards"].sum()) for ep in t.episodes[:n]] for t in ts]
-        mean, lo, hi = bootstrap_band(returns, reps, rng)
-        x = np.arange(1, n + 1)
-        line, = ax.plot(x, mean, marker="o", label=f"{agent} ({len(ts)} run{'s' * (len(ts) > 1)})")
-        if len(ts) > 1:
-            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.25, linewidth=0)
-        parts.append(f"{agent}: {len(ts)} run(s), first {n} episodes")
-    lengths = {len(ep["rewards"]) for t in traces for ep in t.episodes}
-    each = f"{lengths.pop()} env steps each, " if len(lengths) == 1 else ""
-    ax.set_xlabel(f"episode ({each}recorded by `shardgym train`, in order)")
-    ax.set_ylabel("episode return (sum of rewards, unitless)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend()
-    ax.set_title("Learning curves")
-    return _save(fig, out, name), "; ".join(parts)
 
 
 def _peak(metrics):
@@ -69,6 +21,14 @@ def _peak(metrics):
     out = np.full(len(m), np.nan)
     out[has] = np.nanmax(m[has], axis=1)
     return out
+
+
+def good_steps(ep):
+    """The steps that did not fail (ok, no out-of-memory, not the recorded error step): the
+    rule of `compare --from-traces` (experiments/compare_traces.cpp)."""
+    m, n = ep["metrics"], len(ep["rewards"])
+    err_step = int(ep["attrs"].get("error_step", -1))
+    return (m["ok"][:n] != 0) & (m["oom"][:n] == 0) & (np.arange(n) != err_step)
 
 
 def chosen_episodes(traces, k):
@@ -83,70 +43,95 @@ def chosen_episodes(traces, k):
     return [(a, *lst[min(k, len(lst) - 1)]) for a, lst in eps.items()]
 
 
+MAX_NAMED = 17  # strategies with a colour of their own; the rest share grey ("other")
+OTHER = (0.8, 0.8, 0.8)
+
+
 def _palette(n):
     """n distinct colours: tab20 without its two greys (grey is kept for "other")."""
-    tab20 = _plt().get_cmap("tab20").colors
+    tab20 = style.plt().get_cmap("tab20").colors
     return [c for i, c in enumerate(tab20) if i not in (14, 15)][:n]
 
 
-MAX_NAMED = 17  # strategies with a colour of their own; the rest share grey ("other")
+def _strategy(t, i):
+    return t.strategies[i] if 0 <= i < len(t.strategies) else "not reported"
 
 
-def plan_heatmaps(chosen, out, name):
-    plt = _plt()
+def strategy_colours(chosen_lists):
+    """{strategy name: colour} over all the plan figures of one report, the most frequent
+    strategies first, so that a strategy has one colour in every experiment's figure; past
+    MAX_NAMED strategies the rarer ones are left out (drawn grey, "other")."""
+    count = collections.Counter()
+    for chosen in chosen_lists:
+        for _, t, ep in chosen:
+            ids, n = np.unique(ep["plans"], return_counts=True)
+            for i, c in zip(ids.tolist(), n.tolist()):
+                count[_strategy(t, i)] += c
+    top = [s for s, _ in count.most_common(MAX_NAMED if len(count) > MAX_NAMED + 1
+                                           else len(count))]
+    return dict(zip(top, _palette(len(top))))
+
+
+def plan_heatmaps(chosen, out, stem, colours=None):
+    """The strategy of every block at every step, one panel per (agent, episode)."""
+    plt = style.plt()
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.patches import Patch
-    count = collections.Counter()
-    names = {}
+    colours = colours if colours is not None else strategy_colours([chosen])
+    used = collections.Counter()
     for _, t, ep in chosen:
         ids, n = np.unique(ep["plans"], return_counts=True)
-        count.update(dict(zip(ids.tolist(), n.tolist())))
-        names.update({i: t.strategies[i] if 0 <= i < len(t.strategies) else "not reported"
-                      for i in ids.tolist()})
-    many = len(count) > MAX_NAMED + 1
-    top = [sid for sid, _ in count.most_common(MAX_NAMED if many else len(count))]
-    colours = _palette(len(top)) + ([(0.8, 0.8, 0.8)] if many else [])
-    cmap = ListedColormap(colours)
-    norm = BoundaryNorm(np.arange(len(colours) + 1) - 0.5, len(colours))
-    pos = {sid: j for j, sid in enumerate(top)}
-    other = len(top)
-    fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 1.2 + 2.2 * len(chosen)), squeeze=False)
+        for i, c in zip(ids.tolist(), n.tolist()):
+            used[_strategy(t, i)] += c
+    named = [s for s in colours if s in used]          # the report's order
+    others = [s for s in used if s not in colours]
+    cols = [colours[s] for s in named] + ([OTHER] if others else [])
+    cmap = ListedColormap(cols)
+    norm = BoundaryNorm(np.arange(len(cols) + 1) - 0.5, len(cols))
+    pos = {s: j for j, s in enumerate(named)}
+    fig, axes = plt.subplots(len(chosen), 1, figsize=(8, 0.9 + 1.55 * len(chosen)),
+                             squeeze=False, sharex=True)
     for ax, (agent, t, ep) in zip(axes[:, 0], chosen):
-        grid = np.vectorize(lambda i: pos.get(i, other))(ep["plans"]).T  # blocks × steps
+        lookup = {i: pos.get(_strategy(t, i), len(named)) for i in np.unique(ep["plans"])}
+        grid = np.vectorize(lookup.get)(ep["plans"]).T  # blocks x steps
         n, b = ep["plans"].shape
         ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, norm=norm,
                   interpolation="nearest", extent=(0.5, n + 0.5, -0.5, b - 0.5))
-        ax.set_title(f"{agent}: {ep['name']} of {t.path.name} (seed {ep['attrs'].get('seed')})")
-        ax.set_ylabel("block (2i attn,\n2i+1 MLP of layer i)")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(f"{agent}: {ep['name']} of {t.path.name} (seed {ep['attrs'].get('seed')})",
+                     loc="left", fontsize=9.5)
+        ax.set_ylabel("block")
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.grid(False)
-    axes[-1, 0].set_xlabel("env step (plan in force after the step)")
-    handles = [Patch(color=colours[j], label=names[sid]) for sid, j in pos.items()]
-    if many:
-        handles.append(Patch(color=colours[-1],
-                             label=f"other ({len(count) - len(top)} rarer strategies)"))
+    axes[-1, 0].xaxis.get_major_locator().set_params(integer=True)
+    axes[-1, 0].set_xlabel("env step (plan in force after the step); blocks: 2i attention, "
+                           "2i+1 MLP of layer i")
+    handles = [Patch(color=colours[s], label=s) for s in named]
+    if others:
+        handles.append(Patch(color=OTHER, label=f"other ({len(others)} rarer strategies)"))
     fig.tight_layout()
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=min(3, len(handles)), title="strategy (most frequent first)")
-    return _save(fig, out, name)
+               ncol=min(3, len(handles)), title="strategy (same colours in every plan figure)",
+               fontsize=8, frameon=False)
+    return style.save(fig, out, stem)
 
 
 LINESTYLES = ("-", "--", "-.", ":")  # agents whose lines coincide stay distinguishable
 
 
-def time_series(chosen, events, out, name):
-    plt = _plt()
-    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+def time_series(chosen, events, out, stem):
+    plt = style.plt()
+    fig, axes = plt.subplots(3, 1, figsize=(8, 6.6), sharex=True)
     div, unit = _memory_unit(np.concatenate(
         [np.ravel(ep["metrics"]["peak_memory_bytes"]) for _, _, ep in chosen]))
     for k, (agent, t, ep) in enumerate(chosen):
         m = ep["metrics"]
         x = np.arange(1, len(ep["rewards"]) + 1)
-        style = {"label": agent, "linestyle": LINESTYLES[k % len(LINESTYLES)], "linewidth": 1.6,
-                 "marker": "o" if len(x) <= 30 else None, "markersize": 3}
-        axes[0].plot(x, m["step_latency_s"], **style)
-        axes[1].plot(x, _peak(m) / div, **style)
-        axes[2].plot(x, m["energy_j"], **style)
+        st = {"label": agent, "color": style.colour(agent),
+              "linestyle": LINESTYLES[k % len(LINESTYLES)], "linewidth": 1.6,
+              "marker": style.marker(agent) if len(x) <= 30 else None, "markersize": 4}
+        axes[0].plot(x, m["step_latency_s"], **st)
+        axes[1].plot(x, _peak(m) / div, **st)
+        axes[2].plot(x, m["energy_j"], **st)
     axes[0].set_ylabel("step latency (s)")
     axes[1].set_ylabel(f"peak memory,\nfullest rank ({unit})")
     axes[2].set_ylabel("energy per step (J)")
@@ -154,16 +139,17 @@ def time_series(chosen, events, out, name):
     axes[2].xaxis.get_major_locator().set_params(integer=True)
     for i, (step, label) in enumerate(events):
         for ax in axes:
-            ax.axvline(step - 0.5, color="k", linestyle="--", linewidth=1)
+            ax.axvline(step - 0.5, color="k", linestyle="--", linewidth=0.8)
         axes[0].annotate(f"E{i + 1}", (step - 0.5, 1.0), xycoords=("data", "axes fraction"),
-                         xytext=(0, 3), textcoords="offset points", ha="center", fontsize=9)
+                         xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
     if events:
         axes[0].set_title("scenario events: " + "; ".join(
             f"E{i + 1} from step {s}: {label}" for i, (s, label) in enumerate(events)),
-            fontsize=9, pad=16)
-    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            fontsize=8.5, pad=14, loc="left")
     fig.tight_layout()
-    return _save(fig, out, name)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center",
+               bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(chosen)), frameon=False)
+    return style.save(fig, out, stem)
 
 
 def pareto_front(points):
@@ -175,57 +161,103 @@ def pareto_front(points):
     return sorted(front, key=lambda i: points[i])
 
 
-def pareto_plot(traces, out, name):
-    plt = _plt()
-    steps = collections.OrderedDict()
+def pareto_points(traces, reps, seed):
+    """{agent: (episodes, (latency, energy), (latency CI, energy CI))}: per episode the mean
+    step latency and energy per step over its steps that did not fail; the point is the mean
+    over episodes, the intervals rliable's stratified bootstrap 95 % over episodes."""
+    per = collections.OrderedDict()
     for t in traces:
         for ep in t.episodes:
-            m = ep["metrics"]
-            ok = (m["ok"] != 0) & (m["oom"] == 0)
-            lat, en = steps.setdefault(ep["attrs"].get("agent") or t.path.stem, ([], []))
-            lat.extend(m["step_latency_s"][ok])
-            en.extend(m["energy_j"][ok])
-    # Agents at the same point (to 4 significant digits) share one dot and one label.
-    merged = collections.OrderedDict()
-    for a, (lat, en) in steps.items():
-        if lat:
-            key = (float(f"{np.mean(lat):.4g}"), float(f"{np.mean(en):.4g}"))
-            merged.setdefault(key, []).append(a)
-    pts, labels = list(merged), [" = ".join(v) for v in merged.values()]
-    front = pareto_front(pts)
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=40, zorder=3, label="agent")
-    ax.scatter([pts[i][0] for i in front], [pts[i][1] for i in front], s=140, zorder=2,
-               facecolors="none", edgecolors="r", linewidths=1.5)
-    ax.margins(0.2)
+            good = good_steps(ep)
+            en = ep["metrics"]["energy_j"][:len(good)][good]
+            if not good.any() or np.all(np.isnan(en)):
+                continue
+            lat = ep["metrics"]["step_latency_s"][:len(good)][good]
+            per.setdefault(ep["attrs"].get("agent") or t.path.stem, []).append(
+                (float(np.mean(lat)), float(np.nanmean(en))))
+    scores = {a: np.asarray(v, dtype=float)[:, None, :] for a, v in per.items()}
+    if not scores:
+        return {}
+    point, ci = style.interval_estimates(scores, lambda s: np.mean(s, axis=(0, 1)), reps, seed)
+    return {a: (len(per[a]), tuple(point[a]), (tuple(ci[a][:, 0]), tuple(ci[a][:, 1])))
+            for a in per}
+
+
+def _clusters(xy, within=0.03):
+    """Groups of points closer than `within` of the data's span on both axes to an earlier
+    point of the group (their markers would hide each other)."""
+    xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+    span = np.ptp(xy, axis=0) if len(xy) else np.ones(2)
+    span[span == 0] = 1.0
+    group = list(range(len(xy)))
+    for i in range(len(xy)):
+        for j in range(i):
+            if np.all(np.abs(xy[i] - xy[j]) <= within * span):
+                group[i] = group[j]
+                break
+    out = collections.OrderedDict()
+    for i, g in enumerate(group):
+        out.setdefault(g, []).append(i)
+    return list(out.values())
+
+
+def pareto_plot(traces, out, stem, reps=2000, seed=0):
+    """Mean step latency against mean energy per step, one marker per agent with its 95 %
+    intervals over episodes as error bars, the Pareto front of the points; agents named in
+    the legend, not on the plot. Markers that would hide each other move apart, a leader line
+    to their exact point. Returns (stem, front, close): the agents on the front and the
+    groups of agents (nearly) at the same point; stem None when no episode has a step that
+    did not fail with its energy measured."""
+    pts = pareto_points(traces, reps, seed)
+    if not pts:
+        return None, [], []
+    plt = style.plt()
+    agents = list(pts)
+    xy = [pts[a][1] for a in agents]
+    close = _clusters(xy)
+    # A marker of a group that would hide each other moves out on a circle around the group's
+    # first point (in points, whatever the scale), a leader line to the exact point (black dot).
+    shift = {}
+    for g in close:
+        for k, i in enumerate(g):
+            angle = np.pi / 2 + 2 * np.pi * k / len(g)
+            shift[i] = (0.0, 0.0) if len(g) == 1 else (18 * np.cos(angle), 18 * np.sin(angle))
+    front = pareto_front(xy)
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    from matplotlib import transforms
+    for i, (a, (x, y)) in enumerate(zip(agents, xy)):
+        n, _, ((xlo, xhi), (ylo, yhi)) = pts[a]
+        c = style.colour(a)
+        ax.errorbar(x, y, xerr=[[x - xlo], [xhi - x]], yerr=[[y - ylo], [yhi - y]], fmt="none",
+                    ecolor=c, capsize=3, elinewidth=1.2, zorder=3)
+        dx, dy = shift[i]
+        moved = transforms.offset_copy(ax.transData, fig=fig, x=dx, y=dy, units="points")
+        if dx or dy:
+            ax.annotate("", (x, y), xytext=(dx, dy), textcoords="offset points", zorder=4,
+                        arrowprops={"arrowstyle": "-", "color": c, "linewidth": 0.9,
+                                    "shrinkA": 4, "shrinkB": 0})
+            ax.plot(x, y, "k.", ms=3, zorder=6)
+        ax.plot(x, y, style.marker(a), color=c, ms=9, mec="white", mew=0.8, zorder=5,
+                transform=moved, label=f"{a} ({n} episode{'s' * (n > 1)})")
+    ax.margins(0.12)
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
-    fx = [pts[front[0]][0]] + [pts[i][0] for i in front] + [x1]
-    fy = [y1] + [pts[i][1] for i in front] + [pts[front[-1]][1]]
-    ax.plot(fx, fy, "r-", drawstyle="steps-post", zorder=2,
+    fx = [xy[front[0]][0]] + [xy[i][0] for i in front] + [x1]
+    fy = [y1] + [xy[i][1] for i in front] + [xy[front[-1]][1]]
+    ax.plot(fx, fy, "k--", linewidth=1, drawstyle="steps-post", zorder=2,
             label="Pareto front (lower is better on both)")
-    ax.fill_between(fx, fy, y1, step="post", color="r", alpha=0.06, label="dominated")
+    ax.fill_between(fx, fy, y1, step="post", color="0.5", alpha=0.08, linewidth=0,
+                    label="dominated by the front")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
-    for label, (x, y) in zip(labels, pts):
-        # Among dots close to each other: the lowest labelled below, the highest above, any in
-        # between on the left, so that each label sits next to its own dot.
-        near = [(px, py) for px, py in pts if (px, py) != (x, y)
-                and abs(x - px) < 0.06 * (x1 - x0) and abs(y - py) < 0.06 * (y1 - y0)]
-        if near and all(py > y for _, py in near):
-            dx, dy, ha = 7, -14, "left"
-        elif not near or all(py < y for _, py in near):
-            dx, dy, ha = 7, 5, "left"
-        else:
-            dx, dy, ha = -8, -3, "right"
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha,
-                    fontsize=9)
     ax.set_xlabel("mean step latency (s)")
     ax.set_ylabel("mean energy per step (J)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=9)
-    return _save(fig, out, name), [labels[i] for i in front]
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8.5, frameon=False)
+    fig.tight_layout()
+    return (style.save(fig, out, stem), [agents[i] for i in front],
+            [[agents[i] for i in g] for g in close if len(g) > 1])
 
 
-def fidelity(traces, out, name):
+def fidelity(traces, out, stem):
     """Live episodes paired with simulator episodes that ran the same plans from the same
     seed: per step, the simulator's latency and peak memory against the live measurement,
     and each repartition's memory in transit (`shardgym validate-sim --traces` writes such
@@ -244,7 +276,7 @@ def fidelity(traces, out, name):
                     break
     if not pairs:
         return None, None
-    plt = _plt()
+    plt = style.plt()
     from matplotlib import ticker
     # The repartitions' memory in transit, where both traces record it (newer traces only).
     def moved(lm, sm):
@@ -289,7 +321,7 @@ def fidelity(traces, out, name):
         ax.set_ylabel(f"simulator {what} ({unit_}, log scale)")
     axes[0].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    return _save(fig, out, name), (
+    return style.save(fig, out, stem), (
         f"median simulator / live step latency {np.nanmedian(ratios):.3g}; pairs: " + "; ".join(
             f"{t.path}:{ep['name']} (live) with {st.path}:{sep['name']} (sim)"
             for (t, ep), (st, sep) in pairs))
