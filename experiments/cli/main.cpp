@@ -415,19 +415,21 @@ int main(int argc, char** argv) {
 
   ReportArgs report_args;
   auto* report = app.add_subcommand(
-      "report", "Figures and tables (HTML + PNG) from recorded traces.");
+      "report", "Figures and tables (HTML; PNG, PDF and SVG) from recorded runs.");
   report->footer(
       "Runs python -m shardgym.report (python/shardgym/report.py) with $SHARDGYM_PYTHON or the\n"
-      "checkout's .venv: learning curves of `train` runs (bootstrap bands over runs), each\n"
-      "agent's plan per block over an episode, latency/memory/energy per step with the\n"
-      "scenario's events, a latency-energy Pareto plot, the comparison table of each\n"
-      "`compare --out` folder (rliable IQM, stratified bootstrap 95% CIs) and simulator vs\n"
+      "checkout's .venv: learning curves of `train` runs (learning.csv: return against env\n"
+      "steps and wall time, rliable IQM and 95% intervals over seeds), each agent's plan per\n"
+      "block over an episode, latency/memory/energy per step with the scenario's events, a\n"
+      "latency-energy Pareto plot with error bars, the comparison table of each\n"
+      "`compare --out` folder (rliable IQM, stratified bootstrap 95% CIs), each `suite --out`\n"
+      "JSON's table, performance profiles and probability of improvement, and simulator vs\n"
       "live where both ran the same plans. Every trace is first read by `inspect --json`.\n"
       "  shardgym report runs/compare-quickstart runs/train-s0 runs/train-s1 --out report");
   report->add_option("run_dirs", report_args.run_dirs, "Folders of traces (or trace files)")
       ->required()
       ->check(CLI::ExistingPath);
-  report->add_option("--out", report_args.out, "Output folder (index.html, *.png, table.json)")
+  report->add_option("--out", report_args.out, "Output folder (index.html, figures as .png/.pdf/.svg, table.json)")
       ->required();
   report->add_option("--episode", report_args.episode,
                      "Complete episode K of each agent for the per-step figures (default 0)")
