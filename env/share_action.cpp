@@ -111,12 +111,12 @@ int share_choice_toward(const std::vector<int>& current, const std::vector<int>&
   return 2 + groups + from * (groups - 1) + (to < from ? to : to - 1);
 }
 
-bool share_choice_admissible(const TrainingRun& run, const Plan& trial) {
-  if (plan_fits(run, trial)) return true;
+std::optional<Plan> admitted_with_shares(const TrainingRun& run, const Plan& trial) {
+  if (plan_fits(run, trial)) return trial;
   const int n = static_cast<int>(trial.pipeline.shares.size());
-  if (n == 0) return false;
+  if (n == 0) return std::nullopt;
   const int g = run.cluster().world_size() / std::max(1, trial.stages()) / n;
-  if (g < 1) return false;
+  if (g < 1) return std::nullopt;
   const StrategyCatalog& catalog = run.catalog();
   Plan narrowed = trial;
   bool changed = false;
@@ -128,11 +128,16 @@ bool share_choice_admissible(const TrainingRun& run, const Plan& trial) {
       const int d = catalog.at(k).degree();
       if (shape[k] && g % d == 0 && (best < 0 || d > catalog.at(best).degree())) best = k;
     }
-    if (best < 0) return false;
+    if (best < 0) return std::nullopt;
     narrowed.blocks[b] = catalog.at(best);
     changed = true;
   }
-  return changed && plan_fits(run, narrowed);
+  if (changed && plan_fits(run, narrowed)) return narrowed;
+  return std::nullopt;
+}
+
+bool share_choice_admissible(const TrainingRun& run, const Plan& trial) {
+  return admitted_with_shares(run, trial).has_value();
 }
 
 }  // namespace shardgym

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "runtime/core/cluster_spec.h"
@@ -59,6 +60,9 @@ std::vector<double> share_group_speeds(int groups, const ClusterSpec& cluster, i
 // that divides a group (the least memory among those). The dynamic oracle reaches plans by
 // the same rule.
 bool share_choice_admissible(const TrainingRun& run, const Plan& trial);
+// The plan that rule admits: `trial` where it fits, else `trial` with those blocks narrowed
+// where that fits; nullopt where neither does.
+std::optional<Plan> admitted_with_shares(const TrainingRun& run, const Plan& trial);
 
 // The shares (sequences) after share choice `s` from `current` (empty = even): see above.
 // Returns `current` unchanged where the choice cannot apply (a move from a group with none).

@@ -11,7 +11,9 @@
 #include "analysis/stats.h"
 #include "datasets/trace.h"
 #include "datasets/trace_writer.h"
+#include "env/partition_env.h"
 #include "env/registry.h"
+#include "env/share_action.h"
 #include "experiments/config.h"
 #include "experiments/live_measure.h"
 #include "runtime/sim/sim_run.h"
@@ -60,6 +62,48 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   spec.initial_plan = sspec.initial_plan = plans.front().to_string();
   LiveSetup live = open_live(spec, config);
   std::unique_ptr<Env> sim_env = make_bare_env(kSimEnv, sspec);
+  // With data-share groups (`data_shares: {groups: n}`) the plans' shares walk too, as the
+  // env moves them: each plan change is either a share move (one random share choice:
+  // even, balanced, a group left out, one sequence moved; the blocks in force narrowed where
+  // the new shares need it, env/share_action.h) or a block move (the drawn blocks, narrowed to
+  // the shares in force), half of each. A move that either run cannot train is drawn again,
+  // at most 100 times; then the drawn blocks narrowed to the shares in force.
+  if (spec.data_share_groups > 0) {
+    const int groups = spec.data_share_groups;
+    const int batch = effective_global_batch(spec.model, spec.cluster.world_size());
+    const std::vector<double> speeds = share_group_speeds(groups, sspec.cluster, 1, {}, {});
+    std::mt19937_64 rng(o.seed ^ 0x5eedULL);
+    TrainingRun& live_run = live.env->run();
+    TrainingRun& sim_run = sim_env->run();
+    auto trained = [&](const Plan& p) -> std::optional<Plan> {
+      std::optional<Plan> a = admitted_with_shares(sim_run, p);
+      if (a && plan_fits(live_run, *a)) return a;
+      return std::nullopt;
+    };
+    for (size_t i = 1; i < plans.size(); ++i) {
+      const Plan& prev = plans[i - 1];
+      Plan blocks_move = plans[i];
+      blocks_move.pipeline.shares = prev.pipeline.shares;
+      std::optional<Plan> chosen;
+      for (int attempt = 0; attempt < 100 && !chosen; ++attempt) {
+        if (rng() % 2 == 0) {
+          chosen = trained(blocks_move);
+        } else {
+          Plan share_move = prev;
+          share_move.pipeline.shares = apply_share_choice(
+              prev.pipeline.shares, static_cast<int>(rng() % share_choices(groups)), groups,
+              batch, speeds);
+          if (share_move.pipeline.shares != prev.pipeline.shares) chosen = trained(share_move);
+        }
+      }
+      if (!chosen) chosen = trained(blocks_move);
+      if (!chosen)
+        throw std::invalid_argument("validate-sim: plan " + plans[i].to_string() +
+                                    " does not train with the shares of " + prev.to_string() +
+                                    " on both runs");
+      plans[i] = *chosen;
+    }
+  }
 
   // Both runs step through their bare envs (an env step is its run's step plus the
   // observation), so that --traces can record them: every iteration of the first pass, warm-up
@@ -75,14 +119,27 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   bool recording = true;
   auto stepper = [&](Env& env, TraceWriter* trace) -> Stepper {
     return [&env, trace, &recording, blocks](const Plan& p) {
+      // The env's own encoding (with the plan-level choice toward the plan's shares where the
+      // env has one); the blocks alone for an env without it.
       Action a(blocks);
-      for (int b = 0; b < blocks; ++b) {
-        a[b] = env.run().catalog().index_of(p.blocks[b]);
-        if (a[b] < 0)
-          throw std::invalid_argument("plan " + p.to_string() + ": " + p.blocks[b].to_string() +
-                                      " is not in the catalog of " + env.spec().id);
+      if (auto* pe = dynamic_cast<PartitionEnv*>(&env)) {
+        a = pe->action_from_plan(p);
+      } else {
+        for (int b = 0; b < blocks; ++b) {
+          a[b] = env.run().catalog().index_of(p.blocks[b]);
+          if (a[b] < 0)
+            throw std::invalid_argument("plan " + p.to_string() + ": " +
+                                        p.blocks[b].to_string() + " is not in the catalog of " +
+                                        env.spec().id);
+        }
       }
-      const StepResult r = env.step(a);
+      StepResult r;
+      try {
+        r = env.step(a);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string(e.what()) + " (from plan " +
+                                    env.run().plan().to_string() + " to " + p.to_string() + ")");
+      }
       if (trace && recording) trace->record_step(a, r);
       return r.info.measurement;
     };

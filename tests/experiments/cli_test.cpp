@@ -533,6 +533,29 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   fs::remove_all(dir);
 }
 
+// validate-sim on a live config with data-share groups: the plans' shares walk one share
+// choice at a time with the blocks (each plan one env step from the last on both runs), and
+// the repartitions' bytes and memory in transit agree exactly.
+TEST(CliTest, ValidateSimWalksTheDataShares) {
+#if !SHARDGYM_TEST_WITH_TORCH
+  GTEST_SKIP() << "the live runtime needs LibTorch";
+#endif
+  CliResult r = shardgym_cli("validate-sim '" + src("experiments/live-shares.yaml") +
+                             "' --plans 6 --warmup 1 --iterations 1 --no-repeat --allow-noisy "
+                             "--json --seed 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string json = r.output.substr(r.output.find("{\"config\""));
+  json = json.substr(0, json.find('\n'));
+  EXPECT_TRUE(JsonChecker(json).valid()) << json;
+  size_t uneven = 0;
+  for (size_t at = json.find("@dp(w="); at != std::string::npos; at = json.find("@dp(w=", at + 1))
+    ++uneven;
+  EXPECT_GE(uneven, 2u) << json;
+  for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
+                            "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
+    EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;
+}
+
 TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
