@@ -144,9 +144,15 @@ def spaces_of(spec):
 
 
 def split_mask(mask: np.ndarray, nvec: np.ndarray) -> Tuple[np.ndarray, ...]:
-    """The flat mask as a tuple of per-dimension int8 masks (MultiDiscrete.sample(mask=...))."""
-    bounds = np.cumsum(nvec)[:-1]
-    return tuple(np.split(np.asarray(mask).astype(np.int8), bounds))
+    """The flat mask as a tuple of per-dimension int8 masks (MultiDiscrete.sample(mask=...)):
+    views of one int8 copy. Rows of a reshape where every dimension has the same size (the
+    blocks alone), slices otherwise; `np.split` took half of a step's time on 64 blocks."""
+    flat = np.asarray(mask).astype(np.int8)
+    sizes = np.asarray(nvec, dtype=np.int64).ravel()
+    if sizes.size and flat.size == sizes.size * int(sizes[0]) and (sizes == sizes[0]).all():
+        return tuple(flat.reshape(sizes.size, int(sizes[0])))
+    ends = np.cumsum(sizes).tolist()
+    return tuple(flat[start:end] for start, end in zip([0] + ends[:-1], ends))
 
 
 def refuse_masked(action: np.ndarray, mask: np.ndarray, plan_indices: np.ndarray,
