@@ -42,8 +42,9 @@ TEST(LiveShares, TheStepCommandCarriesEachRanksStretch) {
 }
 
 // A plan with uneven shares trains on live ranks with the even plan's losses (same seed, same
-// batches: the update is the same), and one that excludes a group is refused before any rank
-// sees it, naming the group.
+// batches: the update is the same), so does one that excludes a group (rank 1 leaves, then
+// rejoins and receives its state), and shares no rank can train are refused before any rank
+// sees them.
 TEST(LiveShares, UnevenSharesTrainWithTheEvenPlansLosses) {
   ExperimentSpec spec = tiny_live_spec(2, "threads");  // global batch 8
   spec.live.precision = "float64";
@@ -60,9 +61,17 @@ TEST(LiveShares, UnevenSharesTrainWithTheEvenPlansLosses) {
     ASSERT_TRUE(b.ok) << b.error;
     EXPECT_NEAR(b.loss, a.loss, 1e-9 * a.loss) << "step " << i;
   }
-  const Measurement bad = uneven.step(Plan::parse("uniform:dp@dp(w=1/0)", blocks));
+  for (const char* shares : {"w=1/0", "w=1/0", "w=1/1"}) {
+    const Measurement a = even.step(p_even);
+    const Measurement b = uneven.step(Plan::parse(std::string("uniform:dp@dp(") + shares + ")",
+                                                  blocks));
+    ASSERT_TRUE(a.ok) << a.error;
+    ASSERT_TRUE(b.ok) << shares << ": " << b.error;
+    EXPECT_NEAR(b.loss, a.loss, 1e-9 * a.loss) << shares;
+  }
+  const Measurement bad = uneven.step(Plan::parse("uniform:dp@dp(w=0/0)", blocks));
   EXPECT_FALSE(bad.ok);
-  EXPECT_NE(bad.error.find("group 1 has weight 0"), std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("every group has weight 0"), std::string::npos) << bad.error;
   EXPECT_TRUE(uneven.running()) << "a refused plan must not disturb the ranks";
 }
 

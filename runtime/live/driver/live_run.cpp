@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -57,6 +58,14 @@ std::string default_worker() {
 #else
   return "";
 #endif
+}
+
+// The loss every training rank reports; ranks a plan excludes (a share group of weight 0)
+// report NaN, so the first finite report is taken (NaN when no rank has one).
+double reported_loss(const std::vector<RankReport>& reports) {
+  for (const RankReport& r : reports)
+    if (!std::isnan(r.loss)) return r.loss;
+  return reports.empty() ? std::numeric_limits<double>::quiet_NaN() : reports.front().loss;
 }
 
 }  // namespace
@@ -378,7 +387,7 @@ Measurement LiveRun::iterate(const Plan& plan) {
   std::vector<double> busy;
   for (const RankReport& r : reports) busy.push_back(r.busy_s);
   if (!rank_reports_.empty()) append_rank_reports(rank_reports_, cmd.plan, wall_s, reports);
-  m.loss = reports.front().loss;
+  m.loss = reported_loss(reports);
   m.tokens = static_cast<double>(effective_global_batch(config_.model, config_.world_size)) *
              config_.model.seq;
   m.energy_j = energy.stop(wall_s, busy);
@@ -421,7 +430,7 @@ double LiveRun::eval_loss(int index) {
   RankCommand cmd;
   cmd.op = RankOp::kEval;
   cmd.eval_index = index;
-  return command(cmd).front().loss;
+  return reported_loss(command(cmd));
 }
 
 std::vector<double> LiveRun::slowdown_at(int step) const {

@@ -11,16 +11,26 @@ std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int 
   if (plan.pipeline.stages != 1)
     return "pipeline: p=" + std::to_string(plan.pipeline.stages) +
            " stages, but the live runtime runs one stage over all ranks";
-  const std::vector<int>& w = plan.pipeline.shares;
-  for (size_t i = 0; i < w.size(); ++i)
-    if (w[i] <= 0)
-      return "data shares: group " + std::to_string(i) + " has weight 0, but the live runtime "
-             "does not exclude ranks (excluded ranks are simulated; docs/design.md §11)";
   if (std::string why = shares_invalid_reason(plan, model, world); !why.empty()) return why;
   Plan whole = plan;
   whole.pipeline = Pipeline{};
   whole.pipeline.micro_batches = 1;
   return whole.validate(model, world);
+}
+
+std::vector<int> active_ranks(const Plan& plan, int world) {
+  const std::vector<int>& w = plan.pipeline.shares;
+  const int n = static_cast<int>(w.size());
+  std::vector<int> out;
+  for (int q = 0; q < world; ++q)
+    if (n == 0 || world % n != 0 || w[q / (world / n)] > 0) out.push_back(q);
+  return out;
+}
+
+bool rank_active(const Plan& plan, int rank, int world) {
+  const std::vector<int>& w = plan.pipeline.shares;
+  const int n = static_cast<int>(w.size());
+  return n == 0 || world % n != 0 || w[rank / (world / n)] > 0;
 }
 
 BatchRows batch_rows(const Plan& plan, int64_t global_batch) {

@@ -14,14 +14,15 @@
 // to the share groups in group order, G·w_i/Σw to group i (batch_rows), and inside a group the
 // rules above hold with the group's rows for G and its g = P/n ranks for P: each rank takes
 // s_i/g rows, each micro-batch s_i/m of group i. The loss is still the mean over all G·S
-// tokens and gradients are summed, so the update is the even plan's. The live runtime runs
-// positive weights only; a weight of 0 (excluded ranks) is refused.
+// tokens and gradients are summed, so the update is the even plan's. A weight of 0 excludes its
+// group (active_ranks): its ranks take no rows, hold no state and join no collective of a step.
 //
 // Torch-free, so that LiveRun can reject an m before any rank sees it.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/core/model_spec.h"
 #include "runtime/core/placement.h"
@@ -35,6 +36,12 @@ namespace shardgym::live {
 // why; a plan with p > 1 stages is refused rather than run as one stage. Its m (explicit, or
 // derived from model.micro_batch) is not read here.
 std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int world);
+
+// The ranks that train under `plan` on `world` ranks, ascending: every rank without shares, else
+// the ranks of the share groups with a positive weight (group i: ranks [i·g, (i+1)·g), g =
+// world / n). Excluded ranks hold no parameters or optimizer state (docs/design.md §11).
+std::vector<int> active_ranks(const Plan& plan, int world);
+bool rank_active(const Plan& plan, int rank, int world);
 
 // The rows of a batch of `global_batch` sequences by share group (one group without shares).
 BatchRows batch_rows(const Plan& plan, int64_t global_batch);

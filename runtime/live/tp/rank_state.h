@@ -70,6 +70,10 @@ struct RankTrainer::State {
   Plan plan;
   TrainerOptions options;
   int rank = 0, world = 1;
+  // The plan's training ranks (active_ranks, micro_batches.h) and whether this is one: an
+  // excluded rank holds empty shards, computes nothing and joins no collective of a step.
+  std::vector<int> active;
+  bool is_active = true;
   std::unique_ptr<Groups> groups;
   std::vector<BlockState> blocks;  // sized once: BlockContext addresses stay valid
   std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight
@@ -86,14 +90,34 @@ struct RankTrainer::State {
   std::vector<LocalParam*> all_params();
 };
 
-// Every rank set the plan's blocks use on any rank (g1, g2, data, gradient sums) and the world.
+// Every rank set the plan's blocks use on any rank (g1, g2, and over the plan's active ranks
+// the data groups and gradient sums), the active ranks and the world.
 std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& plan, int world);
+
+// `box` where `holds` (the rank trains), else an empty box of the same rank: what a rank holds
+// of a tensor under a plan that may exclude it.
+Box held_box(const Box& box, bool holds);
+// Parameter shards of block b on rank q under `s`, their boxes empty where q is not in `active`
+// (sorted).
+std::vector<ParamShard> held_param_shards(const ModelSpec& m, int b, const Strategy& s, int q,
+                                          int world, const std::vector<int>& active);
+// The ranks of `ranks` that are also in `active` (both sorted).
+std::vector<int> only_active(const std::vector<int>& ranks, const std::vector<int>& active);
 
 // Block b on this rank under `s`: placement, comms (created beforehand), and its parameters
 // taken from `full` (a map of full tensors) with fresh AdamW state. `full` may be null: then
-// the parameters are left undefined for the caller to fill.
+// the parameters are left undefined for the caller to fill. `active`: the plan's training ranks
+// (active_ranks); gradient sums, holders and the primary holder count those only, and a rank
+// outside them holds empty shards.
 BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
-                      Groups& groups, const std::map<std::string, at::Tensor>* full);
+                      Groups& groups, const std::map<std::string, at::Tensor>* full,
+                      const std::vector<int>& active);
+
+// This rank's outer parameters (outer_param_shards: wte, wpe, ln_f, lm_head), replicated over
+// `active` (empty elsewhere), with values from `full` and fresh AdamW state, or undefined.
+std::vector<LocalParam> make_outer(const ModelSpec& m, int rank,
+                                   const std::map<std::string, at::Tensor>* full,
+                                   const std::vector<int>& active);
 
 // Residual-stream exchange plans for a batch with these rows per share group (built on first
 // use, then cached).
@@ -112,7 +136,7 @@ void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
 // loss (global_loss). `times` (optional, sized by the caller) gets each block's seconds added.
 at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
                      bool train, BlockTimes* times, double mean_over, const BatchRows& rows);
-// Collective over the world: the sum of every rank's `share`.
+// Collective over the active ranks: the sum of their `share`s.
 double global_loss(RankTrainer::State& st, const at::Tensor& share);
 
 // Wall clock in seconds; on a CUDA device after the kernels queued so far have finished, so

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -88,21 +89,13 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
   auto full = init_gpt_params(model, options.dtype, options.seed);
   if (!options.device.is_cpu())
     for (auto& kv : full) kv.second = kv.second.to(options.device);
+  st.active = active_ranks(plan, st.world);
+  st.is_active = rank_active(plan, st.rank, st.world);
   st.blocks.reserve(model.num_blocks());
   for (int b = 0; b < model.num_blocks(); ++b)
-    st.blocks.push_back(make_block(model, b, plan.blocks[b], st.rank, st.world, *st.groups, &full));
-  std::vector<int> all(st.world);
-  for (int q = 0; q < st.world; ++q) all[q] = q;
-  for (const ParamShard& s : outer_param_shards(model)) {
-    LocalParam lp;
-    lp.shard = s;
-    lp.grad_sum = all;
-    lp.holders = st.world;
-    lp.primary = st.rank == 0;
-    lp.value = full.at(s.name).clone().set_requires_grad(true);
-    lp.adam = adamw_init(lp.value);
-    st.outer.push_back(std::move(lp));
-  }
+    st.blocks.push_back(
+        make_block(model, b, plan.blocks[b], st.rank, st.world, *st.groups, &full, st.active));
+  st.outer = make_outer(model, st.rank, &full, st.active);
   const int B = model.num_blocks();
   st.bwd_t0.assign(B, 0);
   st.bwd_w0.assign(B, 0);
@@ -139,6 +132,7 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
     times->stretch_s = 0;
   }
   for (LocalParam* p : st.all_params()) p->value.mutable_grad() = at::Tensor();
+  if (!st.is_active) return std::numeric_limits<double>::quiet_NaN();  // no rows, no state
   // Every micro-batch's backward adds into the same .grad leaves (autograd accumulates).
   const double mean_over = static_cast<double>(G) * st.model.seq;
   const BatchRows rows = batch_rows(st.plan, G);
@@ -192,6 +186,10 @@ void RankTrainer::set_compute_stretch(double factor) {
 void RankTrainer::optimizer_step() {
   State& st = *state_;
   const auto params = st.all_params();
+  if (!st.is_active) {  // no state to update; the step count stays the trainers' (repartition)
+    for (LocalParam* p : params) ++p->adam.step;
+    return;
+  }
   // Global norm: each element once, so a box held by k ranks counts 1/k on each.
   // Summed on the device: one host synchronisation per step, not one per parameter.
   std::vector<at::Tensor> parts;
@@ -202,7 +200,7 @@ void RankTrainer::optimizer_step() {
     parts.push_back(n * n / static_cast<double>(p->holders));
   }
   at::Tensor sq = at::stack(parts).sum().reshape({1});
-  st.groups->world().world().all_reduce(sq);
+  st.groups->get(st.active).all_reduce(sq);
   const double scale = clip_coefficient(std::sqrt(sq.item<double>()), st.options.clip);
   AdamWOptions o;
   o.lr = st.options.lr;
@@ -231,6 +229,7 @@ double RankTrainer::eval_loss(const at::Tensor& tokens, const at::Tensor& target
   const int64_t G = tokens.size(0);
   const std::string why = why_micro_batches_invalid(st.model, st.plan, st.world, G, 1);
   if (!why.empty()) throw std::invalid_argument("rank " + std::to_string(st.rank) + ": " + why);
+  if (!st.is_active) return std::numeric_limits<double>::quiet_NaN();
   const double mean_over = static_cast<double>(G) * st.model.seq;
   return global_loss(st, run_model(st, tokens, targets, /*train=*/false, nullptr, mean_over,
                                    batch_rows(st.plan, G)));

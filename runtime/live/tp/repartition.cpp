@@ -9,9 +9,16 @@
 // state plus one message in transit, not the new state of every changed block. The simulator
 // predicts that peak from the same geometry (runtime/sim/layout.h, repartition_peak_bytes).
 // The AdamW step counter is a per-parameter scalar that every rank already holds (every rank
-// holds a piece of every parameter and all pieces step together), so it moves without
-// traffic. Gradients are not moved: they are recomputed by the next step. Blocks whose
-// placement is unchanged (only chunks, recompute or sp differ) keep their tensors.
+// holds a piece of every parameter and all pieces step together; an excluded rank counts the
+// steps it sits out), so it moves without traffic. Gradients are not moved: they are
+// recomputed by the next step. Blocks whose placement is unchanged (only chunks, recompute or
+// sp differ) keep their tensors.
+//
+// Excluded ranks (a share group of weight 0, docs/design.md §11) hold empty boxes. When the
+// active ranks change, every block and the outer parameters move as above: a rank that leaves
+// keeps nothing (survivors that lack a cell receive it from it first), and a rank that joins
+// receives its boxes, with their moments, from the nearest holder.
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,6 +29,45 @@
 #include "runtime/live/tp/rank_state.h"
 
 namespace shardgym::live {
+namespace {
+
+// The outer parameters (replicated on the active ranks) when the active ranks change: a rank
+// that leaves drops its copy, one that joins receives it with its AdamW moments from the
+// nearest holder. Returns the elements this rank received.
+int64_t move_outer(RankTrainer::State& st, const std::vector<int>& next_active) {
+  std::vector<LocalParam> next = make_outer(st.model, st.rank, nullptr, next_active);
+  std::vector<ExchangeItem> items;
+  std::vector<at::Tensor> inputs;
+  const auto holds = [](const std::vector<int>& a, int q) {
+    return std::binary_search(a.begin(), a.end(), q);
+  };
+  for (const LocalParam& p : st.outer) {
+    ExchangeItem item;
+    item.full_shape = p.shard.full_shape;
+    const Box whole = Box::whole(p.shard.full_shape);
+    for (int q = 0; q < st.world; ++q) {
+      item.have.push_back(held_box(whole, holds(st.active, q)));
+      item.want.push_back(held_box(whole, holds(next_active, q)));
+    }
+    for (const at::Tensor& t : {p.value.detach(), p.adam.exp_avg, p.adam.exp_avg_sq}) {
+      items.push_back(item);
+      inputs.push_back(t);
+    }
+  }
+  const ExchangePlan plan(std::move(items), st.rank, st.world);
+  std::vector<at::Tensor> outs = plan.run(st.groups->world().world(), inputs);
+  size_t k = 0;
+  for (size_t i = 0; i < next.size(); ++i) {
+    next[i].value = outs[k++].set_requires_grad(true);
+    next[i].adam.exp_avg = outs[k++];
+    next[i].adam.exp_avg_sq = outs[k++];
+    next[i].adam.step = st.outer[i].adam.step;
+  }
+  st.outer = std::move(next);
+  return plan.elements_received();
+}
+
+}  // namespace
 
 RepartitionStats RankTrainer::repartition(const Plan& next) {
   State& st = *state_;
@@ -33,21 +79,24 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
   if (!why.empty()) throw std::invalid_argument("repartition to " + next.to_string() + ": " + why);
   c10::NoGradGuard no_grad;
   st.groups->create(plan_group_sets(st.model, next, st.world));
+  const std::vector<int> next_active = active_ranks(next, st.world);
+  const bool active_changed = next_active != st.active;
 
   std::vector<int> changed;
   for (int b = 0; b < next.size(); ++b)
-    if (next.blocks[b] != st.plan.blocks[b]) changed.push_back(b);
+    if (active_changed || next.blocks[b] != st.plan.blocks[b]) changed.push_back(b);
 
   int64_t received = 0;
   for (int b : changed) {
     const Strategy& from = st.plan.blocks[b];
     const Strategy& to = next.blocks[b];
-    BlockState nb = make_block(st.model, b, to, st.rank, st.world, *st.groups, nullptr);
+    BlockState nb =
+        make_block(st.model, b, to, st.rank, st.world, *st.groups, nullptr, next_active);
     std::vector<std::vector<ParamShard>> old_shards(st.world), new_shards(st.world);
     bool same_boxes = true;
     for (int q = 0; q < st.world; ++q) {
-      old_shards[q] = block_param_shards(st.model, b, place_block(from, q, st.world));
-      new_shards[q] = block_param_shards(st.model, b, place_block(to, q, st.world));
+      old_shards[q] = held_param_shards(st.model, b, from, q, st.world, st.active);
+      new_shards[q] = held_param_shards(st.model, b, to, q, st.world, next_active);
       for (size_t i = 0; i < old_shards[q].size(); ++i)
         same_boxes = same_boxes && old_shards[q][i].box == new_shards[q][i].box;
     }
@@ -91,7 +140,10 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
     }  // the inputs' references to the old tensors end here
     st.blocks[b] = std::move(nb);  // releases the old values, moments and gradients
   }
+  if (active_changed) received += move_outer(st, next_active);
   st.plan = next;
+  st.active = next_active;
+  st.is_active = rank_active(next, st.rank, st.world);
   st.act_plans.clear();
 
   RepartitionStats stats;

@@ -10,6 +10,7 @@
 #include "runtime/live/comm/device.h"
 #include "runtime/live/tp/gemm.h"
 #include "runtime/live/tp/mappings.h"
+#include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_state.h"
 #include "runtime/live/tp/tp_block.h"
 
@@ -114,24 +115,51 @@ std::vector<LocalParam*> RankTrainer::State::all_params() {
 }
 
 std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& plan, int world) {
+  const std::vector<int> active = active_ranks(plan, world);
   std::vector<std::vector<int>> sets;
   for (int b = 0; b < plan.size(); ++b) {
     for (int q = 0; q < world; ++q) {
       const BlockPlacement p = place_block(plan.blocks[b], q, world);
       sets.push_back(p.g1);
       sets.push_back(p.g2);
-      sets.push_back(p.data);
-      for (const auto& s : block_param_shards(m, b, p)) sets.push_back(grad_sum_ranks(p, s));
+      if (!std::binary_search(active.begin(), active.end(), q)) continue;
+      sets.push_back(only_active(p.data, active));
+      for (const auto& s : block_param_shards(m, b, p))
+        sets.push_back(only_active(grad_sum_ranks(p, s), active));
     }
   }
+  sets.push_back(active);
   std::vector<int> all(world);
   for (int q = 0; q < world; ++q) all[q] = q;
   sets.push_back(all);
   return sets;
 }
 
+Box held_box(const Box& box, bool holds) {
+  if (holds) return box;
+  Box none = box;
+  none.hi = none.lo;
+  return none;
+}
+
+std::vector<ParamShard> held_param_shards(const ModelSpec& m, int b, const Strategy& s, int q,
+                                          int world, const std::vector<int>& active) {
+  std::vector<ParamShard> shards = block_param_shards(m, b, place_block(s, q, world));
+  const bool holds = std::binary_search(active.begin(), active.end(), q);
+  for (ParamShard& sh : shards) sh.box = held_box(sh.box, holds);
+  return shards;
+}
+
+std::vector<int> only_active(const std::vector<int>& ranks, const std::vector<int>& active) {
+  std::vector<int> out;
+  for (int q : ranks)
+    if (std::binary_search(active.begin(), active.end(), q)) out.push_back(q);
+  return out;
+}
+
 BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
-                      Groups& groups, const std::map<std::string, at::Tensor>* full) {
+                      Groups& groups, const std::map<std::string, at::Tensor>* full,
+                      const std::vector<int>& active) {
   BlockState st;
   st.ctx.model = m;
   st.ctx.block = b;
@@ -139,19 +167,22 @@ BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, in
   st.ctx.g1 = &groups.get(st.ctx.place.g1);
   st.ctx.g2 = &groups.get(st.ctx.place.g2);
   std::vector<std::vector<ParamShard>> shards_of(world);
-  for (int q = 0; q < world; ++q) shards_of[q] = block_param_shards(m, b, place_block(s, q, world));
+  for (int q = 0; q < world; ++q) shards_of[q] = held_param_shards(m, b, s, q, world, active);
   const auto& mine = shards_of[rank];
+  const bool holds = std::binary_search(active.begin(), active.end(), rank);
   for (size_t i = 0; i < mine.size(); ++i) {
     LocalParam lp;
     lp.shard = mine[i];
-    lp.grad_sum = grad_sum_ranks(st.ctx.place, mine[i]);
+    lp.grad_sum = holds ? only_active(grad_sum_ranks(st.ctx.place, mine[i]), active)
+                        : std::vector<int>{rank};
     lp.holders = 0;
-    lp.primary = true;
-    for (int q = 0; q < world; ++q) {
+    lp.primary = holds;
+    for (int q : active) {
       if (shards_of[q][i].box != mine[i].box) continue;
       lp.holders += 1;
       if (q < rank) lp.primary = false;
     }
+    lp.holders = std::max(1, lp.holders);
     if (full) {
       lp.value = box_view(full->at(lp.shard.name), lp.shard.box).clone().set_requires_grad(true);
       lp.adam = adamw_init(lp.value);
@@ -159,6 +190,27 @@ BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, in
     st.params.push_back(std::move(lp));
   }
   return st;
+}
+
+std::vector<LocalParam> make_outer(const ModelSpec& m, int rank,
+                                   const std::map<std::string, at::Tensor>* full,
+                                   const std::vector<int>& active) {
+  const bool holds = std::binary_search(active.begin(), active.end(), rank);
+  std::vector<LocalParam> out;
+  for (ParamShard s : outer_param_shards(m)) {
+    s.box = held_box(s.box, holds);
+    LocalParam lp;
+    lp.shard = s;
+    lp.grad_sum = holds ? active : std::vector<int>{rank};
+    lp.holders = std::max<int>(1, static_cast<int>(active.size()));
+    lp.primary = holds && rank == active.front();
+    if (full) {
+      lp.value = box_view(full->at(s.name), s.box).clone().set_requires_grad(true);
+      lp.adam = adamw_init(lp.value);
+    }
+    out.push_back(std::move(lp));
+  }
+  return out;
 }
 
 const ActivationPlans& activation_plans(RankTrainer::State& st, const BatchRows& rows) {
@@ -248,7 +300,7 @@ at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at:
 
 double global_loss(RankTrainer::State& st, const at::Tensor& share) {
   at::Tensor total = share.to(at::kDouble).reshape({1}).clone();
-  st.groups->world().world().all_reduce(total);
+  st.groups->get(st.active).all_reduce(total);
   return total.item<double>();
 }
 

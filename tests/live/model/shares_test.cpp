@@ -246,8 +246,11 @@ TEST(Shares, SharesTheBatchCannotServeAreRefusedWithTheirGroup) {
   EXPECT_EQ(why_micro_batches_invalid(model, p, 4, 16, 1),
             "share group 0 (11 of the global batch's 16 sequences, data shares w=11/5) does not "
             "split over its 2 ranks");
-  p.pipeline.shares = {1, 0};  // excluded ranks: simulated only
-  EXPECT_NE(why_live_plan_invalid(model, p, 4).find("group 1 has weight 0"), std::string::npos)
+  p.pipeline.shares = {1, 0};  // group 1 excluded: group 0 takes all 16 (exclusion_test.cpp)
+  EXPECT_EQ(why_live_plan_invalid(model, p, 4), "");
+  p.pipeline.shares = {0, 0};
+  EXPECT_NE(why_live_plan_invalid(model, p, 4).find("every group has weight 0"),
+            std::string::npos)
       << why_live_plan_invalid(model, p, 4);
   Plan wide = Plan::parse("uniform:tp1d(t=4)", model.num_blocks());
   wide.pipeline.shares = {1, 1};  // degree 4 spans both groups of 2
