@@ -232,8 +232,9 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
 
   // Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype.
   // (64-bit: replicas × ranks passes 2^31 from 2^16 ranks on.)
-  const int dp = std::max(1, static_cast<int>(int64_t(s.replicas(world_)) * active_ranks_ / world_));
-  const double params = rank_param_elements(m, kind, s);  // core/placement.h boxes
+  const BlockMemory memory = block_memory(kind, s);
+  const int dp = memory.dp;
+  const double params = memory.params_per_rank;
   if (dp > 1) {
     const auto sync = block_grad_sync(m, kind, s, world_);
     const double scale = double(m.grad_bytes()) / dtype_bytes(m.dtype);
@@ -278,7 +279,18 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   }
 
   out.params_per_rank = params;
-  out.state_bytes = m.state_bytes_per_param(dp) * params;
+  out.state_bytes = memory.state_bytes;
+  out.activation_bytes = memory.activation_bytes;
+  out.activation_bytes_prev_recompute = memory.activation_bytes_prev_recompute;
+  return out;
+}
+
+CostModel::BlockMemory CostModel::block_memory(BlockKind kind, const Strategy& s) const {
+  const ModelSpec& m = cond_.model;
+  BlockMemory out;
+  out.dp = std::max(1, static_cast<int>(int64_t(s.replicas(world_)) * active_ranks_ / world_));
+  out.params_per_rank = rank_param_elements(m, kind, s);  // core/placement.h boxes
+  out.state_bytes = m.state_bytes_per_param(out.dp) * out.params_per_rank;
   out.activation_bytes = max_work_ * block_activation_bytes(m, kind, s, world_, false);
   out.activation_bytes_prev_recompute = max_work_ * block_activation_bytes(m, kind, s, world_, true);
   return out;

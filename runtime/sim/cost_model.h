@@ -126,6 +126,14 @@ class CostModel {
   int world() const { return world_; }
 
   BlockCost block_cost(BlockKind kind, const Strategy& s, bool detail = false) const;
+  // The memory fields of block_cost alone (params_per_rank, state_bytes, the activation bytes),
+  // without its times: what a memory-fit check needs. block_cost takes them from here.
+  struct BlockMemory {
+    int dp = 1;  // replicas with a share, which the distributed optimizer divides the state by
+    double params_per_rank = 0, state_bytes = 0, activation_bytes = 0;
+    double activation_bytes_prev_recompute = 0;
+  };
+  BlockMemory block_memory(BlockKind kind, const Strategy& s) const;
   HeadCost head_cost() const;
   // Activations from one block's layout to the next's: forward + backward (gradients back).
   TransferCost redistribution(const Strategy& from, const Strategy& to) const;

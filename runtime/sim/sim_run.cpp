@@ -185,6 +185,7 @@ bool SimRun::configure(const Pipeline& pipe) const {
       stage_cost_.emplace_back(cost_.cluster().slice(s * stage_world_, stage_world_),
                                calibration_, terms_);
     block_cache_.assign(2 * p, entries_.size());
+    memory_cache_.assign(2 * p, std::vector<MemorySlot>(entries_.size()));
     redist_cache_.assign(p, std::vector<TransferSlot>(size_t(act_stride_) * act_stride_));
     repart_cache_.assign(2 * p, std::vector<TransferSlot>(size_t(param_stride_) * param_stride_));
   }
@@ -215,6 +216,15 @@ bool SimRun::configure(const Pipeline& pipe) const {
     stage_cost_[s].set_conditions(cs);
   }
   ++gen_;
+  // What the transfer caches depend on (see transfer_gen_): the stages, the micro-batch's shape
+  // and the links.
+  std::vector<double> sig = {double(p), double(c.model.seq), double(c.model.global_batch),
+                             double(c.model.micro_batch), double(pipe.micro_batches)};
+  sig.insert(sig.end(), c.link_factor.begin(), c.link_factor.end());
+  if (!same_stages || sig != transfer_sig_) {
+    ++transfer_gen_;
+    transfer_sig_ = std::move(sig);
+  }
   current_mem_ = -1;
   return true;
 }
@@ -360,6 +370,19 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
     m.error = "sim estimate: " + err;
   }
   return m;
+}
+
+bool SimRun::fits(const Plan& plan) const {
+  std::vector<int> idx;
+  const Pipeline before = pipe_;
+  bool ok = resolve(plan, idx).empty();
+  if (ok) {
+    stage_memory_only(idx, stage_scratch_);
+    for (size_t s = 0; s < stage_scratch_.size(); ++s)
+      ok = ok && !(stage_scratch_[s] > stage_capacity_[s]);
+  }
+  configure(before);  // the plan in force keeps its stages
+  return ok;
 }
 
 IterationBreakdown SimRun::breakdown(const Plan& plan) const {

@@ -119,6 +119,9 @@ class SimRun : public TrainingRun {
   void action_mask_into(int block, uint8_t* out) const override;
   void action_mask_rows_into(int first, int count, uint8_t* out) const override;
   std::optional<Measurement> estimate(const Plan& plan) const override;
+  // estimate(plan)'s "ok and not out of memory", from the blocks' memory alone (no times, no
+  // transfers): what the masks of share choices ask for every choice at every step.
+  bool fits(const Plan& plan) const override;
   bool deterministic() const override { return true; }
   bool cloneable() const override { return true; }
   std::unique_ptr<TrainingRun> clone() const override;
@@ -231,7 +234,7 @@ class SimRun : public TrainingRun {
       return fill_redistribution(stage, from_entry, to_entry);
     }
     const TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
-    return s.gen.load(std::memory_order_relaxed) == gen_
+    return s.gen.load(std::memory_order_relaxed) == transfer_gen_
                ? s
                : fill_redistribution(stage, from_entry, to_entry);
   }
@@ -242,6 +245,8 @@ class SimRun : public TrainingRun {
   double memory_of(const std::vector<int>& idx) const;
   // Peak memory of each stage's ranks for plan `idx` (pipe_ in force).
   void stage_memory(const std::vector<int>& idx, std::vector<double>& out) const;
+  // The same from memory_cache_ (or block_cache_ where it is filled): no block times computed.
+  void stage_memory_only(const std::vector<int>& idx, std::vector<double>& out) const;
   // Memory-fit tables of action_mask (sim_run_mask.cpp): for each group of catalog entries,
   // their own memory term sorted, and the mask rows admitting the first n of them.
   struct MaskTable {
@@ -333,11 +338,26 @@ class SimRun : public TrainingRun {
   mutable uint32_t gen_ = 1;
   // Per stage: [2·stage + kind] / [stage] / [2·stage + kind].
   mutable BlockRows block_cache_;
+  // fits()'s memory-only slots, [2·stage + kind] → entry, stamped with gen_ like block_cache_.
+  struct MemorySlot {
+    uint32_t gen = 0;
+    double state = 0, act = 0, act_prev = 0;
+  };
+  mutable std::vector<std::vector<MemorySlot>> memory_cache_;
   mutable std::vector<std::vector<TransferSlot>> redist_cache_;   // act ids, stride act_stride_
   mutable std::vector<std::vector<TransferSlot>> repart_cache_;   // param ids, stride param_stride_
+  // redist_cache_ and repart_cache_ are stamped with transfer_gen_ instead: moving activations
+  // and state depends on the stages, the (micro-)batch shape and the links, not on the data
+  // shares or the ranks' speeds (layout.h), so a change of shares alone keeps them. Without
+  // this every share choice the env's mask prices (env/share_action.h) recomputed the
+  // exchange geometry of every block: 90 % of PPO's training time on the suite's tasks.
+  mutable uint32_t transfer_gen_ = 1;
+  mutable std::vector<double> transfer_sig_;  // what transfer_gen_ was stamped for
   mutable int act_stride_ = 0, param_stride_ = 0;
   mutable std::vector<uint8_t> shape_ok_[2];
   mutable uint32_t shape_gen_ = 0;
+  mutable std::array<int64_t, 6> shape_sig_{};  // what shape_ok_ was computed for
+  mutable bool shape_valid_ = false;
   mutable std::shared_ptr<const MaskTables> mask_tables_;
   mutable uint32_t mask_gen_ = 0;
   mutable MaskMemo mask_memo_[2];

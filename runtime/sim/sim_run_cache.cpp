@@ -120,8 +120,10 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
   act_id_.push_back(dense_id(act_keys_, activation_layout_key(s)));
   param_id_.push_back(dense_id(param_keys_, param_layout_key(s)));
   for (size_t i = 0; i < block_cache_.size(); ++i) block_cache_.mut(i).resize(entries_.size());
+  for (auto& row : memory_cache_) row.resize(entries_.size());
   for (auto& m : shape_ok_) m.resize(entries_.size());
   shape_gen_ = 0;
+  shape_valid_ = false;
   if (static_cast<int>(act_keys_.size()) > act_stride_) {
     act_stride_ = std::max<int>(2 * act_stride_, act_keys_.size());
     for (auto& c : redist_cache_) c.assign(size_t(act_stride_) * act_stride_, TransferSlot{});
@@ -162,10 +164,21 @@ std::string SimRun::why_invalid(int kind, int entry) const {
 
 void SimRun::ensure_shapes() const {
   if (shape_gen_ == gen_) return;
+  // Shapes depend on the stage's world, the share groups, the (micro-)batch and the catalog,
+  // not on the shares' weights, the speeds or the links: a change of those keeps them.
+  const ModelSpec& m = stage_cost_[0].model();
+  const std::array<int64_t, 6> sig = {stage_world_, int64_t(pipe_.shares.size()), m.seq,
+                                      m.global_batch, m.micro_batch, int64_t(entries_.size())};
+  if (shape_valid_ && sig == shape_sig_) {
+    shape_gen_ = gen_;
+    return;
+  }
   for (int kind = 0; kind < 2; ++kind)
     for (size_t e = 0; e < entries_.size(); ++e)
       shape_ok_[kind][e] = why_invalid(kind, static_cast<int>(e)).empty() ? 1 : 0;
   shape_gen_ = gen_;
+  shape_sig_ = sig;
+  shape_valid_ = true;
 }
 
 std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
@@ -299,7 +312,7 @@ const SimRun::TransferSlot& SimRun::fill_redistribution(int stage, int from, int
   TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
   const TransferCost c = cost();
   s.set(c);
-  s.gen.store(gen_, std::memory_order_relaxed);
+  s.gen.store(transfer_gen_, std::memory_order_relaxed);
   return s;
 }
 
@@ -314,10 +327,10 @@ const SimRun::TransferSlot& SimRun::repartition(int stage, int kind, int from, i
     return s.gen.load(std::memory_order_acquire) ? s : publish(s, cost);
   }
   TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
-  if (s.gen.load(std::memory_order_relaxed) == gen_) return s;
+  if (s.gen.load(std::memory_order_relaxed) == transfer_gen_) return s;
   const TransferCost c = cost();
   s.set(c);
-  s.gen.store(gen_, std::memory_order_relaxed);
+  s.gen.store(transfer_gen_, std::memory_order_relaxed);
   return s;
 }
 
@@ -355,6 +368,33 @@ void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out)
     const BlockSlot& c = block(st, b & 1, idx[b]);
     const bool after_recompute = (b & 1) && recomputes_[idx[b - 1]];
     out[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
+  }
+}
+
+void SimRun::stage_memory_only(const std::vector<int>& idx, std::vector<double>& out) const {
+  out.assign(stage_cost_.size(), 0.0);
+  edge_memory(idx, out);
+  const RuntimeCalibration& cal = cost_.cluster().calibration;
+  for (int b = 0; b < blocks_; ++b) {
+    const int st = block_stage_[b], kind = b & 1, e = idx[b];
+    const BlockSlot& full = block_cache_[2 * st + kind][e];
+    double state = 0, act = 0, act_prev = 0;
+    if (full.gen == gen_) {
+      state = full.state, act = full.act, act_prev = full.act_prev;
+    } else {
+      MemorySlot& m = memory_cache_[2 * st + kind][e];
+      if (m.gen != gen_) {
+        const CostModel::BlockMemory c = stage_cost_[st].block_memory(
+            kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[e]);
+        m.state = c.state_bytes * cal.memory_state_scale;  // as fill_block has them
+        m.act = c.activation_bytes * cal.memory_activation_scale;
+        m.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
+        m.gen = gen_;
+      }
+      state = m.state, act = m.act, act_prev = m.act_prev;
+    }
+    const bool after_recompute = kind && recomputes_[idx[b - 1]];
+    out[st] += state + in_flight_[st] * (after_recompute ? act_prev : act);
   }
 }
 

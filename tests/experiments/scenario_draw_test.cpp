@@ -66,7 +66,9 @@ TEST(ScenarioDraw, WindowsStayWithinTheirDistributionsAndNeverOverlapOnATarget) 
     int links = 0;
     for (size_t i = 0; i < ev.size(); ++i) {
       const ScenarioEvent& e = ev[i];
-      if (i > 0) ASSERT_LE(ev[i - 1].step, e.step);  // sorted
+      if (i > 0) {
+        ASSERT_LE(ev[i - 1].step, e.step);  // sorted
+      }
       if (e.kind == EventKind::kStraggler) {
         ASSERT_GE(e.rank, 0);
         ASSERT_LT(e.rank, 8);

@@ -124,5 +124,66 @@ TEST(Elastic, CloneHoldingKeepsConditionsAndHoldsThePlan) {
                std::invalid_argument);
 }
 
+// fits() gives estimate()'s verdict (ok and not out of memory) from memory alone, and the
+// caches a change of shares keeps (transfers, shapes; sim_run.h transfer_gen_) give what a run
+// without that history gives: every estimate of a run that priced many share choices, under
+// links and speeds that change, equals a fresh run's at the same step with the same plans in
+// force before.
+TEST(Elastic, FitsAndCachedEstimatesAgreeWithAFreshRun) {
+  const std::vector<ScenarioEvent> events = {{2, EventKind::kLinkBandwidth, "nvswitch", -1, 0.5, 0},
+                                             {3, EventKind::kStraggler, "", 6, 2.0, 0},
+                                             {5, EventKind::kLinkBandwidth, "nvswitch", -1, 1.0, 0}};
+  ExperimentSpec s = spec(events);
+  std::vector<std::string> texts;
+  for (const char* blocks : {"uniform:dp", "uniform:tp1d(t=2)", "uniform:tp1d(t=2,sp=1)",
+                             "uniform:dp(recompute=1)", "uniform:tp1d(t=4)",
+                             "tp1d(t=2);dp;tp2d(d1=2,d2=1,first=row);dp(chunks=2);dp;dp;"
+                             "tp1d(t=2);dp"})
+    for (const char* shares : {"", "@dp(w=4/4/4/4)", "@dp(w=2/5/5/4)", "@dp(w=0/6/5/5)",
+                               "@dp(w=1/0/0/1)"})
+      texts.push_back(std::string(blocks) + shares);
+  // A memory size between the plans' needs, so that some of them do not fit.
+  std::vector<double> peaks;
+  {
+    SimRun probe(s);
+    for (const auto& t : texts) {
+      const Measurement m = *probe.estimate(plan(probe, t));
+      if (m.ok) peaks.push_back(*std::max_element(m.peak_memory_bytes.begin(),
+                                                  m.peak_memory_bytes.end()));
+    }
+  }
+  ASSERT_GT(peaks.size(), 10u);
+  std::sort(peaks.begin(), peaks.end());
+  for (DeviceType& d : s.cluster.devices) d.memory_bytes = peaks[peaks.size() / 2];
+
+  SimRun run(s);
+  std::vector<Plan> history = {plan(run, "uniform:tp1d(t=2)")};
+  run.reset(0, history[0]);
+  int fit = 0, refused = 0;
+  for (int step = 0; step < 7; ++step) {
+    SimRun fresh(s);
+    fresh.reset(0, history[0]);
+    for (size_t i = 1; i < history.size(); ++i) fresh.step(history[i]);
+    for (const auto& t : texts) {
+      const Plan p = plan(run, t);
+      const bool fits = run.fits(p);
+      const Measurement a = *run.estimate(p), b = *fresh.estimate(p);
+      EXPECT_EQ(fits, a.ok && !a.oom) << t << " at step " << step << ": " << a.error;
+      (fits ? fit : refused) += 1;
+      EXPECT_EQ(a.ok, b.ok) << t;
+      EXPECT_EQ(a.step_latency_s, b.step_latency_s) << t << " at step " << step;
+      EXPECT_EQ(a.repartition_s, b.repartition_s) << t << " at step " << step;
+      EXPECT_EQ(a.repartition_bytes, b.repartition_bytes) << t << " at step " << step;
+      EXPECT_EQ(a.energy_j, b.energy_j) << t << " at step " << step;
+      EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << t << " at step " << step;
+    }
+    history.push_back(plan(run, texts[(7 * step + 3) % texts.size()]));
+    if (!run.fits(history.back())) history.back() = history[history.size() - 2];
+    run.step(history.back());
+  }
+  EXPECT_GT(fit, 0);
+  EXPECT_GT(refused, 0);
+}
+
 }  // namespace
 }  // namespace shardgym
