@@ -124,6 +124,22 @@ TEST(LiveShares, TheLiveEnvBalancesSharesAgainstAStraggler) {
   ASSERT_TRUE(r.info.measurement.ok) << r.info.measurement.error;
   EXPECT_EQ(env->run().plan().pipeline.shares, (std::vector<int>{6, 2}))
       << env->run().plan().to_string();
+  // The live env now offers leaving the straggler's group out (share choice 2 + 1), and it
+  // trains there on rank 0 alone; "even" brings rank 1 back.
+  const std::vector<uint8_t> mask = env->action_mask();
+  const int plan_offset = static_cast<int>(mask.size()) - plan_component_choices(1, 2);
+  EXPECT_TRUE(mask[plan_offset + share_choice_offset(1) + 3]) << "group 1 left out not offered";
+  Action out = keep;
+  out[blocks] = share_choice_offset(1) + 3;
+  const StepResult left = env->step(out);
+  ASSERT_TRUE(left.info.measurement.ok) << left.info.measurement.error;
+  EXPECT_EQ(env->run().plan().pipeline.shares, (std::vector<int>{8, 0}));
+  EXPECT_TRUE(std::isfinite(left.info.measurement.loss));
+  Action even = keep;
+  even[blocks] = share_choice_offset(1);
+  ASSERT_TRUE(env->step(even).info.measurement.ok);
+  EXPECT_TRUE(env->run().plan().pipeline.shares.empty())  // even: written without shares
+      << env->run().plan().to_string();
 
   ExperimentSpec links = tiny_live_spec(2, "threads");
   ScenarioEvent slow_link;
