@@ -510,6 +510,22 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
   double rep_peak = 0, held = 0, messages = 0;
   int changed = 0, moved_blocks = 0;  // strategies changed; blocks whose state moved
+  // Share groups (data_shares.h) active before and now: only ranks of groups that train in
+  // both plans receive what their new boxes lack; a group that leaves receives nothing and a
+  // group that joins receives all of its new state (below). Every group holds the same boxes
+  // (degrees divide a group), so a group's part of a block's bytes is 1/n of them.
+  const std::vector<int>& before = plan_.pipeline.shares;
+  const std::vector<int>& now = pipe_.shares;
+  const int groups = static_cast<int>(std::max(before.size(), now.size()));
+  auto had = [&](int i) { return before.empty() || before[i] > 0; };
+  auto has = [&](int i) { return now.empty() || now[i] > 0; };
+  const bool comparable = groups > 0 && (before.empty() || now.empty() || before.size() == now.size());
+  double both = 1.0;  // the fraction of every stage's ranks that train before and now
+  if (comparable) {
+    int n_both = 0;
+    for (int i = 0; i < groups; ++i) n_both += had(i) && has(i) ? 1 : 0;
+    both = double(n_both) / groups;
+  }
   // Nothing moves when every block keeps its strategy and stage.
   if (from && !(*from == idx && &from_stage == &block_stage_)) {
     const LinkState& ls = cost_.links();
@@ -525,15 +541,15 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
         const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
         const double bytes = block(st, b & 1, z).state_moved;
         rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
-        rep_bytes += bytes * stage_world_;
-        rep_j += bytes * stage_world_ * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+        rep_bytes += bytes * stage_world_ * both;
+        rep_j += bytes * stage_world_ * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
         rep_peak = std::max(rep_peak, held + 2 * bytes);  // its state and one message of it
         ++moved_blocks, messages += 1;  // each rank of the new stage receives from one
         continue;
       }
       if (a == z || param_id_[a] == param_id_[z]) continue;
       const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
-      rep_s += r.time, rep_bytes += r.bytes, rep_j += r.energy;
+      rep_s += r.time, rep_bytes += r.bytes * both, rep_j += r.energy * both;
       ++moved_blocks, messages += r.messages;
       const double moved = stage_cost_[st].moved_bytes_per_param();
       const double fresh = moved * block(st, b & 1, z).params;
@@ -549,32 +565,48 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     }
   }
   // Share groups that leave a weight of 0 receive every block's state (parameters and
-  // optimizer state, as their strategies shard them) from a group that holds it, over the link
-  // between the two groups' first ranks, all receiving ranks in parallel.
-  const std::vector<int>& before = plan_.pipeline.shares;
-  const std::vector<int>& now = pipe_.shares;
-  const int groups = static_cast<int>(std::max(before.size(), now.size()));
-  auto had = [&](int i) { return before.empty() || before[i] > 0; };
-  auto has = [&](int i) { return now.empty() || now[i] > 0; };
-  if (from && groups > 0 && before != now && (before.empty() || now.empty() || before.size() == now.size())) {
+  // optimizer state, as their strategies shard them) and their part of the embedding and LM
+  // head (edge_memory's split) from a group that held it (one that leaves hands over before it
+  // drops its state: runtime/live/tp/repartition.cpp), over the link between the two groups'
+  // first ranks, all receiving ranks in parallel.
+  if (from && comparable && before != now) {
     const int g = stage_world_ / groups;
     int donor = -1;
-    for (int i = 0; i < groups && donor < 0; ++i) donor = had(i) && has(i) ? i : -1;
+    for (int i = 0; i < groups && donor < 0; ++i) donor = had(i) ? i : -1;
+    const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
+    const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
+    const double edge = double(model_.embedding_params());
+    const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
     for (int i = 0; i < groups && donor >= 0; ++i) {
       if (had(i) || !has(i)) continue;
       const LinkState& ls = cost_.links();
-      double per_rank = 0;
-      for (int b = 0; b < blocks_; ++b)
-        per_rank += stage_cost_[block_stage_[b]].moved_bytes_per_param() *
-                    block(block_stage_[b], b & 1, idx[b]).params;
+      // per_rank: one rank of the group on the stage that receives most; peak: what it holds
+      // in transit, received in the live order (its blocks, then the embedding and head), each
+      // item's new state plus its one message (the whole item, from one holder).
+      double per_rank = 0, bytes = 0, peak = 0;
+      for (int st = 0; st < static_cast<int>(stage_cost_.size()); ++st) {
+        const double moved = stage_cost_[st].moved_bytes_per_param();
+        double stage_rank = 0;
+        auto receive = [&](double item) {
+          peak = std::max(peak, stage_rank + 2 * item);
+          stage_rank += item;
+        };
+        for (int b = 0; b < blocks_; ++b)
+          if (block_stage_[b] == st) receive(moved * block(st, b & 1, idx[b]).params);
+        const double edge_here =
+            (st == 0 ? emb / t_first : 0.0) +
+            (st + 1 == static_cast<int>(stage_cost_.size()) ? (edge - emb) / t_last : 0.0);
+        if (edge_here > 0) receive(moved * edge_here);
+        per_rank = std::max(per_rank, stage_rank);
+        bytes += stage_rank * g;
+      }
       const int src = donor * g, dst = i * g;
       const int l = ls.link_of(src, dst);
       const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
       rep_s += ls.lat(src, dst) + (bw > 0 ? per_rank / bw : 0.0);
-      const double bytes = per_rank * g * static_cast<int>(stage_cost_.size());
       rep_bytes += bytes;
       rep_j += bytes * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
-      rep_peak = std::max(rep_peak, per_rank);
+      rep_peak = std::max(rep_peak, peak);
       ++changed;
     }
   }

@@ -540,9 +540,11 @@ TEST(CliTest, ValidateSimWalksTheDataShares) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
 #endif
+  // Seed 2 walks through a group leaving (w=12/0), the other group taking its place
+  // (w=0/12: all of its state received) and both training again.
   CliResult r = shardgym_cli("validate-sim '" + src("experiments/live-shares.yaml") +
-                             "' --plans 6 --warmup 1 --iterations 1 --no-repeat --allow-noisy "
-                             "--json --seed 1");
+                             "' --plans 8 --warmup 1 --iterations 1 --no-repeat --allow-noisy "
+                             "--json --seed 2");
   ASSERT_EQ(r.code, 0) << r.output;
   std::string json = r.output.substr(r.output.find("{\"config\""));
   json = json.substr(0, json.find('\n'));
@@ -551,6 +553,8 @@ TEST(CliTest, ValidateSimWalksTheDataShares) {
   for (size_t at = json.find("@dp(w="); at != std::string::npos; at = json.find("@dp(w=", at + 1))
     ++uneven;
   EXPECT_GE(uneven, 2u) << json;
+  EXPECT_NE(json.find("@dp(w=0/12)"), std::string::npos) << "no group rejoined: " << json;
+  EXPECT_NE(json.find("@dp(w=12/0)"), std::string::npos) << "no group left: " << json;
   for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
                             "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
     EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;

@@ -151,7 +151,8 @@ ExchangePlan ExchangePlan::reversed() const {
   return ExchangePlan(std::move(items), rank_, world_);
 }
 
-std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Tensor>& inputs) const {
+std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Tensor>& inputs,
+                                          bool keep_unchanged) const {
   if (inputs.size() != items_.size())
     throw std::invalid_argument("exchange: " + std::to_string(inputs.size()) + " inputs for " +
                                 std::to_string(items_.size()) + " items");
@@ -159,6 +160,8 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
     throw std::invalid_argument("exchange: plan for " + std::to_string(world_) +
                                 " ranks run on " + world.name());
   std::vector<at::Tensor> out(items_.size());
+  bool keep = keep_unchanged;  // this rank keeps every box: it only sends
+  for (const ExchangeItem& it : items_) keep = keep && it.want[rank_] == it.have[rank_];
   for (size_t k = 0; k < items_.size(); ++k) {
     const Box& have = items_[k].have[rank_];
     if (inputs[k].sizes() != at::IntArrayRef(have.extents())) {
@@ -169,12 +172,14 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
     }
     if (inputs[k].scalar_type() != inputs[0].scalar_type())
       throw std::invalid_argument("exchange: items of different dtypes in one exchange");
-    out[k] = at::empty(items_[k].want[rank_].extents(), inputs[k].options());
+    out[k] = keep ? inputs[k] : at::empty(items_[k].want[rank_].extents(), inputs[k].options());
   }
-  for (const ExchangeCell& c : x_.local) {
-    const int k = c.item;
-    view_of(out[k], items_[k].want[rank_], c.box)
-        .copy_(view_of(inputs[k], items_[k].have[rank_], c.box));
+  if (!keep) {  // else out holds the inputs
+    for (const ExchangeCell& c : x_.local) {
+      const int k = c.item;
+      view_of(out[k], items_[k].want[rank_], c.box)
+          .copy_(view_of(inputs[k], items_[k].have[rank_], c.box));
+    }
   }
   if (x_.local_only) return out;
   const at::TensorOptions opts = inputs.empty() ? at::TensorOptions() : inputs[0].options();

@@ -30,8 +30,12 @@ class ExchangePlan {
 
   // inputs[k]: this rank's have-box of item k (shape = its extents, any dtype common to all
   // items). Returns the want-boxes. Collective over `world` (the all-ranks group); ranks with
-  // nothing to send or receive return without waiting.
-  std::vector<at::Tensor> run(Comm& world, const std::vector<at::Tensor>& inputs) const;
+  // nothing to send or receive return without waiting. keep_unchanged: where this rank's
+  // want-box is its have-box for every item, return the inputs themselves, not copies
+  // (repartitions: a rank that keeps the whole block, such as a survivor when a group leaves,
+  // allocates nothing for it).
+  std::vector<at::Tensor> run(Comm& world, const std::vector<at::Tensor>& inputs,
+                              bool keep_unchanged = false) const;
 
   // The plan that moves the want-layout back to the have-layout.
   ExchangePlan reversed() const;

@@ -55,7 +55,8 @@ int64_t move_outer(RankTrainer::State& st, const std::vector<int>& next_active) 
     }
   }
   const ExchangePlan plan(std::move(items), st.rank, st.world);
-  std::vector<at::Tensor> outs = plan.run(st.groups->world().world(), inputs);
+  std::vector<at::Tensor> outs =
+      plan.run(st.groups->world().world(), inputs, /*keep_unchanged=*/true);
   size_t k = 0;
   for (size_t i = 0; i < next.size(); ++i) {
     next[i].value = outs[k++].set_requires_grad(true);
@@ -127,7 +128,8 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
         }
       }
       const ExchangePlan plan(std::move(items), st.rank, st.world);
-      std::vector<at::Tensor> outs = plan.run(st.groups->world().world(), inputs);
+      std::vector<at::Tensor> outs =
+      plan.run(st.groups->world().world(), inputs, /*keep_unchanged=*/true);
       received += plan.elements_received();
       size_t k = 0;
       for (size_t i = 0; i < nb.params.size(); ++i) {
