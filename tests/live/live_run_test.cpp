@@ -342,6 +342,20 @@ TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
     EXPECT_NEAR(mm.loss, mw.loss, 1e-9 * mw.loss) << "step " << i;
     for (int b = 0; b < blocks; ++b) EXPECT_GT(mm.block_fwd_s[b], 0);
   }
+  // A plan's own micro-batch count is run as the simulator runs it, whatever the run's
+  // setting: `whole` (m = 1) refuses dp(chunks=2) at @pp(m=2) as `micro` does at m = 2, and
+  // steps a@pp(m=2) as `micro` steps a.
+  Plan a_m2 = a, chunky_m2 = chunky;
+  a_m2.pipeline.micro_batches = chunky_m2.pipeline.micro_batches = 2;
+  EXPECT_EQ(whole.micro_batches_of(a), 1);
+  EXPECT_EQ(whole.micro_batches_of(a_m2), 2);
+  EXPECT_NE(whole.why_invalid(chunky_m2).find("micro_batches = 2: block 0 (dp(chunks=2))"),
+            std::string::npos)
+      << whole.why_invalid(chunky_m2);
+  const Measurement mw = whole.step(a_m2), mm = micro.step(a);
+  ASSERT_TRUE(mw.ok) << mw.error;
+  ASSERT_TRUE(mm.ok) << mm.error;
+  EXPECT_NEAR(mw.loss, mm.loss, 1e-9 * mm.loss);
 }
 
 int thread_count() {

@@ -201,7 +201,14 @@ std::string LiveRun::why_invalid(const Plan& plan) const {
              " (replicas × chunks)";
     }
   }
-  return why_micro_batches_invalid(config_.model, plan, p, g, micro_batches_);
+  return why_micro_batches_invalid(config_.model, plan, p, g, micro_batches_of(plan));
+}
+
+int LiveRun::micro_batches_of(const Plan& plan) const {
+  // A plan that says how many (`@pp(m=4)`, or a pipeline part: Megatron-LM's rule) is run as
+  // the simulator runs it (plan_micro_batches); a plan without one as set_micro_batches says.
+  return plan.pipeline.is_default() ? micro_batches_
+                                    : plan_micro_batches(plan, config_.model, config_.world_size);
 }
 
 void LiveRun::set_micro_batches(int m) {
@@ -241,7 +248,8 @@ void LiveRun::reset(uint64_t seed, const Plan& initial) {
   const double per_rank =
       config_.device == "cuda"
           ? 0
-          : live_memory_estimate(config_.model, initial, config_.world_size, micro_batches_)
+          : live_memory_estimate(config_.model, initial, config_.world_size,
+                                 micro_batches_of(initial))
                 .total();
   if (const std::string why = why_world_does_not_fit(world_request(per_rank), host_limits());
       !why.empty()) {
@@ -368,7 +376,7 @@ Measurement LiveRun::iterate(const Plan& plan) {
   RankCommand cmd;
   cmd.op = RankOp::kStep;
   cmd.plan = plan.to_string();
-  cmd.micro_batches = micro_batches_;
+  cmd.micro_batches = micro_batches_of(plan);
   cmd.slowdown = slowdown_at(step_);
   if (std::all_of(cmd.slowdown.begin(), cmd.slowdown.end(), [](double f) { return f == 1; }))
     cmd.slowdown.clear();
@@ -472,7 +480,8 @@ bool LiveRun::fits(const Plan& plan) const {
   if (plan.size() != config_.model.num_blocks() || !why_invalid(plan).empty()) return false;
   const double capacity = memory_capacity();
   return capacity <= 0 ||
-         live_memory_estimate(config_.model, plan, config_.world_size, micro_batches_).total() <=
+         live_memory_estimate(config_.model, plan, config_.world_size, micro_batches_of(plan))
+                 .total() <=
              capacity;
 }
 

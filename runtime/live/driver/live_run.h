@@ -89,9 +89,13 @@ class LiveRun : public TrainingRun {
   // Throws std::invalid_argument (naming m and the local batch) unless m ≥ 1 divides each
   // rank's G/P sequences, which every plan needs. What depends on the plan (a block's chunks
   // must split its micro-batch) is checked by why_invalid: step() returns ok = false and the
-  // action mask leaves such strategies out. A plan's own pipeline.micro_batches is not read.
+  // action mask leaves such strategies out. A plan with a pipeline part (`@pp(m=4)`) runs its
+  // own count instead (micro_batches_of), as the simulator does.
   void set_micro_batches(int m);
   int micro_batches() const { return micro_batches_; }
+  // What a step of `plan` runs: plan_micro_batches for a plan with a pipeline part (its m, or
+  // Megatron-LM's rule), else micro_batches().
+  int micro_batches_of(const Plan& plan) const;
   const LiveRankConfig& rank_config() const { return config_; }
   bool running() const { return driver_ != nullptr; }
   // Process ids of the rank processes (launch = processes), in rank order; empty otherwise.
