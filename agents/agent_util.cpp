@@ -20,9 +20,16 @@ int pipeline_moves(const EnvSpec& spec) {
 
 int plan_choice_toward(Env& env, const Plan& target) {
   const EnvSpec& spec = env.spec();
-  if (spec.share_groups <= 0) return 0;
   const TrainingRun& run = env.run();
   const Plan& now = run.plan();
+  // The stage boundaries first (one layer per step), then the shares.
+  if (now.stages() > 1) {
+    Pipeline from = now.pipeline, to = target.pipeline;
+    from.shares.clear(), to.shares.clear();
+    const int c = pipeline_choice_toward(from, to, run.model().layers);
+    if (c > 0) return c;
+  }
+  if (spec.share_groups <= 0) return 0;
   if (now.pipeline.shares == target.pipeline.shares) return 0;
   const int world = run.cluster().world_size();
   const RunContext ctx = run.context();

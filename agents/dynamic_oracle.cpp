@@ -8,6 +8,7 @@
 #include "agents/baselines.h"
 #include "agents/oracle.h"
 #include "agents/share_search.h"
+#include "env/pipeline_action.h"
 #include "env/share_action.h"
 #include "runtime/core/cost.h"
 
@@ -59,7 +60,8 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
       }
     }
   }
-  if (groups > 0) add(hindsight_static(run, objective.weights, horizon, options).plan);
+  if (groups > 0 || options.search_split)
+    add(hindsight_static(run, objective.weights, horizon, options).plan);
   // The env takes one share choice per step, masked with the blocks in force or narrowed ones
   // (env/share_action.h): a plan whose shares neither admits is reached in two steps, its
   // blocks first. So that the schedule can do that ahead of an event it knows, every
@@ -83,6 +85,21 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     return share_group_speeds(groups, holder.cluster(), x.stages(), ctx.rank_slowdown,
                               ctx.rank_alive);
   };
+  // Boundary moves from x's split to y's (env/pipeline_action.h: one per step); 0 when the
+  // pipelines differ in the split alone by none, -1 when they differ in more than split and
+  // shares (the stage count, m or the schedule: no env step changes those).
+  const int layers = run.model().layers;
+  auto split_moves = [&](const Plan& x, const Plan& y) {
+    Pipeline a = x.pipeline, b = y.pipeline;
+    a.shares.clear(), b.shares.clear();
+    int d = 0;
+    for (; !(a == b) && d <= 2 * layers; ++d) {
+      const int c = pipeline_choice_toward(a, b, layers);
+      if (c <= 0) return -1;
+      a = apply_pipeline_choice(a, c, layers);
+    }
+    return d;
+  };
   auto reachable = [&](const TrainingRun& holder, const std::vector<double>& speeds,
                        const Plan& x, const Plan& y) {
     if (groups <= 0 || x.pipeline.shares == y.pipeline.shares) return true;
@@ -95,10 +112,14 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     trial.pipeline = y.pipeline;
     return share_choice_admissible(holder, trial);
   };
-  // first[k][x][y]: cost of the segment's first step running y with x in force (repartition
-  // included); steady[k][y]: each further step of y.
+  // first[k][x][y]: cost of the segment's first span[k][x][y] steps going from x (in force) to
+  // y (repartitions included): one step, or one per boundary move when y's split is d moves
+  // away, the plans in between (y's blocks, the split moved toward y's) priced as the env would
+  // run them; steady[k][y]: each further step of y.
   std::vector<std::vector<std::vector<double>>> first(
       segs.size(), std::vector<std::vector<double>>(n, std::vector<double>(n, kInf)));
+  std::vector<std::vector<std::vector<int>>> span(
+      segs.size(), std::vector<std::vector<int>>(n, std::vector<int>(n, 1)));
   std::vector<std::vector<double>> steady(segs.size(), std::vector<double>(n, 0.0));
   for (size_t k = 0; k < segs.size(); ++k) {
     const PlanObjective obj = objective_for(*segs[k].start, objective.weights);
@@ -113,9 +134,33 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
       }
       const std::vector<double> speeds = group_speeds(*holder, cand[x]);
       for (size_t y = 0; y < n; ++y) {
-        if (!reachable(*holder, speeds, cand[x], cand[y])) continue;  // not in one env step
-        std::optional<Measurement> m = holder->estimate(cand[y]);
-        if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
+        const int d = split_moves(cand[x], cand[y]);
+        if (d < 0) continue;
+        const bool same_shares = cand[x].pipeline.shares == cand[y].pipeline.shares;
+        if (d == 1 && !same_shares) continue;  // two plan-level changes: not in one env step
+        if (d <= 1) {
+          if (!reachable(*holder, speeds, cand[x], cand[y])) continue;  // not in one env step
+          std::optional<Measurement> m = holder->estimate(cand[y]);
+          if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
+          continue;
+        }
+        // Several boundary moves: the shares must already agree (one plan-level choice a step).
+        if (d > segs[k].steps || !same_shares) continue;
+        std::unique_ptr<TrainingRun> walker = holder->clone();
+        Plan z = cand[y];
+        z.pipeline = cand[x].pipeline;
+        double cost = 0;
+        for (int i = 0; i < d && std::isfinite(cost); ++i) {
+          Pipeline a = z.pipeline, b = cand[y].pipeline;
+          a.shares.clear(), b.shares.clear();
+          const Pipeline next = apply_pipeline_choice(a, pipeline_choice_toward(a, b, layers), layers);
+          z.pipeline.split = next.split;
+          std::optional<Measurement> m = walker->estimate(z);
+          cost += m ? obj.cost(*m, /*with_repartition=*/true) : kInf;
+          if (std::isfinite(cost) && !walker->step(z).ok) cost = kInf;
+        }
+        first[k][x][y] = cost;
+        span[k][x][y] = d;
       }
       if (k > 0) {  // a further step of x, with x in force since the step before the segment
         std::optional<Measurement> m = holder->estimate(cand[x]);
@@ -140,8 +185,9 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
   std::vector<std::vector<int>> from(segs.size(), std::vector<int>(n, -1));
   for (size_t k = 0; k < segs.size(); ++k) {
     for (size_t y = 0; y < n; ++y) {
-      const double rest = segs[k].steps > 1 ? (segs[k].steps - 1) * steady[k][y] : 0.0;
       for (size_t x = 0; x < n; ++x) {
+        const int left = segs[k].steps - span[k][x][y];
+        const double rest = left > 0 ? left * steady[k][y] : 0.0;
         const double prior = k == 0 ? (x == 0 ? 0.0 : kInf) : value[k - 1][x];
         const double v = prior + first[k][x][y] + rest;
         if (v < value[k][y]) value[k][y] = v, from[k][y] = static_cast<int>(x);
@@ -189,6 +235,7 @@ class OracleAgent : public Agent {
         moves_(agents_detail::pipeline_moves(spec)),
         mode_(mode) {
     options_.share_groups = spec.share_groups;
+    options_.search_split = spec.pipeline_stages > 1;
   }
   std::string name() const override { return name_; }
 
@@ -209,7 +256,7 @@ class OracleAgent : public Agent {
     const int blocks = static_cast<int>(targets_[k].size());
     Action current = agents_detail::current_action(obs, blocks, catalog_);
     Action wanted = targets_[k];
-    // The oracles keep the stage boundaries (oracle.h); the shares go toward the target's.
+    // The stage boundaries, then the shares, go toward the target's, one move a step.
     if (moves_ > 0) wanted.push_back(agents_detail::plan_choice_toward(*env_, plans_[k]));
     return agents_detail::respect_mask(wanted, current, mask, catalog_);
   }

@@ -161,7 +161,8 @@ static HindsightResult hindsight_blocks(const TrainingRun& run, const RewardSpec
 HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weights, int horizon,
                                  const OracleOptions& options) {
   HindsightResult result = hindsight_blocks(run, weights, horizon, options);
-  if (options.share_groups <= 0 || !run.cloneable()) return result;
+  const bool split = options.search_split && result.plan.stages() > 1;
+  if ((options.share_groups <= 0 && !split) || !run.cloneable()) return result;
   // Shares (share_search.h): the best block plan under every phase's starts, the best of
   // them improved by one-sequence moves, then the blocks re-optimised under those shares.
   // Candidates are compared by their walked episode cost.
@@ -187,15 +188,33 @@ HindsightResult hindsight_static(const TrainingRun& run, const RewardSpec& weigh
         starts.push_back(c);
   for (const auto& shares : starts) blocks_under(shares);
   double searched = 0;
-  const Plan local = local_share_search(run, chosen, options.share_groups, horizon, weights, searched);
-  if (searched < best && !(local.pipeline.shares == chosen.pipeline.shares)) {
-    best = searched, chosen = local, by = "shares";
-    blocks_under(chosen.pipeline.shares);
+  if (options.share_groups > 0) {
+    const Plan local =
+        local_share_search(run, chosen, options.share_groups, horizon, weights, searched);
+    if (searched < best && !(local.pipeline.shares == chosen.pipeline.shares)) {
+      best = searched, chosen = local, by = "shares";
+      blocks_under(chosen.pipeline.shares);
+    }
+  }
+  if (split) {  // uneven stages (oracle.h): boundary moves, then the blocks under that split
+    const Plan local = local_split_search(run, chosen, horizon, weights, searched);
+    if (searched < best && !(local.pipeline == chosen.pipeline)) {
+      best = searched, chosen = local, by = "split";
+      try {
+        const std::unique_ptr<TrainingRun> held = run.clone_holding(chosen);
+        const HindsightResult r = hindsight_blocks(*held, weights, horizon, options);
+        result.estimates += r.estimates;
+        const double c = walked_cost(run, r.plan, horizon, weights);
+        if (c < best) best = c, chosen = r.plan, by = "split+dp";
+      } catch (const std::exception&) {
+        // The blocks of the split found stay: no block plan fits every phase there.
+      }
+    }
   }
   result.plan = chosen;
   result.chosen_by = by;
   result.total_cost = best;
-  result.exact = false;  // a search over shares, not an exact optimum
+  result.exact = false;  // a search over shares and boundaries, not an exact optimum
   return result;
 }
 

@@ -18,10 +18,15 @@
 // reference and the best uniform plan as a safety net. Costs are those estimate() reports
 // from the plan in force: with an energy weight they include the repartition's energy.
 //
-// Pipelines. The oracles keep the pipeline in force (stages, boundaries, micro-batches) and
-// optimise the blocks' strategies within it; they never move a boundary. Peak memory is then
-// the fullest stage's, a maximum rather than a sum, so the decomposition is approximate and
-// the final estimate() check above is what keeps the chosen plan within memory.
+// Pipelines. The static oracle keeps the pipeline in force (stages, boundaries, micro-batches)
+// and optimises the blocks' strategies within it. Peak memory is then the fullest stage's, a
+// maximum rather than a sum, so the decomposition is approximate and the final estimate()
+// check above is what keeps the chosen plan within memory. Where the env moves boundaries
+// (OracleOptions::search_split), hindsight-static also searches the split: from its block
+// plan, one-layer boundary moves while the walked episode cost falls, then the blocks
+// re-optimised under the split found (a local optimum, not an exact one); the dynamic oracle
+// takes that plan among its candidates and reaches a split d moves away in d steps, as the
+// env does, each step's plan priced.
 //
 // Data shares (agents/share_search.h). With OracleOptions::share_groups > 0 the dynamic oracle
 // adds, per segment, the static optimum under the segment's balanced shares and under the even
@@ -57,6 +62,10 @@ struct OracleOptions {
   // Data-share groups to search (agents/share_search.h; the env's `data_shares.groups`);
   // 0: keep the shares in force, as before data shares.
   int share_groups = 0;
+  // Whether the env moves stage boundaries (env/pipeline_action.h: p > 1 stages): then
+  // hindsight-static also searches the split (share_search.h local_split_search) and the
+  // dynamic oracle reaches its plan one boundary move per step.
+  bool search_split = false;
 };
 
 struct OracleResult {

@@ -5,7 +5,9 @@
 // moves with link bandwidth) — it re-solves the best plan for the conditions now: the static
 // oracle's (exact chain DP, oracle.h) and, with data shares, the static optimum under each of
 // share_search.h's starting share vectors for the conditions now (even, even over the groups
-// that can train, balanced by speed, each group left out). It moves to the best candidate when
+// that can train, balanced by speed, each group left out); with pipeline stages each
+// candidate's split improved by one-layer boundary moves under the conditions now, and the
+// blocks re-solved under it. It moves to the best candidate when
 // the predicted saving over the rest of the episode pays for the move:
 //   steady(P) · steps left + move(P)  <  steady(held) · steps left + move(held)
 // where steady is the planners' cost of one iteration (objective.h) and move the repartition
@@ -31,6 +33,7 @@
 #include "agents/baselines.h"
 #include "agents/oracle.h"
 #include "agents/share_search.h"
+#include "env/pipeline_action.h"
 #include "env/registry.h"
 
 namespace shardgym {
@@ -145,6 +148,22 @@ class ReplanAgent : public Agent {
         }
       }
     }
+    // Uneven stages (env/pipeline_action.h): the split of each candidate improved by one-layer
+    // boundary moves while its cost under the conditions now falls, then the blocks re-solved
+    // under that split.
+    if (run.plan().stages() > 1) {
+      const size_t n = candidates.size();
+      for (size_t i = 1; i < n; ++i) {
+        const Plan split = split_now(run, candidates[i], objective);
+        if (split.pipeline == candidates[i].pipeline) continue;
+        candidates.push_back(split);
+        try {
+          candidates.push_back(static_oracle(*run.clone_holding(split), objective, options).plan);
+        } catch (const std::exception&) {
+          // no block plan fits that split's stages: the split with its blocks stays
+        }
+      }
+    }
     const double left = episode_steps_left(*env_);
     double best = kInf;
     for (const Plan& p : candidates) {
@@ -159,6 +178,30 @@ class ReplanAgent : public Agent {
     }
     if (!(best < kInf)) target_ = held;
     have_target_ = true;
+  }
+
+  static Plan split_now(const TrainingRun& run, Plan plan, const PlanObjective& objective) {
+    auto cost = [&](const Plan& p) {
+      if (!p.validate(run.model(), run.cluster().world_size()).empty()) return kInf;
+      const auto m = run.estimate(p);
+      return m ? objective.cost(*m) : kInf;
+    };
+    double c = cost(plan);
+    const int layers = run.model().layers;
+    for (int round = 0; round < 4 * layers; ++round) {
+      Plan best = plan;
+      double best_cost = c;
+      for (int k = 1; k < pipeline_choices(plan.stages()); ++k) {
+        Plan q = plan;
+        q.pipeline = apply_pipeline_choice(plan.pipeline, k, layers);
+        if (q.pipeline == plan.pipeline) continue;
+        const double v = cost(q);
+        if (v < best_cost * (1 - 1e-9)) best = q, best_cost = v;
+      }
+      if (!(best_cost < c)) break;
+      plan = best, c = best_cost;
+    }
+    return plan;
   }
 
   std::string name_;

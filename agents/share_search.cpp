@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "env/pipeline_action.h"
 #include "env/share_action.h"
 #include "runtime/core/data_shares.h"
 #include "runtime/core/cost.h"
@@ -100,6 +101,28 @@ Plan local_share_search(const TrainingRun& run, const Plan& plan, int groups, in
       if (p.pipeline.shares == best.pipeline.shares || !valid_here(run, p)) continue;
       const double c = walked_cost(run, p, horizon, weights);
       if (c < round_cost * (1 - 1e-9)) round_best = p, round_cost = c;
+    }
+    if (!(round_cost < cost)) break;
+    best = round_best, cost = round_cost;
+  }
+  return best;
+}
+
+Plan local_split_search(const TrainingRun& run, const Plan& plan, int horizon,
+                        const RewardSpec& weights, double& cost, int max_rounds) {
+  Plan best = plan;
+  cost = walked_cost(run, best, horizon, weights);
+  const int stages = plan.stages(), layers = run.model().layers;
+  if (stages < 2) return best;
+  for (int round = 0; round < max_rounds; ++round) {
+    Plan round_best = best;
+    double round_cost = cost;
+    for (int c = 1; c < pipeline_choices(stages); ++c) {
+      Plan p = best;
+      p.pipeline = apply_pipeline_choice(best.pipeline, c, layers);
+      if (p.pipeline == best.pipeline || !valid_here(run, p)) continue;
+      const double v = walked_cost(run, p, horizon, weights);
+      if (v < round_cost * (1 - 1e-9)) round_best = p, round_cost = v;
     }
     if (!(round_cost < cost)) break;
     best = round_best, cost = round_cost;

@@ -45,4 +45,10 @@ double walked_cost(const TrainingRun& run, const Plan& plan, int horizon,
 Plan local_share_search(const TrainingRun& run, const Plan& plan, int groups, int horizon,
                         const RewardSpec& weights, double& cost, int max_rounds = 64);
 
+// Uneven pipeline stages: from `plan`, one-layer moves of one stage boundary (the env's
+// pipeline choices, env/pipeline_action.h) while the walked cost falls, keeping the blocks (at
+// most `max_rounds` rounds of 2(p − 1) moves). `plan` unchanged for p = 1.
+Plan local_split_search(const TrainingRun& run, const Plan& plan, int horizon,
+                        const RewardSpec& weights, double& cost, int max_rounds = 256);
+
 }  // namespace shardgym

@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "agents/baselines.h"
+#include "agents/evaluate.h"
+#include "agents/oracle.h"
+#include "agents/share_search.h"
 #include "env/pipeline_action.h"
 #include "runtime/sim/sim_run.h"
 #include "tests/agents/agent_test_util.h"
@@ -112,6 +115,46 @@ TEST(PipelineAgents, StaticAgentMovesTheBoundariesToItsSplit) {
   EXPECT_EQ(r.actions[1].back(), 2);
   EXPECT_EQ(r.actions[2].back(), 0);
   EXPECT_EQ(env->run().plan().pipeline.layers_per_stage(8), (std::vector<int>{4, 4}));
+}
+
+// Uneven stages (oracle.h, "Pipelines"): with stage 0's ranks at a third of their speed from
+// step 3, hindsight-static gives stage 0 fewer layers than the even split, its walked cost is
+// below that of the best plan on the even split, and in the env the dynamic oracle, which
+// reaches a split one boundary move per step as the env does, is at least as fast.
+TEST(PipelineOracles, HindsightStaticUnevensTheStagesAndTheDynamicOracleStaysAbove) {
+  ExperimentSpec spec = test_specs::pipelined(/*layers=*/8, /*stages=*/2);
+  spec.steps_per_episode = 12;
+  for (int r = 0; r < 2; ++r) {  // stage 0: ranks 0-1 of 4
+    ScenarioEvent e;
+    e.step = 3;
+    e.kind = EventKind::kStraggler;
+    e.rank = r;
+    e.factor = 3.0;
+    test_specs::add_event(spec, e);
+  }
+  SimRun run(spec);
+  run.reset(0, resolve_plan(spec.initial_plan, spec.model, spec.cluster));
+  OracleOptions split;
+  split.search_split = true;
+  const HindsightResult h = hindsight_static(run, spec.reward, spec.steps_per_episode, split);
+  const HindsightResult even = hindsight_static(run, spec.reward, spec.steps_per_episode, {});
+  EXPECT_EQ(even.plan.pipeline.layers_per_stage(8), (std::vector<int>{4, 4}));
+  ASSERT_EQ(h.plan.stages(), 2) << h.plan.to_string();
+  EXPECT_LT(h.plan.pipeline.layers_per_stage(8)[0], 4) << h.plan.to_string();
+  EXPECT_LT(walked_cost(run, h.plan, spec.steps_per_episode, spec.reward),
+            walked_cost(run, even.plan, spec.steps_per_episode, spec.reward));
+  const CompareResult r = compare(spec, {"hindsight-static", "dynamic-oracle", "megatron"}, {0, 1});
+  auto throughput = [&](const std::string& agent, size_t seed) {
+    for (const AgentComparison& c : r.agents)
+      if (c.agent == agent) return c.episodes.at(seed).throughput;
+    ADD_FAILURE() << agent;
+    return 0.0;
+  };
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_GE(throughput("dynamic-oracle", i), throughput("hindsight-static", i) * (1 - 1e-3))
+        << "seed " << i;
+    EXPECT_GT(throughput("hindsight-static", i), throughput("megatron", i)) << "seed " << i;
+  }
 }
 
 }  // namespace
