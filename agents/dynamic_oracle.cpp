@@ -153,7 +153,8 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
         for (int i = 0; i < d && std::isfinite(cost); ++i) {
           Pipeline a = z.pipeline, b = cand[y].pipeline;
           a.shares.clear(), b.shares.clear();
-          const Pipeline next = apply_pipeline_choice(a, pipeline_choice_toward(a, b, layers), layers);
+          const Pipeline next =
+              apply_pipeline_choice(a, pipeline_choice_toward(a, b, layers), layers);
           z.pipeline.split = next.split;
           std::optional<Measurement> m = walker->estimate(z);
           cost += m ? obj.cost(*m, /*with_repartition=*/true) : kInf;

@@ -130,9 +130,10 @@ TEST(Elastic, CloneHoldingKeepsConditionsAndHoldsThePlan) {
 // links and speeds that change, equals a fresh run's at the same step with the same plans in
 // force before.
 TEST(Elastic, FitsAndCachedEstimatesAgreeWithAFreshRun) {
-  const std::vector<ScenarioEvent> events = {{2, EventKind::kLinkBandwidth, "nvswitch", -1, 0.5, 0},
-                                             {3, EventKind::kStraggler, "", 6, 2.0, 0},
-                                             {5, EventKind::kLinkBandwidth, "nvswitch", -1, 1.0, 0}};
+  const std::vector<ScenarioEvent> events = {
+      {2, EventKind::kLinkBandwidth, "nvswitch", -1, 0.5, 0},
+      {3, EventKind::kStraggler, "", 6, 2.0, 0},
+      {5, EventKind::kLinkBandwidth, "nvswitch", -1, 1.0, 0}};
   ExperimentSpec s = spec(events);
   std::vector<std::string> texts;
   for (const char* blocks : {"uniform:dp", "uniform:tp1d(t=2)", "uniform:tp1d(t=2,sp=1)",

@@ -31,24 +31,18 @@
 namespace shardgym::live {
 namespace {
 
-// The outer parameters (replicated on the active ranks) when the active ranks change: a rank
-// that leaves drops its copy, one that joins receives it with its AdamW moments from the
-// nearest holder. Returns the elements this rank received.
-int64_t move_outer(RankTrainer::State& st, const std::vector<int>& next_active) {
-  std::vector<LocalParam> next = make_outer(st.model, st.rank, nullptr, next_active);
-  std::vector<ExchangeItem> items;
+// Moves parameters `old` (values and AdamW moments) into `next` (the same parameters in the
+// same order, their new boxes) through one exchange; have[i][q] and want[i][q] are rank q's boxes
+// of parameter i before and after. Every rank lists the same items. Returns the elements this
+// rank received. The inputs' references to the old tensors end with the call.
+int64_t move_params(RankTrainer::State& st, const std::vector<LocalParam>& old,
+                    std::vector<LocalParam>& next, const std::vector<std::vector<Box>>& have,
+                    const std::vector<std::vector<Box>>& want) {
+  std::vector<ExchangeItem> items;  // one per (parameter, tensor kind)
   std::vector<at::Tensor> inputs;
-  const auto holds = [](const std::vector<int>& a, int q) {
-    return std::binary_search(a.begin(), a.end(), q);
-  };
-  for (const LocalParam& p : st.outer) {
-    ExchangeItem item;
-    item.full_shape = p.shard.full_shape;
-    const Box whole = Box::whole(p.shard.full_shape);
-    for (int q = 0; q < st.world; ++q) {
-      item.have.push_back(held_box(whole, holds(st.active, q)));
-      item.want.push_back(held_box(whole, holds(next_active, q)));
-    }
+  for (size_t i = 0; i < old.size(); ++i) {
+    const ExchangeItem item{old[i].shard.full_shape, have[i], want[i]};
+    const LocalParam& p = old[i];
     for (const at::Tensor& t : {p.value.detach(), p.adam.exp_avg, p.adam.exp_avg_sq}) {
       items.push_back(item);
       inputs.push_back(t);
@@ -62,10 +56,30 @@ int64_t move_outer(RankTrainer::State& st, const std::vector<int>& next_active) 
     next[i].value = outs[k++].set_requires_grad(true);
     next[i].adam.exp_avg = outs[k++];
     next[i].adam.exp_avg_sq = outs[k++];
-    next[i].adam.step = st.outer[i].adam.step;
+    next[i].adam.step = old[i].adam.step;
   }
-  st.outer = std::move(next);
   return plan.elements_received();
+}
+
+// The outer parameters (replicated on the active ranks) when the active ranks change: a rank
+// that leaves drops its copy, one that joins receives it with its AdamW moments from the
+// nearest holder. Returns the elements this rank received.
+int64_t move_outer(RankTrainer::State& st, const std::vector<int>& next_active) {
+  std::vector<LocalParam> next = make_outer(st.model, st.rank, nullptr, next_active);
+  const auto holds = [](const std::vector<int>& a, int q) {
+    return std::binary_search(a.begin(), a.end(), q);
+  };
+  std::vector<std::vector<Box>> have(st.outer.size()), want(st.outer.size());
+  for (size_t i = 0; i < st.outer.size(); ++i) {
+    const Box whole = Box::whole(st.outer[i].shard.full_shape);
+    for (int q = 0; q < st.world; ++q) {
+      have[i].push_back(held_box(whole, holds(st.active, q)));
+      want[i].push_back(held_box(whole, holds(next_active, q)));
+    }
+  }
+  const int64_t received = move_params(st, st.outer, next, have, want);
+  st.outer = std::move(next);
+  return received;
 }
 
 }  // namespace
@@ -109,37 +123,13 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
       st.blocks[b] = std::move(nb);
       continue;
     }
-    {
-      // One item per (parameter, tensor kind); every rank lists them in the same order.
-      std::vector<ExchangeItem> items;
-      std::vector<at::Tensor> inputs;
-      const BlockState& old_block = st.blocks[b];
-      for (size_t i = 0; i < old_block.params.size(); ++i) {
-        ExchangeItem item;
-        item.full_shape = old_shards[0][i].full_shape;
-        for (int q = 0; q < st.world; ++q) {
-          item.have.push_back(old_shards[q][i].box);
-          item.want.push_back(new_shards[q][i].box);
-        }
-        const LocalParam& p = old_block.params[i];
-        for (const at::Tensor& t : {p.value.detach(), p.adam.exp_avg, p.adam.exp_avg_sq}) {
-          items.push_back(item);
-          inputs.push_back(t);
-        }
+    std::vector<std::vector<Box>> have(nb.params.size()), want(nb.params.size());
+    for (size_t i = 0; i < nb.params.size(); ++i)
+      for (int q = 0; q < st.world; ++q) {
+        have[i].push_back(old_shards[q][i].box);
+        want[i].push_back(new_shards[q][i].box);
       }
-      const ExchangePlan plan(std::move(items), st.rank, st.world);
-      std::vector<at::Tensor> outs =
-      plan.run(st.groups->world().world(), inputs, /*keep_unchanged=*/true);
-      received += plan.elements_received();
-      size_t k = 0;
-      for (size_t i = 0; i < nb.params.size(); ++i) {
-        LocalParam& p = nb.params[i];
-        p.value = outs[k++].set_requires_grad(true);
-        p.adam.exp_avg = outs[k++];
-        p.adam.exp_avg_sq = outs[k++];
-        p.adam.step = old_block.params[i].adam.step;
-      }
-    }  // the inputs' references to the old tensors end here
+    received += move_params(st, st.blocks[b].params, nb.params, have, want);
     st.blocks[b] = std::move(nb);  // releases the old values, moments and gradients
   }
   if (active_changed) received += move_outer(st, next_active);
