@@ -412,7 +412,7 @@ std::vector<SuiteRow> suite_overall(const SuiteResult& r, const BootstrapOptions
     row.task = "overall";
     row.agent = agent;
     std::vector<std::vector<double>> meg, hs, dyn;
-    std::vector<double> seed_lo, seed_hi;
+    std::vector<double> seed_sum;  // per training seed: Σ over tasks of its mean log ratio
     double gained = 0, possible = 0;
     int tasks = 0;
     for (const SuiteTask& t : r.tasks) {
@@ -427,13 +427,18 @@ std::vector<SuiteRow> suite_overall(const SuiteResult& r, const BootstrapOptions
       meg.push_back(L.vs_megatron);
       hs.push_back(L.vs_hindsight);
       dyn.push_back(L.oracle_vs_hindsight);
+      if (meg.size() == 1) seed_sum.assign(L.seed_vs_hindsight.size(), 0.0);
+      if (seed_sum.size() != L.seed_vs_hindsight.size()) seed_sum.clear();  // seeds differ
+      for (size_t k = 0; k < seed_sum.size(); ++k) seed_sum[k] += L.seed_vs_hindsight[k];
       for (size_t i = 0; i < L.vs_hindsight.size(); ++i) {
         gained += L.vs_hindsight[i] / double(L.vs_hindsight.size());
         possible += L.oracle_vs_hindsight[i] / double(L.vs_hindsight.size());
       }
     }
     if (tasks) row.repartition_s /= tasks;
-    if (meg.empty()) {
+    // Over every task or not at all: an agent run on some tasks only (a merge of partial
+    // runs) has no overall figures, rather than its tasks' standing in for all of them.
+    if (meg.empty() || meg.size() != static_cast<size_t>(tasks)) {
       row.gain_share = NAN;
       rows.push_back(row);
       continue;
@@ -441,7 +446,13 @@ std::vector<SuiteRow> suite_overall(const SuiteResult& r, const BootstrapOptions
     row.vs_megatron = exp_interval(stratified_mean_ci(meg, b));
     row.vs_hindsight = exp_interval(stratified_mean_ci(hs, b));
     row.headroom = std::exp(stratified_mean_ci(dyn, b).point);
+    // Each training seed's overall figure: the mean over tasks of its mean log ratio (tasks
+    // weigh equally, as in the stratified mean).
     row.seed_low = row.seed_high = row.vs_hindsight.point;
+    if (!seed_sum.empty()) {
+      row.seed_low = std::exp(*std::min_element(seed_sum.begin(), seed_sum.end()) / tasks);
+      row.seed_high = std::exp(*std::max_element(seed_sum.begin(), seed_sum.end()) / tasks);
+    }
     row.gain_share = possible > 1e-3 * double(meg.size()) ? gained / possible : NAN;
     rows.push_back(row);
   }
@@ -479,7 +490,7 @@ std::string format_suite(const SuiteResult& r, TableFormat format, const Bootstr
     const bool any = row.vs_megatron.n > 0;
     t.add_row({row.task, row.agent, std::to_string(row.runs), any ? ci_text(row.vs_megatron) : "-",
                any ? ci_text(row.vs_hindsight) : "-",
-               row.runs > 1 ? fixed(row.seed_low, 3) + "-" + fixed(row.seed_high, 3) : "",
+               row.runs > 1 && any ? fixed(row.seed_low, 3) + "-" + fixed(row.seed_high, 3) : "",
                row.agent == "megatron" || row.agent == "hindsight-static"
                    ? std::string()  // references: their share is not a result
                    : share_text(row.gain_share),

@@ -192,5 +192,41 @@ TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEp
   EXPECT_THROW(suite_from_json({write("r.json", json), write("r2.json", json)}), ConfigError);
 }
 
+// Overall rows: an agent run on some tasks only gets none (no figures standing for tasks it
+// did not play), and a learner's seeds min-max is each seed's mean over the tasks.
+TEST(SuiteOverall, PartialAgentsHaveNoOverallAndSeedsSpanTheirMeans) {
+  auto run = [](const std::string& agent, int seed, std::vector<double> tps) {
+    SuiteRun r;
+    r.agent = agent;
+    r.training_seed = seed;
+    for (double t : tps) r.episodes.push_back({0, t, 0, 0, false});
+    return r;
+  };
+  SuiteResult r;
+  r.agents = {"megatron", "hindsight-static", "dynamic-oracle", "partial", "learner"};
+  for (const char* name : {"a", "b"}) {
+    SuiteTask t;
+    t.name = name;
+    t.runs = {run("megatron", -1, {1, 1}), run("hindsight-static", -1, {2, 2}),
+              run("dynamic-oracle", -1, {4, 4})};
+    // learner: seed 0 at hindsight-static's throughput, seed 1 at half of it, in both tasks
+    t.runs.push_back(run("learner", 0, {2, 2}));
+    t.runs.push_back(run("learner", 1, {1, 1}));
+    if (t.name == "a") t.runs.push_back(run("partial", -1, {2, 2}));
+    r.tasks.push_back(t);
+  }
+  for (const SuiteRow& row : suite_overall(r)) {
+    if (row.agent == "partial") {
+      EXPECT_TRUE(std::isnan(row.gain_share));
+      EXPECT_EQ(row.vs_hindsight.point, Interval{}.point) << "an overall from one task of two";
+    }
+    if (row.agent == "learner") {
+      EXPECT_NEAR(row.seed_low, 0.5, 1e-12);
+      EXPECT_NEAR(row.seed_high, 1.0, 1e-12);
+      EXPECT_NEAR(row.vs_hindsight.point, std::sqrt(0.5), 1e-12);  // pooled seeds
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardgym
