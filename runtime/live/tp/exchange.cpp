@@ -161,7 +161,8 @@ std::vector<at::Tensor> ExchangePlan::run(Comm& world, const std::vector<at::Ten
                                 " ranks run on " + world.name());
   std::vector<at::Tensor> out(items_.size());
   bool keep = keep_unchanged;  // this rank keeps every box: it only sends
-  for (const ExchangeItem& it : items_) keep = keep && it.want[rank_] == it.have[rank_];
+  for (size_t k = 0; keep && k < items_.size(); ++k)
+    keep = items_[k].want[rank_] == items_[k].have[rank_];
   for (size_t k = 0; k < items_.size(); ++k) {
     const Box& have = items_[k].have[rank_];
     if (inputs[k].sizes() != at::IntArrayRef(have.extents())) {

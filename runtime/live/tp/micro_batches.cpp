@@ -18,19 +18,17 @@ std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int 
   return whole.validate(model, world);
 }
 
-std::vector<int> active_ranks(const Plan& plan, int world) {
-  const std::vector<int>& w = plan.pipeline.shares;
-  const int n = static_cast<int>(w.size());
-  std::vector<int> out;
-  for (int q = 0; q < world; ++q)
-    if (n == 0 || world % n != 0 || w[q / (world / n)] > 0) out.push_back(q);
-  return out;
-}
-
 bool rank_active(const Plan& plan, int rank, int world) {
   const std::vector<int>& w = plan.pipeline.shares;
   const int n = static_cast<int>(w.size());
   return n == 0 || world % n != 0 || w[rank / (world / n)] > 0;
+}
+
+std::vector<int> active_ranks(const Plan& plan, int world) {
+  std::vector<int> out;
+  for (int q = 0; q < world; ++q)
+    if (rank_active(plan, q, world)) out.push_back(q);
+  return out;
 }
 
 BatchRows batch_rows(const Plan& plan, int64_t global_batch) {

@@ -210,4 +210,16 @@ inline void expect_equivalent(const ModelSpec& m, int world, at::ScalarType dtyp
   }
 }
 
+// The single-rank reference trainer's losses over `batches` from `init`, with the AdamW
+// options and clipping the ranks train with (`o`): what training through repartitions must give.
+inline std::vector<double> reference_losses(const ModelSpec& m, const ParamMap& init,
+                                            const TrainerOptions& o,
+                                            const std::vector<Batch>& batches) {
+  ReferenceTrainer ref(m, init, AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay},
+                       o.clip);
+  std::vector<double> out;
+  for (const Batch& b : batches) out.push_back(ref.train_step(b.tokens, b.targets));
+  return out;
+}
+
 }  // namespace shardgym::live::testing

@@ -177,13 +177,10 @@ TEST(Exclusion, TrainingThroughLeavingAndRejoiningMatchesTheReference) {
   const auto init = testing::perturbed_params(model, at::kDouble, 43);
   std::vector<testing::Batch> batches;
   for (int i = 0; i < iters; ++i) batches.push_back(testing::random_batch(model, 16, 500 + i));
-  ReferenceTrainer ref(model, init, AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay}, o.clip);
-  std::vector<double> want;
-  for (const auto& b : batches) want.push_back(ref.train_step(b.tokens, b.targets));
+  const std::vector<double> want = testing::reference_losses(model, init, o, batches);
 
   std::mutex mu;
   std::vector<std::vector<double>> losses(world), received(world), elements(world);
-  std::vector<int64_t> even_elements(world, -1), p2_elements(world, -1);
   run_threads(world, [&](CommWorld& w) {
     RankTrainer tr(model, p0, w, o);
     tr.load_full_params(init);

@@ -129,9 +129,7 @@ TEST(Shares, TrainingThroughShareChangesMatchesTheReference) {
   const auto init = testing::perturbed_params(model, at::kDouble, 41);
   std::vector<testing::Batch> batches;
   for (int i = 0; i < iters; ++i) batches.push_back(testing::random_batch(model, 16, 400 + i));
-  ReferenceTrainer ref(model, init, AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay}, o.clip);
-  std::vector<double> want;
-  for (const auto& b : batches) want.push_back(ref.train_step(b.tokens, b.targets));
+  const std::vector<double> want = testing::reference_losses(model, init, o, batches);
 
   std::mutex mu;
   std::vector<std::vector<double>> got(world);
