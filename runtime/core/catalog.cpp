@@ -17,6 +17,19 @@ std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& m, Block
   } else if (effective_global_batch(m, world) % (world / t) != 0) {
     why << s.to_string() << ": " << world / t << " replicas do not divide the global batch of "
         << effective_global_batch(m, world);
+  } else if (s.kind == StrategyKind::kTP1D && s.uneven()) {
+    // Uneven heads (strategy.h): they must be the model's heads, and the MLP takes f/heads
+    // columns per head.
+    long long sum = 0;
+    for (int h : s.heads) sum += h;
+    if (static_cast<int>(s.heads.size()) != t)
+      why << s.to_string() << ": heads= lists " << s.heads.size() << " ranks for t=" << t;
+    else if (sum != m.heads)
+      why << s.to_string() << ": heads= sums to " << sum << ", the model has heads=" << m.heads;
+    else if (f % m.heads != 0)
+      why << s.to_string() << ": ffn=" << f << " does not split by heads=" << m.heads;
+    else if (s.sp && m.seq % t != 0)
+      why << s.to_string() << ": t=" << t << " does not divide seq=" << m.seq;
   } else if (s.kind == StrategyKind::kTP1D) {
     if (attn && m.heads % t != 0) why << s.to_string() << ": t=" << t << " does not divide heads=" << m.heads;
     else if (!attn && f % t != 0) why << s.to_string() << ": t=" << t << " does not divide ffn=" << f;

@@ -149,8 +149,12 @@ double block_forward_flops(const ModelSpec& m, BlockKind kind, double sequences)
   return 4 * n * h * f;  // fc1 + fc2
 }
 
-double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
-  const double b = local_batch(m, s, world), t = s.degree();
+double head_part(const Strategy& s, int pos) { return pos < 0 ? s.max_part() : s.part(pos); }
+
+double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
+                        int pos) {
+  // Every FLOP of a tp1d block is split by heads or FFN columns: an uneven rank's part scales all.
+  const double b = local_batch(m, s, world), t = s.degree() / head_part(s, pos);
   const double fwd = block_forward_flops(m, kind, b) / t;
   const double core = attention_core_flops(m, kind, b) / t;
   // Flash attention: the core's backward is 2.5× its forward instead of 2×.
@@ -161,9 +165,10 @@ double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, i
 }
 
 double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s,
-                                int world) {
+                                int world, int pos) {
   const double n = double(local_batch(m, s, world)) * m.seq;
   const double h = m.hidden, f = m.ffn_size(), t = s.degree(), e = dtype_bytes(m.dtype);
+  const double th = t / head_part(s, pos);  // the head-split terms' divisor
   // The residual stream is sharded by sequence parallelism (tp1d sp) and over d2 (tp2d).
   double hs = h;
   if (s.kind == StrategyKind::kTP1D && s.sp) hs = h / t;
@@ -171,28 +176,30 @@ double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strate
   // LayerNorm (read, write) and bias + dropout + residual add (read 2, write 1, mask 1/e).
   double elems = 2 * hs + (3 + 1 / e) * hs;
   if (kind == BlockKind::kAttention) {
-    if (m.flash_attention) elems += 4 * h / t;  // Q, K, V read and O written by the kernel
-    return n * e * elems + attention_score_bytes(m, kind, s, world);
+    if (m.flash_attention) elems += 4 * h / th;  // Q, K, V read and O written by the kernel
+    return n * e * elems + attention_score_bytes(m, kind, s, world, pos);
   }
-  return n * e * (elems + 2 * f / t);  // bias + GeLU: read and write the fc1 output
+  return n * e * (elems + 2 * f / th);  // bias + GeLU: read and write the fc1 output
 }
 
-double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
+double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
+                             int pos) {
   if (kind != BlockKind::kAttention || m.flash_attention) return 0;
   const double b = local_batch(m, s, world), e = dtype_bytes(m.dtype);
-  const double scores = double(m.heads) / s.degree() * m.seq * double(m.seq) * b;
+  const double scores =
+      double(m.heads) * head_part(s, pos) / s.degree() * m.seq * double(m.seq) * b;
   // scale-mask-softmax: read and write the scores; dropout: read, write, 1-byte mask.
   return scores * (2 * e + 2 * e + 1);
 }
 
-double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s) {
+double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s, int pos) {
   const double h = m.hidden, f = m.ffn_size();
   const bool attn = kind == BlockKind::kAttention;
   const double in_w = attn ? 3 * h * h : h * f, in_b = attn ? 3 * h : f;  // QKV / fc1
   const double out_w = attn ? h * h : f * h, out_b = h;                   // out / fc2
   switch (s.kind) {
     case StrategyKind::kDP: return 2 * h + in_w + in_b + out_w + out_b;
-    case StrategyKind::kTP1D: return 2 * h + (in_w + in_b + out_w) / s.t + out_b;
+    case StrategyKind::kTP1D: return 2 * h + (in_w + in_b + out_w) * head_part(s, pos) / s.t + out_b;
     case StrategyKind::kTP2D: {
       const double t = s.d1 * s.d2;
       const double in_bias = attn ? in_b / t : in_b / s.d1;  // QKV bias follows the RS over d2
@@ -203,12 +210,12 @@ double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s) 
 }
 
 double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
-                              bool prev_recomputes) {
+                              bool prev_recomputes, int pos) {
   const double sbh = double(m.seq) * local_batch(m, s, world) * m.hidden;
   const double as2b = double(m.heads) * m.seq * m.seq * local_batch(m, s, world);
   const double scale = dtype_bytes(m.dtype) / 2.0;  // the paper counts 16-bit activations
   const bool attn = kind == BlockKind::kAttention;
-  const double t = s.degree();
+  const double t = s.degree(), th = t / head_part(s, pos);  // th: the head-split terms' divisor
   const bool sharded_seq = s.kind == StrategyKind::kTP1D && s.sp;
   // Selective recomputation and flash attention keep no a·s² scores (Korthikanti Table 2:
   // the 5·a·s/h term goes); flash keeps its output and log-sum-exp, counted in the s·b·h terms.
@@ -225,8 +232,10 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
       bytes = attn ? 13 * sbh + 5 * scores * as2b : 21 * sbh;
       break;
     case StrategyKind::kTP1D:
-      if (sharded_seq) bytes = (attn ? 13 * sbh + 5 * scores * as2b : 21 * sbh) / t;
-      else bytes = attn ? 5 * sbh + 8 * sbh / t + 5 * scores * as2b / t : 5 * sbh + 16 * sbh / t;
+      // 13 = 5 (LayerNorm, dropout, residual: sequence-split with sp, else whole) + 8 (QKV
+      // output, core, projection input: head-split); 21 = 5 + 16 (fc1 output, GeLU: columns).
+      bytes = 5 * sbh / (sharded_seq ? t : 1) + (attn ? 8 : 16) * sbh / th +
+              (attn ? 5 * scores * as2b / th : 0);
       break;
     case StrategyKind::kTP2D:  // replicated parts sharded over d2; GEMM inputs as placed
       bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 + 5 * scores * as2b / t

@@ -61,7 +61,12 @@ double attention_core_flops(const ModelSpec& m, BlockKind kind, double sequences
 // Per-rank FLOPs of one iteration: fwd + bwd (2× fwd) + recompute (full: 1× fwd; selective:
 // the attention core) divided by degree. Flash attention's backward recomputes QKᵀ: its core
 // backward is 2.5× the forward (5 GEMMs against 2; Dao 2023, FlashAttention-2, §3.1.2).
-double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world);
+// `pos`: the rank's position in its tensor group, which matters for an uneven tp1d strategy
+// (strategy.h heads=): its head-split work scales by s.part(pos). pos < 0: the fullest rank.
+double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
+                        int pos = -1);
+// s.part(pos), or s.max_part() for pos < 0.
+double head_part(const Strategy& s, int pos);
 
 // Bytes that the memory-bound kernels of one block move per rank in one pass (forward or
 // backward; backward moves twice the forward's): LayerNorm, bias + dropout + residual add,
@@ -69,17 +74,18 @@ double block_rank_flops(const ModelSpec& m, BlockKind kind, const Strategy& s, i
 // a·s² scores. Counted per element read or written (Korthikanti et al. 2022, §4.1 lists the
 // same tensors); fused kernels of Megatron-Core (bias-GeLU, bias-dropout-add) counted once.
 double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s,
-                                int world);
+                                int world, int pos = -1);
 // Of those, what selective recomputation replays (softmax and dropout over the scores).
-double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world);
+double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
+                             int pos = -1);
 
 // Parameters held by one rank for this block.
-double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s);
+double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s, int pos = -1);
 // Korthikanti et al. 2022, Table 2, in bytes, scaled from 16-bit activations to m.dtype.
 // `prev_recomputes`: for an MLP block, whether the same layer's attention block recomputes
 // too (then the layer stores only its input, as in full-layer recomputation).
 double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
-                              bool prev_recomputes);
+                              bool prev_recomputes, int pos = -1);
 // Per layer, both blocks with the given strategies (the four cases of the paper).
 double layer_activation_bytes(const ModelSpec& m, const Strategy& attn, const Strategy& mlp,
                               int world);

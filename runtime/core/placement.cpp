@@ -109,6 +109,8 @@ BlockPlacement place(const Strategy& s, int rank, int world, bool with_data) {
       << world;
     throw std::invalid_argument(m.str());
   }
+  if (s.uneven() && (s.kind != StrategyKind::kTP1D || static_cast<int>(s.heads.size()) != t))
+    throw std::invalid_argument(s.to_string() + ": heads= needs tp1d with one count per rank");
   BlockPlacement p;
   p.strategy = s;
   p.world = world;
@@ -146,11 +148,53 @@ BlockPlacement place_block_mesh(const Strategy& s, int rank, int world) {
   return place(s, rank, world, false);
 }
 
+std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, int i) {
+  if (!s.uneven()) {
+    if (s.degree() <= 0 || m.heads % s.degree() != 0)
+      throw std::invalid_argument("degree does not divide heads=" + std::to_string(m.heads));
+    const int64_t per = m.heads / s.degree();
+    return {i * per, (i + 1) * per};
+  }
+  int64_t sum = 0, lo = 0;
+  for (size_t k = 0; k < s.heads.size(); ++k) {
+    if (static_cast<int>(k) < i) lo += s.heads[k];
+    sum += s.heads[k];
+  }
+  if (s.kind != StrategyKind::kTP1D || static_cast<int>(s.heads.size()) != s.t)
+    throw std::invalid_argument("heads= needs a tp1d strategy with one count per rank");
+  if (sum != m.heads)
+    throw std::invalid_argument("heads= sums to " + std::to_string(sum) + ", the model has heads=" +
+                                std::to_string(m.heads));
+  if (m.ffn_size() % m.heads != 0)
+    throw std::invalid_argument("ffn=" + std::to_string(m.ffn_size()) +
+                                " columns do not split by heads=" + std::to_string(m.heads));
+  return {lo, lo + s.heads[i]};
+}
+
 std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const BlockPlacement& p) {
   const int64_t h = m.hidden, f = m.ffn_size();
   std::vector<Box> out;
   out.reserve(6);
   try {
+    if (p.strategy.uneven()) {
+      // tp1d with heads per rank (strategy.h): rank i1 holds heads [a, b) and the FFN columns
+      // of the same share; a 1D group has n2 = 1, so every other dimension is whole.
+      const auto [a, b] = head_range(m, p.strategy, p.i1);
+      const int64_t d = h / m.heads, c = f / m.heads;
+      out.push_back(Box{{0}, {h}});
+      out.push_back(Box{{0}, {h}});
+      if (kind == BlockKind::kAttention) {
+        out.push_back(Box{{0, 3 * d * a}, {h, 3 * d * b}});
+        out.push_back(Box{{3 * d * a}, {3 * d * b}});
+        out.push_back(Box{{d * a, 0}, {d * b, h}});
+      } else {
+        out.push_back(Box{{0, c * a}, {h, c * b}});
+        out.push_back(Box{{c * a}, {c * b}});
+        out.push_back(Box{{c * a, 0}, {c * b, h}});
+      }
+      out.push_back(Box{{0}, {h}});
+      return out;
+    }
     out.push_back(box1(h, p.i2, p.n2, "ln.weight"));
     out.push_back(box1(h, p.i2, p.n2, "ln.bias"));
     if (kind == BlockKind::kAttention) {
@@ -182,7 +226,11 @@ int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlac
 
 double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s) {
   try {
-    return static_cast<double>(block_param_elements(m, kind, place_block_mesh(s, 0, s.degree())));
+    int fullest = 0;
+    for (int i = 1; i < static_cast<int>(s.heads.size()); ++i)
+      if (s.heads[i] > s.heads[fullest]) fullest = i;
+    return static_cast<double>(
+        block_param_elements(m, kind, place_block_mesh(s, fullest, s.degree())));
   } catch (const std::invalid_argument&) {
     return block_rank_params(m, kind, s);
   }

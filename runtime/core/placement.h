@@ -94,6 +94,12 @@ struct ParamShard {
   bool decay = false;               // AdamW weight decay applies (matrices only)
 };
 
+// Heads [lo, hi) that rank i of s's tensor group holds (the even split's t-th parts, or s.heads'
+// prefix sums). Throws std::invalid_argument when the split does not fit the model: the degree
+// does not divide the heads, s.heads does not sum to them, or the FFN columns do not split by
+// head (an uneven MLP takes f/heads columns per head).
+std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, int i);
+
 // Parameters of block `block` (names "h.<layer>.attn.*" / "h.<layer>.mlp.*") in a fixed order:
 // ln.weight, ln.bias, then qkv.weight, qkv.bias, proj.weight, proj.bias (attention) or
 // fc1.weight, fc1.bias, fc2.weight, fc2.bias (MLP). Throws std::invalid_argument when a
@@ -104,8 +110,8 @@ std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const Blo
 // Parameter elements of one block on rank p.rank (= elements of each optimizer-state tensor).
 int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlacement& p);
 
-// Parameter elements every rank of strategy s holds of a block (all ranks hold equally many:
-// the splits are equal), from the boxes of rank 0. A strategy whose dimensions do not split
+// Parameter elements the fullest rank of strategy s holds of a block (all ranks hold equally
+// many unless s is uneven), from the boxes of rank 0 (uneven: of the rank with most heads). A strategy whose dimensions do not split
 // evenly has no boxes (no run can use it); for it this returns cost.h's fractional closed form
 // block_rank_params, which equals the box count wherever boxes exist (placement_test).
 double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s);

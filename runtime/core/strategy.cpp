@@ -1,7 +1,9 @@
 #include "runtime/core/strategy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -18,7 +20,7 @@ std::string trim(const std::string& s) {
 [[noreturn]] void fail(const std::string& text, const std::string& why) {
   throw std::invalid_argument("bad strategy '" + text + "': " + why +
                               " (expected e.g. dp, tp1d(t=4), tp1d(t=4,sp=1), "
-                              "tp2d(d1=2,d2=4,first=row), with optional chunks=k, recompute=1|sel)");
+                              "tp2d(d1=2,d2=4,first=row), with optional chunks=k, recompute=1|sel; tp1d also heads=n/n/...)");
 }
 
 constexpr long long kMaxDegree = 999999;  // the largest 6-digit value parse_int accepts
@@ -38,6 +40,38 @@ bool parse_flag(const std::string& text, const std::string& key, const std::stri
 }
 
 }  // namespace
+
+double Strategy::part(int i) const {
+  if (heads.empty() || i < 0 || i >= static_cast<int>(heads.size())) return 1.0;
+  long long sum = 0;
+  for (int h : heads) sum += h;
+  return sum > 0 ? double(t) * heads[i] / double(sum) : 1.0;
+}
+
+double Strategy::max_part() const {
+  double m = 1.0;
+  for (int i = 0; i < static_cast<int>(heads.size()); ++i) m = i ? std::max(m, part(i)) : part(i);
+  return m;
+}
+
+uint32_t Strategy::heads_key() const {
+  if (heads.empty()) return 0;
+  static std::mutex mu;
+  static std::map<std::vector<int>, uint32_t> ids;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = ids.find(heads);
+  if (it != ids.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(ids.size()) + 1;
+  ids.emplace(heads, id);
+  return id;
+}
+
+void Strategy::set_heads(std::vector<int> counts) {
+  if (!counts.empty() &&
+      std::all_of(counts.begin(), counts.end(), [&](int h) { return h == counts[0]; }))
+    counts.clear();
+  heads = std::move(counts);
+}
 
 int Strategy::degree() const {
   switch (kind) {
@@ -71,7 +105,7 @@ bool Strategy::operator==(const Strategy& o) const {
     return false;
   switch (kind) {
     case StrategyKind::kDP: return true;
-    case StrategyKind::kTP1D: return t == o.t && sp == o.sp;
+    case StrategyKind::kTP1D: return t == o.t && sp == o.sp && heads == o.heads;
     case StrategyKind::kTP2D: return d1 == o.d1 && d2 == o.d2 && row_first == o.row_first;
   }
   return false;
@@ -87,6 +121,11 @@ std::string Strategy::to_string() const {
       out << "tp1d";
       add("t=" + std::to_string(t));
       if (sp) add("sp=1");
+      if (!heads.empty()) {
+        std::string h;
+        for (size_t i = 0; i < heads.size(); ++i) h += (i ? "/" : "") + std::to_string(heads[i]);
+        add("heads=" + h);
+      }
       break;
     case StrategyKind::kTP2D:
       out << "tp2d";
@@ -138,6 +177,14 @@ Strategy Strategy::parse(const std::string& raw) {
       s.t = parse_int(text, key, value);
     } else if (key == "sp" && s.kind == StrategyKind::kTP1D) {
       s.sp = parse_flag(text, key, value);
+    } else if (key == "heads" && s.kind == StrategyKind::kTP1D) {
+      std::stringstream hs(value);
+      std::string part;
+      while (std::getline(hs, part, '/')) {
+        if (s.heads.size() >= 4096) fail(text, "heads= lists more than 4096 ranks");
+        s.heads.push_back(parse_int(text, key, trim(part)));
+      }
+      if (s.heads.empty() || value.back() == '/') fail(text, "heads= needs n/n/... (one per rank)");
     } else if (key == "d1" && s.kind == StrategyKind::kTP2D) {
       s.d1 = parse_int(text, key, value);
     } else if (key == "d2" && s.kind == StrategyKind::kTP2D) {
@@ -156,6 +203,15 @@ Strategy Strategy::parse(const std::string& raw) {
     }
   }
   if (s.kind == StrategyKind::kTP1D && s.t < 1) fail(text, "t must be ≥ 1");
+  if (!s.heads.empty()) {
+    if (static_cast<int>(s.heads.size()) != s.t)
+      fail(text, "heads= lists " + std::to_string(s.heads.size()) + " ranks for t=" + std::to_string(s.t));
+    for (int h : s.heads)
+      if (h < 1) fail(text, "every rank of heads= needs at least one head");
+    // All equal is the even split: one spelling per strategy.
+    if (std::all_of(s.heads.begin(), s.heads.end(), [&](int h) { return h == s.heads[0]; }))
+      fail(text, "heads= with equal counts is the even split: leave heads= out");
+  }
   if (s.kind == StrategyKind::kTP2D && (s.d1 < 1 || s.d2 < 1)) fail(text, "d1 and d2 must be ≥ 1");
   // degree() is d1·d2 in an int: bound the mesh like a single degree (6 digits), so that no
   // parsed strategy overflows it (d1=d2=999999 did).

@@ -3,6 +3,11 @@
 //   dp                              replicated, batch split P ways
 //   tp1d(t=4)                       Megatron 1D of degree t, P/t replicas split the batch
 //   tp1d(t=4,sp=1)                  + sequence parallelism
+//   tp1d(t=4,heads=5/5/5/1)         uneven shards: rank i of each tensor group holds heads_i
+//                                   attention heads (Σ = the model's heads) and, in the MLP,
+//                                   the same share of the FFN columns (f·heads_i/heads); the
+//                                   group's collectives are those of the even split (their
+//                                   messages carry the full hidden width or a sequence slice)
 //   tp2d(d1=2,d2=4,first=row)       ATP 2D on a d1×d2 mesh (t = d1·d2)
 //   ...,chunks=2 / ...,recompute=1  chunked overlap / full activation recomputation
 //   ...,recompute=sel               selective recomputation (Korthikanti et al. 2022): only the
@@ -12,7 +17,9 @@
 // that says which part is wrong. Options are printed in a fixed order so strings compare.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace shardgym {
 
@@ -27,9 +34,25 @@ struct Strategy {
   int chunks = 1;          // ATP chunk-based overlap, k ≥ 1
   bool recompute = false;  // full activation recomputation of the block
   bool selective = false;  // selective recomputation (attention core only); excludes recompute
+  // tp1d only: attention heads per rank of a tensor group, in group order (size t, each ≥ 1,
+  // Σ = the model's heads); empty = the even split. The MLP's FFN columns follow the same
+  // shares. Whether Σ matches a model is checked where the model is known (placement).
+  std::vector<int> heads;
 
   // Ranks that hold one copy of the block: 1 for dp, t for tp1d, d1·d2 for tp2d.
   int degree() const;
+  bool uneven() const { return !heads.empty(); }
+  // Rank i of the tensor group: its head-split work (heads, FFN columns, their GEMMs and
+  // parameters) over the even split's, t·heads_i/Σheads; 1 for an even strategy.
+  double part(int i) const;
+  // The largest part of any rank (the one that bounds memory and the group's time).
+  double max_part() const;
+  // A small number that names `heads` exactly within this process: 0 for the even split,
+  // the same id for equal lists (interned), so packed keys can carry it.
+  uint32_t heads_key() const;
+  // Sets the uneven split, or clears it when every count is equal (one spelling per strategy).
+  void set_heads(std::vector<int> counts);
+
   // Replicas (data-parallel copies) in a world of P ranks: P / degree().
   int replicas(int world) const { return world / degree(); }
 

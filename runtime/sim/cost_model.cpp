@@ -81,31 +81,34 @@ double CostModel::moved_bytes_per_param() const {
   return cond_.model.state_bytes_per_param() - cond_.model.grad_bytes();
 }
 
-double CostModel::slowest_pass(const std::vector<Gemm>& dense, const std::vector<Gemm>& core,
-                               double core_flops, double mem_bytes, const std::string& kind,
+double CostModel::slowest_pass(const std::vector<PassShape>& by_pos, const std::string& kind,
                                const PassWork& w, double& busy_j) const {
   const int elem = dtype_bytes(cond_.model.dtype);
   const bool builtin = calib_.source() == "builtin";
-  std::vector<double> per_device(cluster_.devices.size(), -1);
+  const size_t npos = by_pos.size();
+  std::vector<double> per_device(cluster_.devices.size() * npos, -1);
   double slowest = 0;
   for (int r = 0; r < world_; ++r) {
     const int d = rank_device_[r];
+    const size_t pos = npos == 1 ? 0 : size_t(r) % npos;
+    const PassShape& ps = by_pos[pos];
     const DeviceType& dev = cluster_.devices[d];
-    if (per_device[d] < 0) {
+    double& per = per_device[size_t(d) * npos + pos];
+    if (per < 0) {
       // The builtin table's shape efficiencies top out at 0.80; the device's gemm_efficiency
       // rescales them (a calibration file gives absolute efficiencies).
       const double peak = builtin ? dev.peak_flops * dev.gemm_efficiency / 0.80 : dev.peak_flops;
-      const double t_dense = gemm_time(dense, peak, dev.memory_bw, elem, calib_, dev.name, kind);
+      const double t_dense = gemm_time(ps.dense, peak, dev.memory_bw, elem, calib_, dev.name, kind);
       const double t_core =
           cond_.model.flash_attention
-              ? core_flops / (dev.peak_flops * dev.attention_efficiency)
-              : gemm_time(core, peak, dev.memory_bw, elem, calib_, dev.name, kind);
+              ? ps.core_flops / (dev.peak_flops * dev.attention_efficiency)
+              : gemm_time(ps.core, peak, dev.memory_bw, elem, calib_, dev.name, kind);
       const double t_mem = terms_.memory_bound && dev.memory_bw > 0 && dev.memory_efficiency > 0
-                               ? mem_bytes / (dev.memory_bw * dev.memory_efficiency)
+                               ? ps.mem / (dev.memory_bw * dev.memory_efficiency)
                                : 0.0;
-      per_device[d] = w.dense * t_dense + w.core * t_core + w.mem * t_mem;
+      per = w.dense * t_dense + w.core * t_core + w.mem * t_mem;
     }
-    const double t = per_device[d] * cond_.slowdown[r] * work(r);
+    const double t = per * cond_.slowdown[r] * work(r);
     slowest = std::max(slowest, t);
     busy_j += (dev.busy_w - dev.idle_w) * t;
   }
@@ -113,15 +116,15 @@ double CostModel::slowest_pass(const std::vector<Gemm>& dense, const std::vector
 }
 
 std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, const Strategy& s,
-                                         int world) {
+                                         int world, int pos) {
   const double b = local_batch(m, s, world), k = s.chunks;
   const double n = b * m.seq / k;  // tokens per chunk
   const double h = m.hidden, f = m.ffn_size();
   double a = 1, c = 1;  // input-dim and output-dim shards of the in-GEMM (tp1d: 1 and t)
-  if (s.kind == StrategyKind::kTP1D) c = s.t;
+  if (s.kind == StrategyKind::kTP1D) c = s.t / head_part(s, pos);  // uneven: the rank's heads
   if (s.kind == StrategyKind::kTP2D) a = s.d2, c = s.d1;
   if (kind == BlockKind::kAttention) {
-    const double heads = double(m.heads) / s.degree(), dh = h / m.heads;
+    const double heads = double(m.heads) * head_part(s, pos) / s.degree(), dh = h / m.heads;
     return {{n, h / a, 3 * h / c, k},              // QKV
             {n, h / c, h / a, k},                  // attention out
             {double(m.seq), dh, double(m.seq), b * heads},   // Q·Kᵀ per head
@@ -187,12 +190,19 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   const ModelSpec& m = cond_.model;
   BlockCost out;
   out.flops_per_rank = block_rank_flops(m, kind, s, world_);
-  // The forward's GEMMs: dense ones, and (attention) the batched QKᵀ and ·V of the core.
-  std::vector<Gemm> dense = block_gemms(m, kind, s, world_), core;
-  if (kind == BlockKind::kAttention) core.assign(dense.begin() + 2, dense.end()), dense.resize(2);
+  // The forward's GEMMs: dense ones, and (attention) the batched QKᵀ and ·V of the core; one
+  // set for every rank, or one per position of an uneven tensor group (its ranks' heads differ).
   const double b = local_batch(m, s, world_);
-  const double core_flops = attention_core_flops(m, kind, b) / s.degree();
-  const double mem = block_memory_bound_bytes(m, kind, s, world_);
+  std::vector<PassShape> pass(s.uneven() ? s.degree() : 1);
+  for (int i = 0; i < static_cast<int>(pass.size()); ++i) {
+    const int pos = s.uneven() ? i : -1;
+    PassShape& ps = pass[i];
+    ps.dense = block_gemms(m, kind, s, world_, pos);
+    if (kind == BlockKind::kAttention)
+      ps.core.assign(ps.dense.begin() + 2, ps.dense.end()), ps.dense.resize(2);
+    ps.core_flops = attention_core_flops(m, kind, b) * head_part(s, pos) / s.degree();
+    ps.mem = block_memory_bound_bytes(m, kind, s, world_, pos);
+  }
   const std::string name = block_kind_name(kind);
   // Pass weights: backward = 2× forward (flash's core: 2.5×, its QKᵀ recomputed); full
   // recomputation replays the forward in the backward, selective the core and its softmax.
@@ -200,12 +210,15 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   PassWork fwd_w{1, 1, 1}, bwd_w{2, core_bwd, 2};
   if (s.recompute) bwd_w = {3, core_bwd + 1, 3};
   double busy_f = 0, busy_b = 0;
-  out.fwd_s = slowest_pass(dense, core, core_flops, mem, name, fwd_w, busy_f);
-  out.bwd_s = slowest_pass(dense, core, core_flops, mem, name, bwd_w, busy_b);
+  out.fwd_s = slowest_pass(pass, name, fwd_w, busy_f);
+  out.bwd_s = slowest_pass(pass, name, bwd_w, busy_b);
   if (s.selective && !s.recompute && !m.flash_attention) {
+    // The replay: the core and the softmax over the scores (their bytes are part of ps.mem).
     double busy_sel = 0;
-    const double score_fraction = mem > 0 ? attention_score_bytes(m, kind, s, world_) / mem : 0;
-    out.bwd_s += slowest_pass(dense, core, core_flops, mem, name, {0, 1, score_fraction}, busy_sel);
+    std::vector<PassShape> replay = pass;
+    for (int i = 0; i < static_cast<int>(replay.size()); ++i)
+      replay[i].mem = attention_score_bytes(m, kind, s, world_, s.uneven() ? i : -1);
+    out.bwd_s += slowest_pass(replay, name, {0, 1, 1}, busy_sel);
     busy_b += busy_sel;
   }
   out.busy_energy_j = busy_f + busy_b;
@@ -221,7 +234,9 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   double& hidden_bwd = out.tp_comm_bwd_hidden_s;
   if (async_bwd > 0) {
     double busy_w = 0;
-    const double wgrad = slowest_pass({dense[0]}, {}, 0, 0, name, {1, 0, 0}, busy_w);
+    std::vector<PassShape> in_gemm(pass.size());
+    for (size_t i = 0; i < pass.size(); ++i) in_gemm[i].dense = {pass[i].dense[0]};
+    const double wgrad = slowest_pass(in_gemm, name, {1, 0, 0}, busy_w);
     hidden_bwd = std::min(async_bwd, wgrad);
   }
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.

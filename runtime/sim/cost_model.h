@@ -143,8 +143,9 @@ class CostModel {
   double moved_bytes_per_param() const;
 
   // Per-rank GEMMs of one block's forward pass (all chunks), for the roofline.
+  // `pos`: the rank's position in its tensor group (uneven tp1d; < 0: the fullest rank).
   static std::vector<Gemm> block_gemms(const ModelSpec& m, BlockKind kind, const Strategy& s,
-                                       int world);
+                                       int world, int pos = -1);
 
  private:
   // Compute time of `flops` whose GEMMs are `gemms`, per rank (slowdown applied), and the
@@ -152,12 +153,17 @@ class CostModel {
   void compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
                      double& slowest_s, double& busy_j) const;
   // Seconds of one pass of a block on the slowest rank: dense GEMMs, the attention core and
-  // `mem_bytes` of memory-bound traffic, each weighted (fwd = 1, bwd = 2, ...).
+  // `mem` bytes of memory-bound traffic, each weighted (fwd = 1, bwd = 2, ...). `by_pos` holds
+  // one shape for every rank, or (uneven tp1d) one per position in the tensor group: rank r
+  // runs by_pos[r mod t].
   struct PassWork {
     double dense = 0, core = 0, mem = 0;
   };
-  double slowest_pass(const std::vector<Gemm>& dense, const std::vector<Gemm>& core,
-                      double core_flops, double mem_bytes, const std::string& kind,
+  struct PassShape {
+    std::vector<Gemm> dense, core;
+    double core_flops = 0, mem = 0;
+  };
+  double slowest_pass(const std::vector<PassShape>& by_pos, const std::string& kind,
                       const PassWork& w, double& busy_j) const;
   double work(int r) const { return cond_.work.empty() ? 1.0 : cond_.work[r]; }
   // The groups of `axis` (as group_shapes) without the excluded ranks.

@@ -242,11 +242,13 @@ uint32_t activation_layout_key(const Strategy& s) {
   return t | d2 << 12 | sp << 24 | first << 25;
 }
 
-uint32_t param_layout_key(const Strategy& s) {
+uint64_t param_layout_key(const Strategy& s) {
   const uint32_t d1 = s.kind == StrategyKind::kTP2D ? s.d1 : s.degree();
   const uint32_t d2 = s.kind == StrategyKind::kTP2D ? s.d2 : 1;
   const uint32_t first = d1 > 1 && d2 > 1 && !s.row_first ? 1 : 0;
-  return d1 | d2 << 12 | first << 24;
+  // An uneven split's boxes differ from the even one's: its interned id (strategy.h).
+  const uint64_t uneven = s.kind == StrategyKind::kTP1D ? s.heads_key() : 0;
+  return uint64_t(d1) | uint64_t(d2) << 12 | uint64_t(first) << 24 | uneven << 25;
 }
 
 }  // namespace shardgym

@@ -73,6 +73,6 @@ std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind, co
 // no redistribution needed; equal param keys: a change moves no bytes). chunks, recompute
 // and (for parameters) sp do not change placement; dp ≡ tp1d(t=1), tp1d(t) ≡ tp2d(d1=t, d2=1).
 uint32_t activation_layout_key(const Strategy& s);
-uint32_t param_layout_key(const Strategy& s);
+uint64_t param_layout_key(const Strategy& s);
 
 }  // namespace shardgym

@@ -327,7 +327,8 @@ class SimRun : public TrainingRun {
   // Strategies known to the caches: the catalog's, then any other a plan used.
   mutable std::vector<Strategy> entries_;
   mutable std::vector<int> act_id_, param_id_;  // dense layout ids of each entry
-  mutable std::vector<uint32_t> act_keys_, param_keys_;
+  mutable std::vector<uint32_t> act_keys_;
+  mutable std::vector<uint64_t> param_keys_;
   mutable std::vector<uint64_t> entry_keys_;  // exact packed key of each entry
   mutable std::vector<uint8_t> recomputes_;   // entries_[e].recompute, one byte each (hot)
   mutable std::vector<uint64_t> hash_keys_;

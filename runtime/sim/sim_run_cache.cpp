@@ -29,6 +29,8 @@ uint64_t strategy_key(const Strategy& s) {
   uint64_t a = 0, b = 0, sp = 0, row = 0;
   if (s.kind == StrategyKind::kTP1D) a = uint64_t(s.t), sp = s.sp ? 1 : 0;
   if (s.kind == StrategyKind::kTP2D) a = uint64_t(s.d1), b = uint64_t(s.d2), row = s.row_first;
+  // An uneven tp1d split (strategy.h heads=) rides in tp2d's unused d2 bits, by its id.
+  if (s.kind == StrategyKind::kTP1D) b = s.heads_key();
   const uint64_t chunks = uint64_t(s.chunks);
   if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
   return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |
@@ -40,7 +42,8 @@ size_t hash_slot(uint64_t key, size_t mask) {
 }
 
 // Dense id of `key` in `keys`, appended if new.
-int dense_id(std::vector<uint32_t>& keys, uint32_t key) {
+template <typename Key>
+int dense_id(std::vector<Key>& keys, Key key) {
   auto it = std::find(keys.begin(), keys.end(), key);
   if (it != keys.end()) return static_cast<int>(it - keys.begin());
   keys.push_back(key);

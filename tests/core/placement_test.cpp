@@ -128,5 +128,77 @@ TEST(Placement, RejectsWhatDoesNotSplit) {
                std::invalid_argument);
 }
 
+// Uneven tp1d shards (strategy.h heads=): within a tensor group the ranks' boxes of every
+// split parameter are disjoint and cover it whole, rank i holds exactly its heads' columns
+// (QKV, fc1) and rows (projection, fc2), the cost model's closed form counts each position's
+// elements, and rank_param_elements is the fullest rank's.
+TEST(Placement, UnevenHeadsPartitionEveryTensorByHead) {
+  const ModelSpec m = model();  // 12 heads of width 4, ffn 96: 8 columns per head
+  std::mt19937 rng(3);
+  for (int t : {2, 3, 4, 6}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<int> heads(t, 1);
+      for (int k = t; k < m.heads; ++k) ++heads[rng() % t];
+      Strategy s = Strategy::tp1d(t, trial % 2 == 1);
+      s.set_heads(heads);
+      if (!s.uneven()) continue;
+      ASSERT_EQ(Strategy::parse(s.to_string()), s) << s.to_string();
+      for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+        ASSERT_EQ(strategy_invalid_reason(s, m, kind, t), "") << s.to_string();
+        std::vector<std::vector<Box>> boxes;
+        double fullest = 0;
+        for (int q = 0; q < t; ++q) {
+          const BlockPlacement p = place_block(s, q, t);
+          boxes.push_back(block_param_boxes(m, kind, p));
+          const double n = double(block_param_elements(m, kind, p));
+          EXPECT_DOUBLE_EQ(n, block_rank_params(m, kind, s, q)) << s.to_string() << " rank " << q;
+          fullest = std::max(fullest, n);
+          const int64_t cols = kind == BlockKind::kAttention ? 3 * 4 * heads[q] : 8 * heads[q];
+          EXPECT_EQ(boxes[q][2].extent(1), cols) << s.to_string() << " rank " << q;
+        }
+        EXPECT_DOUBLE_EQ(rank_param_elements(m, kind, s), fullest);
+        EXPECT_DOUBLE_EQ(block_rank_params(m, kind, s), fullest);
+        const int64_t h = m.hidden, f = m.ffn_size();
+        const std::vector<std::vector<int64_t>> shapes =
+            kind == BlockKind::kAttention
+                ? std::vector<std::vector<int64_t>>{{h}, {h}, {h, 3 * h}, {3 * h}, {h, h}, {h}}
+                : std::vector<std::vector<int64_t>>{{h}, {h}, {h, f}, {f}, {f, h}, {h}};
+        for (size_t k = 0; k < shapes.size(); ++k) {
+          const Box whole = Box::whole(shapes[k]);
+          const bool replicated = k < 2 || k == 5;
+          int64_t covered = 0;
+          for (int q = 0; q < t; ++q) {
+            EXPECT_TRUE(whole.contains(boxes[q][k]));
+            if (replicated) EXPECT_EQ(boxes[q][k], whole);
+            covered += boxes[q][k].numel();
+            for (int r = q + 1; r < t && !replicated; ++r)
+              EXPECT_EQ(boxes[q][k].overlap(boxes[r][k]), 0) << s.to_string() << " param " << k;
+          }
+          EXPECT_EQ(covered, replicated ? t * whole.numel() : whole.numel())
+              << s.to_string() << " param " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(Placement, UnevenHeadsThatDoNotFitTheModelAreRefusedWithTheReason) {
+  const ModelSpec m = model();
+  Strategy s = Strategy::parse("tp1d(t=2,heads=7/6)");  // 13 heads, the model has 12
+  EXPECT_NE(strategy_invalid_reason(s, m, BlockKind::kAttention, 2).find("sums to 13"),
+            std::string::npos);
+  EXPECT_THROW(block_param_boxes(m, BlockKind::kMlp, place_block(s, 0, 2)), std::invalid_argument);
+  ModelSpec odd = m;
+  odd.ffn = 100;  // not a multiple of 12 heads: the MLP has no per-head column split
+  s = Strategy::parse("tp1d(t=2,heads=7/5)");
+  EXPECT_NE(strategy_invalid_reason(s, odd, BlockKind::kMlp, 2).find("does not split by heads"),
+            std::string::npos);
+  EXPECT_THROW(Strategy::parse("tp1d(t=2,heads=6/6)"), std::invalid_argument);  // even: no heads=
+  EXPECT_THROW(Strategy::parse("tp1d(t=3,heads=6/6)"), std::invalid_argument);  // 2 counts, t=3
+  EXPECT_THROW(Strategy::parse("tp1d(t=2,heads=12/0)"), std::invalid_argument);
+  EXPECT_THROW(Strategy::parse("tp2d(d1=2,d2=2,first=row,heads=1/2/3/6)"), std::invalid_argument);
+  EXPECT_THROW(Strategy::parse("tp1d(t=2,heads=5/)"), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace shardgym

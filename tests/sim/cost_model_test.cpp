@@ -190,5 +190,33 @@ TEST(CostModel, StragglerAndChunkOverlap) {
   EXPECT_LT(ch.comm_s, base.comm_s);
 }
 
+// Uneven tp1d shards (strategy.h heads=): a rank with fewer heads computes less, so a straggler
+// given fewer heads no longer sets the group's pace, while the collectives stay the even
+// split's. Without a straggler the even split is the fastest.
+TEST(CostModel, UnevenHeadsShiftWorkOffASlowRank) {
+  const ModelSpec m = testing::gpt(1, 4096, 32, 1024, 2);
+  const ClusterSpec c = testing::cluster(1, 4, testing::h100_sxm(), testing::nvswitch());
+  CostModel cm(c, default_calibration());
+  Conditions cond = cm.conditions();
+  cond.model = m;
+  cm.set_conditions(cond);
+  const Strategy even = Strategy::tp1d(4);
+  const Strategy uneven = Strategy::parse("tp1d(t=4,heads=9/9/9/5)");  // rank 3: 5 of 32 heads
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+    const BlockCost e = cm.block_cost(kind, even), u = cm.block_cost(kind, uneven);
+    EXPECT_GT(u.fwd_s, e.fwd_s);  // ranks 0-2 hold 9/8 of the even work
+    EXPECT_DOUBLE_EQ(u.tp_comm_fwd_s, e.tp_comm_fwd_s);
+    EXPECT_DOUBLE_EQ(u.tp_comm_bwd_s, e.tp_comm_bwd_s);
+    EXPECT_GT(u.params_per_rank, e.params_per_rank);  // the fullest rank's
+  }
+  cond.slowdown[3] = 1.6;  // rank 3 at 1/1.6 of its speed: 9 : 9 : 9 : 5 ≈ 1 : 1 : 1 : 1/1.6
+  cm.set_conditions(cond);
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+    const BlockCost e = cm.block_cost(kind, even), u = cm.block_cost(kind, uneven);
+    EXPECT_LT(u.fwd_s, 0.8 * e.fwd_s) << block_kind_name(kind);
+    EXPECT_LT(u.bwd_s, 0.8 * e.bwd_s) << block_kind_name(kind);
+  }
+}
+
 }  // namespace
 }  // namespace shardgym

@@ -22,7 +22,7 @@ double dropout_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int 
   if (s.kind == StrategyKind::kTP1D && s.sp) replicated_div = s.degree();
   if (s.kind == StrategyKind::kTP2D) replicated_div = s.d2;
   double bytes = sbh / replicated_div;
-  if (kind == BlockKind::kAttention) bytes += 3 * as2b / s.degree();
+  if (kind == BlockKind::kAttention) bytes += 3 * as2b * s.max_part() / s.degree();  // fullest rank
   return scale * bytes;
 }
 
@@ -44,7 +44,7 @@ double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& 
                  dropout_bytes(m, kind, stored, world) + kept_gather_bytes(m, stored, world);
   if (kind == BlockKind::kAttention) {
     const double as2b = double(m.heads) * m.seq * m.seq * local_batch(m, s, world);
-    bytes += dtype_bytes(m.dtype) * 2 * as2b / s.degree();
+    bytes += dtype_bytes(m.dtype) * 2 * as2b * s.max_part() / s.degree();
   }
   return bytes;
 }

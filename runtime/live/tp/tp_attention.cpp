@@ -14,8 +14,11 @@ at::Tensor attention_core(const BlockContext& ctx, const at::Tensor& n,
                           const std::vector<at::Tensor>& params) {
   const BlockPlacement& pl = ctx.place;
   Comm& g2 = *ctx.g2;
-  const int64_t h = ctx.model.hidden, heads = ctx.model.heads / pl.t, d = h / ctx.model.heads;
+  const int64_t h = ctx.model.hidden, d = h / ctx.model.heads;
   const at::Tensor &w = params[2], &b = params[3], &a = params[4];
+  // This rank's heads, from its QKV box (3h/n1 columns, split n2 ways by the reduce-scatter):
+  // heads/t for an even split, its own count for an uneven tp1d one (strategy.h heads=).
+  const int64_t heads = w.size(1) / (3 * d * pl.n2);
 
   // [B, S, 3h/n1] partial over G2 -> this rank's heads [B, S, 3h/t].
   at::Tensor qkv = reduce_scatter_to_group(linear_matmul(n, w), g2, 2) + b;

@@ -1,0 +1,184 @@
+// Uneven tensor-parallel shards on live ranks (strategy.h `tp1d(t=4,heads=3/2/2/1)`; docs/
+// design.md, "Uneven work and an elastic world"): rank i of a tensor group holds heads_i heads
+// and the same share of the FFN columns. The loss and every gradient equal the single-rank
+// reference's for uneven splits alone, with sequence parallelism, chunks and recomputation, in
+// random mixtures with every other kind, with micro-batches and with uneven data shares; and
+// AdamW training goes on through repartitions between even and uneven splits with the
+// reference trainer's losses, each rank holding exactly its heads' parameters.
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/core/catalog.h"
+#include "runtime/core/data_shares.h"
+#include "runtime/core/placement.h"
+#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/tp/micro_batches.h"
+#include "runtime/live/tp/rank_trainer.h"
+#include "tests/live/model/equivalence_util.h"
+
+namespace shardgym::live {
+namespace {
+
+using testing::Case;
+using testing::kTimeout;
+using testing::kTolDouble;
+
+// 8 heads of width 2 (hidden 16): a tensor group of 4 can hold 1 to 5 heads per rank.
+ModelSpec uneven_model() {
+  ModelSpec m = testing::tiny_model();
+  m.heads = 8;
+  return m;
+}
+
+// A random uneven split of `heads` over t ranks (each ≥ 1, not all equal).
+std::vector<int> random_heads(int heads, int t, std::mt19937& rng) {
+  for (;;) {
+    std::vector<int> h(t, 1);
+    for (int k = t; k < heads; ++k) ++h[rng() % t];
+    Strategy probe = Strategy::tp1d(t);
+    probe.set_heads(h);
+    if (probe.uneven()) return h;
+  }
+}
+
+// Every tp1d entry of the catalog (sp, chunks, recompute as the catalog has them) with two
+// random uneven splits, uniform over the blocks; then mixtures in which some blocks are uneven.
+std::vector<Case> uneven_cases(const ModelSpec& m, int world, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Case> out;
+  StrategyCatalog cat(m, world);
+  for (int i = 0; i < cat.size(); ++i) {
+    const Strategy base = cat.at(i);
+    if (base.kind != StrategyKind::kTP1D || base.t < 2) continue;
+    for (int k = 0; k < 2; ++k) {
+      Strategy s = base;
+      s.set_heads(random_heads(m.heads, s.t, rng));
+      out.push_back({"uniform:" + s.to_string(), Plan::uniform(s, m.num_blocks())});
+    }
+  }
+  for (Case c : testing::mixture_cases(m, world, 16, 900 + world)) {
+    for (Strategy& s : c.plan.blocks)
+      if (s.kind == StrategyKind::kTP1D && s.t >= 2 && rng() % 3 != 0)
+        s.set_heads(random_heads(m.heads, s.t, rng));
+    c.name = "mixture:" + c.plan.to_string();
+    out.push_back(c);
+  }
+  for (Case& c : out)
+    EXPECT_EQ(why_live_plan_invalid(m, c.plan, world), "") << c.name;
+  return out;
+}
+
+bool any_uneven(const std::vector<Case>& cases, bool with_sp, bool with_chunks,
+                bool with_recompute) {
+  for (const Case& c : cases)
+    for (const Strategy& s : c.plan.blocks)
+      if (s.uneven() && s.sp == with_sp && (s.chunks > 1) == with_chunks &&
+          s.recompute == with_recompute)
+        return true;
+  return false;
+}
+
+TEST(UnevenHeads, LossAndGradientsMatchTheReferenceOnTwoAndFourRanks) {
+  const ModelSpec m = uneven_model();
+  for (int world : {2, 4}) {
+    const std::vector<Case> cases = uneven_cases(m, world, 17 + world);
+    EXPECT_TRUE(any_uneven(cases, false, false, false)) << "P=" << world;
+    EXPECT_TRUE(any_uneven(cases, true, false, false)) << "P=" << world << ": no sp case";
+    testing::expect_equivalent(m, world, at::kDouble, kTolDouble, cases);
+  }
+}
+
+TEST(UnevenHeads, MicroBatchesAndUnevenDataSharesMatchTheReference) {
+  const ModelSpec m = uneven_model();
+  const int world = 4;
+  std::vector<Case> cases;
+  for (const Case& c : testing::with_micro_batches(uneven_cases(m, world, 31), 2, world,
+                                                   m.global_batch))
+    cases.push_back(c);
+  // Two share groups of 2 ranks taking 6 and 2 of the 8 rows: blocks of degree ≤ 2.
+  std::mt19937 rng(5);
+  for (const char* text : {"tp1d(t=2);tp1d(t=2,sp=1);dp;tp1d(t=2,chunks=2)",
+                           "tp1d(t=2,sp=1);tp1d(t=2);tp1d(t=2,recompute=1);dp"}) {
+    Case c{"", Plan::parse(text, m.num_blocks())};
+    for (Strategy& s : c.plan.blocks)
+      if (s.kind == StrategyKind::kTP1D) s.set_heads(random_heads(m.heads, s.t, rng));
+    c.plan.pipeline.shares = {3, 1};
+    c.name = c.plan.to_string();
+    ASSERT_EQ(why_live_plan_invalid(m, c.plan, world), "") << c.name;
+    cases.push_back(c);
+  }
+  testing::expect_equivalent(m, world, at::kDouble, kTolDouble, cases);
+}
+
+// Each rank holds exactly the parameters of its heads (placement.h boxes) and AdamW training
+// through even → uneven → another uneven split → tp2d gives the reference trainer's losses.
+TEST(UnevenHeads, TrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
+  const ModelSpec m = uneven_model();
+  const int world = 4, iters = 8;
+  const Plan p0 = Plan::parse("tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)", m.num_blocks());
+  const Plan p1 = Plan::parse(
+      "tp1d(t=4,heads=3/2/2/1);tp1d(t=4,heads=1/1/1/5);tp1d(t=2,heads=5/3);"
+      "tp1d(t=4,sp=1,heads=2/3/2/1)", m.num_blocks());
+  const Plan p2 = Plan::parse(
+      "tp1d(t=4,heads=1/2/2/3);tp1d(t=2,heads=1/7);tp1d(t=4,heads=2/2/1/3);"
+      "tp1d(t=4)", m.num_blocks());
+  const Plan p3 = Plan::parse("tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=1/5/1/1);dp;dp",
+                              m.num_blocks());
+  const std::vector<std::pair<int, Plan>> moves = {{2, p1}, {4, p2}, {6, p3}};
+  for (const auto& [at_iter, p] : moves) ASSERT_EQ(why_live_plan_invalid(m, p, world), "");
+  TrainerOptions o;
+  o.dtype = at::kDouble;
+  o.lr = 1e-2;
+  o.clip = 0.5;
+  const auto init = testing::perturbed_params(m, at::kDouble, 47);
+  std::vector<testing::Batch> batches;
+  for (int i = 0; i < iters; ++i) batches.push_back(testing::random_batch(m, m.global_batch, 700 + i));
+  const std::vector<double> want = testing::reference_losses(m, init, o, batches);
+
+  // Elements of every block's boxes on rank q under `p` (what the rank must hold).
+  auto box_elements = [&](const Plan& p, int q) {
+    int64_t n = 0;
+    for (int b = 0; b < p.size(); ++b)
+      n += block_param_elements(m, ModelSpec::block_kind(b), place_block(p.blocks[b], q, world));
+    for (const ParamShard& s : outer_param_shards(m)) n += s.box.numel();
+    return n;
+  };
+  std::mutex mu;
+  std::vector<std::vector<double>> losses(world);
+  std::vector<std::vector<int64_t>> held(world);
+  run_threads(world, [&](CommWorld& w) {
+    RankTrainer tr(m, p0, w, o);
+    tr.load_full_params(init);
+    std::vector<double> l;
+    std::vector<int64_t> h;
+    for (int i = 0; i < iters; ++i) {
+      for (const auto& [at_iter, p] : moves)
+        if (at_iter == i) {
+          tr.repartition(p);
+          h.push_back(tr.local_param_elements());
+        }
+      l.push_back(tr.train_step(batches[i].tokens, batches[i].targets));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    losses[w.rank()] = l;
+    held[w.rank()] = h;
+  }, kTimeout);
+  for (int q = 0; q < world; ++q) {
+    ASSERT_EQ(losses[q].size(), size_t(iters));
+    for (int i = 0; i < iters; ++i)
+      EXPECT_NEAR(losses[q][i], want[i], kTolDouble * want[i]) << "rank " << q << " iter " << i;
+    ASSERT_EQ(held[q].size(), moves.size());
+    for (size_t k = 0; k < moves.size(); ++k)
+      EXPECT_EQ(held[q][k], box_elements(moves[k].second, q)) << "rank " << q << " move " << k;
+  }
+  // The uneven split really is uneven on the ranks: rank 3 holds 1 of block 0's 8 heads in p1.
+  EXPECT_LT(box_elements(p1, 3), box_elements(p1, 0));
+}
+
+}  // namespace
+}  // namespace shardgym::live
