@@ -90,13 +90,17 @@ RewardSpec parse_reward(const YamlField& f) {
 }
 
 CatalogOptions parse_catalog_options(const YamlField& f) {
-  f.check_keys({"sp", "two_d", "chunks", "recompute", "max_degree", "max_pipeline_stages"});
+  f.check_keys({"sp", "two_d", "chunks", "recompute", "max_degree", "max_pipeline_stages",
+                "uneven_heads"});
   CatalogOptions c;
   if (auto x = f.optional("sp")) c.with_sp = x->as_bool();
   if (auto x = f.optional("two_d")) c.with_2d = x->as_bool();
   if (auto x = f.optional("recompute")) c.with_recompute = x->as_bool();
   if (auto x = f.optional("max_degree")) c.max_degree = x->as_int(0);
   if (auto x = f.optional("max_pipeline_stages")) c.max_pipeline_stages = x->as_int(1);
+  // Light-position twins of tp1d entries up to this degree (catalog.h); a degree beyond 64
+  // would add thousands of entries.
+  if (auto x = f.optional("uneven_heads")) c.uneven_heads_max_degree = x->as_int(0, 64);
   if (auto x = f.optional("chunks")) {
     c.chunks.clear();
     for (size_t i = 0; i < x->size(); ++i) c.chunks.push_back(x->at(i).as_int(1, 64));

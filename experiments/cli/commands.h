@@ -100,6 +100,7 @@ struct CompareArgs {
   bool markdown = false;
   bool no_references = false;  // leave out hindsight-static and dynamic-oracle
   std::optional<int> data_shares;  // overrides data_shares.groups (0 = none)
+  std::optional<int> uneven_heads;  // overrides catalog.uneven_heads (0 = none)
   std::string from_traces;     // rebuild the table from DIR's traces instead of running
   std::string out;  // "" = no traces; else DIR/<agent>.h5
 };

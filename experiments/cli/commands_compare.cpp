@@ -141,6 +141,7 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
                      std::to_string(spec.cluster.world_size()) + " ranks");
     spec.data_share_groups = n;
   }
+  if (args.uneven_heads) spec.catalog.uneven_heads_max_degree = *args.uneven_heads;
   std::vector<std::string> agents = split_agent_list(args.agents);
   if (agents.empty()) agents = {"atp", spec.agent.id};
   // The references every comparison is read against: the best static plan in hindsight and

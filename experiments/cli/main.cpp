@@ -370,6 +370,11 @@ int main(int argc, char** argv) {
                       "oracles then keep even shares), e.g. to read the headroom with and "
                       "without uneven shares")
       ->check(CLI::Range(0, 16));
+  compare->add_option("--uneven-heads", compare_args.uneven_heads,
+                      "Set the config's catalog.uneven_heads: tp1d entries up to this degree get "
+                      "their uneven-shard twins (0: none), e.g. to read the headroom with and "
+                      "without uneven tensor-parallel shards")
+      ->check(CLI::Range(0, 64));
   compare->add_option("--out", compare_args.out,
                       "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
 

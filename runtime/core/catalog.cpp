@@ -1,5 +1,6 @@
 #include "runtime/core/catalog.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/core/cost.h"
@@ -20,10 +21,13 @@ std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& m, Block
   } else if (s.kind == StrategyKind::kTP1D && s.uneven()) {
     // Uneven heads (strategy.h): they must be the model's heads, and the MLP takes f/heads
     // columns per head.
+    const std::vector<int>& heads = s.heads();
     long long sum = 0;
-    for (int h : s.heads) sum += h;
-    if (static_cast<int>(s.heads.size()) != t)
-      why << s.to_string() << ": heads= lists " << s.heads.size() << " ranks for t=" << t;
+    for (int h : heads) sum += h;
+    if (static_cast<int>(heads.size()) != t)
+      why << s.to_string() << ": heads= lists " << heads.size() << " ranks for t=" << t;
+    else if (*std::min_element(heads.begin(), heads.end()) < 1)
+      why << s.to_string() << ": every rank of heads= needs at least one head";
     else if (sum != m.heads)
       why << s.to_string() << ": heads= sums to " << sum << ", the model has heads=" << m.heads;
     else if (f % m.heads != 0)
@@ -51,6 +55,21 @@ std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& m, Block
   return why.str();
 }
 
+std::vector<int> light_position_heads(int heads, int t, int i) {
+  if (t < 2 || i < 0 || i >= t || heads < t) return {};
+  const int light = std::max(1, heads / (2 * t)), rest = heads - light;
+  std::vector<int> out(t, 0);
+  out[i] = light;
+  int k = 0;
+  for (int j = 0; j < t; ++j) {
+    if (j == i) continue;
+    out[j] = rest / (t - 1) + (k < rest % (t - 1) ? 1 : 0);
+    ++k;
+  }
+  if (*std::min_element(out.begin(), out.end()) < 1 || out[i] * t >= heads) return {};
+  return out;
+}
+
 StrategyCatalog::StrategyCatalog(const ModelSpec& model, int world, CatalogOptions options)
     : model_(model), world_(world) {
   const int max_degree = options.max_degree > 0 ? options.max_degree : world;
@@ -59,6 +78,18 @@ StrategyCatalog::StrategyCatalog(const ModelSpec& model, int world, CatalogOptio
     if (world % t != 0) continue;
     base.push_back(Strategy::tp1d(t));
     if (options.with_sp) base.push_back(Strategy::tp1d(t, true));
+  }
+  // Uneven shards: each tp1d entry's light-position twins, after the even entries.
+  for (size_t k = 0, n = base.size(); k < n; ++k) {
+    const Strategy even = base[k];
+    if (even.kind != StrategyKind::kTP1D || even.t > options.uneven_heads_max_degree) continue;
+    for (int i = 0; i < even.t; ++i) {
+      const std::vector<int> heads = light_position_heads(model.heads, even.t, i);
+      if (heads.empty()) continue;
+      Strategy s = even;
+      s.set_heads(heads);
+      if (s.uneven()) base.push_back(s);
+    }
   }
   if (options.with_2d) {
     for (int t = 4; t <= max_degree; ++t) {

@@ -109,7 +109,7 @@ BlockPlacement place(const Strategy& s, int rank, int world, bool with_data) {
       << world;
     throw std::invalid_argument(m.str());
   }
-  if (s.uneven() && (s.kind != StrategyKind::kTP1D || static_cast<int>(s.heads.size()) != t))
+  if (s.uneven() && (s.kind != StrategyKind::kTP1D || static_cast<int>(s.heads().size()) != t))
     throw std::invalid_argument(s.to_string() + ": heads= needs tp1d with one count per rank");
   BlockPlacement p;
   p.strategy = s;
@@ -155,12 +155,13 @@ std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, in
     const int64_t per = m.heads / s.degree();
     return {i * per, (i + 1) * per};
   }
+  const std::vector<int>& heads = s.heads();
   int64_t sum = 0, lo = 0;
-  for (size_t k = 0; k < s.heads.size(); ++k) {
-    if (static_cast<int>(k) < i) lo += s.heads[k];
-    sum += s.heads[k];
+  for (size_t k = 0; k < heads.size(); ++k) {
+    if (static_cast<int>(k) < i) lo += heads[k];
+    sum += heads[k];
   }
-  if (s.kind != StrategyKind::kTP1D || static_cast<int>(s.heads.size()) != s.t)
+  if (s.kind != StrategyKind::kTP1D || static_cast<int>(heads.size()) != s.t)
     throw std::invalid_argument("heads= needs a tp1d strategy with one count per rank");
   if (sum != m.heads)
     throw std::invalid_argument("heads= sums to " + std::to_string(sum) + ", the model has heads=" +
@@ -168,7 +169,7 @@ std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, in
   if (m.ffn_size() % m.heads != 0)
     throw std::invalid_argument("ffn=" + std::to_string(m.ffn_size()) +
                                 " columns do not split by heads=" + std::to_string(m.heads));
-  return {lo, lo + s.heads[i]};
+  return {lo, lo + heads[i]};
 }
 
 std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const BlockPlacement& p) {
@@ -227,8 +228,9 @@ int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlac
 double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s) {
   try {
     int fullest = 0;
-    for (int i = 1; i < static_cast<int>(s.heads.size()); ++i)
-      if (s.heads[i] > s.heads[fullest]) fullest = i;
+    const std::vector<int>& heads = s.heads();
+    for (int i = 1; i < static_cast<int>(heads.size()); ++i)
+      if (heads[i] > heads[fullest]) fullest = i;
     return static_cast<double>(
         block_param_elements(m, kind, place_block_mesh(s, fullest, s.degree())));
   } catch (const std::invalid_argument&) {

@@ -1,6 +1,7 @@
 #include "runtime/core/strategy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -41,36 +42,65 @@ bool parse_flag(const std::string& text, const std::string& key, const std::stri
 
 }  // namespace
 
+namespace {
+
+// The interned head lists: append-only, read without a lock (each slot is written once, before
+// its id is published by the release store of `count`).
+struct HeadLists {
+  std::mutex mu;
+  std::map<std::vector<int>, uint32_t> ids;
+  std::atomic<const std::vector<int>*> lists[kMaxUnevenSplits] = {};
+};
+
+HeadLists& head_lists() {
+  static HeadLists* t = new HeadLists();  // never destroyed: strategies outlive static order
+  return *t;
+}
+
+const std::vector<int> kEven;
+
+}  // namespace
+
+const std::vector<int>& Strategy::heads() const {
+  if (heads_id == 0 || heads_id >= kMaxUnevenSplits) return kEven;
+  const std::vector<int>* l = head_lists().lists[heads_id].load(std::memory_order_acquire);
+  return l ? *l : kEven;
+}
+
+void Strategy::set_heads(const std::vector<int>& counts) {
+  if (counts.empty() ||
+      std::all_of(counts.begin(), counts.end(), [&](int h) { return h == counts[0]; })) {
+    heads_id = 0;
+    return;
+  }
+  HeadLists& t = head_lists();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.ids.find(counts);
+  if (it != t.ids.end()) {
+    heads_id = it->second;
+    return;
+  }
+  const uint32_t id = static_cast<uint32_t>(t.ids.size()) + 1;
+  if (id >= kMaxUnevenSplits)
+    throw std::length_error("more than " + std::to_string(kMaxUnevenSplits - 1) +
+                            " distinct uneven head splits in one process");
+  t.lists[id].store(new std::vector<int>(counts), std::memory_order_release);
+  t.ids.emplace(counts, id);
+  heads_id = id;
+}
+
 double Strategy::part(int i) const {
-  if (heads.empty() || i < 0 || i >= static_cast<int>(heads.size())) return 1.0;
+  const std::vector<int>& h = heads();
+  if (h.empty() || i < 0 || i >= static_cast<int>(h.size())) return 1.0;
   long long sum = 0;
-  for (int h : heads) sum += h;
-  return sum > 0 ? double(t) * heads[i] / double(sum) : 1.0;
+  for (int x : h) sum += x;
+  return sum > 0 ? double(t) * h[i] / double(sum) : 1.0;
 }
 
 double Strategy::max_part() const {
-  double m = 1.0;
-  for (int i = 0; i < static_cast<int>(heads.size()); ++i) m = i ? std::max(m, part(i)) : part(i);
-  return m;
-}
-
-uint32_t Strategy::heads_key() const {
-  if (heads.empty()) return 0;
-  static std::mutex mu;
-  static std::map<std::vector<int>, uint32_t> ids;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = ids.find(heads);
-  if (it != ids.end()) return it->second;
-  const uint32_t id = static_cast<uint32_t>(ids.size()) + 1;
-  ids.emplace(heads, id);
-  return id;
-}
-
-void Strategy::set_heads(std::vector<int> counts) {
-  if (!counts.empty() &&
-      std::all_of(counts.begin(), counts.end(), [&](int h) { return h == counts[0]; }))
-    counts.clear();
-  heads = std::move(counts);
+  const std::vector<int>& h = heads();
+  if (h.empty()) return 1.0;
+  return part(static_cast<int>(std::max_element(h.begin(), h.end()) - h.begin()));
 }
 
 int Strategy::degree() const {
@@ -105,7 +135,7 @@ bool Strategy::operator==(const Strategy& o) const {
     return false;
   switch (kind) {
     case StrategyKind::kDP: return true;
-    case StrategyKind::kTP1D: return t == o.t && sp == o.sp && heads == o.heads;
+    case StrategyKind::kTP1D: return t == o.t && sp == o.sp && heads_id == o.heads_id;
     case StrategyKind::kTP2D: return d1 == o.d1 && d2 == o.d2 && row_first == o.row_first;
   }
   return false;
@@ -121,9 +151,10 @@ std::string Strategy::to_string() const {
       out << "tp1d";
       add("t=" + std::to_string(t));
       if (sp) add("sp=1");
-      if (!heads.empty()) {
+      if (uneven()) {
+        const std::vector<int>& hs = heads();
         std::string h;
-        for (size_t i = 0; i < heads.size(); ++i) h += (i ? "/" : "") + std::to_string(heads[i]);
+        for (size_t i = 0; i < hs.size(); ++i) h += (i ? "/" : "") + std::to_string(hs[i]);
         add("heads=" + h);
       }
       break;
@@ -161,6 +192,7 @@ Strategy Strategy::parse(const std::string& raw) {
     }
   }
   Strategy s;
+  std::vector<int> heads;
   if (name == "dp") {
     s.kind = StrategyKind::kDP;
   } else if (name == "tp1d") {
@@ -181,10 +213,10 @@ Strategy Strategy::parse(const std::string& raw) {
       std::stringstream hs(value);
       std::string part;
       while (std::getline(hs, part, '/')) {
-        if (s.heads.size() >= 4096) fail(text, "heads= lists more than 4096 ranks");
-        s.heads.push_back(parse_int(text, key, trim(part)));
+        if (heads.size() >= 4096) fail(text, "heads= lists more than 4096 ranks");
+        heads.push_back(parse_int(text, key, trim(part)));
       }
-      if (s.heads.empty() || value.back() == '/') fail(text, "heads= needs n/n/... (one per rank)");
+      if (heads.empty() || value.back() == '/') fail(text, "heads= needs n/n/... (one per rank)");
     } else if (key == "d1" && s.kind == StrategyKind::kTP2D) {
       s.d1 = parse_int(text, key, value);
     } else if (key == "d2" && s.kind == StrategyKind::kTP2D) {
@@ -203,14 +235,19 @@ Strategy Strategy::parse(const std::string& raw) {
     }
   }
   if (s.kind == StrategyKind::kTP1D && s.t < 1) fail(text, "t must be ≥ 1");
-  if (!s.heads.empty()) {
-    if (static_cast<int>(s.heads.size()) != s.t)
-      fail(text, "heads= lists " + std::to_string(s.heads.size()) + " ranks for t=" + std::to_string(s.t));
-    for (int h : s.heads)
+  if (!heads.empty()) {
+    if (static_cast<int>(heads.size()) != s.t)
+      fail(text, "heads= lists " + std::to_string(heads.size()) + " ranks for t=" + std::to_string(s.t));
+    for (int h : heads)
       if (h < 1) fail(text, "every rank of heads= needs at least one head");
     // All equal is the even split: one spelling per strategy.
-    if (std::all_of(s.heads.begin(), s.heads.end(), [&](int h) { return h == s.heads[0]; }))
+    if (std::all_of(heads.begin(), heads.end(), [&](int h) { return h == heads[0]; }))
       fail(text, "heads= with equal counts is the even split: leave heads= out");
+    try {
+      s.set_heads(heads);
+    } catch (const std::length_error& e) {
+      fail(text, e.what());
+    }
   }
   if (s.kind == StrategyKind::kTP2D && (s.d1 < 1 || s.d2 < 1)) fail(text, "d1 and d2 must be ≥ 1");
   // degree() is d1·d2 in an int: bound the mesh like a single degree (6 digits), so that no

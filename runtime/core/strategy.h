@@ -25,6 +25,10 @@ namespace shardgym {
 
 enum class StrategyKind { kDP, kTP1D, kTP2D };
 
+// Distinct uneven head splits one process can name (Strategy::heads_id); each list is kept
+// for the process's lifetime.
+constexpr uint32_t kMaxUnevenSplits = 1u << 16;
+
 struct Strategy {
   StrategyKind kind = StrategyKind::kDP;
   int t = 1;               // tp1d degree
@@ -34,24 +38,26 @@ struct Strategy {
   int chunks = 1;          // ATP chunk-based overlap, k ≥ 1
   bool recompute = false;  // full activation recomputation of the block
   bool selective = false;  // selective recomputation (attention core only); excludes recompute
-  // tp1d only: attention heads per rank of a tensor group, in group order (size t, each ≥ 1,
-  // Σ = the model's heads); empty = the even split. The MLP's FFN columns follow the same
-  // shares. Whether Σ matches a model is checked where the model is known (placement).
-  std::vector<int> heads;
+  // tp1d only: the uneven split, as an id of its interned head counts (heads() below); 0 = the
+  // even split. An id keeps Strategy a plain value (copied and compared in the simulator's hot
+  // path) and names equal lists alike, so packed keys can carry it.
+  uint32_t heads_id = 0;
 
   // Ranks that hold one copy of the block: 1 for dp, t for tp1d, d1·d2 for tp2d.
   int degree() const;
-  bool uneven() const { return !heads.empty(); }
+  // Attention heads per rank of the tensor group, in group order (size t, each ≥ 1, Σ = the
+  // model's heads); empty for the even split. The MLP's FFN columns follow the same shares.
+  // Whether Σ matches a model is checked where the model is known (catalog.h, placement.h).
+  const std::vector<int>& heads() const;
+  bool uneven() const { return heads_id != 0; }
   // Rank i of the tensor group: its head-split work (heads, FFN columns, their GEMMs and
   // parameters) over the even split's, t·heads_i/Σheads; 1 for an even strategy.
   double part(int i) const;
   // The largest part of any rank (the one that bounds memory and the group's time).
   double max_part() const;
-  // A small number that names `heads` exactly within this process: 0 for the even split,
-  // the same id for equal lists (interned), so packed keys can carry it.
-  uint32_t heads_key() const;
   // Sets the uneven split, or clears it when every count is equal (one spelling per strategy).
-  void set_heads(std::vector<int> counts);
+  // Throws std::length_error past kMaxUnevenSplits distinct lists in one process.
+  void set_heads(const std::vector<int>& counts);
 
   // Replicas (data-parallel copies) in a world of P ranks: P / degree().
   int replicas(int world) const { return world / degree(); }

@@ -247,7 +247,7 @@ uint64_t param_layout_key(const Strategy& s) {
   const uint32_t d2 = s.kind == StrategyKind::kTP2D ? s.d2 : 1;
   const uint32_t first = d1 > 1 && d2 > 1 && !s.row_first ? 1 : 0;
   // An uneven split's boxes differ from the even one's: its interned id (strategy.h).
-  const uint64_t uneven = s.kind == StrategyKind::kTP1D ? s.heads_key() : 0;
+  const uint64_t uneven = s.kind == StrategyKind::kTP1D ? s.heads_id : 0;
   return uint64_t(d1) | uint64_t(d2) << 12 | uint64_t(first) << 24 | uneven << 25;
 }
 

@@ -30,7 +30,7 @@ uint64_t strategy_key(const Strategy& s) {
   if (s.kind == StrategyKind::kTP1D) a = uint64_t(s.t), sp = s.sp ? 1 : 0;
   if (s.kind == StrategyKind::kTP2D) a = uint64_t(s.d1), b = uint64_t(s.d2), row = s.row_first;
   // An uneven tp1d split (strategy.h heads=) rides in tp2d's unused d2 bits, by its id.
-  if (s.kind == StrategyKind::kTP1D) b = s.heads_key();
+  if (s.kind == StrategyKind::kTP1D) b = s.heads_id;
   const uint64_t chunks = uint64_t(s.chunks);
   if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
   return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |

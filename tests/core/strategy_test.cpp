@@ -106,6 +106,49 @@ TEST(Catalog, MasksFollowDivisibility) {
   EXPECT_NE(c.why_invalid(BlockKind::kAttention, t8), "");
 }
 
+// catalog.uneven_heads (catalog.h): every tp1d entry up to the degree gets one twin per
+// position, that position holding about half an even share; the default catalog has none.
+TEST(Catalog, UnevenHeadsAddALightPositionTwinPerRank) {
+  ModelSpec m;
+  m.layers = 1;
+  m.heads = 40;
+  m.hidden = 5120;
+  m.seq = 2048;
+  m.global_batch = 16;
+  const StrategyCatalog plain(m, 32);
+  CatalogOptions o;
+  o.uneven_heads_max_degree = 8;
+  const StrategyCatalog c(m, 32, o);
+  for (const Strategy& s : plain.entries()) {
+    EXPECT_FALSE(s.uneven()) << s.to_string();
+    EXPECT_GE(c.index_of(s), 0) << s.to_string() << ": the even entries stay";
+  }
+  const int twin = c.index_of(Strategy::parse("tp1d(t=8,heads=6/6/6/5/5/2/5/5)"));
+  ASSERT_GE(twin, 0);  // position 5 light: max(1, 40 / 16) = 2 heads
+  EXPECT_TRUE(c.shape_mask(BlockKind::kAttention)[twin]);
+  EXPECT_TRUE(c.shape_mask(BlockKind::kMlp)[twin]);
+  int uneven = 0;
+  for (const Strategy& s : c.entries()) {
+    if (!s.uneven()) continue;
+    ++uneven;
+    EXPECT_LE(s.t, 8) << s.to_string();
+    EXPECT_EQ(Strategy::parse(s.to_string()), s);
+    const std::vector<int>& h = s.heads();
+    int sum = 0, light = 0;
+    for (int i = 0; i < s.t; ++i) {
+      sum += h[i];
+      if (h[i] < h[light]) light = i;
+    }
+    EXPECT_EQ(sum, m.heads) << s.to_string();
+    EXPECT_LT(h[light] * s.t, m.heads) << s.to_string() << ": the light rank holds less than even";
+  }
+  // tp1d t = 2, 4, 8, with and without sp: 2·(2 + 4 + 8) twins, times chunks {1, 2} and recompute.
+  EXPECT_EQ(uneven, 2 * (2 + 4 + 8) * 2 * 2);
+  EXPECT_EQ(light_position_heads(40, 8, 5), (std::vector<int>{6, 6, 6, 5, 5, 2, 5, 5}));
+  EXPECT_TRUE(light_position_heads(8, 8, 0).empty());  // one head each: none to shed
+  EXPECT_TRUE(light_position_heads(4, 8, 0).empty());  // fewer heads than ranks
+}
+
 TEST(Megatron, PlanUsesGpusPerNodeReducedToDivideHeads) {
   ModelSpec m;
   m.layers = 2;

@@ -2,6 +2,7 @@
 // tile each tensor exactly, agree with the cost model's parameter count, exchange plans
 // receive exactly the elements a rank lacks, and the simulator's repartition and
 // redistribution counts (runtime/sim/layout.h) equal the live exchange's, rank by rank.
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <set>
@@ -218,6 +219,18 @@ TEST(Layout, SimulatorRepartitionEqualsTheLiveExchangeForEveryPairOfStrategies) 
       for (int i = 0; i < cat.size(); ++i)
         if (cat.shape_mask(kind)[i]) valid.push_back(cat.at(i));
       ASSERT_GE(valid.size(), 3u) << world;
+      // Uneven tp1d shards (strategy.h heads=): two splits of every tp1d degree that the 8 heads
+      // allow, one with sequence parallelism.
+      for (int t = 2; t <= world && t <= m.heads; t *= 2)
+        for (bool sp : {false, true}) {
+          std::vector<int> heads(t, m.heads / t);
+          heads[0] += 1, heads[t - 1] -= 1;
+          if (sp) std::reverse(heads.begin(), heads.end());
+          Strategy s = Strategy::tp1d(t, sp);
+          s.set_heads(heads);
+          if (s.uneven() && strategy_invalid_reason(s, m, kind, world).empty())
+            valid.push_back(s);
+        }
       int moving = 0;
       for (const Strategy& a : valid) {
         for (const Strategy& b : valid) {
