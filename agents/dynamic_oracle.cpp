@@ -112,6 +112,53 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
     trial.pipeline = y.pipeline;
     return share_choice_admissible(holder, trial);
   };
+  // Shares several choices away (the same split): the env takes one share choice a step
+  // (share_action.h), so y's blocks come in with the first choice toward y's shares and each
+  // further step takes the next one, every plan in between priced as the env runs it, as long as
+  // the mask offers each choice (share_choice_admissible with the blocks in force) and the
+  // segment is long enough; where the blocks in force do not admit the first choice, y's blocks
+  // come in one step before it. Without this the oracle could not reach shares that
+  // hindsight-static reaches over its first steps, and fell below it (hetero-pcie-nvswitch with
+  // two share groups: 0.969; one group left out needs blocks that fit its doubled batch first).
+  auto share_walk = [&](const TrainingRun& holder, const PlanObjective& obj, const Plan& x,
+                        const Plan& y, int max_steps, double& cost_out, int& span_out) {
+    const int batch = effective_global_batch(holder.model(), holder.cluster().world_size());
+    std::unique_ptr<TrainingRun> walker = holder.clone();
+    Plan in_force = x, z = y;
+    z.pipeline.shares = x.pipeline.shares;
+    double cost = 0;
+    int steps = 0;
+    while (!(z.pipeline.shares == y.pipeline.shares)) {
+      if (++steps > max_steps) return;
+      const std::vector<double> sp = group_speeds(*walker, in_force);
+      const int c = share_choice_toward(z.pipeline.shares, y.pipeline.shares, groups, batch, sp);
+      if (c < 0) break;  // the same sequences
+      Plan next = z;
+      next.pipeline.shares = apply_share_choice(z.pipeline.shares, c, groups, batch, sp);
+      Plan trial = in_force;
+      trial.pipeline = next.pipeline;
+      if (next.pipeline.shares == z.pipeline.shares) return;
+      if (!share_choice_admissible(*walker, trial)) {
+        // The blocks in force do not admit the choice: y's blocks first, with the shares in
+        // force (a block step, if they fit), then the choices (the env's two-step path).
+        if (!(in_force.blocks != z.blocks) || !plan_fits(*walker, z)) return;
+        std::optional<Measurement> m = walker->estimate(z);
+        if (!m) return;
+        cost += obj.cost(*m, /*with_repartition=*/true);
+        if (!walker->step(z).ok) return;
+        in_force = z;
+        continue;
+      }
+      std::optional<Measurement> m = walker->estimate(next);
+      if (!m) return;
+      cost += obj.cost(*m, /*with_repartition=*/true);
+      if (!walker->step(next).ok) return;
+      in_force = z = next;
+    }
+    if (steps < 1) return;
+    cost_out = cost;
+    span_out = steps;
+  };
   // first[k][x][y]: cost of the segment's first span[k][x][y] steps going from x (in force) to
   // y (repartitions included): one step, or one per boundary move when y's split is d moves
   // away, the plans in between (y's blocks, the split moved toward y's) priced as the env would
@@ -139,9 +186,13 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
         const bool same_shares = cand[x].pipeline.shares == cand[y].pipeline.shares;
         if (d == 1 && !same_shares) continue;  // two plan-level changes: not in one env step
         if (d <= 1) {
-          if (!reachable(*holder, speeds, cand[x], cand[y])) continue;  // not in one env step
-          std::optional<Measurement> m = holder->estimate(cand[y]);
-          if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
+          if (reachable(*holder, speeds, cand[x], cand[y])) {
+            std::optional<Measurement> m = holder->estimate(cand[y]);
+            if (m) first[k][x][y] = obj.cost(*m, /*with_repartition=*/true);
+          } else if (d == 0) {
+            share_walk(*holder, obj, cand[x], cand[y], segs[k].steps, first[k][x][y],
+                       span[k][x][y]);
+          }
           continue;
         }
         // Several boundary moves: the shares must already agree (one plan-level choice a step).
