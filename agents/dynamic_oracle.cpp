@@ -141,7 +141,7 @@ DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& obje
       if (!share_choice_admissible(*walker, trial)) {
         // The blocks in force do not admit the choice: y's blocks first, with the shares in
         // force (a block step, if they fit), then the choices (the env's two-step path).
-        if (!(in_force.blocks != z.blocks) || !plan_fits(*walker, z)) return;
+        if (in_force.blocks == z.blocks || !plan_fits(*walker, z)) return;
         std::optional<Measurement> m = walker->estimate(z);
         if (!m) return;
         cost += obj.cost(*m, /*with_repartition=*/true);

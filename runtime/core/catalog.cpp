@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/core/cost.h"
+#include "runtime/core/placement.h"
 
 namespace shardgym {
 
@@ -19,21 +20,15 @@ std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& m, Block
     why << s.to_string() << ": " << world / t << " replicas do not divide the global batch of "
         << effective_global_batch(m, world);
   } else if (s.kind == StrategyKind::kTP1D && s.uneven()) {
-    // Uneven heads (strategy.h): they must be the model's heads, and the MLP takes f/heads
-    // columns per head.
-    const std::vector<int>& heads = s.heads();
-    long long sum = 0;
-    for (int h : heads) sum += h;
-    if (static_cast<int>(heads.size()) != t)
-      why << s.to_string() << ": heads= lists " << heads.size() << " ranks for t=" << t;
-    else if (*std::min_element(heads.begin(), heads.end()) < 1)
-      why << s.to_string() << ": every rank of heads= needs at least one head";
-    else if (sum != m.heads)
-      why << s.to_string() << ": heads= sums to " << sum << ", the model has heads=" << m.heads;
-    else if (f % m.heads != 0)
-      why << s.to_string() << ": ffn=" << f << " does not split by heads=" << m.heads;
-    else if (s.sp && m.seq % t != 0)
-      why << s.to_string() << ": t=" << t << " does not divide seq=" << m.seq;
+    // Uneven heads: placement's head_range says what does not fit (count per rank, at least
+    // one head each, the model's heads in all, f/heads FFN columns per head).
+    try {
+      head_range(m, s, 0);
+      if (s.sp && m.seq % t != 0)
+        why << s.to_string() << ": t=" << t << " does not divide seq=" << m.seq;
+    } catch (const std::invalid_argument& e) {
+      why << s.to_string() << ": " << e.what();
+    }
   } else if (s.kind == StrategyKind::kTP1D) {
     if (attn && m.heads % t != 0) why << s.to_string() << ": t=" << t << " does not divide heads=" << m.heads;
     else if (!attn && f % t != 0) why << s.to_string() << ": t=" << t << " does not divide ffn=" << f;

@@ -162,13 +162,16 @@ std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, in
     sum += heads[k];
   }
   if (s.kind != StrategyKind::kTP1D || static_cast<int>(heads.size()) != s.t)
-    throw std::invalid_argument("heads= needs a tp1d strategy with one count per rank");
+    throw std::invalid_argument("heads= lists " + std::to_string(heads.size()) +
+                                " ranks for t=" + std::to_string(s.t) + " (tp1d only)");
+  if (*std::min_element(heads.begin(), heads.end()) < 1)
+    throw std::invalid_argument("every rank of heads= needs at least one head");
   if (sum != m.heads)
     throw std::invalid_argument("heads= sums to " + std::to_string(sum) + ", the model has heads=" +
                                 std::to_string(m.heads));
   if (m.ffn_size() % m.heads != 0)
     throw std::invalid_argument("ffn=" + std::to_string(m.ffn_size()) +
-                                " columns do not split by heads=" + std::to_string(m.heads));
+                                " does not split by heads=" + std::to_string(m.heads));
   return {lo, lo + heads[i]};
 }
 
