@@ -227,6 +227,17 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
     out.max_message_bytes =
         double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
     out.max_rank_messages = *std::max_element(msg.count.begin(), msg.count.end());
+    if (from.uneven() || to.uneven()) {
+      out.rank_moves.resize(world);
+      for (int r = 0; r < world; ++r) {
+        const BoxesOf a = have.of(r), z = want.of(r);
+        RankMove& mv = out.rank_moves[r];
+        mv.message_bytes = double(msg.largest[r]) * bytes_per_param;
+        mv.old_elements = double(numel(a));
+        mv.new_elements = double(numel(z));
+        mv.keeps = *a.boxes == *z.boxes;
+      }
+    }
     return out;
   } catch (const std::invalid_argument&) {
     return {};  // a weight that does not split evenly: no placement, see header

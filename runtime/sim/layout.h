@@ -25,6 +25,10 @@
 // a time and holds one message at a time (runtime/live/tp/repartition.cpp), so what a rank holds
 // on top of its state during a repartition is the block's new state plus that message, after
 // what the blocks before it freed. SimRun adds those up (repartition_peak_bytes in Measurement).
+// With uneven tensor-parallel shards (docs/design.md §11) the ranks of a tensor group hold
+// different amounts, so the sum is kept per rank: repartition_cost then lists each rank's
+// parameter elements before and after, its largest message, and whether it keeps every box
+// (the live exchange then keeps its tensors and allocates nothing).
 //
 // Transfer time (unchanged α–β model): each receiving rank pulls its missing bytes from the
 // ranks that hold them, through its own link: time_r = max α + bytes_r / (lowest bandwidth
@@ -42,6 +46,13 @@
 
 namespace shardgym {
 
+// One rank's part of a repartition (TransferCost::rank_moves).
+struct RankMove {
+  double message_bytes = 0;                   // its largest message, sent or received
+  double old_elements = 0, new_elements = 0;  // parameter elements it holds before and after
+  bool keeps = false;                         // every box unchanged: it keeps its tensors
+};
+
 struct TransferCost {
   double time_s = 0;
   double bytes = 0;           // received, summed over ranks
@@ -51,6 +62,10 @@ struct TransferCost {
   // exchange's messages, runtime/core/exchange_geometry.h: one per pair of ranks and block).
   double max_message_bytes = 0;
   int max_rank_messages = 0;  // repartitions: the most messages one rank sends and receives
+  // Repartitions from or to an uneven layout: one entry per rank of the world (what differs
+  // between ranks, for memory in transit); empty otherwise, where every rank holds as many
+  // elements as every other.
+  std::vector<RankMove> rank_moves;
 };
 
 // Activations from `from`'s layout to `to`'s (one direction; call twice for fwd + bwd).

@@ -188,6 +188,9 @@ class SimRun : public TrainingRun {
     double time = 0, bytes = 0, energy = 0;
     double message = 0;   // repartitions: largest message of a rank, bytes
     double messages = 0;  // repartitions: most messages one rank sends and receives
+    // Repartitions from or to an uneven layout: each rank's part (TransferCost::rank_moves);
+    // null otherwise.
+    std::shared_ptr<const std::vector<RankMove>> ranks;
     TransferSlot() = default;
     TransferSlot(const TransferSlot& o) : gen(o.gen.load(std::memory_order_relaxed)) { copy(o); }
     TransferSlot& operator=(const TransferSlot& o) {
@@ -197,11 +200,13 @@ class SimRun : public TrainingRun {
     }
     void copy(const TransferSlot& o) {
       time = o.time, bytes = o.bytes, energy = o.energy, message = o.message;
-      messages = o.messages;
+      messages = o.messages, ranks = o.ranks;
     }
     void set(const TransferCost& c) {
       time = c.time_s, bytes = c.bytes, energy = c.energy_j, message = c.max_message_bytes;
       messages = c.max_rank_messages;
+      ranks = c.rank_moves.empty() ? nullptr
+                                   : std::make_shared<const std::vector<RankMove>>(c.rank_moves);
     }
   };
 
@@ -392,6 +397,7 @@ class SimRun : public TrainingRun {
   std::vector<int> spare_scratch_;
   mutable std::vector<int> scratch_;
   mutable std::vector<int> before_stage_;  // block stages before the plan being resolved
+  mutable std::vector<double> transit_held_;  // evaluate(): memory in transit per rank (uneven)
 };
 
 }  // namespace shardgym

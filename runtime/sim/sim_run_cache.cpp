@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <unordered_map>
 
 #include <cmath>
@@ -512,6 +513,15 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // message before its old state (with its gradients) is freed; `held` is what the blocks
   // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
   double rep_peak = 0, held = 0, messages = 0;
+  // Per rank (transit_held_, world_ entries) from the first block whose move involves an
+  // uneven layout on: before it every rank had added the same (layout.h).
+  std::vector<double>& held_r = transit_held_;
+  bool per_rank = false;
+  auto held_max = [&](int st) {
+    if (!per_rank) return held;
+    const auto first = held_r.begin() + st * stage_world_;
+    return *std::max_element(first, first + stage_world_);
+  };
   int changed = 0, moved_blocks = 0;  // strategies changed; blocks whose state moved
   // Share groups (data_shares.h) active before and now: only ranks of groups that train in
   // both plans receive what their new boxes lack; a group that leaves receives nothing and a
@@ -546,7 +556,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
         rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
         rep_bytes += bytes * stage_world_ * both;
         rep_j += bytes * stage_world_ * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
-        rep_peak = std::max(rep_peak, held + 2 * bytes);  // its state and one message of it
+        rep_peak = std::max(rep_peak, held_max(st) + 2 * bytes);  // its state and one message
         ++moved_blocks, messages += 1;  // each rank of the new stage receives from one
         continue;
       }
@@ -556,7 +566,6 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
       ++moved_blocks, messages += r.messages;
       const double moved = stage_cost_[st].moved_bytes_per_param();
       const double fresh = moved * block(st, b & 1, z).params;
-      rep_peak = std::max(rep_peak, held + fresh + r.message);
       // The old strategy may not fit this stage when the pipeline changed shape with it.
       const int ta = entries_[a].degree();
       const double old_params = ta > 0 && stage_world_ % ta == 0
@@ -564,7 +573,28 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
                                     : rank_param_elements(model_, b & 1 ? BlockKind::kMlp
                                                                         : BlockKind::kAttention,
                                                           entries_[a]);
-      held += fresh - (moved + model_.grad_bytes()) * old_params;
+      if (r.ranks && !per_rank) held_r.assign(world_, held), per_rank = true;
+      if (!per_rank) {
+        rep_peak = std::max(rep_peak, held + fresh + r.message);
+        held += fresh - (moved + model_.grad_bytes()) * old_params;
+        continue;
+      }
+      // Each rank: its new state (none where it keeps every box) and its largest message,
+      // then its old state (unless kept) and its gradients are freed.
+      double* h = held_r.data() + st * stage_world_;
+      const bool each = r.ranks && static_cast<int>(r.ranks->size()) == stage_world_;
+      for (int q = 0; q < stage_world_; ++q) {
+        if (each) {
+          const RankMove& mv = (*r.ranks)[q];
+          const double f = mv.keeps ? 0.0 : moved * mv.new_elements;
+          rep_peak = std::max(rep_peak, h[q] + f + mv.message_bytes);
+          h[q] += f - (mv.keeps ? 0.0 : moved * mv.old_elements) -
+                  model_.grad_bytes() * mv.old_elements;
+        } else {
+          rep_peak = std::max(rep_peak, h[q] + fresh + r.message);
+          h[q] += fresh - (moved + model_.grad_bytes()) * old_params;
+        }
+      }
     }
   }
   // Share groups that leave a weight of 0 receive every block's state (parameters and
@@ -586,22 +616,35 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
       // per_rank: one rank of the group on the stage that receives most; peak: what it holds
       // in transit, received in the live order (its blocks, then the embedding and head), each
       // item's new state plus its one message (the whole item, from one holder).
+      // Uneven layouts give ranks of a group different amounts by their position in each
+      // block's tensor group; the positions repeat with the lcm of those degrees (it divides g).
+      int period = 1;
+      for (int b = 0; b < blocks_; ++b)
+        if (entries_[idx[b]].uneven()) period = std::lcm(period, entries_[idx[b]].degree());
       double per_rank = 0, bytes = 0, peak = 0;
       for (int st = 0; st < static_cast<int>(stage_cost_.size()); ++st) {
         const double moved = stage_cost_[st].moved_bytes_per_param();
-        double stage_rank = 0;
-        auto receive = [&](double item) {
-          peak = std::max(peak, stage_rank + 2 * item);
-          stage_rank += item;
-        };
-        for (int b = 0; b < blocks_; ++b)
-          if (block_stage_[b] == st) receive(moved * block(st, b & 1, idx[b]).params);
-        const double edge_here =
-            (st == 0 ? emb / t_first : 0.0) +
-            (st + 1 == static_cast<int>(stage_cost_.size()) ? (edge - emb) / t_last : 0.0);
-        if (edge_here > 0) receive(moved * edge_here);
-        per_rank = std::max(per_rank, stage_rank);
-        bytes += stage_rank * g;
+        for (int q = 0; q < period; ++q) {
+          double stage_rank = 0;
+          auto receive = [&](double item) {
+            peak = std::max(peak, stage_rank + 2 * item);
+            stage_rank += item;
+          };
+          for (int b = 0; b < blocks_; ++b) {
+            if (block_stage_[b] != st) continue;
+            const Strategy& s = entries_[idx[b]];
+            receive(moved * (s.uneven() ? double(block_param_elements(
+                                              model_, b & 1 ? BlockKind::kMlp : BlockKind::kAttention,
+                                              place_block_mesh(s, q % s.degree(), s.degree())))
+                                        : block(st, b & 1, idx[b]).params));
+          }
+          const double edge_here =
+              (st == 0 ? emb / t_first : 0.0) +
+              (st + 1 == static_cast<int>(stage_cost_.size()) ? (edge - emb) / t_last : 0.0);
+          if (edge_here > 0) receive(moved * edge_here);
+          per_rank = std::max(per_rank, stage_rank);
+          bytes += stage_rank * g / period;
+        }
       }
       const int src = donor * g, dst = i * g;
       const int l = ls.link_of(src, dst);
