@@ -244,6 +244,15 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     // The live run against itself: every plan again, in the same order. What the simulator's
     // errors and τ can be at best, given how much the live run varies between visits.
     std::vector<double> again, diff;
+    // The walk's first plan may not be one move from its last (shares that leave a group out
+    // admit no block spanning it): as the walk does, shares first (the blocks in force
+    // narrowed where needed), unmeasured, then the first plan's blocks.
+    if (spec.data_share_groups > 0 && plans.back().pipeline.shares != plans.front().pipeline.shares) {
+      Plan bridge = plans.back();
+      bridge.pipeline.shares = plans.front().pipeline.shares;
+      if (const std::optional<Plan> a = admitted_with_shares(sim_env->run(), bridge))
+        live_plain(*a);
+    }
     for (size_t i = 0; i < plans.size(); ++i) {
       const PlanStats s = measure(live_step, plans[i], o);
       again.push_back(s.step_s);

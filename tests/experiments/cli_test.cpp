@@ -541,9 +541,11 @@ TEST(CliTest, ValidateSimWalksTheDataShares) {
   GTEST_SKIP() << "the live runtime needs LibTorch";
 #endif
   // Seed 2 walks through a group leaving (w=12/0), the other group taking its place
-  // (w=0/12: all of its state received) and both training again.
+  // (w=0/12: all of its state received) and both training again. The walk ends with a group
+  // left out and begins with blocks that span both: the repeat pass goes back to its first
+  // plan through the shares first (it stopped on a masked action before).
   CliResult r = shardgym_cli("validate-sim '" + src("experiments/live-shares.yaml") +
-                             "' --plans 8 --warmup 1 --iterations 1 --no-repeat --allow-noisy "
+                             "' --plans 8 --warmup 1 --iterations 1 --allow-noisy "
                              "--json --seed 2");
   ASSERT_EQ(r.code, 0) << r.output;
   std::string json = r.output.substr(r.output.find("{\"config\""));
@@ -558,6 +560,9 @@ TEST(CliTest, ValidateSimWalksTheDataShares) {
   for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
                             "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
     EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;
+  EXPECT_NE(json.find("\"live_repeat_step\": {"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"n\": 8}, \"live_repeat_tau\""), std::string::npos)
+      << "every plan visited again: " << json;
 }
 
 TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
