@@ -276,6 +276,15 @@ class SimRun : public TrainingRun {
     int entry = -1, neighbour = -1;
     size_t first = 0, second = 0;  // rows of mask_tables_ (attention: plain, recompute)
   };
+  // The move from `from` (nullptr: none) into idx, blocks of `from` on the stages
+  // `from_stage` of `from_stage_world` ranks each (sim_run_repartition.cpp); noise-free.
+  struct RepartitionSums {
+    double seconds = 0, bytes = 0, energy_j = 0, peak_bytes = 0;
+  };
+  RepartitionSums price_repartition(const std::vector<int>& idx, const std::vector<int>* from,
+                                    const std::vector<int>& from_stage, int from_stage_world) const;
+  RepartitionSums price_group_join(const std::vector<int>& idx, int donor, int joiner,
+                                   int g) const;
   // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
   // on the stages `from_stage` of `from_stage_world` ranks each (the pipeline in force before,
   // which may have another stage count). noise: nullptr = none.

@@ -1,0 +1,191 @@
+// SimRun::price_repartition: what moving from one plan to the next costs, block by block
+// (docs/design.md §4, "Repartition"; §11 for share groups that leave and rejoin): seconds,
+// bytes received (all ranks), link energy and the memory a rank holds in transit on top of
+// its state (runtime/sim/layout.h). Split from evaluate() (sim_run_cache.cpp), which prices
+// the iteration.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "runtime/core/placement.h"
+#include "runtime/sim/layout.h"
+#include "runtime/sim/sim_run.h"
+
+namespace shardgym {
+
+SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
+                                                  const std::vector<int>* from,
+                                                  const std::vector<int>& from_stage,
+                                                  int from_stage_world) const {
+  double rep_s = 0, rep_bytes = 0, rep_j = 0;
+  // Memory in transit (layout.h): blocks move in order, each holding its new state and one
+  // message before its old state (with its gradients) is freed; `held` is what the blocks
+  // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
+  double rep_peak = 0, held = 0, messages = 0;
+  // Per rank (transit_held_, world_ entries) from the first block whose move involves an
+  // uneven layout on: before it every rank had added the same (layout.h).
+  std::vector<double>& held_r = transit_held_;
+  bool per_rank = false;
+  auto held_max = [&](int st) {
+    if (!per_rank) return held;
+    const auto first = held_r.begin() + st * stage_world_;
+    return *std::max_element(first, first + stage_world_);
+  };
+  int changed = 0, moved_blocks = 0;  // strategies changed; blocks whose state moved
+  // Share groups (data_shares.h) active before and now: only ranks of groups that train in
+  // both plans receive what their new boxes lack; a group that leaves receives nothing and a
+  // group that joins receives all of its new state (below). Every group holds the same boxes
+  // (degrees divide a group), so a group's part of a block's bytes is 1/n of them.
+  const std::vector<int>& before = plan_.pipeline.shares;
+  const std::vector<int>& now = pipe_.shares;
+  const int groups = static_cast<int>(std::max(before.size(), now.size()));
+  auto had = [&](int i) { return before.empty() || before[i] > 0; };
+  auto has = [&](int i) { return now.empty() || now[i] > 0; };
+  const bool comparable = groups > 0 && (before.empty() || now.empty() || before.size() == now.size());
+  double both = 1.0;  // the fraction of every stage's ranks that train before and now
+  if (comparable) {
+    int n_both = 0;
+    for (int i = 0; i < groups; ++i) n_both += had(i) && has(i) ? 1 : 0;
+    both = double(n_both) / groups;
+  }
+  // Nothing moves when every block keeps its strategy and stage.
+  if (from && !(*from == idx && &from_stage == &block_stage_)) {
+    const LinkState& ls = cost_.links();
+    for (int b = 0; b < blocks_; ++b) {
+      const int a = (*from)[b], z = idx[b], st = block_stage_[b];
+      if (a != z || (b < static_cast<int>(from_stage.size()) && from_stage[b] != st)) ++changed;
+      if (b < static_cast<int>(from_stage.size()) && from_stage[b] != st) {
+        // Moved to another stage by a boundary move (see the header). The old stage's first
+        // rank counts in the old pipeline's stage size: with another stage count, the new
+        // size put it past the world (ASan: heap-buffer-overflow in LinkState::link_of).
+        const int src = from_stage[b] * from_stage_world, dst = st * stage_world_;
+        const int l = ls.link_of(src, dst);
+        const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
+        const double bytes = block(st, b & 1, z).state_moved;
+        rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
+        rep_bytes += bytes * stage_world_ * both;
+        rep_j += bytes * stage_world_ * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+        rep_peak = std::max(rep_peak, held_max(st) + 2 * bytes);  // its state and one message
+        ++moved_blocks, messages += 1;  // each rank of the new stage receives from one
+        continue;
+      }
+      if (a == z || param_id_[a] == param_id_[z]) continue;
+      const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
+      rep_s += r.time, rep_bytes += r.bytes * both, rep_j += r.energy * both;
+      ++moved_blocks, messages += r.messages;
+      const double moved = stage_cost_[st].moved_bytes_per_param();
+      const double fresh = moved * block(st, b & 1, z).params;
+      // The old strategy may not fit this stage when the pipeline changed shape with it.
+      const int ta = entries_[a].degree();
+      const double old_params = ta > 0 && stage_world_ % ta == 0
+                                    ? block(st, b & 1, a).params
+                                    : rank_param_elements(model_, b & 1 ? BlockKind::kMlp
+                                                                        : BlockKind::kAttention,
+                                                          entries_[a]);
+      if (r.ranks && !per_rank) held_r.assign(world_, held), per_rank = true;
+      if (!per_rank) {
+        rep_peak = std::max(rep_peak, held + fresh + r.message);
+        held += fresh - (moved + model_.grad_bytes()) * old_params;
+        continue;
+      }
+      // Each rank: its new state (none where it keeps every box) and its largest message,
+      // then its old state (unless kept) and its gradients are freed.
+      double* h = held_r.data() + st * stage_world_;
+      const bool each = r.ranks && static_cast<int>(r.ranks->size()) == stage_world_;
+      for (int q = 0; q < stage_world_; ++q) {
+        if (each) {
+          const RankMove& mv = (*r.ranks)[q];
+          const double f = mv.keeps ? 0.0 : moved * mv.new_elements;
+          rep_peak = std::max(rep_peak, h[q] + f + mv.message_bytes);
+          h[q] += f - (mv.keeps ? 0.0 : moved * mv.old_elements) -
+                  model_.grad_bytes() * mv.old_elements;
+        } else {
+          rep_peak = std::max(rep_peak, h[q] + fresh + r.message);
+          h[q] += fresh - (moved + model_.grad_bytes()) * old_params;
+        }
+      }
+    }
+  }
+  // Share groups that leave a weight of 0 receive every block's state (parameters and
+  // optimizer state, as their strategies shard them) and their part of the embedding and LM
+  // head (edge_memory's split) from a group that held it (one that leaves hands over before it
+  // drops its state: runtime/live/tp/repartition.cpp), over the link between the two groups'
+  // first ranks, all receiving ranks in parallel.
+  if (from && comparable && before != now) {
+    const int g = stage_world_ / groups;
+    int donor = -1;
+    for (int i = 0; i < groups && donor < 0; ++i) donor = had(i) ? i : -1;
+    for (int i = 0; i < groups && donor >= 0; ++i) {
+      if (had(i) || !has(i)) continue;
+      const RepartitionSums j = price_group_join(idx, donor, i, g);
+      rep_s += j.seconds, rep_bytes += j.bytes, rep_j += j.energy_j;
+      rep_peak = std::max(rep_peak, j.peak_bytes);
+      ++changed;
+    }
+  }
+  const RuntimeCalibration& cal = cost_.cluster().calibration;
+  // Measured: a block whose strategy changes but whose parameters stay (only sp, chunks or
+  // recompute differ) keeps its tensors, and costs nothing but the fixed part.
+  if (cal.repartition_bandwidth > 0 && changed > 0)
+    rep_s = cal.repartition_fixed_s + cal.repartition_per_block_s * moved_blocks +
+            cal.repartition_per_message_s * messages + rep_bytes / cal.repartition_bandwidth;
+  RepartitionSums out;
+  out.seconds = rep_s, out.bytes = rep_bytes, out.energy_j = rep_j, out.peak_bytes = rep_peak;
+  return out;
+}
+
+// Share group `joiner` (weight 0 before, > 0 now) receives its state from group `donor`: see
+// price_repartition. g: ranks per group and stage.
+SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, int donor,
+                                                 int joiner, int g) const {
+  const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
+  const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
+  const double edge = double(model_.embedding_params());
+  const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
+  // per_rank: one rank of the group on the stage that receives most; peak: what it holds in
+  // transit, received in the live order (its blocks, then the embedding and head), each item's
+  // new state plus its one message (the whole item, from one holder). Uneven layouts give
+  // ranks of a group different amounts by their position in each block's tensor group; the
+  // positions repeat with the lcm of those degrees (it divides g).
+  int period = 1;
+  for (int b = 0; b < blocks_; ++b)
+    if (entries_[idx[b]].uneven()) period = std::lcm(period, entries_[idx[b]].degree());
+  double per_rank = 0, bytes = 0, peak = 0;
+  for (int st = 0; st < static_cast<int>(stage_cost_.size()); ++st) {
+    const double moved = stage_cost_[st].moved_bytes_per_param();
+    for (int q = 0; q < period; ++q) {
+      double stage_rank = 0;
+      auto receive = [&](double item) {
+        peak = std::max(peak, stage_rank + 2 * item);
+        stage_rank += item;
+      };
+      for (int b = 0; b < blocks_; ++b) {
+        if (block_stage_[b] != st) continue;
+        const Strategy& s = entries_[idx[b]];
+        const BlockKind kind = b & 1 ? BlockKind::kMlp : BlockKind::kAttention;
+        receive(moved * (s.uneven() ? double(block_param_elements(
+                                          model_, kind, place_block_mesh(s, q % s.degree(),
+                                                                         s.degree())))
+                                    : block(st, b & 1, idx[b]).params));
+      }
+      const double edge_here =
+          (st == 0 ? emb / t_first : 0.0) +
+          (st + 1 == static_cast<int>(stage_cost_.size()) ? (edge - emb) / t_last : 0.0);
+      if (edge_here > 0) receive(moved * edge_here);
+      per_rank = std::max(per_rank, stage_rank);
+      bytes += stage_rank * g / period;
+    }
+  }
+  const LinkState& ls = cost_.links();
+  const int src = donor * g, dst = joiner * g;
+  const int l = ls.link_of(src, dst);
+  const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
+  RepartitionSums out;
+  out.seconds = ls.lat(src, dst) + (bw > 0 ? per_rank / bw : 0.0);
+  out.bytes = bytes;
+  out.energy_j = bytes * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+  out.peak_bytes = peak;
+  return out;
+}
+
+}  // namespace shardgym
