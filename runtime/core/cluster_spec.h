@@ -27,6 +27,12 @@ struct DeviceType {
   // Streaming (memory-bound) kernels / memory_bw; 0 = not stated: memory-bound kernels and
   // the optimizer step are left out, as in the model before pipelines.
   double memory_efficiency = 0;
+  // The host that drives this device (docs/design.md §4, "Host issue"): CPU time to issue
+  // one kernel or collective through the framework, and the framework's own work per
+  // micro-batch (its schedule loop, data, loss bookkeeping). A micro-batch on a pipeline
+  // stage takes at least the time its host needs to issue it. 0 = not stated (no bound).
+  double host_kernel_s = 0;
+  double host_micro_batch_s = 0;
 };
 
 struct LinkClass {

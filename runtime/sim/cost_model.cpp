@@ -35,6 +35,12 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTe
   world_ = cluster_.world_size();
   rank_device_.resize(world_);
   for (int r = 0; r < world_; ++r) rank_device_[r] = cluster_.device_index_of(r);
+  // The slowest host among the ranks' devices issues at the pace every rank waits for.
+  for (int r = 0; r < world_; ++r) {
+    const DeviceType& d = cluster_.devices[rank_device_[r]];
+    host_kernel_s_ = std::max(host_kernel_s_, d.host_kernel_s);
+    host_micro_batch_s_ = std::max(host_micro_batch_s_, d.host_micro_batch_s);
+  }
   cond_.link_factor.assign(cluster_.links.size(), 1.0);
   cond_.slowdown.assign(world_, 1.0);
   links_ = make_link_state(cluster_, cond_.link_factor);
@@ -186,6 +192,19 @@ double CostModel::collectives_time(const std::vector<Collective>& cs, const Stra
   return total;
 }
 
+int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int collectives) {
+  // Forward: attention = LayerNorm, QKV GEMM, the core (QK^T, scale-mask-softmax, dropout, .V;
+  // flash attention: one kernel), output GEMM, bias-dropout-add; MLP = LayerNorm, fc1,
+  // bias-GeLU, fc2, bias-dropout-add. Backward: two GEMMs (input and weight gradient) per
+  // GEMM, one kernel per elementwise one (flash: one backward kernel for the core).
+  const bool attn = kind == BlockKind::kAttention;
+  const int fwd = attn ? (m.flash_attention ? 5 : 8) : 5;
+  const int bwd = attn ? (m.flash_attention ? 7 : 12) : 7;
+  // `collectives` (block_collectives) already lists one per chunk and the recompute's replays.
+  const int per_chunk = fwd + bwd + (s.recompute ? fwd : 0);
+  return std::max(1, s.chunks) * per_chunk + collectives;
+}
+
 BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) const {
   const ModelSpec& m = cond_.model;
   BlockCost out;
@@ -239,6 +258,9 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     const double wgrad = slowest_pass(in_gemm, name, {1, 0, 0}, busy_w);
     hidden_bwd = std::min(async_bwd, wgrad);
   }
+  // The host issues the block's kernels one by one; a GPU faster than that waits (SimRun
+  // bounds each stage's micro-batch by its host's time).
+  out.host_s = host_kernel_s_ * block_kernels(m, kind, s, static_cast<int>(tp.size()));
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
   const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
                                                                   : s.chunks;
@@ -290,6 +312,7 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
       out.tp_comm_bwd_hidden_s = 0;
       out.grad_sync_s = out.param_gather_s = 0;
       out.optimizer_s = rc.optimizer_s_per_param * params;
+      out.host_s = 0;  // measured: the host's time is in the row
     }
   }
 
@@ -339,7 +362,7 @@ HeadCost CostModel::head_cost() const {
   }
   const RuntimeCalibration& rc = cluster_.calibration;
   const bool measured = !rc.empty() && rc.model_signature == calibration_signature(m, world_);
-  if (measured) out.compute_s = rc.step_overhead_s;
+  if (measured) out.compute_s = rc.step_overhead_s, out.host_s = out.loop_host_s = 0;
   std::vector<int> all;  // the ranks with a data share
   all.reserve(world_);
   for (int r = 0; r < world_; ++r)
@@ -354,6 +377,8 @@ HeadCost CostModel::head_cost() const {
   // Embedding output in the model dtype, logits kept in fp32 for the loss.
   out.memory_bytes = double(m.embedding_params()) * m.state_bytes_per_param() +
                      max_work_ * n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
+  out.host_s = host_kernel_s_ * kHeadKernels;
+  out.loop_host_s = host_micro_batch_s_;
   out.memory_capacity = cluster_.devices.empty() ? 0 : cluster_.device_of(0).memory_bytes;
   for (int r = 0; r < world_; ++r) {
     const DeviceType& dev = cluster_.devices[rank_device_[r]];

@@ -89,6 +89,7 @@ struct BlockCost {
   double param_gather_s = 0;              // per iteration, distributed optimizer only
   double optimizer_s = 0;                 // per iteration
   double tp_comm_bwd_hidden_s = 0;        // of tp_comm_bwd_s, hidden under the wgrad GEMM
+  double host_s = 0;  // per micro-batch: the host's time to issue its kernels (block_kernels)
   double comm_s = 0;                      // exposed TP communication, after overlap
   double comm_bytes_per_rank = 0;         // tensor-parallel + grad sync, sent per rank
   double busy_energy_j = 0;               // Σ_ranks (busy_w − idle_w)·compute time
@@ -109,7 +110,16 @@ struct HeadCost {
   double memory_bytes = 0;   // per rank: state + embedding output + fp32 logits
   double idle_power_w = 0;   // Σ_ranks idle_w
   double memory_capacity = 0;  // smallest device memory
+  double host_s = 0;       // per micro-batch: the host's time to issue the embedding and head
+  double loop_host_s = 0;  // per micro-batch and stage: the framework's own work
 };
+
+// Kernels and collectives one micro-batch of a block issues from the host (forward, backward,
+// and the forward again under full recomputation), as Megatron-LM's unfused GPT layer runs
+// them (docs/design.md §4, "Host issue"); `collectives`: how many block_collectives lists.
+int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int collectives);
+// The embedding, final LayerNorm, LM head and unfused cross-entropy, forward and backward.
+constexpr int kHeadKernels = 19;
 
 class CostModel {
  public:
@@ -181,6 +191,7 @@ class CostModel {
   LinkState links_;
   std::vector<int> rank_device_;  // device index of each rank
   double max_work_ = 1;           // the largest data share (Conditions::work)
+  double host_kernel_s_ = 0, host_micro_batch_s_ = 0;  // the slowest host's (DeviceType)
   int active_ranks_ = 0;          // ranks with a share
 };
 

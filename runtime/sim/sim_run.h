@@ -69,7 +69,8 @@ struct StageTimes {
   int first_block = 0, blocks = 0;  // blocks [first_block, first_block + blocks)
   int first_rank = 0, ranks = 0;    // ranks [first_rank, first_rank + ranks)
   double micro_batch_s = 0;  // one micro-batch: fwd + bwd + exposed TP comm + redistributions
-                             // (+ the LM head on the last stage)
+                             // (+ the LM head on the last stage), at least host_s
+  double host_s = 0;         // one micro-batch's host issue time (docs/design.md §4)
   double grad_sync_s = 0, param_gather_s = 0, optimizer_s = 0;  // iteration, before overlap
   double tail_s = 0;         // exposed gradient reduction + parameter gather + optimizer step
   double in_flight = 0;      // micro-batches whose activations the stage holds at its peak
@@ -156,6 +157,7 @@ class SimRun : public TrainingRun {
     double grad_sync = 0, param_gather = 0, optimizer = 0, params = 0;
     double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
     double state_moved = 0;  // state bytes a stage move sends (before memory calibration)
+    double host = 0;         // per micro-batch: the host's issue time (BlockCost::host_s)
   };
   // Block-cost rows, [2·stage + kind] → one slot per entry. A row may be an immutable copy
   // shared with other runs that built the very same bytes (share(); 64 envs then read one
@@ -325,7 +327,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<int> block_stage_;
   mutable std::vector<double> in_flight_;
   mutable std::vector<double> stage_scratch_;
-  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 8 per stage
+  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 9 per stage
   // edge_memory()'s figures for the first / last stage, valid for gen_ and those degrees.
   mutable uint32_t edge_gen_ = 0;
   mutable int edge_t_[2] = {0, 0};

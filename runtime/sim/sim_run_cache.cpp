@@ -234,6 +234,7 @@ const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) cons
   s.busy_j = c.busy_energy_j, s.link_j = c.link_energy_j;
   s.grad_sync = c.grad_sync_s, s.param_gather = c.param_gather_s, s.optimizer = c.optimizer_s;
   s.params = c.params_per_rank;
+  s.host = c.host_s;
   const RuntimeCalibration& cal = cost_.cluster().calibration;
   s.state = c.state_bytes * cal.memory_state_scale;
   s.state_moved = c.state_bytes;
@@ -420,10 +421,11 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // Per stage: one micro-batch's time, the last micro-batch's backward and first forward
   // (the overlap windows), gradient / parameter / optimizer work of the iteration.
   // Peak memory per stage (stage_memory's sum, fused into this loop).
-  stage_acc_.assign(8 * size_t(p), 0.0);
+  // host: the time the stage's host needs to issue one micro-batch (docs/design.md §4).
+  stage_acc_.assign(9 * size_t(p), 0.0);
   double* mb = stage_acc_.data();
   double *fwd1 = mb + p, *bwd1 = mb + 2 * p, *sync = mb + 3 * p, *gather = mb + 4 * p,
-         *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p;
+         *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p, *host = mb + 8 * p;
   stage_scratch_.assign(p, 0.0);
   edge_memory(idx, stage_scratch_);
   double busy_j = 0, link_j = h.link_energy_j * m, redist_j = 0;
@@ -442,6 +444,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     gather[st] += c.param_gather * nm;
     opt[st] += c.optimizer;
     params[st] += c.params;
+    host[st] += c.host;
     const bool after_recompute = kind && recomputes_[idx[b - 1]];
     stage_scratch_[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
     busy_j += m * c.busy_j * nc;
@@ -462,6 +465,11 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   const double nr = draw(), nh = draw(), np = draw();
   for (int s = 0; s < p; ++s) mb[s] += redist[s] * nr;
   mb[p - 1] += h.compute_s * nh;
+  // A micro-batch on a stage takes at least what its host needs to issue it (the GPU waits
+  // for kernels the host has not launched yet): the blocks' kernels, the embedding and head on
+  // the last stage, and the framework's own work per micro-batch.
+  host[p - 1] += h.host_s;
+  for (int s = 0; s < p; ++s) mb[s] = std::max(mb[s], host[s] + h.loop_host_s);
   busy_j += m * h.busy_energy_j * nh;
   double latency =
       pipeline_time(mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
@@ -497,6 +505,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     if (bd) {
       StageTimes& st = bd->stages[s];
       st.micro_batch_s = mb[s];
+      st.host_s = host[s] + h.loop_host_s;
       st.grad_sync_s = sync[s], st.param_gather_s = gather[s], st.optimizer_s = opt[s];
       st.tail_s = g + a + opt[s];
     }

@@ -407,3 +407,50 @@ TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
 
 }  // namespace
 }  // namespace shardgym
+
+namespace shardgym {
+namespace {
+
+// Host issue (docs/design.md §4): a micro-batch takes at least what its host needs to launch
+// it. A tiny layer at TP 8 is bound by it exactly; a large one is not, and is priced as
+// without the host figures.
+IterationBreakdown stage_times(const ModelSpec& m, double host_kernel_s, double host_mb_s,
+                               const std::string& plan) {
+  DeviceType dev = testing::h100_sxm();
+  dev.host_kernel_s = host_kernel_s;
+  dev.host_micro_batch_s = host_mb_s;
+  const SimRun run(testing::experiment(m, testing::cluster(1, 8, dev, testing::nvswitch())));
+  return run.breakdown(Plan::parse(plan, m.num_blocks()));
+}
+
+TEST(SimRun, HostIssueBoundsATinyLayerAndNotALargeOne) {
+  const std::string plan = "uniform:tp1d(t=8,recompute=1)@pp(m=4)";
+  ModelSpec tiny = testing::gpt(2, 256, 8, 128, 1);
+  tiny.global_batch = 4;
+  const IterationBreakdown bd = stage_times(tiny, 20e-6, 1e-3, plan);
+  const Strategy s = Strategy::parse("tp1d(t=8,recompute=1)");
+  double kernels = kHeadKernels;
+  for (int b = 0; b < tiny.num_blocks(); ++b) {
+    const BlockKind kind = ModelSpec::block_kind(b);
+    kernels += block_kernels(tiny, kind, s,
+                             static_cast<int>(block_collectives(tiny, kind, s, 8).size()));
+  }
+  // Attention 8 + 12 + 8 kernels and 3 all-reduces, MLP 5 + 7 + 5 and 3, per layer.
+  EXPECT_EQ(kernels, kHeadKernels + 2 * (31 + 20));
+  ASSERT_EQ(bd.stages.size(), 1u);
+  EXPECT_DOUBLE_EQ(bd.stages[0].host_s, kernels * 20e-6 + 1e-3);
+  EXPECT_DOUBLE_EQ(bd.stages[0].micro_batch_s, bd.stages[0].host_s);
+  const IterationBreakdown free_host = stage_times(tiny, 0, 0, plan);
+  EXPECT_LT(free_host.stages[0].micro_batch_s, 0.5 * bd.stages[0].micro_batch_s);
+  EXPECT_GT(bd.step_latency_s - free_host.step_latency_s,
+            3 * (bd.stages[0].host_s - free_host.stages[0].micro_batch_s));
+
+  ModelSpec large = testing::gpt(2, 8192, 64, 4096, 2);
+  large.global_batch = 8;
+  const IterationBreakdown big = stage_times(large, 20e-6, 1e-3, plan);
+  EXPECT_GT(big.stages[0].micro_batch_s, 5 * big.stages[0].host_s);
+  EXPECT_EQ(big.step_latency_s, stage_times(large, 0, 0, plan).step_latency_s);
+}
+
+}  // namespace
+}  // namespace shardgym
