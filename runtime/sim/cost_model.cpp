@@ -201,7 +201,9 @@ int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int col
   const int fwd = attn ? (m.flash_attention ? 5 : 8) : 5;
   const int bwd = attn ? (m.flash_attention ? 7 : 12) : 7;
   // `collectives` (block_collectives) already lists one per chunk and the recompute's replays.
-  const int per_chunk = fwd + bwd + (s.recompute ? fwd : 0);
+  // Selective recomputation replays the attention core (its four kernels, without flash).
+  const int replay = s.recompute ? fwd : (attn && s.selective && !m.flash_attention ? 4 : 0);
+  const int per_chunk = fwd + bwd + replay;
   return std::max(1, s.chunks) * per_chunk + collectives;
 }
 
