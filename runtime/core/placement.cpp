@@ -229,13 +229,16 @@ int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlac
 }
 
 double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s) {
+  int fullest = 0;
+  const std::vector<int>& heads = s.heads();
+  for (int i = 1; i < static_cast<int>(heads.size()); ++i)
+    if (heads[i] > heads[fullest]) fullest = i;
+  return rank_param_elements(m, kind, s, fullest);
+}
+
+double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s, int pos) {
   try {
-    int fullest = 0;
-    const std::vector<int>& heads = s.heads();
-    for (int i = 1; i < static_cast<int>(heads.size()); ++i)
-      if (heads[i] > heads[fullest]) fullest = i;
-    return static_cast<double>(
-        block_param_elements(m, kind, place_block_mesh(s, fullest, s.degree())));
+    return static_cast<double>(block_param_elements(m, kind, place_block_mesh(s, pos, s.degree())));
   } catch (const std::invalid_argument&) {
     return block_rank_params(m, kind, s);
   }

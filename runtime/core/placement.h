@@ -115,6 +115,8 @@ int64_t block_param_elements(const ModelSpec& m, BlockKind kind, const BlockPlac
 // evenly has no boxes (no run can use it); for it this returns cost.h's fractional closed form
 // block_rank_params, which equals the box count wherever boxes exist (placement_test).
 double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s);
+// The same for the rank at position `pos` of its tensor group (0 <= pos < s.degree()).
+double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s, int pos);
 
 // Ranks whose gradients of this parameter must be summed: the replicas, and with sp=1 also the
 // tensor group for tp_replicated parameters (each rank saw only its sequence slice).

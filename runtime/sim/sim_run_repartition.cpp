@@ -163,9 +163,7 @@ SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, in
         if (block_stage_[b] != st) continue;
         const Strategy& s = entries_[idx[b]];
         const BlockKind kind = b & 1 ? BlockKind::kMlp : BlockKind::kAttention;
-        receive(moved * (s.uneven() ? double(block_param_elements(
-                                          model_, kind, place_block_mesh(s, q % s.degree(),
-                                                                         s.degree())))
+        receive(moved * (s.uneven() ? rank_param_elements(model_, kind, s, q % s.degree())
                                     : block(st, b & 1, idx[b]).params));
       }
       const double edge_here =
