@@ -39,11 +39,12 @@ ModelSpec parse_model(const YamlField& f) {
 
 void parse_training(const YamlField& f, ModelSpec& m) {
   f.check_keys({"distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
-                "tp_comm_overlap", "vocab_parallel"});
+                "tp_comm_overlap", "overlap_p2p_comm", "vocab_parallel"});
   if (auto v = f.optional("distributed_optimizer")) m.distributed_optimizer = v->as_bool();
   if (auto v = f.optional("overlap_grad_reduce")) m.overlap_grad_reduce = v->as_bool();
   if (auto v = f.optional("overlap_param_gather")) m.overlap_param_gather = v->as_bool();
   if (auto v = f.optional("tp_comm_overlap")) m.tp_comm_overlap = v->as_bool();
+  if (auto v = f.optional("overlap_p2p_comm")) m.overlap_p2p_comm = v->as_bool();
   if (auto v = f.optional("vocab_parallel")) m.vocab_parallel = v->as_bool();
 }
 

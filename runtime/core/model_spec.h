@@ -43,6 +43,11 @@ struct ModelSpec {
   bool overlap_grad_reduce = false;   // [--overlap-grad-reduce] DP reduction under backward
   bool overlap_param_gather = false;  // [--overlap-param-gather] its all-gather under forward
   bool tp_comm_overlap = false;       // [--tp-comm-overlap] TP collectives under the GEMMs
+  // [--no-overlap-p2p-communication turns it off] the interleaved schedule's stage-to-stage
+  // transfers under the chunks' compute: Megatron-LM's default since 2023-10-12 (commit
+  // 4eeff55, "Make overlap_p2p_comm the default"; the option came 2023-05-31). GPipe and 1F1B
+  // always wait on their transfers (schedules.py).
+  bool overlap_p2p_comm = true;
   bool vocab_parallel = false;        // embedding and LM head split over the vocabulary by
                                       // the edge blocks' TP degree (Megatron-LM's layers)
 

@@ -2,7 +2,7 @@
 // many micro-batches' activations each stage holds at its peak (docs/design.md §4).
 //
 // With C_s the time of one micro-batch's forward + backward on stage s (its p2p transfers
-// excluded), the schedules of Narayanan et al. 2021 ("Efficient Large-Scale Language Model
+// excluded; pipeline_time_with_transfers adds them), the schedules of Narayanan et al. 2021 ("Efficient Large-Scale Language Model
 // Training on GPU Clusters Using Megatron-LM", §2.2) take
 //   GPipe, 1F1B:           T = m·max_s C_s + (Σ_s C_s − max_s C_s)
 //   interleaved, v chunks: T = m·max_s C_s + (Σ_s C_s − max_s C_s) / v
@@ -25,6 +25,29 @@ double pipeline_time(const double* stage_micro_batch_s, int stages, int micro_ba
                      Schedule schedule, int virtual_stages);
 double pipeline_time(const std::vector<double>& stage_micro_batch_s, int micro_batches,
                      Schedule schedule, int virtual_stages);
+// One iteration of GPipe or 1F1B replayed op by op in the order Megatron-LM's schedules.py
+// runs it (forward_backward_pipelining_without_interleaving: min(p − s − 1, m) warm-up
+// forwards on stage s, then one forward and one backward per step, then the cool-down
+// backwards; GPipe: every forward, then every backward), waiting on each batched transfer as
+// p2p_communication.py does (a send and a receive posted together; the stage goes on when
+// both are done). A transfer starts once its sender and its receiver have posted it and takes
+// hop[b] over boundary b (stage b to b + 1, either way). fwd[s], bwd[s]: one micro-batch's
+// forward and backward on stage s. Returns the time until the last stage is done. Without
+// transfers and with equal stages it is (m + p − 1)·(fwd + bwd), pipeline_time's; with
+// unequal stages it is shorter where the schedule lets a fast stage run ahead.
+double pipeline_replay(const double* fwd, const double* bwd, const double* hop, int stages,
+                       int micro_batches, Schedule schedule);
+// An iteration's schedule with its point-to-point transfers (docs/design.md §4, "Pipeline
+// transfers"). mb[s]: one micro-batch on stage s, fwd_share[s] of it forward; hop[b] for
+// b < p − 1 the transfer over boundary b, hop[p − 1] from the last stage to the first.
+// GPipe, 1F1B: pipeline_replay. Interleaved with v chunks: stage s transfers
+// e_s = v·(in + out) − [s = 0]·in − [s = p − 1]·out per micro-batch (Megatron-LM's count,
+// 2·m·(p·v − 1) an iteration), under its compute with `overlap_p2p` (max) or after it (sum);
+// the warm-up and flush expose one micro-batch's p·v − 1 boundaries each way:
+//   T = m·max_s(mb_s ⊕ e_s) + (Σ mb − max mb)/v + 2·(v·Σ_{b<p−1} hop_b + (v − 1)·hop_{p−1}).
+double pipeline_time_with_transfers(const double* mb, const double* fwd_share, const double* hop,
+                                    int stages, int micro_batches, Schedule schedule,
+                                    int virtual_stages, bool overlap_p2p);
 // Idle fraction of an iteration of equal stages: (p−1)/(m·v + p − 1).
 double bubble_fraction(int stages, int micro_batches, int virtual_stages);
 double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches,

@@ -80,7 +80,7 @@ struct StageTimes {
 struct IterationBreakdown {
   Pipeline pipeline;         // m explicit
   double schedule_s = 0;     // the schedule of all micro-batches (pipeline_model.h)
-  double p2p_s = 0;          // stage-to-stage sends of the fill and drain
+  double p2p_s = 0;          // what stage-to-stage transfers add to the schedule
   double bubble_fraction = 0;  // (p−1)/(m·v + p − 1): idle share of equal stages
   double head_s = 0;         // LM head + loss of one micro-batch, on the last stage
   double head_sync_s = 0;    // embedding / LM head gradient reduction
@@ -327,7 +327,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<int> block_stage_;
   mutable std::vector<double> in_flight_;
   mutable std::vector<double> stage_scratch_;
-  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 9 per stage
+  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 11 per stage
   // edge_memory()'s figures for the first / last stage, valid for gen_ and those degrees.
   mutable uint32_t edge_gen_ = 0;
   mutable int edge_t_[2] = {0, 0};

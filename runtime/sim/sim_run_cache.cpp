@@ -422,10 +422,13 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // (the overlap windows), gradient / parameter / optimizer work of the iteration.
   // Peak memory per stage (stage_memory's sum, fused into this loop).
   // host: the time the stage's host needs to issue one micro-batch (docs/design.md §4).
-  stage_acc_.assign(9 * size_t(p), 0.0);
+  // hop, fwd_share: the point-to-point transfer over each stage boundary, the forward's share
+  // of each stage's micro-batch (pipeline_time_with_transfers).
+  stage_acc_.assign(11 * size_t(p), 0.0);
   double* mb = stage_acc_.data();
   double *fwd1 = mb + p, *bwd1 = mb + 2 * p, *sync = mb + 3 * p, *gather = mb + 4 * p,
-         *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p, *host = mb + 8 * p;
+         *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p, *host = mb + 8 * p,
+         *hop = mb + 9 * p, *fwd_share = mb + 10 * p;
   stage_scratch_.assign(p, 0.0);
   edge_memory(idx, stage_scratch_);
   double busy_j = 0, link_j = h.link_energy_j * m, redist_j = 0;
@@ -471,20 +474,37 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   host[p - 1] += h.host_s;
   for (int s = 0; s < p; ++s) mb[s] = std::max(mb[s], host[s] + h.loop_host_s);
   busy_j += m * h.busy_energy_j * nh;
-  double latency =
+  double schedule_s =
       pipeline_time(mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
-  const double schedule_s = latency;
+  double latency = schedule_s;
   if (p > 1) {
-    // Point-to-point activations between consecutive stages (fwd and bwd); steady-state sends
-    // overlap compute (Megatron-LM), the fill and drain of the schedule do not.
+    // Point-to-point activations and their gradients between stages: every rank of a stage
+    // sends its part to the same position of the next stage at once; the slowest pair sets a
+    // boundary's time. hop[p − 1]: the last stage to the first (interleaved chunks wrap).
     const double bytes = double(stage_cost_[0].model().global_batch) / stage_world_ *
                          model_.seq * model_.hidden * dtype_bytes(model_.dtype);
     const LinkState& ls = cost_.links();
-    const double bw = ls.bw(0, stage_world_) *
-                      ls.classes[std::max(0, ls.link_of(0, stage_world_))].bus_efficiency;
-    const double hop = ls.lat(0, stage_world_) + (bw > 0 ? bytes / bw : 0.0);
-    const double v = pipe_.schedule == Schedule::kInterleaved ? pipe_.virtual_stages : 1;
-    latency += 2 * (p * v - 1) * hop;
+    for (int b = 0; b < p; ++b) {
+      const int from = b * stage_world_, to = ((b + 1) % p) * stage_world_;
+      hop[b] = 0;
+      for (int k = 0; k < stage_world_; ++k) {
+        const int l = ls.link_of(from + k, to + k);
+        if (l < 0) continue;
+        const double bw = ls.bw(from + k, to + k) * ls.classes[l].bus_efficiency;
+        hop[b] = std::max(hop[b], ls.lat(from + k, to + k) + (bw > 0 ? bytes / bw : 0.0));
+      }
+    }
+    for (int s = 0; s < p; ++s)
+      fwd_share[s] = fwd1[s] + bwd1[s] > 0 ? fwd1[s] / (fwd1[s] + bwd1[s]) : 1.0 / 3;
+    latency = pipeline_time_with_transfers(mb, fwd_share, hop, p, pipe_.micro_batches,
+                                           pipe_.schedule, pipe_.virtual_stages,
+                                           model_.overlap_p2p_comm);
+    if (bd) {  // the same schedule without transfers, for the breakdown's p2p share
+      std::vector<double> none(p, 0.0);
+      schedule_s = pipeline_time_with_transfers(mb, fwd_share, none.data(), p,
+                                                pipe_.micro_batches, pipe_.schedule,
+                                                pipe_.virtual_stages, model_.overlap_p2p_comm);
+    }
   }
   // Iteration tail: the data-parallel work of the slowest stage. Megatron-LM's buckets hold
   // max(40M, 1M·DP) parameters (distributed/distributed_data_parallel.py); state / bytes per

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "runtime/core/plan.h"
@@ -45,6 +47,87 @@ TEST(PipelineModel, TheSlowestStageSetsThePace) {
   const std::vector<double> stages = {1.0, 2.0, 1.0};
   // 10 micro-batches at the slowest stage's pace, plus the other stages' fill and drain.
   EXPECT_DOUBLE_EQ(pipeline_time(stages, 10, Schedule::k1F1B, 1), 10 * 2.0 + 2.0);
+}
+
+// Megatron-LM's 1F1B with blocking transfers, equal stages, replayed: a middle stage waits
+// for two transfers per micro-batch, the end stages for one, so (p ≥ 3)
+//   T = (m + p − 1)·(C + 2X) − 3X   (m ≥ p),   p = 2: (m + 1)·(C + X),   m = 1: p·C + 2(p − 1)·X
+// (derived by hand from the order of schedules.py's warm-up, steady and cool-down phases).
+TEST(PipelineModel, OneFOneBReplayWaitsForItsTransfers) {
+  const double f = 1.0, b = 2.0, x = 0.1, c = f + b;
+  for (int p : {2, 3, 4, 8}) {
+    const std::vector<double> fwd(p, f), bwd(p, b), hop(p, x), none(p, 0.0);
+    for (int m : {1, 4, 8, 16, 64}) {
+      SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
+      // Without transfers the replay is Narayanan et al.'s formula.
+      EXPECT_NEAR(pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, Schedule::k1F1B),
+                  (m + p - 1) * c, 1e-9);
+      const double t = pipeline_replay(fwd.data(), bwd.data(), hop.data(), p, m, Schedule::k1F1B);
+      if (m == 1) EXPECT_NEAR(t, p * c + 2 * (p - 1) * x, 1e-9);
+      else if (p == 2) EXPECT_NEAR(t, (m + 1) * (c + x), 1e-9);
+      else if (m >= p) EXPECT_NEAR(t, (m + p - 1) * (c + 2 * x) - 3 * x, 1e-9);
+    }
+  }
+}
+
+// Unequal stages: the replay is never slower than "the slowest stage sets the pace" (which
+// idles every other stage as if it were the slowest), and with transfers it is slower than
+// without by at least the fill's and drain's hops and at most two per micro-batch and stage.
+TEST(PipelineModel, OneFOneBReplayWithUnequalStagesAndTransfers) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int p = 2 + trial % 7, m = 1 << (trial % 6);
+    std::vector<double> fwd(p), bwd(p), hop(p, 0.05), none(p, 0.0), mb(p);
+    for (int s = 0; s < p; ++s) fwd[s] = u(rng), bwd[s] = 2 * fwd[s] * u(rng), mb[s] = fwd[s] + bwd[s];
+    const double plain = pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, Schedule::k1F1B);
+    const double with = pipeline_replay(fwd.data(), bwd.data(), hop.data(), p, m, Schedule::k1F1B);
+    EXPECT_LE(plain, pipeline_time(mb, m, Schedule::k1F1B, 1) + 1e-9);
+    EXPECT_GE(with - plain, 2 * (p - 1) * 0.05 - 1e-9);
+    EXPECT_LE(with - plain, 2 * (m + p) * 0.05 + 1e-9);
+  }
+}
+
+// Interleaved: Megatron-LM's order (schedules.py, get_model_chunk_id) sends, per micro-batch,
+// one activation per model chunk except out of the last chunk of the last stage, and one
+// gradient per chunk except out of the first chunk of the first stage: 2·m·(p·v − 1) sends
+// per iteration (Narayanan et al. 2021 §2.2.2: v times 1F1B's). The model charges each stage
+// e_s = v·(in + out) − [s = 0]·in − [s = p − 1]·out per micro-batch (the same count per stage).
+TEST(PipelineModel, InterleavedTransfersAreMegatronsCount) {
+  for (int p : {2, 4, 8})
+    for (int v : {1, 2, 3})
+      for (int m : {p, 2 * p, 4 * p}) {
+        int sends = 0;
+        for (int rank = 0; rank < p; ++rank)
+          for (int k = 0; k < m * v; ++k) {
+            const int chunk = (k / p) % v;  // forward micro-step k's model chunk
+            if (!(rank == p - 1 && chunk == v - 1)) ++sends;  // send_forward
+            if (!(rank == 0 && chunk == 0)) ++sends;            // send_backward (reverse order)
+          }
+        EXPECT_EQ(sends, 2 * m * (p * v - 1)) << "p=" << p << " v=" << v << " m=" << m;
+        // One second per transfer, no compute: with blocking transfers a stage's micro-batch
+        // costs its count; the slowest (a middle stage, or any at p = 2) sets the pace.
+        const std::vector<double> zero(p, 0.0), share(p, 0.5), hop(p, 1.0);
+        const double t = pipeline_time_with_transfers(zero.data(), share.data(), hop.data(), p, m,
+                                                      Schedule::kInterleaved, v, false);
+        const double per_stage = p == 2 ? 2 * v - 1 : 2 * v;
+        const double fill = 2 * (v * (p - 1) + (v - 1));
+        EXPECT_DOUBLE_EQ(t, m * per_stage + fill);
+        EXPECT_DOUBLE_EQ(fill, 2 * (p * v - 1));  // one micro-batch's chunk boundaries, both ways
+      }
+}
+
+// With overlap_p2p_comm the interleaved schedule's steady transfers hide under compute.
+TEST(PipelineModel, OverlappedInterleavedTransfersHideUnderCompute) {
+  const int p = 4, v = 2, m = 8;
+  const std::vector<double> mb(p, 1.0), share(p, 1.0 / 3), hop(p, 0.01);
+  const double blocking = pipeline_time_with_transfers(mb.data(), share.data(), hop.data(), p, m,
+                                                       Schedule::kInterleaved, v, false);
+  const double overlapped = pipeline_time_with_transfers(mb.data(), share.data(), hop.data(), p,
+                                                         m, Schedule::kInterleaved, v, true);
+  const double fill = 2 * (p * v - 1) * 0.01;
+  EXPECT_DOUBLE_EQ(overlapped, pipeline_time(mb, m, Schedule::kInterleaved, v) + fill);
+  EXPECT_NEAR(blocking - overlapped, m * 2 * v * 0.01, 1e-12);
 }
 
 TEST(PipelineModel, ActivationsInFlightPerSchedule) {
