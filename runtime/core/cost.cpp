@@ -1,6 +1,7 @@
 #include "runtime/core/cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace shardgym {
@@ -182,14 +183,31 @@ double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strate
   return n * e * (elems + 2 * f / th);  // bias + GeLU: read and write the fc1 output
 }
 
+bool softmax_unfused(const ModelSpec& m, const Strategy& s, int world, int pos) {
+  if (m.flash_attention || dtype_bytes(m.dtype) != 2) return false;
+  const int sk = m.seq;
+  if (sk <= 16 || sk > 4096 || sk % 4 != 0) return true;
+  const double batches =
+      double(local_batch(m, s, world)) * m.heads * head_part(s, pos) / s.degree();
+  int pow2 = 1;
+  while (pow2 < sk) pow2 <<= 1;
+  const int warp = std::min(pow2, 32), rows_per_warp = pow2 <= 128 ? 2 : 1;
+  const int per_block = (128 / warp) * rows_per_warp;
+  auto multiple_of = [batches](int k) { return std::fmod(batches, double(k)) == 0; };
+  return !(std::floor(batches) == batches && multiple_of(4) && multiple_of(per_block));
+}
+
 double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
                              int pos) {
   if (kind != BlockKind::kAttention || m.flash_attention) return 0;
   const double b = local_batch(m, s, world), e = dtype_bytes(m.dtype);
   const double scores =
       double(m.heads) * head_part(s, pos) / s.degree() * m.seq * double(m.seq) * b;
-  // scale-mask-softmax: read and write the scores; dropout: read, write, 1-byte mask.
-  return scores * (2 * e + 2 * e + 1);
+  // scale-mask-softmax: read and write the scores (fused), or, unfused in fp32, cast up
+  // (e + 4), scale (4 + 4), mask (4 + 1 + 4), softmax (4 + 4), cast back (4 + e);
+  // dropout: read, write, 1-byte mask.
+  const double softmax = softmax_unfused(m, s, world, pos) ? 2 * (e + 4) + 8 + 9 + 8 : 2 * e;
+  return scores * (softmax + 2 * e + 1);
 }
 
 double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s, int pos) {
@@ -227,18 +245,23 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
     return scale * 2 * sbh / (sharded_seq ? t : 1);
   }
   double bytes = 0;
+  // Unfused, the softmax output is kept in fp32 (4 bytes, not the 2 of the paper's 5·as²b).
+  const double e = dtype_bytes(m.dtype);
+  const double fp32_probs =
+      attn && scores > 0 && softmax_unfused(m, s, world, pos) ? (4 - e) / scale : 0;
   switch (s.kind) {
     case StrategyKind::kDP:  // 13·sbh + 5·as²b (attention incl. LN1), 21·sbh (MLP incl. LN2)
-      bytes = attn ? 13 * sbh + 5 * scores * as2b : 21 * sbh;
+      bytes = attn ? 13 * sbh + (5 + fp32_probs) * scores * as2b : 21 * sbh;
       break;
     case StrategyKind::kTP1D:
       // 13 = 5 (LayerNorm, dropout, residual: sequence-split with sp, else whole) + 8 (QKV
       // output, core, projection input: head-split); 21 = 5 + 16 (fc1 output, GeLU: columns).
       bytes = 5 * sbh / (sharded_seq ? t : 1) + (attn ? 8 : 16) * sbh / th +
-              (attn ? 5 * scores * as2b / th : 0);
+              (attn ? (5 + fp32_probs) * scores * as2b / th : 0);
       break;
     case StrategyKind::kTP2D:  // replicated parts sharded over d2; GEMM inputs as placed
-      bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 + 5 * scores * as2b / t
+      bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 +
+                         (5 + fp32_probs) * scores * as2b / t
                    : 5 * sbh / s.d2 + 16 * sbh / s.d1;
       break;
   }

@@ -75,6 +75,16 @@ double head_part(const Strategy& s, int pos);
 // same tensors); fused kernels of Megatron-Core (bias-GeLU, bias-dropout-add) counted once.
 double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                 int world, int pos = -1);
+// Whether Megatron-LM runs this block's scale-mask-softmax unfused: with 16-bit scores its
+// fused kernel takes them only where FusedScaleMaskSoftmax.is_kernel_available says so
+// (megatron/core/fusions/fused_softmax.py, causal mask): 16 < s ≤ 4096, s a multiple of 4, and
+// the rank's b·(heads on the rank) a multiple of 4 and of the kernel's batches per block
+// (get_batch_per_block of the CUDA kernel: 128 threads, a warp per row of ≤ 32·2^k elements,
+// two rows per warp up to 128). Elsewhere PyTorch runs it in fp32 (forward_torch_softmax: cast,
+// scale, mask, softmax, cast back; the same backwards): four more kernels each way, more
+// bytes, and the softmax output kept in fp32. False with flash attention (no separate
+// softmax) and for fp32 models (the live runtime's own attention, one softmax).
+bool softmax_unfused(const ModelSpec& m, const Strategy& s, int world, int pos = -1);
 // Of those, what selective recomputation replays (softmax and dropout over the scores).
 double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
                              int pos = -1);

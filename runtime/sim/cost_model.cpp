@@ -192,17 +192,21 @@ double CostModel::collectives_time(const std::vector<Collective>& cs, const Stra
   return total;
 }
 
-int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int collectives) {
+int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int collectives,
+                  bool unfused_softmax) {
   // Forward: attention = LayerNorm, QKV GEMM, the core (QK^T, scale-mask-softmax, dropout, .V;
   // flash attention: one kernel), output GEMM, bias-dropout-add; MLP = LayerNorm, fc1,
   // bias-GeLU, fc2, bias-dropout-add. Backward: two GEMMs (input and weight gradient) per
   // GEMM, one kernel per elementwise one (flash: one backward kernel for the core).
   const bool attn = kind == BlockKind::kAttention;
-  const int fwd = attn ? (m.flash_attention ? 5 : 8) : 5;
-  const int bwd = attn ? (m.flash_attention ? 7 : 12) : 7;
+  // PyTorch's softmax instead of the fused one: cast, scale, mask, softmax, cast back.
+  const int unfused = attn && unfused_softmax && !m.flash_attention ? 4 : 0;
+  const int fwd = attn ? (m.flash_attention ? 5 : 8 + unfused) : 5;
+  const int bwd = attn ? (m.flash_attention ? 7 : 12 + unfused) : 7;
   // `collectives` (block_collectives) already lists one per chunk and the recompute's replays.
   // Selective recomputation replays the attention core (its four kernels, without flash).
-  const int replay = s.recompute ? fwd : (attn && s.selective && !m.flash_attention ? 4 : 0);
+  const int replay =
+      s.recompute ? fwd : (attn && s.selective && !m.flash_attention ? 4 + unfused : 0);
   const int per_chunk = fwd + bwd + replay;
   return std::max(1, s.chunks) * per_chunk + collectives;
 }
@@ -262,7 +266,11 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   }
   // The host issues the block's kernels one by one; a GPU faster than that waits (SimRun
   // bounds each stage's micro-batch by its host's time).
-  out.host_s = host_kernel_s_ * block_kernels(m, kind, s, static_cast<int>(tp.size()));
+  bool unfused = false;  // any position of an uneven group (the slowest host sets the pace)
+  for (int i = 0; i < static_cast<int>(pass.size()); ++i)
+    unfused = unfused || softmax_unfused(m, s, world_, s.uneven() ? i : -1);
+  out.host_s =
+      host_kernel_s_ * block_kernels(m, kind, s, static_cast<int>(tp.size()), unfused);
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
   const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
                                                                   : s.chunks;

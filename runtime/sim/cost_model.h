@@ -116,8 +116,11 @@ struct HeadCost {
 
 // Kernels and collectives one micro-batch of a block issues from the host (forward, backward,
 // and the forward again under full recomputation), as Megatron-LM's unfused GPT layer runs
-// them (docs/design.md §4, "Host issue"); `collectives`: how many block_collectives lists.
-int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int collectives);
+// them (docs/design.md §4, "Host issue"); `collectives`: how many block_collectives lists;
+// `unfused_softmax`: the scale-mask-softmax runs as PyTorch's five kernels each way, not one
+// (cost.h softmax_unfused).
+int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int collectives,
+                  bool unfused_softmax = false);
 // The embedding, final LayerNorm, LM head and unfused cross-entropy, forward and backward.
 constexpr int kHeadKernels = 19;
 

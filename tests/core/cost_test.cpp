@@ -130,6 +130,47 @@ TEST(Cost, ActivationMemoryMatchesKorthikantiTable2) {
   near(layer_activation_bytes(m, tp, tp, world), 2 * sbh(tp) * (10 + 24.0 / t + 5 * a * s / (h * t)));
 }
 
+// Megatron-LM's fused softmax needs b·(heads per rank) a multiple of 4 (and of its batches per
+// block: 4 rows at s = 1024) and 16 < s ≤ 4096 (fused_softmax.py is_kernel_available); where it
+// cannot run, PyTorch's fp32 softmax moves 37 bytes a score instead of 4 and keeps 4-byte
+// probabilities: Korthikanti's 5·a·s²·b becomes 7·a·s²·b.
+TEST(Cost, MegatronSoftmaxFallsBackWhereItsKernelCannotRun) {
+  ModelSpec m = gpt();
+  m.dtype = DType::kBFloat16;
+  m.seq = 1024;
+  const int world = 8;
+  const Strategy tp8 = Strategy::tp1d(8);  // 2 of the 16 heads per rank
+  m.global_batch = 2;                      // b = 2 per rank: 4 score batches
+  EXPECT_FALSE(softmax_unfused(m, tp8, world));
+  EXPECT_FALSE(softmax_unfused(m, Strategy::tp1d(4), world));  // b = 1, 4 heads: 4
+  m.global_batch = 1;                      // b = 1: 2 score batches
+  EXPECT_TRUE(softmax_unfused(m, tp8, world));
+  m.global_batch = 8;
+  EXPECT_FALSE(softmax_unfused(m, tp8, world));
+  ModelSpec longer = m;
+  longer.seq = 8192;  // beyond the kernel's 4096
+  EXPECT_TRUE(softmax_unfused(longer, tp8, world));
+  longer.flash_attention = true;  // no separate softmax at all
+  EXPECT_FALSE(softmax_unfused(longer, tp8, world));
+  ModelSpec fp32 = m;
+  fp32.dtype = DType::kFloat32;
+  fp32.global_batch = 1;
+  EXPECT_FALSE(softmax_unfused(fp32, tp8, world));
+
+  m.global_batch = 1;
+  const double s = m.seq, h = m.hidden, a = m.heads, b = local_batch(m, tp8, world), t = 8;
+  const double scores = a / t * s * s * b;
+  EXPECT_NEAR(attention_score_bytes(m, BlockKind::kAttention, tp8, world), scores * (37 + 5),
+              kRel * scores * 42);
+  const double sbh = s * b * h;
+  EXPECT_NEAR(layer_activation_bytes(m, tp8, tp8, world),
+              sbh * (10 + 24.0 / t) + 7 * a * s * s * b / t, kRel * sbh * 100);
+  m.global_batch = 2;
+  const double b2 = local_batch(m, tp8, world);
+  EXPECT_NEAR(attention_score_bytes(m, BlockKind::kAttention, tp8, world),
+              a / t * s * s * b2 * (4 + 5), kRel * s * s * b2 * 100);
+}
+
 TEST(Cost, FlopsAndParamsSplitByDegree) {
   const ModelSpec m = gpt();
   const double full = block_forward_flops(m, BlockKind::kMlp, local_batch(m, Strategy::tp1d(4), 8));
