@@ -251,8 +251,9 @@ std::string to_table(const CostReport& r, bool collectives) {
                     st.capacity_bytes / gib);
       o << line;
     }
-    o << "schedule       " << fmt("%10.3f ms", r.schedule_s * 1e3) << "  (+ p2p fill/drain "
-      << fmt("%.3f", r.p2p_s * 1e3) << ", exposed DP tail and head sync "
+    o << "schedule       " << fmt("%10.3f ms", r.schedule_s * 1e3)
+      << "  (+ stage-to-stage transfers " << fmt("%.3f", r.p2p_s * 1e3)
+      << ", exposed DP tail and head sync "
       << fmt("%.3f", r.tail_s * 1e3) << ")\n";
   } else if (r.micro_batches > 1 || r.tail_s > 0) {
     o << "micro-batches  " << r.micro_batches << "; exposed DP tail and head sync "

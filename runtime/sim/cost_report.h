@@ -70,7 +70,7 @@ struct CostReport {
   std::string schedule;          // gpipe | 1f1b | interleaved
   double schedule_s = 0;         // all micro-batches through the stages, bubble included
   double bubble_fraction = 0;    // of equal stages: (p−1)/(m·v + p − 1)
-  double p2p_s = 0;              // stage-to-stage sends of the fill and drain
+  double p2p_s = 0;              // what stage-to-stage transfers add to the schedule
   double tail_s = 0;             // slowest stage's exposed DP work + embedding/head sync
   double step_latency_s = 0;     // one iteration (as SimRun::estimate)
   double compute_s = 0;          // Σ blocks fwd + bwd (all stages)
