@@ -29,6 +29,7 @@ namespace {
 
 struct Row {
   std::string name, plan, source;
+  std::string model;  // the architecture (layers, hidden, heads, FFN, sequence, vocabulary)
   double predicted_s = 0, published_s = 0;
   double predicted_tf = 0, published_tf = 0;
   double peak_gib = 0, capacity_gib = 0;
@@ -51,6 +52,10 @@ Row validate_one(const std::string& path) {
   if (!m || !m->ok) throw BadInput(path + ": the simulator cannot run the initial plan: " + (m ? m->error : ""));
   Row r;
   r.name = spec.name;
+  const ModelSpec& md = spec.model;
+  r.model = "L" + std::to_string(md.layers) + " h" + std::to_string(md.hidden) + " a" +
+            std::to_string(md.heads) + " f" + std::to_string(md.ffn_size()) + " s" +
+            std::to_string(md.seq) + " V" + std::to_string(md.vocab);
   r.plan = plan.to_string();
   r.source = spec.published.source;
   r.predicted_s = m->step_latency_s;
@@ -345,6 +350,65 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   return report_noise(noise, /*json=*/false, out, err);
 }
 
+namespace {
+
+// Configurations of one model (2+ of them, any GPUs and batch): Kendall's τ of predicted
+// against published throughput per GPU, and the regret of the simulator's pick (the published
+// throughput of the published best over that of the simulator's best-predicted, minus 1).
+struct ModelGroup {
+  std::string model;
+  std::vector<std::string> configs;
+  double tau = 0, regret = 0;
+};
+
+std::vector<ModelGroup> model_groups(const std::vector<Row>& rows) {
+  std::map<std::string, std::vector<const Row*>> by;
+  for (const Row& r : rows) by[r.model].push_back(&r);
+  std::vector<ModelGroup> out;
+  for (const auto& [model, rs] : by) {
+    if (rs.size() < 2) continue;
+    ModelGroup g;
+    g.model = model;
+    std::vector<double> pred, pub;
+    for (const Row* r : rs) {
+      g.configs.push_back(r->name);
+      pred.push_back(r->predicted_tf), pub.push_back(r->published_tf);
+    }
+    g.tau = kendall_tau(pred, pub);
+    const size_t pick = std::max_element(pred.begin(), pred.end()) - pred.begin();
+    g.regret = *std::max_element(pub.begin(), pub.end()) / pub[pick] - 1;
+    out.push_back(g);
+  }
+  return out;
+}
+
+std::string model_groups_text(const std::vector<ModelGroup>& groups) {
+  if (groups.empty()) return "";
+  std::vector<double> tau, regret;
+  for (const auto& g : groups) {
+    if (std::isfinite(g.tau)) tau.push_back(g.tau);
+    regret.push_back(g.regret);
+  }
+  auto or_dash = [](const std::vector<double>& v, double x) {
+    return v.empty() ? std::string("-") : fixed(x, 2);
+  };
+  std::ostringstream o;
+  o << groups.size() << " models with 2+ configurations: Kendall tau of predicted vs published "
+    << "throughput median " << or_dash(tau, tau.empty() ? 0 : median(tau)) << ", min "
+    << or_dash(tau, tau.empty() ? 0 : *std::min_element(tau.begin(), tau.end()))
+    << "; the simulator's pick is slower than the published best by median "
+    << fixed(100 * median(regret), 1) << " %, max "
+    << fixed(100 * *std::max_element(regret.begin(), regret.end()), 1) << " %\n";
+  for (const auto& g : groups) {
+    o << "  " << g.model << ": " << g.configs.size() << " configs, tau "
+      << (std::isfinite(g.tau) ? fixed(g.tau, 2) : std::string("-")) << ", pick slower by "
+      << fixed(100 * g.regret, 1) << " %\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
 int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& err) {
   if (args.config.empty() == args.published.empty())
     throw BadInput("validate-sim: give either a live CONFIG or --published DIR (not both)");
@@ -399,8 +463,17 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
           << ",\"error\":" << r.error << ",\"peak_gib\":" << r.peak_gib
           << ",\"fits\":" << (r.fits ? "true" : "false") << ",\"source\":\"" << r.source << "\"}";
     }
-    out << "],\"median_abs_error\":" << median << ",\"max_abs_error\":" << worst
-        << ",\"fit\":" << fit << ",\"configs\":" << rows.size() << ",\"tables\":[";
+    out << "],\"median_abs_error\":" << median << ",\"mean_abs_error\":" << mean_err
+        << ",\"max_abs_error\":" << worst << ",\"too_fast\":" << too_fast
+        << ",\"fit\":" << fit << ",\"configs\":" << rows.size() << ",\"models\":[";
+    const std::vector<ModelGroup> groups = model_groups(rows);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const ModelGroup& g = groups[i];
+      out << (i ? "," : "") << "{\"model\":\"" << g.model << "\",\"configs\":"
+          << g.configs.size() << ",\"tau\":" << (std::isfinite(g.tau) ? g.tau : 0)
+          << ",\"regret\":" << g.regret << "}";
+    }
+    out << "],\"tables\":[";
     for (size_t i = 0; i < tables.size(); ++i) out << (i ? "," : "") << table_json(tables[i]);
     out << "]}\n";
     return 0;
@@ -420,7 +493,8 @@ int run_validate_sim(const ValidateArgs& args, std::ostream& out, std::ostream& 
   out << "\nthroughput per GPU, |predicted/published - 1| over " << n << " runs: median "
       << fixed(100 * median, 1) << " %, mean " << fixed(100 * mean_err, 1) << " %, max "
       << fixed(100 * worst, 1) << " %; too fast on " << too_fast << " of " << n << "; " << fit
-      << " of " << rows.size() << " fit memory\n\nsources:\n";
+      << " of " << rows.size() << " fit memory\n"
+      << model_groups_text(model_groups(rows)) << "\nsources:\n";
   for (const auto& r : rows) out << "  " << r.name << ": " << r.source << "\n";
   for (const auto& t : tables) out << "\n" << table_text(t);
   return 0;
