@@ -83,7 +83,9 @@ struct IterationBreakdown {
   double p2p_s = 0;          // what stage-to-stage transfers add to the schedule
   double bubble_fraction = 0;  // (p−1)/(m·v + p − 1): idle share of equal stages
   double head_s = 0;         // LM head + loss of one micro-batch, on the last stage
-  double head_sync_s = 0;    // embedding / LM head gradient reduction
+  double head_sync_s = 0;    // embedding / LM head gradient reduction, embedding_sync_s included
+  double embedding_sync_s = 0;  // of it, pipelines: the word embedding's all-reduce between
+                                // the first and the last stage
   double step_latency_s = 0;   // schedule + p2p + head sync + the slowest stage's tail
   std::vector<StageTimes> stages;
   std::vector<int> block_stage;

@@ -510,7 +510,19 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // max(40M, 1M·DP) parameters (distributed/distributed_data_parallel.py); state / bytes per
   // parameter gives the stage's parameter count.
   // The embedding and head gradients, reduced over the replicas of the vocabulary split.
-  double tail = h.grad_sync_s * nh / (model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1);
+  const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
+  double tail = h.grad_sync_s * nh / t_last;
+  // With stages, the first holds the word embedding and the last its tied copy for the LM
+  // head; after the flush their gradients are all-reduced between each such pair of ranks
+  // (Megatron-LM finalize_model_grads.py, _allreduce_word_embedding_grads): V·h/t values.
+  double embedding_sync = 0;
+  if (p > 1 && h.grad_sync_s > 0) {
+    const double bytes = double(model_.vocab) * model_.hidden / t_last * model_.grad_bytes();
+    const std::vector<int> pair = {0, (p - 1) * stage_world_};
+    embedding_sync = collective_time(CollOp::kAllReduce, bytes,
+                                     describe_group(pair, cost_.links())) * nh;
+    tail += embedding_sync;
+  }
   const double p2p_s = latency - schedule_s;
   double tail_max = 0;
   if (bd) bd->stages.assign(p, StageTimes{});
@@ -533,6 +545,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   latency += tail + tail_max;
   if (bd) {
     bd->schedule_s = schedule_s, bd->p2p_s = p2p_s, bd->head_sync_s = tail;
+    bd->embedding_sync_s = embedding_sync;
     bd->head_s = h.compute_s;
     bd->step_latency_s = latency;
   }

@@ -232,6 +232,30 @@ TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
   EXPECT_FALSE(bad->ok);
 }
 
+// With stages, the word embedding (first stage) and its tied copy (last stage) are
+// all-reduced between each pair of ranks after the flush (Megatron-LM's
+// _allreduce_word_embedding_grads): V·h/t gradient values over the pair's link, here the
+// network between the two nodes. One stage has no such pair.
+TEST(PipelineModel, EmbeddingGradientsAllReduceBetweenFirstAndLastStage) {
+  ModelSpec m = gpt(8, 2048, 16, 1024, 1);
+  m.global_batch = 16;
+  m.vocab_parallel = true;  // the embedding split over the vocabulary by the last block's t
+  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=8)";
+  SimRun run(spec);
+  const IterationBreakdown bd = run.breakdown(run.plan());
+  const double bytes = double(m.vocab) * m.hidden / 8 * m.grad_bytes();
+  const LinkState links = make_link_state(spec.cluster, std::vector<double>(spec.cluster.links.size(), 1.0));
+  const double expected =
+      collective_time(CollOp::kAllReduce, bytes, describe_group({0, 8}, links));
+  EXPECT_GT(expected, 0);
+  EXPECT_NEAR(bd.embedding_sync_s, expected, 1e-12);
+  EXPECT_GE(bd.head_sync_s, bd.embedding_sync_s);
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(m=8)";
+  SimRun flat(spec);
+  EXPECT_EQ(flat.breakdown(flat.plan()).embedding_sync_s, 0);
+}
+
 // nccl-tests all_reduce_perf on 8 × A100 NVLink 3 (docs/published-runs.md, table C):
 // the collective model with the link parameters of experiments/hardware.yaml.
 TEST(CollectiveModel, ReproducesTheA100AllReduceSweepWithin15Percent) {
