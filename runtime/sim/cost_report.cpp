@@ -79,6 +79,7 @@ CostReport make_cost_report(const SimRun& run, const Plan& plan) {
     sr.first_block = t.first_block, sr.blocks = t.blocks;
     sr.first_rank = t.first_rank, sr.ranks = t.ranks;
     sr.micro_batch_s = t.micro_batch_s;
+    sr.host_s = t.host_s;
     sr.grad_sync_s = t.grad_sync_s, sr.param_gather_s = t.param_gather_s;
     sr.optimizer_s = t.optimizer_s, sr.tail_s = t.tail_s;
     sr.in_flight = t.in_flight;
@@ -164,7 +165,8 @@ std::string to_json(const CostReport& r) {
     o << (i ? "," : "") << "{\"stage\":" << st.stage << ",\"first_block\":" << st.first_block
       << ",\"blocks\":" << st.blocks << ",\"first_rank\":" << st.first_rank
       << ",\"ranks\":" << st.ranks << ",\"micro_batch_s\":" << num(st.micro_batch_s)
-      << ",\"compute_s\":" << num(st.compute_s) << ",\"comm_s\":" << num(st.comm_s)
+      << ",\"host_s\":" << num(st.host_s) << ",\"compute_s\":" << num(st.compute_s)
+      << ",\"comm_s\":" << num(st.comm_s)
       << ",\"grad_sync_s\":" << num(st.grad_sync_s)
       << ",\"param_gather_s\":" << num(st.param_gather_s)
       << ",\"optimizer_s\":" << num(st.optimizer_s) << ",\"tail_s\":" << num(st.tail_s)
@@ -234,17 +236,18 @@ std::string to_table(const CostReport& r, bool collectives) {
       << r.schedule;
     if (r.schedule == "interleaved") o << " (v=" << r.virtual_stages << ")";
     o << ", bubble " << fmt("%.1f %%", 100 * r.bubble_fraction) << " of equal stages\n";
-    std::snprintf(line, sizeof line, "%5s %-9s %-11s %11s %10s %10s %10s %10s %9s %15s\n",
-                  "stage", "blocks", "ranks", "mb ms", "compute ms", "comm ms", "DP+opt ms",
-                  "tail ms", "in flight", "mem GiB / cap");
+    std::snprintf(line, sizeof line, "%5s %-9s %-11s %11s %10s %10s %10s %10s %10s %9s %15s\n",
+                  "stage", "blocks", "ranks", "mb ms", "host ms", "compute ms", "comm ms",
+                  "DP+opt ms", "tail ms", "in flight", "mem GiB / cap");
     o << line;
     for (const auto& st : r.stage_reports) {
       char blocks[24], ranks[24];
       std::snprintf(blocks, sizeof blocks, "%d-%d", st.first_block, st.first_block + st.blocks - 1);
       std::snprintf(ranks, sizeof ranks, "%d-%d", st.first_rank, st.first_rank + st.ranks - 1);
       std::snprintf(line, sizeof line,
-                    "%5d %-9s %-11s %11.3f %10.3f %10.3f %10.3f %10.3f %9.2f %7.2f / %5.1f\n",
-                    st.stage, blocks, ranks, st.micro_batch_s * 1e3, st.compute_s * 1e3,
+                    "%5d %-9s %-11s %11.3f %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %7.2f / %5.1f\n",
+                    st.stage, blocks, ranks, st.micro_batch_s * 1e3, st.host_s * 1e3,
+                    st.compute_s * 1e3,
                     st.comm_s * 1e3,
                     (st.grad_sync_s + st.param_gather_s + st.optimizer_s) * 1e3,
                     st.tail_s * 1e3, st.in_flight, st.peak_memory_bytes / gib,
@@ -258,6 +261,12 @@ std::string to_table(const CostReport& r, bool collectives) {
   } else if (r.micro_batches > 1 || r.tail_s > 0) {
     o << "micro-batches  " << r.micro_batches << "; exposed DP tail and head sync "
       << fmt("%.3f ms", r.tail_s * 1e3) << "\n";
+  }
+  if (!staged && !r.stage_reports.empty() && r.stage_reports[0].host_s > 0) {
+    const StageReport& st = r.stage_reports[0];
+    o << "host issue     " << fmt("%10.3f ms", st.host_s * 1e3)
+      << " per micro-batch (a micro-batch " << fmt("%.3f ms", st.micro_batch_s * 1e3)
+      << (st.host_s >= st.micro_batch_s ? ": bound by its host)\n" : ": its GPUs are busier)\n");
   }
   o << "iteration      " << fmt("%10.3f ms", r.step_latency_s * 1e3) << (staged ? "  (Σ stages: compute " : "  (compute ")
     << fmt("%.3f", r.compute_s * 1e3) << ", comm " << fmt("%.3f", r.comm_s * 1e3)

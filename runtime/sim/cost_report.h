@@ -54,6 +54,7 @@ struct StageReport {
   int stage = 0;
   int first_block = 0, blocks = 0, first_rank = 0, ranks = 0;
   double micro_batch_s = 0;  // one micro-batch through the stage (LM head on the last)
+  double host_s = 0;         // its host's time to issue one micro-batch (a lower bound of it)
   double compute_s = 0;      // Σ its blocks' fwd + bwd, whole iteration
   double comm_s = 0;         // Σ its blocks' exposed TP communication, whole iteration
   double grad_sync_s = 0, param_gather_s = 0, optimizer_s = 0;  // before overlap

@@ -48,6 +48,23 @@ TEST(CostReport, RendersJsonAndTable) {
 }
 
 
+// The host's time to issue a micro-batch is printed beside the micro-batch's time, and the
+// report says which of the two sets it; no host figure, no line.
+TEST(CostReport, SaysWhenTheHostBoundsAMicroBatch) {
+  ExperimentSpec slow_host = spec();
+  slow_host.cluster.devices[0].host_kernel_s = 1e-3;  // far slower than these GEMMs
+  const CostReport r = make_cost_report(slow_host, Plan::parse("uniform:tp1d(t=4)", 4));
+  ASSERT_FALSE(r.stage_reports.empty());
+  EXPECT_GT(r.stage_reports[0].host_s, 0);
+  EXPECT_NEAR(r.stage_reports[0].micro_batch_s, r.stage_reports[0].host_s, 1e-12);
+  const std::string table = to_table(r, false);
+  EXPECT_NE(table.find("host issue"), std::string::npos) << table;
+  EXPECT_NE(table.find("bound by its host"), std::string::npos) << table;
+  EXPECT_NE(to_json(r).find("\"host_s\":"), std::string::npos);
+  const CostReport free = make_cost_report(spec(), Plan::parse("uniform:tp1d(t=4)", 4));
+  EXPECT_EQ(to_table(free, false).find("host issue"), std::string::npos);
+}
+
 TEST(CostReport, StagesOfAPipelinedPlan) {
   const Plan plan = Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=4)", 4);
   const CostReport r = make_cost_report(spec(), plan);
