@@ -244,6 +244,18 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
   }
 }
 
+uint64_t strategy_key(const Strategy& s) {
+  uint64_t a = 0, b = 0, sp = 0, row = 0;
+  if (s.kind == StrategyKind::kTP1D) a = uint64_t(s.t), sp = s.sp ? 1 : 0;
+  if (s.kind == StrategyKind::kTP2D) a = uint64_t(s.d1), b = uint64_t(s.d2), row = s.row_first;
+  // An uneven tp1d split (strategy.h heads=) rides in tp2d's unused d2 bits, by its id.
+  if (s.kind == StrategyKind::kTP1D) b = s.heads_id;
+  const uint64_t chunks = uint64_t(s.chunks);
+  if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
+  return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |
+         uint64_t(s.selective ? 1 : 0) << 62 | uint64_t(s.recompute ? 1 : 0) << 63;
+}
+
 uint32_t activation_layout_key(const Strategy& s) {
   const uint32_t t = s.degree();
   const uint32_t d2 = s.kind == StrategyKind::kTP2D ? s.d2 : 1;

@@ -89,5 +89,10 @@ std::vector<int64_t> repartition_elements(const ModelSpec& m, BlockKind kind, co
 // and (for parameters) sp do not change placement; dp ≡ tp1d(t=1), tp1d(t) ≡ tp2d(d1=t, d2=1).
 uint32_t activation_layout_key(const Strategy& s);
 uint64_t param_layout_key(const Strategy& s);
+// Exact packing of the fields that Strategy::operator== compares: equal keys ⇔ equal
+// strategies, or kUnpackable when a field is too large for its bits (such strategies are
+// looked up by comparison). The simulator's caches index strategies by it.
+constexpr uint64_t kUnpackable = ~uint64_t(0);
+uint64_t strategy_key(const Strategy& s);
 
 }  // namespace shardgym

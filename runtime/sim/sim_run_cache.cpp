@@ -22,22 +22,6 @@
 namespace shardgym {
 namespace {
 
-constexpr uint64_t kUnpackable = ~uint64_t(0);
-
-// Exact packing of the fields that Strategy::operator== compares (kUnpackable when a field
-// is too large for its bits: such strategies are looked up by comparison).
-uint64_t strategy_key(const Strategy& s) {
-  uint64_t a = 0, b = 0, sp = 0, row = 0;
-  if (s.kind == StrategyKind::kTP1D) a = uint64_t(s.t), sp = s.sp ? 1 : 0;
-  if (s.kind == StrategyKind::kTP2D) a = uint64_t(s.d1), b = uint64_t(s.d2), row = s.row_first;
-  // An uneven tp1d split (strategy.h heads=) rides in tp2d's unused d2 bits, by its id.
-  if (s.kind == StrategyKind::kTP1D) b = s.heads_id;
-  const uint64_t chunks = uint64_t(s.chunks);
-  if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
-  return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |
-         uint64_t(s.selective ? 1 : 0) << 62 | uint64_t(s.recompute ? 1 : 0) << 63;
-}
-
 size_t hash_slot(uint64_t key, size_t mask) {
   return size_t((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
 }
