@@ -38,6 +38,32 @@ TEST(CollectiveModel, RingInsideOneNode) {
   EXPECT_EQ(collective_time(CollOp::kAllReduce, x, describe_group({3}, links)), 0.0);
 }
 
+// A small all-reduce is latency-bound: 8 bytes cost the ring's 2(p − 1) steps of per-step
+// latency and next to nothing for the bytes, the same as 8 KiB to within 1 %; 64 MB are
+// bandwidth-bound. With nccl-tests' protocol figures (LL128 below bulk_bytes) the small message
+// pays the LL128 step latency, the large one the bulk protocol's.
+TEST(CollectiveModel, ASmallAllReduceIsLatencyBound) {
+  for (int p : {2, 4, 8}) {
+    const ClusterSpec c = cluster(1, p, testing::h100_sxm(), testing::nvswitch());
+    const LinkState links = make_link_state(c, {1.0, 1.0});
+    const GroupLinks g = describe_group(range(0, p), links);
+    const double steps = 2.0 * (p - 1), a = testing::nvswitch().latency_s;
+    const double tiny = collective_time(CollOp::kAllReduce, 8, g);
+    EXPECT_NEAR(tiny, steps * a, 1e-4 * steps * a) << "p=" << p;
+    EXPECT_NEAR(collective_time(CollOp::kAllReduce, 8192, g) / tiny, 1.0, 0.01) << "p=" << p;
+    EXPECT_GT(collective_time(CollOp::kAllReduce, 64e6, g), 5 * tiny) << "p=" << p;
+  }
+  LinkClass nv = testing::nvswitch();
+  nv.bus_efficiency = 0.78, nv.latency_s = 5.7e-6, nv.bulk_latency_s = 12.5e-6;
+  nv.bulk_bytes = 16.0 * (1 << 20);
+  ClusterSpec c = cluster(1, 8, testing::h100_sxm(), nv);
+  const GroupLinks g = describe_group(range(0, 8), make_link_state(c, {1.0, 1.0}));
+  EXPECT_NEAR(collective_time(CollOp::kAllReduce, 8, g), 14 * 5.7e-6, 1e-3 * 14 * 5.7e-6);
+  const double big = 1e9, bus = 450e9 * 0.78;
+  EXPECT_NEAR(collective_time(CollOp::kAllReduce, big, g), 14 * 12.5e-6 + 2.0 * 7 / 8 * big / bus,
+              1e-9);
+}
+
 TEST(CollectiveModel, HierarchicalTwoNodeGroupMatchesClosedForm) {
   const ClusterSpec c = cluster(2, 8, testing::h100_sxm(), testing::nvswitch());
   const LinkState links = make_link_state(c, {1.0, 1.0});
