@@ -500,6 +500,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // head; after the flush their gradients are all-reduced between each such pair of ranks
   // (Megatron-LM finalize_model_grads.py, _allreduce_word_embedding_grads): V·h/t values.
   double embedding_sync = 0;
+  // (A head measured by calibration has its reductions in its row: grad_sync_s is 0 then.)
   if (p > 1 && h.grad_sync_s > 0) {
     const double bytes = double(model_.vocab) * model_.hidden / t_last * model_.grad_bytes();
     const std::vector<int> pair = {0, (p - 1) * stage_world_};
