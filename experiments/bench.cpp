@@ -20,7 +20,7 @@ namespace {
 constexpr const char* kBenchYaml = R"(
 name: bench-sim
 env: shardgym/TPSim-v0
-model: {name: gpt-32l, layers: 32, hidden: 4096, heads: 32, seq: 2048, micro_batch: 1,
+model: {name: gpt-32l, layers: 32, hidden: 4096, heads: 32, seq: 2048, micro_batch: 64,
         global_batch: 64, dtype: bf16}
 cluster:
   devices:

@@ -51,7 +51,8 @@ Plan resolve_plan(const std::string& text, const ModelSpec& model, const Cluster
   if (text == "megatron") return megatron_plan(model, cluster, false);
   if (text == "megatron-sp") return megatron_plan(model, cluster, true);
   Plan p = Plan::parse(text, model.num_blocks());
-  // Fixed for the episode from here on: actions change strategies, not the micro-batch count.
+  // Fixed for the episode from here on (Megatron-LM's rule for this plan where the text writes
+  // no m): actions change strategies, not the micro-batch count (docs/configs.md).
   p.pipeline.micro_batches = plan_micro_batches(p, model, cluster.world_size());
   const std::string why = p.validate(model, cluster.world_size());
   if (!why.empty()) throw std::invalid_argument("plan '" + text + "': " + why);

@@ -120,14 +120,16 @@ ExperimentSpec with_instance(ExperimentSpec spec, uint64_t instance);
 ExperimentSpec with_drawn_events(ExperimentSpec spec);
 
 // Megatron-LM's usual static plan: tp1d with t = GPUs per node (reduced until it divides the
-// heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism. With
-// `stages` > 1: that many pipeline stages (even split, 1F1B, m by Megatron's rule), t as above
+// heads, ffn and the world), the rest data parallel; `sp` adds sequence parallelism; m written
+// by Megatron's rule (plan_micro_batches). With
+// `stages` > 1: that many pipeline stages (even split, 1F1B), t as above
 // within a stage's world / stages ranks. Which p Megatron's users pick needs the memory a run
 // reports: resolve_baseline_plan (training_run.h).
 Plan megatron_plan(const ModelSpec& model, const ClusterSpec& cluster, bool sp = false,
                    int stages = 1);
 // Resolves "megatron", "megatron-sp" or a plan text; the result has an explicit micro-batch
-// count (plan_micro_batches), which actions on strategies keep.
+// count (the text's, else plan_micro_batches for this plan), which actions on strategies keep:
+// an episode's m is its initial plan's.
 Plan resolve_plan(const std::string& text, const ModelSpec& model, const ClusterSpec& cluster);
 
 }  // namespace shardgym

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "runtime/core/catalog.h"
+#include "runtime/core/cost.h"
 #include "runtime/core/data_shares.h"
 
 namespace shardgym {
@@ -166,22 +167,62 @@ std::vector<int> Plan::block_stages() const {
   return out;
 }
 
+namespace {
+
+// The sequences one replica of the plan's largest data-parallel degree takes per iteration
+// (0 when the global batch does not split over those replicas), and that degree. DP is the
+// lowest-degree block's replica count, so every block's share of a micro-batch is a whole
+// number of sequences.
+struct ReplicaShare {
+  int dp = 1, sequences = 0;
+};
+ReplicaShare largest_dp_share(const Plan& plan, const ModelSpec& model, int world) {
+  const int stage_world = std::max(1, world / std::max(1, plan.pipeline.stages));
+  int t_min = 0;
+  for (const auto& s : plan.blocks) t_min = t_min == 0 ? s.degree() : std::min(t_min, s.degree());
+  ReplicaShare r;
+  r.dp = std::max(1, stage_world / std::max(1, t_min));
+  const int g = effective_global_batch(model, world);
+  r.sequences = g % r.dp == 0 ? g / r.dp : 0;
+  return r;
+}
+
+}  // namespace
+
 int plan_micro_batches(const Plan& plan, const ModelSpec& model, int world) {
   if (plan.pipeline.micro_batches > 0) return plan.pipeline.micro_batches;
-  if (plan.pipeline.is_default()) return 1;  // no pipeline part: the whole local batch at once
-  const int stage_world = std::max(1, world / std::max(1, plan.pipeline.stages));
-  int t_max = 1;
-  for (const auto& s : plan.blocks) t_max = std::max(t_max, s.degree());
-  const int dp = std::max(1, stage_world / t_max);
-  const int g = model.global_batch > 0 ? model.global_batch : model.micro_batch * stage_world;
-  const int per_replica = g / dp;
-  if (model.micro_batch <= 0 || per_replica % model.micro_batch != 0) return 1;
-  return std::max(1, per_replica / model.micro_batch);
+  if (model.global_batch <= 0) {
+    // No global batch given (it is micro_batch × P): one micro-batch without a pipeline part;
+    // with one, m = micro_batch · (P/p) / (micro_batch · DP) at the largest degree, as before.
+    if (plan.pipeline.is_default()) return 1;
+    const int stage_world = std::max(1, world / std::max(1, plan.pipeline.stages));
+    int t_max = 1;
+    for (const auto& s : plan.blocks) t_max = std::max(t_max, s.degree());
+    return std::max(1, std::min(t_max, stage_world));
+  }
+  // Megatron-LM's rule, m = G / (micro_batch · DP), for every plan (docs/design.md §3,
+  // "Micro-batches"). A replica whose share is at most one micro-batch runs it at once; a
+  // share that is no whole number of micro-batches is refused (micro_batch_split_reason).
+  const int per_replica = largest_dp_share(plan, model, world).sequences;
+  const int mb = model.micro_batch;
+  if (mb <= 0 || per_replica <= mb || per_replica % mb != 0) return 1;
+  return per_replica / mb;
+}
+
+std::string micro_batch_split_reason(const Plan& plan, const ModelSpec& model, int world) {
+  if (plan.pipeline.micro_batches > 0 || model.micro_batch <= 0 || model.global_batch <= 0)
+    return "";
+  const ReplicaShare r = largest_dp_share(plan, model, world);
+  if (r.sequences <= model.micro_batch || r.sequences % model.micro_batch == 0) return "";
+  return "the global batch of " + std::to_string(effective_global_batch(model, world)) +
+         " sequences gives each of " + std::to_string(r.dp) + " data-parallel replicas " +
+         std::to_string(r.sequences) + ", not a whole number of micro-batches of " +
+         std::to_string(model.micro_batch) + " (model.micro_batch)";
 }
 
 ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world) {
   ModelSpec m = model;
-  const int g = model.global_batch > 0 ? model.global_batch : model.micro_batch * world;
+  const int g = effective_global_batch(model, world);
   m.global_batch = std::max(1, g / std::max(1, micro_batches));
   return m;
 }
@@ -311,8 +352,9 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
                << pp.virtual_stages << " virtual stages";
     }
   }
+  if (why_pp.str().empty()) why_pp << micro_batch_split_reason(*this, model, world);
   const int m = plan_micro_batches(*this, model, world);
-  const int g = model.global_batch > 0 ? model.global_batch : model.micro_batch * world;
+  const int g = effective_global_batch(model, world);
   if (why_pp.str().empty() && g % m != 0)
     why_pp << "pipeline: m=" << m << " micro-batches do not divide the global batch of " << g;
   if (why_pp.str().empty() && pp.schedule == Schedule::kInterleaved && m % pp.stages != 0)

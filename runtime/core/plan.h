@@ -81,10 +81,15 @@ struct Plan {
   bool operator!=(const Plan& o) const { return !(*this == o); }
 };
 
-// Micro-batches per iteration of `plan`: its explicit m; without a pipeline part 1 (the
-// whole local batch at once, as before pipelines); with `@pp(p=..)` and no m, Megatron's rule
-// m = G / (micro_batch · DP) with DP = (P/p) / the plan's largest block degree, at least 1.
+// Micro-batches per iteration of `plan`: its explicit m (`@pp(m=..)`), else, with the model's
+// global_batch given, Megatron-LM's rule for every plan, pipelined or not: m = G /
+// (micro_batch · DP), DP = (P/p) / the plan's lowest block degree (its largest data-parallel
+// degree); 1 where a replica's share is at most one micro-batch. Without global_batch: 1, or
+// with a pipeline part the plan's largest degree (micro_batch per replica of it, as before).
 int plan_micro_batches(const Plan& plan, const ModelSpec& model, int world);
+// Why the derived m does not exist ("" if it does or m is explicit): a replica's share of the
+// global batch is more than one micro-batch but not a whole number of them. validate() says so.
+std::string micro_batch_split_reason(const Plan& plan, const ModelSpec& model, int world);
 // The model as one micro-batch sees it: global_batch = G/m (G of `world` ranks). With the
 // stage's world P/p, every per-block formula of cost.h then gives per-micro-batch quantities.
 ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world);

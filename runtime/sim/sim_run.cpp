@@ -89,7 +89,7 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   idle_power_w_ = cost_.head_cost().idle_power_w;
   plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
   cost_.set_conditions(conditions_at(0));
-  configure(plan_.pipeline);
+  configure(resolved_pipeline(plan_));
   install(0);
   group_act_ = static_cast<int>(act_keys_.size());
   group_param_ = static_cast<int>(param_keys_.size());
@@ -156,7 +156,8 @@ void SimRun::charge_restart(Measurement& m) const {
 
 Pipeline SimRun::resolved_pipeline(const Plan& plan) const {
   Pipeline p = plan.pipeline;
-  p.micro_batches = plan_micro_batches(plan, model_, world_);
+  // Under the conditions now: a batch event changes Megatron-LM's m (plan_micro_batches).
+  p.micro_batches = plan_micro_batches(plan, cost_.model(), world_);
   return p;
 }
 
@@ -274,8 +275,10 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
   for (size_t b = 0; b < idx_.size(); ++b) idx_keys_[b] = entry_keys_[idx_[b]];
   idx_gen_ = gen_;
   current_mem_ = -1;
+  const bool derived = initial.pipeline.micro_batches <= 0;  // read before: may be plan_
   plan_ = initial;
   plan_.pipeline = pipe_;
+  if (derived) plan_.pipeline.micro_batches = 0;  // stays derived
   draw_link_measurement();
 }
 
@@ -316,7 +319,11 @@ void SimRun::step_into(const Plan& plan, Measurement& m) {
     plan_.blocks[b] = entries_[scratch_[b]];
     idx_keys_[b] = entry_keys_[scratch_[b]];
   }
+  // A derived m stays derived: the next plan's degrees or batch may give another. (`plan` may
+  // be plan_ itself: read it before the assignment.)
+  const bool derived = plan.pipeline.micro_batches <= 0;
   plan_.pipeline = pipe_;
+  if (derived) plan_.pipeline.micro_batches = 0;
   idx_.swap(scratch_);
   idx_gen_ = gen_;
   current_mem_ = *std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end());
@@ -438,6 +445,7 @@ std::unique_ptr<TrainingRun> SimRun::clone_holding(const Plan& plan) const {
   c->current_mem_ = -1;
   c->plan_ = plan;
   c->plan_.pipeline = c->pipe_;
+  if (plan.pipeline.micro_batches <= 0) c->plan_.pipeline.micro_batches = 0;  // stays derived
   return c;
 }
 

@@ -173,7 +173,8 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
   if (plan.size() != blocks_)
     return "plan has " + std::to_string(plan.size()) + " blocks, the model has " +
            std::to_string(blocks_);
-  if (!(plan.pipeline == pipe_)) {
+  // A derived m (none written) follows the plan's degrees and the batch: resolve it each time.
+  if (plan.pipeline.micro_batches <= 0 || !(plan.pipeline == pipe_)) {
     const Pipeline pipe = resolved_pipeline(plan);
     if (!(pipe == pipe_)) {
       // The pipeline part is checked once per new pipeline (blocks are checked below).

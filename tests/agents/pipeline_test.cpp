@@ -25,9 +25,10 @@ double peak(const TrainingRun& run, const Plan& plan) {
   return *std::max_element(m->peak_memory_bytes.begin(), m->peak_memory_bytes.end());
 }
 
-// 8 layers on 4 GPUs of one node.
+// 8 layers on 2 nodes of 4 GPUs: Megatron's t = 4 within a node, so a second stage halves
+// each rank's layers (on one node of 4 it would halve t instead, and save no memory).
 ExperimentSpec eight_layers() {
-  ExperimentSpec s = test_specs::tiny(/*layers=*/8);
+  ExperimentSpec s = test_specs::tiny(/*layers=*/8, /*gpus_per_node=*/4, /*nodes=*/2);
   s.model.global_batch = 16;
   s.steps_per_episode = 8;
   return s;
@@ -75,7 +76,7 @@ TEST(PipelineBaselines, PipelineOnlyWhenOneStageDoesNotFit) {
   }
   // Megatron's micro-batches: G / (micro_batch · DP) with DP = stage world / t.
   const Plan m = resolve_static_plan("megatron", run, spec.reward, 4);
-  const int dp = 4 / m.stages() / m.blocks[0].degree();
+  const int dp = 8 / m.stages() / m.blocks[0].degree();
   EXPECT_EQ(m.pipeline.micro_batches, 16 / (2 * dp));
   // The initial plan "megatron" follows the rule: the env gets the pipeline component.
   spec.initial_plan = "megatron";

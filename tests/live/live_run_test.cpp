@@ -296,7 +296,8 @@ TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
   spec.live.precision = "float64";  // losses compared below to rounding of float64
   spec.model.micro_batch = 8;       // the model asks for no micro-batching; the run sets m
   LiveRun whole(spec), micro(spec);
-  EXPECT_EQ(micro.micro_batches(), 1);
+  EXPECT_EQ(micro.micro_batches(), 0);  // none set: Megatron-LM's rule, m = 1 at micro_batch = G
+  EXPECT_EQ(micro.micro_batches_of(Plan::uniform(Strategy::tp1d(2), spec.model.num_blocks())), 1);
   for (int bad : {0, 4}) {
     try {
       micro.set_micro_batches(bad);
@@ -309,7 +310,7 @@ TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
       }
     }
   }
-  EXPECT_EQ(micro.micro_batches(), 1);
+  EXPECT_EQ(micro.micro_batches(), 0);
   micro.set_micro_batches(2);
   EXPECT_EQ(micro.micro_batches(), 2);
 
@@ -356,6 +357,29 @@ TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
   ASSERT_TRUE(mw.ok) << mw.error;
   ASSERT_TRUE(mm.ok) << mm.error;
   EXPECT_NEAR(mw.loss, mm.loss, 1e-9 * mm.loss);
+}
+
+// model.micro_batch as Megatron-LM's (docs/configs.md, "Micro-batches"): with G = 8 over 4
+// ranks and micro_batch 2, a plan runs G / (2 · DP) micro-batches, as the simulator counts
+// them; one the embedding's 2 sequences per rank cannot split is refused with the numbers.
+TEST(LiveRun, MicroBatchIsMegatronsWithoutAnySetting) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.model.micro_batch = 2;
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  const Plan dp = Plan::uniform(Strategy::dp(), blocks);
+  const Plan tp2 = Plan::uniform(Strategy::tp1d(2), blocks);
+  const Plan tp4 = Plan::uniform(Strategy::tp1d(4), blocks);
+  EXPECT_EQ(run.micro_batches_of(dp), 1);   // 4 replicas of 2 sequences
+  EXPECT_EQ(run.micro_batches_of(tp2), 2);  // 2 replicas of 4
+  EXPECT_EQ(run.micro_batches_of(tp4), 4);  // 1 replica of 8
+  for (const Plan& p : {dp, tp2, tp4})
+    EXPECT_EQ(run.micro_batches_of(p), plan_micro_batches(p, spec.model, 4)) << p.to_string();
+  EXPECT_EQ(run.why_invalid(tp2), "");
+  const std::string why = run.why_invalid(tp4);
+  EXPECT_NE(why.find("micro_batches = 4 does not divide the local batch of 2 sequences"),
+            std::string::npos)
+      << why;
 }
 
 int thread_count() {

@@ -17,7 +17,7 @@ inline ExperimentSpec tiny_live_spec(int ranks, const std::string& launch) {
   s.model.hidden = 32;
   s.model.heads = 4;
   s.model.seq = 16;
-  s.model.micro_batch = 2;
+  s.model.micro_batch = 8;  // = global_batch: each plan runs its share at once unless a test sets m
   s.model.global_batch = 8;
   s.model.vocab = 256;
   s.model.dtype = DType::kFloat32;

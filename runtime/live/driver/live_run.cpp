@@ -205,10 +205,10 @@ std::string LiveRun::why_invalid(const Plan& plan) const {
 }
 
 int LiveRun::micro_batches_of(const Plan& plan) const {
-  // A plan that says how many (`@pp(m=4)`, or a pipeline part: Megatron-LM's rule) is run as
-  // the simulator runs it (plan_micro_batches); a plan without one as set_micro_batches says.
-  return plan.pipeline.is_default() ? micro_batches_
-                                    : plan_micro_batches(plan, config_.model, config_.world_size);
+  // A plan that writes m (`@pp(m=4)`) runs it; else set_micro_batches' m if one was set; else
+  // the simulator's count (plan_micro_batches: Megatron-LM's rule).
+  if (plan.pipeline.micro_batches <= 0 && micro_batches_ > 0) return micro_batches_;
+  return plan_micro_batches(plan, config_.model, config_.world_size);
 }
 
 void LiveRun::set_micro_batches(int m) {

@@ -83,18 +83,19 @@ class LiveRun : public TrainingRun {
   // (why_live_plan_invalid), global-batch divisibility and the micro-batches
   // (micro_batches()).
   std::string why_invalid(const Plan& plan) const;
-  // Micro-batches per training iteration, from the next step() on and kept across reset():
-  // each replica's batch runs as m micro-batches with gradient accumulation, one gradient
-  // sync and one optimizer step (tp/micro_batches.h); 1, the default, runs it at once.
-  // Throws std::invalid_argument (naming m and the local batch) unless m ≥ 1 divides each
-  // rank's G/P sequences, which every plan needs. What depends on the plan (a block's chunks
-  // must split its micro-batch) is checked by why_invalid: step() returns ok = false and the
-  // action mask leaves such strategies out. A plan with a pipeline part (`@pp(m=4)`) runs its
-  // own count instead (micro_batches_of), as the simulator does.
+  // Micro-batches per training iteration, from the next step() on and kept across reset(),
+  // for plans that write no m: each replica's batch runs as m micro-batches with gradient
+  // accumulation, one gradient sync and one optimizer step (tp/micro_batches.h). Until it is
+  // called (micro_batches() == 0) every plan runs the simulator's count, Megatron-LM's rule
+  // (plan_micro_batches). Throws std::invalid_argument (naming m and the local batch) unless
+  // m ≥ 1 divides each rank's G/P sequences, which every plan needs: the embedding and LM head
+  // are data parallel over all ranks. What depends on the plan (a block's chunks must split its
+  // micro-batch) is checked by why_invalid: step() returns ok = false and the action mask
+  // leaves such strategies out. A plan that writes m (`@pp(m=4)`) runs its own count.
   void set_micro_batches(int m);
   int micro_batches() const { return micro_batches_; }
-  // What a step of `plan` runs: plan_micro_batches for a plan with a pipeline part (its m, or
-  // Megatron-LM's rule), else micro_batches().
+  // What a step of `plan` runs: the plan's m if written, else set_micro_batches' m if set,
+  // else plan_micro_batches (Megatron-LM's rule, as the simulator).
   int micro_batches_of(const Plan& plan) const;
   const LiveRankConfig& rank_config() const { return config_; }
   bool running() const { return driver_ != nullptr; }
@@ -125,7 +126,7 @@ class LiveRun : public TrainingRun {
   Plan plan_;
   int step_ = 0;
   int seq_ = 0;
-  int micro_batches_ = 1;
+  int micro_batches_ = 0;  // 0: derived per plan (plan_micro_batches)
   std::string last_error_;
 };
 
