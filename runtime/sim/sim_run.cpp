@@ -63,6 +63,15 @@ int checked_world(const ClusterSpec& c) {
   return c.world_size();
 }
 
+// The pipeline a run holds for a plan whose pipeline part is `written`: the resolved one, but
+// an m the plan did not write stays unwritten (0), so that the next plan's degrees or batch
+// derive their own (plan_micro_batches).
+Pipeline held_pipeline(const Pipeline& resolved, const Pipeline& written) {
+  Pipeline held = resolved;
+  if (written.micro_batches <= 0) held.micro_batches = 0;
+  return held;
+}
+
 }  // namespace
 
 SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
@@ -275,10 +284,9 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
   for (size_t b = 0; b < idx_.size(); ++b) idx_keys_[b] = entry_keys_[idx_[b]];
   idx_gen_ = gen_;
   current_mem_ = -1;
-  const bool derived = initial.pipeline.micro_batches <= 0;  // read before: may be plan_
+  Pipeline held = held_pipeline(pipe_, initial.pipeline);  // before: `initial` may be plan_
   plan_ = initial;
-  plan_.pipeline = pipe_;
-  if (derived) plan_.pipeline.micro_batches = 0;  // stays derived
+  plan_.pipeline = std::move(held);
   draw_link_measurement();
 }
 
@@ -319,11 +327,7 @@ void SimRun::step_into(const Plan& plan, Measurement& m) {
     plan_.blocks[b] = entries_[scratch_[b]];
     idx_keys_[b] = entry_keys_[scratch_[b]];
   }
-  // A derived m stays derived: the next plan's degrees or batch may give another. (`plan` may
-  // be plan_ itself: read it before the assignment.)
-  const bool derived = plan.pipeline.micro_batches <= 0;
-  plan_.pipeline = pipe_;
-  if (derived) plan_.pipeline.micro_batches = 0;
+  plan_.pipeline = held_pipeline(pipe_, plan.pipeline);  // a copy first: `plan` may be plan_
   idx_.swap(scratch_);
   idx_gen_ = gen_;
   current_mem_ = *std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end());
@@ -444,8 +448,7 @@ std::unique_ptr<TrainingRun> SimRun::clone_holding(const Plan& plan) const {
   c->idx_gen_ = c->gen_;
   c->current_mem_ = -1;
   c->plan_ = plan;
-  c->plan_.pipeline = c->pipe_;
-  if (plan.pipeline.micro_batches <= 0) c->plan_.pipeline.micro_batches = 0;  // stays derived
+  c->plan_.pipeline = held_pipeline(c->pipe_, plan.pipeline);
   return c;
 }
 
