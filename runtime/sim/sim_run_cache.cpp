@@ -175,6 +175,10 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
            std::to_string(blocks_);
   // A derived m (none written) follows the plan's degrees and the batch: resolve it each time.
   if (plan.pipeline.micro_batches <= 0 || !(plan.pipeline == pipe_)) {
+    if (plan.pipeline.micro_batches <= 0) {  // the derived m must exist, as validate() says
+      const std::string why = micro_batch_split_reason(plan, cost_.model(), world_);
+      if (!why.empty()) return why;
+    }
     const Pipeline pipe = resolved_pipeline(plan);
     if (!(pipe == pipe_)) {
       // The pipeline part is checked once per new pipeline (blocks are checked below).

@@ -55,6 +55,13 @@ TEST(MicroBatches, MegatronsRuleForEveryPlan) {
   EXPECT_NE(why.find("replicas 4, not a whole number of micro-batches of 3"), std::string::npos)
       << why;
   EXPECT_EQ(Plan::parse("uniform:dp@pp(m=4)", blocks).validate(m, 48), "");  // written m
+  // The simulator refuses it too, not only validate(): estimate() of the plan fails with it.
+  ExperimentSpec spec = experiment(m, cluster(6, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = "uniform:dp@pp(m=4)";
+  SimRun run(spec);
+  const Measurement e = *run.estimate(Plan::uniform(Strategy::dp(), blocks));
+  EXPECT_FALSE(e.ok);
+  EXPECT_NE(e.error.find("not a whole number of micro-batches of 3"), std::string::npos) << e.error;
 }
 
 // The example: at micro-batch 1 the 1.7B run holds one sequence's activations, not
