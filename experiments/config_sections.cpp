@@ -5,8 +5,10 @@ namespace shardgym {
 namespace config_detail {
 
 ModelSpec parse_model(const YamlField& f) {
-  f.check_keys({"name", "layers", "hidden", "heads", "ffn", "seq", "micro_batch", "global_batch",
-                "vocab", "dtype", "mixed_precision", "main_grads_fp32", "flash_attention"});
+  f.check_keys({"name", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "micro_batch",
+                "global_batch", "vocab", "dtype", "mixed_precision", "main_grads_fp32",
+                "flash_attention", "arch", "norm", "activation", "position", "bias", "dropout",
+                "tied_embeddings"});
   ModelSpec m;
   if (auto name = f.optional("name")) m.name = name->as_string();
   m.layers = f.child("layers").as_int(1, 4096);
@@ -14,6 +16,19 @@ ModelSpec parse_model(const YamlField& f) {
   m.heads = f.child("heads").as_int(1);
   m.seq = f.child("seq").as_int(1);
   if (auto ffn = f.optional("ffn")) m.ffn = ffn->as_int(0);
+  // The block family first (docs/configs.md "Model shapes"), then each trait on its own.
+  if (auto arch = f.optional("arch"); arch && arch->as_choice({"gpt", "llama"}) == "llama")
+    m.set_llama_traits();
+  if (auto kv = f.optional("kv_heads")) m.kv_heads = kv->as_int(0, m.heads);
+  if (auto v = f.optional("norm")) m.rmsnorm = v->as_choice({"layernorm", "rmsnorm"}) == "rmsnorm";
+  if (auto v = f.optional("activation")) m.swiglu = v->as_choice({"gelu", "swiglu"}) == "swiglu";
+  if (auto v = f.optional("position")) m.rotary = v->as_choice({"learned", "rotary"}) == "rotary";
+  if (auto v = f.optional("bias")) m.linear_bias = v->as_bool();
+  if (auto v = f.optional("dropout")) m.dropout = v->as_bool();
+  if (auto v = f.optional("tied_embeddings")) m.tied_embeddings = v->as_bool();
+  if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    f.child("kv_heads").fail(std::to_string(m.kv_heads) + " key/value heads do not divide " +
+                             std::to_string(m.heads) + " heads (each query group has as many)");
   if (auto mb = f.optional("micro_batch")) m.micro_batch = mb->as_int(1);
   if (auto gb = f.optional("global_batch")) m.global_batch = gb->as_int(0);
   if (auto vocab = f.optional("vocab")) m.vocab = vocab->as_int(1);

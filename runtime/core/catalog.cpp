@@ -31,11 +31,15 @@ std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& m, Block
     }
   } else if (s.kind == StrategyKind::kTP1D) {
     if (attn && m.heads % t != 0) why << s.to_string() << ": t=" << t << " does not divide heads=" << m.heads;
+    else if (attn && m.kv_head_count() % t != 0)
+      why << s.to_string() << ": t=" << t << " does not divide kv_heads=" << m.kv_head_count();
     else if (!attn && f % t != 0) why << s.to_string() << ": t=" << t << " does not divide ffn=" << f;
     else if (s.sp && m.seq % t != 0) why << s.to_string() << ": t=" << t << " does not divide seq=" << m.seq;
   } else if (s.kind == StrategyKind::kTP2D) {
     if (attn && m.heads % t != 0)
       why << s.to_string() << ": d1·d2=" << t << " does not divide heads=" << m.heads;
+    else if (attn && m.kv_head_count() % t != 0)
+      why << s.to_string() << ": d1·d2=" << t << " does not divide kv_heads=" << m.kv_head_count();
     else if (m.hidden % s.d2 != 0)
       why << s.to_string() << ": d2=" << s.d2 << " does not divide hidden=" << m.hidden;
     else if (attn && m.hidden % s.d1 != 0)
@@ -79,8 +83,11 @@ StrategyCatalog::StrategyCatalog(const ModelSpec& model, int world, CatalogOptio
     const Strategy even = base[k];
     if (even.kind != StrategyKind::kTP1D || even.t > options.uneven_heads_max_degree) continue;
     for (int i = 0; i < even.t; ++i) {
-      const std::vector<int> heads = light_position_heads(model.heads, even.t, i);
+      // Whole query groups per rank (grouped-query attention): the split is one of groups.
+      const int per_group = model.heads / model.kv_head_count();
+      std::vector<int> heads = light_position_heads(model.kv_head_count(), even.t, i);
       if (heads.empty()) continue;
+      for (int& c : heads) c *= per_group;
       Strategy s = even;
       s.set_heads(heads);
       if (s.uneven()) base.push_back(s);

@@ -48,31 +48,33 @@ void megatron_1d(std::vector<Collective>& out, BlockKind kind, const Strategy& s
 // ATP's code; both schemes get it so that neither is favoured). Weights
 // A[in,out] placed [Shard(0) on one axis, Shard(1) on the other]; the residual stream is
 // [N, h/d2], sharded over the d2 axis, replicated over d1.
+// Widths: `q` of the QKV output (3h without GQA), `f1` of fc1's (2·ffn for SwiGLU); `stats`
+// per token of the norm (mean and mean square, or RMSNorm's mean square alone).
 void atp_2d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, double n, double h,
-            double f, int k) {
+            double q, double f1, double stats, int k) {
   const int d1 = s.d1, d2 = s.d2;
   const auto D1 = CommAxis::kMeshD1, D2 = CommAxis::kMeshD2;
   auto fwd = [&](bool fw) {
-    // LayerNorm over a hidden dim sharded on d2: mean and mean-square all-reduced.
-    add(out, CollOp::kAllReduce, D2, d2, 2 * n, fw, "ln stats", k);
+    // The norm over a hidden dim sharded on d2: its statistics all-reduced.
+    add(out, CollOp::kAllReduce, D2, d2, stats * n, fw, "ln stats", k);
     if (kind == BlockKind::kAttention) {
-      add(out, CollOp::kReduceScatter, D2, d2, n * 3 * h / d1, fw, "attn.qkv rs(d2)", k);
+      add(out, CollOp::kReduceScatter, D2, d2, n * q / d1, fw, "attn.qkv rs(d2)", k);
       add(out, CollOp::kAllGather, D2, d2, n * h / d1, fw, "attn.out ag(d2)", k);
       add(out, CollOp::kAllReduce, D1, d1, n * h / d2, fw, "attn.out ar(d1)", k);
     } else {
-      add(out, CollOp::kAllReduce, D2, d2, n * f / d1, fw, "mlp.fc1 ar(d2)", k);
+      add(out, CollOp::kAllReduce, D2, d2, n * f1 / d1, fw, "mlp.fc1 ar(d2)", k);
       add(out, CollOp::kAllReduce, D1, d1, n * h / d2, fw, "mlp.fc2 ar(d1)", k);
     }
   };
   fwd(true);
   if (s.recompute) fwd(false);
-  add(out, CollOp::kAllReduce, D2, d2, 2 * n, false, "ln stats bwd", k);
+  add(out, CollOp::kAllReduce, D2, d2, stats * n, false, "ln stats bwd", k);
   if (kind == BlockKind::kAttention) {
     add(out, CollOp::kReduceScatter, D2, d2, n * h / d1, false, "attn.out rs(d2) bwd", k);
-    add(out, CollOp::kAllGather, D2, d2, n * 3 * h / d1, false, "attn.qkv ag(d2) bwd", k);
+    add(out, CollOp::kAllGather, D2, d2, n * q / d1, false, "attn.qkv ag(d2) bwd", k);
     add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "attn.qkv ar(d1) bwd", k, true);
   } else {
-    add(out, CollOp::kAllReduce, D2, d2, n * f / d1, false, "mlp.fc2 ar(d2) bwd", k);
+    add(out, CollOp::kAllReduce, D2, d2, n * f1 / d1, false, "mlp.fc2 ar(d2) bwd", k);
     add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "mlp.fc1 ar(d1) bwd", k, true);
   }
 }
@@ -117,9 +119,11 @@ std::vector<Collective> block_collectives(const ModelSpec& m, BlockKind kind, co
                                           int world) {
   std::vector<Collective> out;
   const double n = double(local_batch(m, s, world)) * m.seq;
-  const double h = m.hidden, f = m.ffn_size();
+  const double h = m.hidden;
   if (s.kind == StrategyKind::kTP1D) megatron_1d(out, kind, s, n, h, s.chunks);
-  if (s.kind == StrategyKind::kTP2D) atp_2d(out, kind, s, n, h, f, s.chunks);
+  if (s.kind == StrategyKind::kTP2D)
+    atp_2d(out, kind, s, n, h, double(m.qkv_width()), double(m.fc1_width()),
+           m.rmsnorm ? 1.0 : 2.0, s.chunks);
   return out;
 }
 
@@ -140,14 +144,17 @@ double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const St
 
 double attention_core_flops(const ModelSpec& m, BlockKind kind, double sequences) {
   if (kind != BlockKind::kAttention) return 0;
-  const double core = 4 * sequences * m.seq * double(m.seq) * m.hidden;  // QKᵀ + ·V
+  // QKᵀ + ·V over every query head (grouped-query attention shares K and V, not the work)
+  const double core = 4 * sequences * m.seq * double(m.seq) * m.hidden;
   return m.flash_attention ? core / 2 : core;  // a causal fused kernel skips the masked half
 }
 
 double block_forward_flops(const ModelSpec& m, BlockKind kind, double sequences) {
   const double n = sequences * m.seq, h = m.hidden, f = m.ffn_size();
-  if (kind == BlockKind::kAttention) return 8 * n * h * h + attention_core_flops(m, kind, sequences);
-  return 4 * n * h * f;  // fc1 + fc2
+  // QKV (h × q) + out (h × h); 8·n·h² without GQA
+  if (kind == BlockKind::kAttention)
+    return 2 * n * h * (double(m.qkv_width()) + h) + attention_core_flops(m, kind, sequences);
+  return 2 * n * h * (double(m.fc1_width()) + f);  // fc1 (h × f or h × 2f) + fc2 (f × h)
 }
 
 double head_part(const Strategy& s, int pos) { return pos < 0 ? s.max_part() : s.part(pos); }
@@ -174,13 +181,18 @@ double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strate
   double hs = h;
   if (s.kind == StrategyKind::kTP1D && s.sp) hs = h / t;
   if (s.kind == StrategyKind::kTP2D) hs = h / s.d2;
-  // LayerNorm (read, write) and bias + dropout + residual add (read 2, write 1, mask 1/e).
-  double elems = 2 * hs + (3 + 1 / e) * hs;
+  // The norm (read, write; LayerNorm and RMSNorm alike) and (bias +) dropout + residual add
+  // (read 2, write 1, with dropout a 1-byte mask).
+  double elems = 2 * hs + (3 + (m.dropout ? 1 / e : 0.0)) * hs;
   if (kind == BlockKind::kAttention) {
-    if (m.flash_attention) elems += 4 * h / th;  // Q, K, V read and O written by the kernel
+    const double kv = double(m.kv_head_count()) * m.head_dim();  // K's (and V's) width
+    // Rotary embeddings: read and write Q and K (Megatron-Core's fused RoPE, one pass each).
+    if (m.rotary) elems += 2 * (h + kv) / th;
+    if (m.flash_attention) elems += (2 * h + 2 * kv) / th;  // Q, K, V read and O written
     return n * e * elems + attention_score_bytes(m, kind, s, world, pos);
   }
-  return n * e * (elems + 2 * f / th);  // bias + GeLU: read and write the fc1 output
+  // (bias +) GeLU: read and write the fc1 output; SwiGLU: read gate and up, write one.
+  return n * e * (elems + (m.swiglu ? 3 : 2) * f / th);
 }
 
 bool softmax_unfused(const ModelSpec& m, const Strategy& s, int world, int pos) {
@@ -207,21 +219,23 @@ double attention_score_bytes(const ModelSpec& m, BlockKind kind, const Strategy&
   // (e + 4), scale (4 + 4), mask (4 + 1 + 4), softmax (4 + 4), cast back (4 + e);
   // dropout: read, write, 1-byte mask.
   const double softmax = softmax_unfused(m, s, world, pos) ? 2 * (e + 4) + 8 + 9 + 8 : 2 * e;
-  return scores * (softmax + 2 * e + 1);
+  return scores * (softmax + (m.dropout ? 2 * e + 1 : 0.0));
 }
 
 double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s, int pos) {
-  const double h = m.hidden, f = m.ffn_size();
+  const double h = m.hidden, f = m.ffn_size(), bias = m.linear_bias ? 1 : 0;
   const bool attn = kind == BlockKind::kAttention;
-  const double in_w = attn ? 3 * h * h : h * f, in_b = attn ? 3 * h : f;  // QKV / fc1
-  const double out_w = attn ? h * h : f * h, out_b = h;                   // out / fc2
+  const double in_n = attn ? double(m.qkv_width()) : double(m.fc1_width());  // QKV / fc1 outputs
+  const double in_w = h * in_n, in_b = bias * in_n;
+  const double out_w = attn ? h * h : f * h, out_b = bias * h;  // out / fc2
+  const double norm = m.norm_params_per_hidden() * h;
   switch (s.kind) {
-    case StrategyKind::kDP: return 2 * h + in_w + in_b + out_w + out_b;
-    case StrategyKind::kTP1D: return 2 * h + (in_w + in_b + out_w) * head_part(s, pos) / s.t + out_b;
+    case StrategyKind::kDP: return norm + in_w + in_b + out_w + out_b;
+    case StrategyKind::kTP1D: return norm + (in_w + in_b + out_w) * head_part(s, pos) / s.t + out_b;
     case StrategyKind::kTP2D: {
       const double t = s.d1 * s.d2;
       const double in_bias = attn ? in_b / t : in_b / s.d1;  // QKV bias follows the RS over d2
-      return 2 * h / s.d2 + (in_w + out_w) / t + in_bias + out_b / s.d2;
+      return norm / s.d2 + (in_w + out_w) / t + in_bias + out_b / s.d2;
     }
   }
   return 0;
@@ -231,6 +245,13 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
                               bool prev_recomputes, int pos) {
   const double sbh = double(m.seq) * local_batch(m, s, world) * m.hidden;
   const double as2b = double(m.heads) * m.seq * m.seq * local_batch(m, s, world);
+  // Llama's shapes in the paper's units (sbh): the head-split tensors are Q (2), K and V
+  // (4·kv/h) and the projection input (2), 8 without GQA; the MLP keeps fc1's output and the
+  // activation's (2·f each, GeLU) or gate, up and SwiGLU's output (2·f each, three): 16 and
+  // 24 for f = 4h. Without dropout its 1-byte masks go (5 → 4 per block, scores 5 → 2).
+  const double qkv = 2 + 4.0 * m.kv_head_count() / m.heads;  // Q, K, V: 6 without GQA
+  const double mlp = (m.swiglu ? 6.0 : 4.0) * m.ffn_size() / m.hidden;  // 16 for GeLU, f = 4h
+  const double edge = m.dropout ? 5.0 : 4.0, score_units = m.dropout ? 5.0 : 2.0;
   const double scale = dtype_bytes(m.dtype) / 2.0;  // the paper counts 16-bit activations
   const bool attn = kind == BlockKind::kAttention;
   const double t = s.degree(), th = t / head_part(s, pos);  // th: the head-split terms' divisor
@@ -251,18 +272,19 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
       attn && scores > 0 && softmax_unfused(m, s, world, pos) ? (4 - e) / scale : 0;
   switch (s.kind) {
     case StrategyKind::kDP:  // 13·sbh + 5·as²b (attention incl. LN1), 21·sbh (MLP incl. LN2)
-      bytes = attn ? 13 * sbh + (5 + fp32_probs) * scores * as2b : 21 * sbh;
+      bytes = attn ? (edge + qkv + 2) * sbh + (score_units + fp32_probs) * scores * as2b
+                   : (edge + mlp) * sbh;
       break;
     case StrategyKind::kTP1D:
       // 13 = 5 (LayerNorm, dropout, residual: sequence-split with sp, else whole) + 8 (QKV
       // output, core, projection input: head-split); 21 = 5 + 16 (fc1 output, GeLU: columns).
-      bytes = 5 * sbh / (sharded_seq ? t : 1) + (attn ? 8 : 16) * sbh / th +
-              (attn ? (5 + fp32_probs) * scores * as2b / th : 0);
+      bytes = edge * sbh / (sharded_seq ? t : 1) + (attn ? qkv + 2 : mlp) * sbh / th +
+              (attn ? (score_units + fp32_probs) * scores * as2b / th : 0);
       break;
     case StrategyKind::kTP2D:  // replicated parts sharded over d2; GEMM inputs as placed
-      bytes = attn ? 5 * sbh / s.d2 + 6 * sbh / t + 2 * sbh / s.d1 +
-                         (5 + fp32_probs) * scores * as2b / t
-                   : 5 * sbh / s.d2 + 16 * sbh / s.d1;
+      bytes = attn ? edge * sbh / s.d2 + qkv * sbh / t + 2 * sbh / s.d1 +
+                         (score_units + fp32_probs) * scores * as2b / t
+                   : edge * sbh / s.d2 + mlp * sbh / s.d1;
       break;
   }
   return scale * bytes;

@@ -39,16 +39,21 @@ const char* block_kind_name(BlockKind kind) {
   return kind == BlockKind::kAttention ? "attention" : "mlp";
 }
 
+void ModelSpec::set_llama_traits() {
+  rmsnorm = swiglu = rotary = true;
+  linear_bias = dropout = tied_embeddings = false;
+}
+
 int64_t ModelSpec::attention_params() const {
-  const int64_t h = hidden;
-  // LN (2h) + QKV (h·3h + 3h) + out (h·h + h)
-  return 2 * h + 3 * h * h + 3 * h + h * h + h;
+  const int64_t h = hidden, q = qkv_width(), bias = linear_bias ? 1 : 0;
+  // norm (2h or h) + QKV (h·q + q) + out (h·h + h); q = 3h without GQA
+  return norm_params_per_hidden() * h + h * q + bias * q + h * h + bias * h;
 }
 
 int64_t ModelSpec::mlp_params() const {
-  const int64_t h = hidden, f = ffn_size();
-  // LN (2h) + fc1 (h·f + f) + fc2 (f·h + h)
-  return 2 * h + h * f + f + f * h + h;
+  const int64_t h = hidden, f = ffn_size(), f1 = fc1_width(), bias = linear_bias ? 1 : 0;
+  // norm + fc1 (h·f1 + f1; f1 = 2f for SwiGLU) + fc2 (f·h + h)
+  return norm_params_per_hidden() * h + h * f1 + bias * f1 + f * h + bias * h;
 }
 
 int64_t ModelSpec::block_params(int block) const {
@@ -57,8 +62,9 @@ int64_t ModelSpec::block_params(int block) const {
 
 int64_t ModelSpec::embedding_params() const {
   const int64_t h = hidden;
-  // token embedding + position embedding + final LN + untied LM head
-  return int64_t(vocab) * h + int64_t(seq) * h + 2 * h + int64_t(vocab) * h;
+  // token embedding + position embedding + final norm + LM head
+  return int64_t(vocab) * h + (rotary ? 0 : int64_t(seq) * h) + norm_params_per_hidden() * h +
+         (tied_embeddings ? 0 : int64_t(vocab) * h);
 }
 
 int ModelSpec::grad_bytes() const {
@@ -93,6 +99,9 @@ std::string ModelSpec::validate() const {
   else if (heads <= 0) err << "heads must be positive (got " << heads << ")";
   else if (hidden % heads != 0)
     err << "hidden (" << hidden << ") must be divisible by heads (" << heads << ")";
+  else if (kv_heads < 0 || kv_heads > heads || heads % kv_head_count() != 0)
+    err << "kv_heads (" << kv_heads << ") must divide heads (" << heads
+        << "), or be 0 for as many as heads";
   else if (ffn < 0) err << "ffn must be positive or 0 for 4·hidden (got " << ffn << ")";
   else if (seq <= 0) err << "seq must be positive (got " << seq << ")";
   else if (micro_batch <= 0) err << "micro_batch must be positive (got " << micro_batch << ")";

@@ -1,7 +1,13 @@
-// ModelSpec: the shapes of the GPT being trained, the one thing every layer agrees on.
+// ModelSpec: the shapes of the Transformer being trained, the one thing every layer agrees on.
 //
 // A model of `layers` Transformer layers has 2·layers *blocks*: block 2i is layer i's
 // attention, block 2i+1 its MLP. Strategies are chosen per block (docs/design.md §3).
+//
+// Two families of blocks (docs/design.md §3 "Model shapes"): GPT's (LayerNorm, learned
+// positions, biases, dropout, GeLU MLP of 4·hidden) and Llama's (Touvron et al. 2023; Llama 3,
+// arXiv 2407.21783, Table 3): RMSNorm, rotary positions, no biases, no dropout, a SwiGLU MLP
+// of its own width `ffn` (three matrices), grouped-query attention with `kv_heads` key/value
+// heads, untied embeddings. Each trait is its own field; `arch: llama` sets them together.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@ struct ModelSpec {
   int layers = 24;
   int hidden = 2048;
   int heads = 16;
+  int kv_heads = 0;  // key/value heads (grouped-query attention); 0 means heads (multi-head)
   int ffn = 0;  // 0 means 4·hidden
   int seq = 2048;
   int micro_batch = 4;
@@ -50,6 +57,14 @@ struct ModelSpec {
   bool overlap_p2p_comm = true;
   bool vocab_parallel = false;        // embedding and LM head split over the vocabulary by
                                       // the edge blocks' TP degree (Megatron-LM's layers)
+  // Block traits (Megatron-LM flags in brackets; the defaults are GPT's, as every config
+  // before them was written).
+  bool rmsnorm = false;          // [--normalization RMSNorm] one weight per norm, no bias
+  bool swiglu = false;           // [--swiglu] fc1 is gate and up (h × 2·ffn), SiLU · up
+  bool rotary = false;           // [--position-embedding-type rope] no learned positions
+  bool linear_bias = true;       // [--disable-bias-linear turns it off] biases of the GEMMs
+  bool dropout = true;           // [--attention-dropout 0 --hidden-dropout 0 turn it off]
+  bool tied_embeddings = false;  // LM head shares the token embedding (counted once)
 
   // Upper limits validate() enforces (int products such as 4·hidden stay in range).
   static constexpr int kMaxHidden = 1 << 20;
@@ -57,15 +72,26 @@ struct ModelSpec {
   static constexpr int kMaxTokens = 1 << 24;  // seq, vocab, batches
 
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
+  int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
+  int head_dim() const { return hidden / heads; }
+  // Output width of the QKV GEMM: h for Q plus 2·kv_heads·head_dim for K and V (3h without GQA).
+  int64_t qkv_width() const { return int64_t(hidden) + 2 * int64_t(kv_head_count()) * head_dim(); }
+  // Output width of the MLP's first GEMM: ffn, or 2·ffn for SwiGLU's gate and up.
+  int64_t fc1_width() const { return int64_t(ffn_size()) * (swiglu ? 2 : 1); }
+  // Parameters of one norm over `hidden`: weight and bias, or RMSNorm's weight alone.
+  int norm_params_per_hidden() const { return rmsnorm ? 1 : 2; }
+  // Sets the Llama traits together (config key `arch: llama`).
+  void set_llama_traits();
   int num_blocks() const { return 2 * layers; }
   static BlockKind block_kind(int block) { return block % 2 == 0 ? BlockKind::kAttention : BlockKind::kMlp; }
   static int block_layer(int block) { return block / 2; }
 
-  // Parameter counts of one block (weights + biases + its LayerNorm).
+  // Parameter counts of one block (weights, biases if any, its norm).
   int64_t attention_params() const;
   int64_t mlp_params() const;
   int64_t block_params(int block) const;
-  // Embedding (token + position) and LM head; kept data-parallel, outside the action space.
+  // Embedding (token, and position unless rotary), final norm and LM head (unless tied);
+  // kept data-parallel, outside the action space.
   int64_t embedding_params() const;
   // Bytes per parameter of params + grads + optimizer state (see mixed_precision), with
   // `dp` data-parallel replicas sharing the optimizer state (distributed_optimizer).
@@ -81,7 +107,8 @@ struct ModelSpec {
   // (grad_bytes() on every rank, for every parameter) is not included.
   double optimizer_bytes_per_param() const;
 
-  // Empty string when the shapes are consistent, else what is wrong (hidden % heads, ...).
+  // Empty string when the shapes are consistent, else what is wrong (hidden % heads,
+  // heads % kv_heads, ...).
   std::string validate() const;
 };
 

@@ -149,9 +149,14 @@ BlockPlacement place_block_mesh(const Strategy& s, int rank, int world) {
 }
 
 std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, int i) {
+  // Grouped-query attention splits by query group: K and V heads are not shared across ranks
+  // (Megatron-LM requires the groups to divide the degree: num_query_groups_per_partition).
+  const int groups = m.kv_head_count(), per_group = m.heads / groups;
   if (!s.uneven()) {
     if (s.degree() <= 0 || m.heads % s.degree() != 0)
       throw std::invalid_argument("degree does not divide heads=" + std::to_string(m.heads));
+    if (groups % s.degree() != 0)
+      throw std::invalid_argument("degree does not divide kv_heads=" + std::to_string(groups));
     const int64_t per = m.heads / s.degree();
     return {i * per, (i + 1) * per};
   }
@@ -169,51 +174,96 @@ std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, in
   if (sum != m.heads)
     throw std::invalid_argument("heads= sums to " + std::to_string(sum) + ", the model has heads=" +
                                 std::to_string(m.heads));
+  for (int c : heads)
+    if (c % per_group != 0)
+      throw std::invalid_argument("heads= gives a rank " + std::to_string(c) +
+                                  " heads, not whole query groups of " +
+                                  std::to_string(per_group) + " (kv_heads=" +
+                                  std::to_string(groups) + ")");
   if (m.ffn_size() % m.heads != 0)
     throw std::invalid_argument("ffn=" + std::to_string(m.ffn_size()) +
                                 " does not split by heads=" + std::to_string(m.heads));
   return {lo, lo + heads[i]};
 }
 
-std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const BlockPlacement& p) {
+namespace {
+
+// How one parameter tensor of a block is split (docs/design.md §3, the layouts of Megatron 1D
+// and ATP 2D): rows/columns by the mesh axes of its GEMM, or by head range when uneven.
+enum class Split {
+  kHidden,   // [h]: by d2, replicated over d1 (norms, the out/fc2 biases)
+  kInCols,   // [h, w]: rows by d2, columns by d1 (QKV, fc1)
+  kInBias,   // [w]: QKV's by the whole group (follows the RS over d2), fc1's by d1
+  kOutRows,  // [w, h]: rows by d1, columns by d2 (attention out, fc2)
+};
+
+struct TensorSpec {
+  const char* name;
+  std::vector<int64_t> shape;
+  Split split;
+  bool replicated_in_1d;  // the same box on every rank of a 1D tensor group
+};
+
+// The block's tensors in their fixed order, as the model has them: a norm without bias
+// (RMSNorm) and GEMMs without biases leave theirs out. Widths: QKV h + 2·kv_heads·head_dim
+// (3h without GQA), in query-group order (each group's query heads, then its K and V, as
+// Megatron-Core lays it out), so a contiguous column range is a range of groups; fc1 ffn or
+// 2·ffn (SwiGLU's gate and up, each rank's share of both in its range).
+std::vector<TensorSpec> block_tensor_specs(const ModelSpec& m, BlockKind kind) {
   const int64_t h = m.hidden, f = m.ffn_size();
+  const bool attn = kind == BlockKind::kAttention;
+  const int64_t in = attn ? m.qkv_width() : m.fc1_width(), out_in = attn ? h : f;
+  std::vector<TensorSpec> specs;
+  specs.push_back({"ln.weight", {h}, Split::kHidden, true});
+  if (!m.rmsnorm) specs.push_back({"ln.bias", {h}, Split::kHidden, true});
+  specs.push_back({attn ? "qkv.weight" : "fc1.weight", {h, in}, Split::kInCols, false});
+  if (m.linear_bias) specs.push_back({attn ? "qkv.bias" : "fc1.bias", {in}, Split::kInBias, false});
+  specs.push_back({attn ? "proj.weight" : "fc2.weight", {out_in, h}, Split::kOutRows, false});
+  if (m.linear_bias) specs.push_back({attn ? "proj.bias" : "fc2.bias", {h}, Split::kHidden, true});
+  return specs;
+}
+
+Box spec_box(const ModelSpec& m, BlockKind kind, const BlockPlacement& p, const TensorSpec& t) {
+  const bool attn = kind == BlockKind::kAttention;
+  const int64_t h = m.hidden;
+  if (p.strategy.uneven()) {
+    // tp1d with heads per rank (strategy.h): rank i1 holds heads [a, b) and the FFN columns
+    // of the same share; a 1D group has n2 = 1, so every other dimension is whole.
+    const auto [a, b] = head_range(m, p.strategy, p.i1);
+    // Columns of the in-GEMM (QKV, fc1) from head a to head b: QKV's in whole query groups
+    // (its width over the groups per group; head_range has checked a and b are group
+    // boundaries), the FFN's f/heads per head (fc1's 2·f/heads with SwiGLU).
+    const int64_t width = t.split == Split::kInCols ? t.shape[1] : t.shape[0];
+    const int64_t per_group = m.heads / m.kv_head_count();
+    auto in_col = [&](int64_t head) {
+      return attn ? width / m.kv_head_count() * (head / per_group) : width / m.heads * head;
+    };
+    const int64_t out_per_head = attn ? h / m.heads : m.ffn_size() / m.heads;
+    switch (t.split) {
+      case Split::kHidden: return Box{{0}, {h}};
+      case Split::kInCols: return Box{{0, in_col(a)}, {h, in_col(b)}};
+      case Split::kInBias: return Box{{in_col(a)}, {in_col(b)}};
+      case Split::kOutRows: return Box{{out_per_head * a, 0}, {out_per_head * b, h}};
+    }
+  }
+  if (attn && t.split == Split::kInCols) head_range(m, p.strategy, 0);  // heads and groups split
+  switch (t.split) {
+    case Split::kHidden: return box1(h, p.i2, p.n2, t.name);
+    case Split::kInCols: return box2(h, p.i2, p.n2, t.shape[1], p.i1, p.n1, t.name);
+    case Split::kInBias:
+      return attn ? box1(t.shape[0], p.i1 * p.n2 + p.i2, p.t, t.name)
+                  : box1(t.shape[0], p.i1, p.n1, t.name);
+    case Split::kOutRows: return box2(t.shape[0], p.i1, p.n1, h, p.i2, p.n2, t.name);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const BlockPlacement& p) {
   std::vector<Box> out;
-  out.reserve(6);
   try {
-    if (p.strategy.uneven()) {
-      // tp1d with heads per rank (strategy.h): rank i1 holds heads [a, b) and the FFN columns
-      // of the same share; a 1D group has n2 = 1, so every other dimension is whole.
-      const auto [a, b] = head_range(m, p.strategy, p.i1);
-      const int64_t d = h / m.heads, c = f / m.heads;
-      out.push_back(Box{{0}, {h}});
-      out.push_back(Box{{0}, {h}});
-      if (kind == BlockKind::kAttention) {
-        out.push_back(Box{{0, 3 * d * a}, {h, 3 * d * b}});
-        out.push_back(Box{{3 * d * a}, {3 * d * b}});
-        out.push_back(Box{{d * a, 0}, {d * b, h}});
-      } else {
-        out.push_back(Box{{0, c * a}, {h, c * b}});
-        out.push_back(Box{{c * a}, {c * b}});
-        out.push_back(Box{{c * a, 0}, {c * b, h}});
-      }
-      out.push_back(Box{{0}, {h}});
-      return out;
-    }
-    out.push_back(box1(h, p.i2, p.n2, "ln.weight"));
-    out.push_back(box1(h, p.i2, p.n2, "ln.bias"));
-    if (kind == BlockKind::kAttention) {
-      if (m.heads % p.t != 0)
-        throw std::invalid_argument("degree does not divide heads=" + std::to_string(m.heads));
-      out.push_back(box2(h, p.i2, p.n2, 3 * h, p.i1, p.n1, "qkv.weight"));
-      out.push_back(box1(3 * h, p.i1 * p.n2 + p.i2, p.t, "qkv.bias"));
-      out.push_back(box2(h, p.i1, p.n1, h, p.i2, p.n2, "proj.weight"));
-      out.push_back(box1(h, p.i2, p.n2, "proj.bias"));
-    } else {
-      out.push_back(box2(h, p.i2, p.n2, f, p.i1, p.n1, "fc1.weight"));
-      out.push_back(box1(f, p.i1, p.n1, "fc1.bias"));
-      out.push_back(box2(f, p.i1, p.n1, h, p.i2, p.n2, "fc2.weight"));
-      out.push_back(box1(h, p.i2, p.n2, "fc2.bias"));
-    }
+    for (const TensorSpec& t : block_tensor_specs(m, kind)) out.push_back(spec_box(m, kind, p, t));
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(p.strategy.to_string() +
                                 (kind == BlockKind::kAttention ? " attention " : " MLP ") +
@@ -245,23 +295,11 @@ double rank_param_elements(const ModelSpec& m, BlockKind kind, const Strategy& s
 }
 
 std::vector<ParamShard> block_param_shards(const ModelSpec& m, int block, const BlockPlacement& p) {
-  const int64_t h = m.hidden, f = m.ffn_size();
   const BlockKind kind = ModelSpec::block_kind(block);
   const bool attn = kind == BlockKind::kAttention;
   const std::string prefix =
       "h." + std::to_string(ModelSpec::block_layer(block)) + (attn ? ".attn." : ".mlp.");
-  struct Spec {
-    const char* name;
-    std::vector<int64_t> shape;
-    bool replicated_in_1d;  // the same box on every rank of a 1D tensor group
-  };
-  const std::vector<Spec> specs =
-      attn ? std::vector<Spec>{{"ln.weight", {h}, true},          {"ln.bias", {h}, true},
-                               {"qkv.weight", {h, 3 * h}, false}, {"qkv.bias", {3 * h}, false},
-                               {"proj.weight", {h, h}, false},    {"proj.bias", {h}, true}}
-           : std::vector<Spec>{{"ln.weight", {h}, true},      {"ln.bias", {h}, true},
-                               {"fc1.weight", {h, f}, false}, {"fc1.bias", {f}, false},
-                               {"fc2.weight", {f, h}, false}, {"fc2.bias", {h}, true}};
+  const std::vector<TensorSpec> specs = block_tensor_specs(m, kind);
   std::vector<Box> boxes = block_param_boxes(m, kind, p);
   // Replicated over G1 (n2 pieces) is "tp_replicated" only for 1D groups, where G1 is the whole
   // tensor group; in 2D the G1 replicas compute identically, which is all the sum rule needs.

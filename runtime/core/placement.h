@@ -96,14 +96,16 @@ struct ParamShard {
 
 // Heads [lo, hi) that rank i of s's tensor group holds (the even split's t-th parts, or s.heads'
 // prefix sums). Throws std::invalid_argument when the split does not fit the model: the degree
-// does not divide the heads, s.heads does not sum to them, or the FFN columns do not split by
-// head (an uneven MLP takes f/heads columns per head).
+// does not divide the heads or the kv_heads (query groups), s.heads does not sum to them or
+// gives a rank part of a query group, or the FFN columns do not split by head (an uneven MLP
+// takes f/heads columns per head).
 std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, int i);
 
 // Parameters of block `block` (names "h.<layer>.attn.*" / "h.<layer>.mlp.*") in a fixed order:
 // ln.weight, ln.bias, then qkv.weight, qkv.bias, proj.weight, proj.bias (attention) or
-// fc1.weight, fc1.bias, fc2.weight, fc2.bias (MLP). Throws std::invalid_argument when a
-// dimension does not split evenly.
+// fc1.weight, fc1.bias, fc2.weight, fc2.bias (MLP); ln.bias goes with RMSNorm and the other
+// biases without linear_bias (model_spec.h). Throws std::invalid_argument when a dimension
+// does not split evenly.
 std::vector<ParamShard> block_param_shards(const ModelSpec& m, int block, const BlockPlacement& p);
 // Just the boxes, same order (no names; what the simulator needs).
 std::vector<Box> block_param_boxes(const ModelSpec& m, BlockKind kind, const BlockPlacement& p);

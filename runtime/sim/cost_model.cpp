@@ -25,6 +25,13 @@ std::string calibration_signature(const ModelSpec& m, int world) {
     << " ffn=" << m.ffn_size() << " seq=" << m.seq << " batch=" << effective_global_batch(m, world)
     << " vocab=" << m.vocab << " dtype=" << dtype_name(m.dtype)
     << " flash=" << m.flash_attention << " world=" << world;
+  // Llama's traits, only where set, so GPT calibrations written before them still match.
+  if (m.kv_head_count() != m.heads) o << " kv_heads=" << m.kv_heads;
+  if (m.rmsnorm) o << " rmsnorm=1";
+  if (m.swiglu) o << " swiglu=1";
+  if (m.rotary) o << " rotary=1";
+  if (!m.linear_bias) o << " bias=0";
+  if (!m.dropout) o << " dropout=0";
   return o.str();
 }
 
@@ -131,12 +138,12 @@ std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, con
   if (s.kind == StrategyKind::kTP2D) a = s.d2, c = s.d1;
   if (kind == BlockKind::kAttention) {
     const double heads = double(m.heads) * head_part(s, pos) / s.degree(), dh = h / m.heads;
-    return {{n, h / a, 3 * h / c, k},              // QKV
+    return {{n, h / a, double(m.qkv_width()) / c, k},  // QKV (3h wide without GQA)
             {n, h / c, h / a, k},                  // attention out
             {double(m.seq), dh, double(m.seq), b * heads},   // Q·Kᵀ per head
             {double(m.seq), double(m.seq), dh, b * heads}};  // softmax·V per head
   }
-  return {{n, h / a, f / c, k}, {n, f / c, h / a, k}};  // fc1, fc2
+  return {{n, h / a, double(m.fc1_width()) / c, k}, {n, f / c, h / a, k}};  // fc1, fc2
 }
 
 void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
@@ -201,8 +208,12 @@ int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int col
   const bool attn = kind == BlockKind::kAttention;
   // PyTorch's softmax instead of the fused one: cast, scale, mask, softmax, cast back.
   const int unfused = attn && unfused_softmax && !m.flash_attention ? 4 : 0;
-  const int fwd = attn ? (m.flash_attention ? 5 : 8 + unfused) : 5;
-  const int bwd = attn ? (m.flash_attention ? 7 : 12 + unfused) : 7;
+  // Rotary embeddings: Megatron-Core's fused RoPE, one kernel for Q and one for K, each way.
+  // Without dropout the core's dropout kernel goes (forward and backward).
+  const int rope = attn && m.rotary ? 2 : 0;
+  const int no_dropout = attn && !m.dropout && !m.flash_attention ? 1 : 0;
+  const int fwd = (attn ? (m.flash_attention ? 5 : 8 + unfused) : 5) + rope - no_dropout;
+  const int bwd = (attn ? (m.flash_attention ? 7 : 12 + unfused) : 7) + rope - no_dropout;
   // `collectives` (block_collectives) already lists one per chunk and the recompute's replays.
   // Selective recomputation replays the attention core (its four kernels, without flash).
   const int replay =

@@ -24,6 +24,16 @@ ModelSpec model() {
   return m;
 }
 
+// The same shapes with Llama's blocks (model_spec.h): RMSNorm, no biases, SwiGLU of its own
+// width, 4 query groups of 3 heads (grouped-query attention).
+ModelSpec llama_model() {
+  ModelSpec m = model();
+  m.set_llama_traits();
+  m.kv_heads = 4;
+  m.ffn = 72;
+  return m;
+}
+
 // Elements of `a ∩ b` counted one index at a time.
 int64_t brute_overlap(const Box& a, const Box& b) {
   int64_t n = 0;
@@ -53,7 +63,7 @@ TEST(Placement, OverlapCountsTheIntersection) {
 // Every parameter box depends on rank mod t only; activation boxes of ranks at the same mesh
 // position differ only in their batch rows (the replica's slice).
 TEST(Placement, BoxesDependOnTheMeshPositionOnly) {
-  const ModelSpec m = model();
+  for (const ModelSpec& m : {model(), llama_model()})
   for (int world : {4, 8, 12}) {
     StrategyCatalog cat(m, world);
     for (int i = 0; i < cat.size(); ++i) {
@@ -85,7 +95,7 @@ TEST(Placement, BoxesDependOnTheMeshPositionOnly) {
 // A rank's parameter (and so optimizer-state) elements from its boxes equal the cost model's
 // closed form block_rank_params, on every rank, for every strategy of the catalog.
 TEST(Placement, ParamElementsPerRankEqualTheCostModel) {
-  const ModelSpec m = model();
+  for (const ModelSpec& m : {model(), llama_model()})
   for (int world : {1, 2, 4, 8, 12}) {
     StrategyCatalog cat(m, world);
     for (int i = 0; i < cat.size(); ++i) {
@@ -180,6 +190,41 @@ TEST(Placement, UnevenHeadsPartitionEveryTensorByHead) {
       }
     }
   }
+}
+
+// Grouped-query attention: an uneven split is one of whole query groups (3 heads each here);
+// a rank's QKV columns are its groups' (3 query heads, K and V: 5 head widths per group), its
+// fc1 columns its heads' share of SwiGLU's gate and up, and the boxes still tile each tensor.
+TEST(Placement, UnevenSplitsOfAGroupedQueryModelAreWholeGroups) {
+  const ModelSpec m = llama_model();  // 12 heads of width 4 in 4 groups, ffn 72 (SwiGLU)
+  Strategy s = Strategy::parse("tp1d(t=2,heads=9/3)");
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+    ASSERT_EQ(strategy_invalid_reason(s, m, kind, 2), "");
+    const auto b0 = block_param_boxes(m, kind, place_block(s, 0, 2));
+    const auto b1 = block_param_boxes(m, kind, place_block(s, 1, 2));
+    ASSERT_EQ(b0.size(), 3u);  // norm weight, in-GEMM, out-GEMM: no biases, no norm bias
+    const int64_t cols0 = kind == BlockKind::kAttention ? 3 * 5 * 4 : 2 * 6 * 9;
+    EXPECT_EQ(b0[1].extent(1), cols0);
+    EXPECT_EQ(b0[1].extent(1) + b1[1].extent(1),
+              kind == BlockKind::kAttention ? m.qkv_width() : m.fc1_width());
+    EXPECT_EQ(b0[2].extent(0), kind == BlockKind::kAttention ? 4 * 9 : 6 * 9);
+    EXPECT_DOUBLE_EQ(double(block_param_elements(m, kind, place_block(s, 0, 2)) +
+                            block_param_elements(m, kind, place_block(s, 1, 2))) -
+                         m.hidden,  // the norm weight is on both ranks
+                     double(kind == BlockKind::kAttention ? m.attention_params() : m.mlp_params()));
+  }
+  // 8/4 splits a group of three: refused with the reason, and the catalog offers no such split.
+  s = Strategy::parse("tp1d(t=2,heads=8/4)");
+  EXPECT_NE(strategy_invalid_reason(s, m, BlockKind::kAttention, 2).find("query groups"),
+            std::string::npos);
+  StrategyCatalog cat(m, 4);
+  for (int i = 0; i < cat.size(); ++i)
+    for (int c : cat.at(i).heads()) EXPECT_EQ(c % 3, 0) << cat.at(i).to_string();
+  // An even split must divide the 4 groups too: tp1d(t=6) divides 12 heads, not 4 groups.
+  EXPECT_NE(strategy_invalid_reason(Strategy::tp1d(6), m, BlockKind::kAttention, 12)
+                .find("does not divide kv_heads=4"),
+            std::string::npos);
+  EXPECT_EQ(strategy_invalid_reason(Strategy::tp1d(6), m, BlockKind::kMlp, 12), "");
 }
 
 TEST(Placement, UnevenHeadsThatDoNotFitTheModelAreRefusedWithTheReason) {

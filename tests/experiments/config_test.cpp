@@ -153,6 +153,27 @@ TEST(ConfigTest, AbsurdModelSizesAreRefused) {
   EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
 }
 
+// Llama's blocks are written as `arch: llama` plus kv_heads and ffn (docs/configs.md "Model
+// shapes"); each trait can be set apart, and kv_heads must divide heads.
+TEST(ConfigTest, LlamaShapesAreWrittenAsTheFamilyAndTheirOwnKeys) {
+  const ExperimentSpec s = load_experiment(experiments("llama3-8b.yaml"));
+  EXPECT_TRUE(s.model.rmsnorm && s.model.swiglu && s.model.rotary);
+  EXPECT_FALSE(s.model.linear_bias || s.model.dropout || s.model.tied_embeddings);
+  EXPECT_EQ(s.model.kv_heads, 8);
+  EXPECT_EQ(s.model.qkv_width(), 4096 + 2 * 8 * 128);
+  auto error_for = [](const std::string& from, const std::string& to) {
+    return edit_error(data("minimal.yaml"), from, to);
+  };
+  const std::string kv = error_for("heads: 16", "heads: 16, kv_heads: 5");
+  EXPECT_NE(kv.find("model.kv_heads"), std::string::npos) << kv;
+  EXPECT_NE(kv.find("5 key/value heads do not divide 16 heads"), std::string::npos) << kv;
+  EXPECT_NE(error_for("heads: 16", "heads: 16, kv_heads: 32").find("model.kv_heads"),
+            std::string::npos);
+  EXPECT_NE(error_for("heads: 16", "heads: 16, arch: mamba").find("model.arch"),
+            std::string::npos);
+  EXPECT_EQ(error_for("heads: 16", "heads: 16, arch: llama, bias: true, norm: layernorm"), "");
+}
+
 // A catalog board without a peak for the model's dtype (the V100 has no bf16) does not stop
 // configs that do not use it; a cluster that uses it is refused, naming the node's line, the
 // board and the dtype.

@@ -49,6 +49,8 @@ void validate_live(const ExperimentSpec& spec) {
       throw EnvOptionError(where, "a live straggler's factor must lie in [1, 100] (a rank "
                                   "can be slowed, not sped up), not " + std::to_string(e.factor));
   }
+  if (const std::string why = live::why_model_not_live(spec.model); !why.empty())
+    throw EnvOptionError("model", why);
   if (spec.model.vocab < 256)
     throw EnvOptionError("model.vocab",
                          "the live model's byte-level tokenizer needs a vocab of at least 256");

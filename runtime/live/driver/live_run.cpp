@@ -70,6 +70,22 @@ double reported_loss(const std::vector<RankReport>& reports) {
 
 }  // namespace
 
+std::string why_model_not_live(const ModelSpec& m) {
+  std::string missing;
+  auto lacks = [&missing](bool set, const char* what) {
+    if (set) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  };
+  lacks(m.kv_head_count() != m.heads, "kv_heads (grouped-query attention)");
+  lacks(m.rmsnorm, "norm: rmsnorm");
+  lacks(m.swiglu, "activation: swiglu");
+  lacks(m.rotary, "position: rotary");
+  lacks(!m.linear_bias, "bias: false");
+  lacks(m.tied_embeddings, "tied_embeddings");
+  if (missing.empty()) return "";
+  return "the live model has GPT's blocks and does not run " + missing +
+         " yet; price it with shardgym/TPSim-v0";
+}
+
 std::string why_fault_invalid(const LiveSpec& live) {
   if (live.extra.fault.empty()) return "";
   FaultSpec fault;
@@ -145,6 +161,8 @@ LiveRun::LiveRun(const ExperimentSpec& spec)
   if (const std::string why = why_fault_invalid(live_); !why.empty()) {
     throw std::invalid_argument("live.extra.fault: " + why);  // before any rank starts
   }
+  if (const std::string why = why_model_not_live(config_.model); !why.empty())
+    throw std::invalid_argument("model: " + why);
   config_.fault = live_.extra.fault;
   // Rejected here, before any rank starts: a world this host cannot hold (the config loader
   // has said so already for configs from files; the memory is checked at reset, with the plan).

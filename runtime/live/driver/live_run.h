@@ -41,6 +41,10 @@ class RankDriver;  // driver/rank_driver.h: the ranks as threads or as processes
 // bad syntax (parse_fault), `exit` with thread ranks, `nostart` with process ranks, or a rank
 // outside live.ranks. LiveRun refuses such a spec; the env registration checks it at load.
 std::string why_fault_invalid(const LiveSpec& live);
+// "" when the live ranks' model (tp/reference_gpt.h: GPT blocks, LayerNorm, learned positions,
+// biases, GeLU, multi-head attention, untied embeddings) is the config's; else which trait of
+// `model` it lacks (the simulator prices them all, docs/configs.md "Model shapes").
+std::string why_model_not_live(const ModelSpec& model);
 
 // Folds one iteration's rank reports into `m`: the step latency is the slowest rank's step,
 // repartition time and peak the slowest rank's, bytes summed, peak memory per rank. Block

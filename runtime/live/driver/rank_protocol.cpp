@@ -137,6 +137,10 @@ std::string LiveRankConfig::serialize() const {
   put(o, "hidden", std::to_string(model.hidden));
   put(o, "heads", std::to_string(model.heads));
   put(o, "ffn", std::to_string(model.ffn));
+  put(o, "kv_heads", std::to_string(model.kv_heads));
+  put(o, "traits", std::string(model.rmsnorm ? "1" : "0") + (model.swiglu ? "1" : "0") +
+                       (model.rotary ? "1" : "0") + (model.linear_bias ? "1" : "0") +
+                       (model.dropout ? "1" : "0") + (model.tied_embeddings ? "1" : "0"));
   put(o, "seq", std::to_string(model.seq));
   put(o, "micro_batch", std::to_string(model.micro_batch));
   put(o, "global_batch", std::to_string(model.global_batch));
@@ -164,6 +168,17 @@ LiveRankConfig LiveRankConfig::parse(const std::string& text) {
   c.model.hidden = f.i32("hidden");
   c.model.heads = f.i32("heads");
   c.model.ffn = f.i32("ffn");
+  c.model.kv_heads = f.i32("kv_heads");
+  // The block traits, one digit each in model_spec.h's order.
+  const std::string traits = f.str("traits");
+  if (traits.size() != 6 || traits.find_first_not_of("01") != std::string::npos)
+    throw std::invalid_argument("LiveRankConfig: traits must be six 0/1 digits, not '" + traits + "'");
+  c.model.rmsnorm = traits[0] == '1';
+  c.model.swiglu = traits[1] == '1';
+  c.model.rotary = traits[2] == '1';
+  c.model.linear_bias = traits[3] == '1';
+  c.model.dropout = traits[4] == '1';
+  c.model.tied_embeddings = traits[5] == '1';
   c.model.seq = f.i32("seq");
   c.model.micro_batch = f.i32("micro_batch");
   c.model.global_batch = f.i32("global_batch");

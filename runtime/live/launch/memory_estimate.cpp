@@ -8,24 +8,6 @@
 namespace shardgym::live {
 namespace {
 
-// Korthikanti et al.'s Table 2 counts dropout: a 1-byte mask after the attention output
-// projection and after fc2 (sbh each, in the layout of the block's replicated part), and in
-// attention the softmax-dropout mask (as²b) and its 2-byte output (2as²b), split like the
-// scores. The live GPT has no dropout, so these bytes are taken back out.
-double dropout_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
-  if (s.recompute) return 0;  // a recomputed block keeps only its input
-  const double b = local_batch(m, s, world);
-  const double sbh = double(m.seq) * b * m.hidden;
-  const double as2b = double(m.heads) * m.seq * m.seq * b;
-  const double scale = dtype_bytes(m.dtype) / 2.0;  // the paper counts 16-bit activations
-  double replicated_div = 1;                        // how the replicated part is split
-  if (s.kind == StrategyKind::kTP1D && s.sp) replicated_div = s.degree();
-  if (s.kind == StrategyKind::kTP2D) replicated_div = s.d2;
-  double bytes = sbh / replicated_div;
-  if (kind == BlockKind::kAttention) bytes += 3 * as2b * s.max_part() / s.degree();  // fullest rank
-  return scale * bytes;
-}
-
 // What the live layers keep beyond the paper's count: with sequence parallelism the
 // all-gathered GEMM input [s, b, h] stays saved for the backward (Megatron gathers it again
 // instead), i.e. 2·sbh·(1 − 1/t) more than the paper's sharded 2·sbh/t.
@@ -40,8 +22,8 @@ double kept_gather_bytes(const ModelSpec& m, const Strategy& s, int world) {
 double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world) {
   Strategy stored = s;
   stored.recompute = false;
-  double bytes = block_activation_bytes(m, kind, stored, world, false) -
-                 dropout_bytes(m, kind, stored, world) + kept_gather_bytes(m, stored, world);
+  double bytes = block_activation_bytes(m, kind, stored, world, false) +
+                 kept_gather_bytes(m, stored, world);
   if (kind == BlockKind::kAttention) {
     const double as2b = double(m.heads) * m.seq * m.seq * local_batch(m, s, world);
     bytes += dtype_bytes(m.dtype) * 2 * as2b * s.max_part() / s.degree();
@@ -54,6 +36,9 @@ double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& 
 MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& plan, int world,
                                     int micro_batches) {
   ModelSpec model = batch_model;  // the activations below are those of one micro-batch
+  // The live GPT has no dropout: Korthikanti et al.'s masks and dropout outputs (an sbh mask
+  // per block, 3·as²b in attention) are not kept (cost.h counts them only with dropout).
+  model.dropout = false;
   int64_t batch = effective_global_batch(batch_model, world);
   if (const std::vector<int>& w = plan.pipeline.shares; !w.empty() && batch > 0) {
     // Uneven shares (data_shares.h): the rank of the largest group holds the most activations,
@@ -73,8 +58,8 @@ MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& pl
     const Strategy& s = plan.blocks[b];
     params += block_rank_params(model, kind, s);
     const bool prev_recomputes = kind == BlockKind::kMlp && plan.blocks[b - 1].recompute;
-    e.activation_bytes += block_activation_bytes(model, kind, s, world, prev_recomputes) -
-                          dropout_bytes(model, kind, s, world) + kept_gather_bytes(model, s, world);
+    e.activation_bytes += block_activation_bytes(model, kind, s, world, prev_recomputes) +
+                          kept_gather_bytes(model, s, world);
     if (s.recompute) {
       recompute_transient =
           std::max(recompute_transient, recompute_peak_bytes(model, kind, s, world));
