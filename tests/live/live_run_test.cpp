@@ -222,6 +222,26 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
   s = tiny_live_spec(4, "processes");
   s.live.extra.fault = "nostart@1";
   expect_rejects(s, "launch = threads");
+  // Llama's traits: the live ranks run GPT's blocks; each trait is named.
+  s = tiny_live_spec(4, "threads");
+  s.model.swiglu = true;
+  expect_rejects(s, "activation: swiglu");
+  s = tiny_live_spec(4, "threads");
+  s.model.kv_heads = 1;
+  expect_rejects(s, "kv_heads");
+}
+
+// The model's traits reach rank processes as sent (GPT's defaults and Llama's alike).
+TEST(LiveRun, RankConfigCarriesTheModelsTraits) {
+  LiveRankConfig c;
+  c.model.set_llama_traits();
+  c.model.kv_heads = 2;
+  const LiveRankConfig back = LiveRankConfig::parse(c.serialize());
+  EXPECT_EQ(back.model.kv_heads, 2);
+  EXPECT_TRUE(back.model.rmsnorm && back.model.swiglu && back.model.rotary);
+  EXPECT_FALSE(back.model.linear_bias || back.model.dropout || back.model.tied_embeddings);
+  const LiveRankConfig gpt = LiveRankConfig::parse(LiveRankConfig().serialize());
+  EXPECT_TRUE(gpt.model.linear_bias && gpt.model.dropout && !gpt.model.swiglu);
 }
 
 // A rank's report carries the optimizer step's time to the driver (rank processes send it as
