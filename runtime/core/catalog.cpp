@@ -16,6 +16,9 @@ std::string strategy_invalid_reason(const Strategy& s, const ModelSpec& m, Block
   const int f = m.ffn_size();
   if (t > world || world % t != 0) {
     why << s.to_string() << ": degree " << t << " does not divide the world of " << world << " ranks";
+  } else if ((world / t) % m.context_parallel != 0) {
+    why << s.to_string() << ": " << world / t << " replicas do not group into the "
+        << m.context_parallel << " ranks of @cp(" << m.context_parallel << ")";
   } else if (effective_global_batch(m, world) % (world / t) != 0) {
     why << s.to_string() << ": " << world / t << " replicas do not divide the global batch of "
         << effective_global_batch(m, world);

@@ -96,6 +96,7 @@ const char* comm_axis_name(CommAxis axis) {
     case CommAxis::kMeshD1: return "d1";
     case CommAxis::kMeshD2: return "d2";
     case CommAxis::kData: return "dp";
+    case CommAxis::kContext: return "cp";
   }
   return "?";
 }
@@ -135,6 +136,24 @@ std::vector<Collective> block_grad_sync(const ModelSpec& m, BlockKind kind, cons
   return out;
 }
 
+std::vector<Collective> block_context_collectives(const ModelSpec& m, BlockKind kind,
+                                                  const Strategy& s, int world) {
+  std::vector<Collective> out;
+  const int c = m.context_parallel;
+  // A strategy whose replicas do not group into c has no ring (strategy_invalid_reason
+  // refuses it; its other costs are still priced, as for any invalid entry).
+  if (c <= 1 || kind != BlockKind::kAttention || (world / s.degree()) % c != 0) return out;
+  // K and V of the tensor group's tokens (this micro-batch's parts), its ranks' heads of them.
+  const double n = double(local_batch(m, s, world)) * m.seq;
+  const double kv = 2.0 * m.kv_head_count() * m.head_dim() * s.max_part() / s.degree();
+  const double x = c * n * kv;  // the gathered whole: every part's K and V
+  add(out, CollOp::kAllGather, CommAxis::kContext, c, x, true, "attn.kv ring", 1);
+  if (s.recompute) add(out, CollOp::kAllGather, CommAxis::kContext, c, x, false, "attn.kv ring (recompute)", 1);
+  add(out, CollOp::kAllGather, CommAxis::kContext, c, x, false, "attn.kv ring bwd", 1);
+  add(out, CollOp::kReduceScatter, CommAxis::kContext, c, x, false, "attn.dkv ring bwd", 1);
+  return out;
+}
+
 double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                     int world) {
   double sum = 0;
@@ -144,8 +163,9 @@ double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const St
 
 double attention_core_flops(const ModelSpec& m, BlockKind kind, double sequences) {
   if (kind != BlockKind::kAttention) return 0;
-  // QKᵀ + ·V over every query head (grouped-query attention shares K and V, not the work)
-  const double core = 4 * sequences * m.seq * double(m.seq) * m.hidden;
+  // QKᵀ + ·V over every query head (grouped-query attention shares K and V, not the work);
+  // with context parallelism a part's queries meet the whole sequence's keys (full_seq).
+  const double core = 4 * sequences * m.seq * double(m.full_seq()) * m.hidden;
   return m.flash_attention ? core / 2 : core;  // a causal fused kernel skips the masked half
 }
 
@@ -296,11 +316,18 @@ double layer_activation_bytes(const ModelSpec& m, const Strategy& attn, const St
          block_activation_bytes(m, BlockKind::kMlp, mlp, world, attn.recompute);
 }
 
-std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int world) {
+std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int world,
+                            int context) {
   const int t = s.degree();
   if (t <= 0 || world % t != 0) throw std::invalid_argument("degree does not divide the world");
   const int base = rank / t * t, local = rank % t;
   std::vector<int> g;
+  if (axis == CommAxis::kContext) {
+    const int c = std::max(1, context), first = rank / t / c * c;
+    if ((world / t) % c != 0) throw std::invalid_argument("context does not divide the replicas");
+    for (int k = 0; k < c; ++k) g.push_back((first + k) * t + local);
+    return g;
+  }
   if (axis == CommAxis::kData) {
     for (int r = local; r < world; r += t) g.push_back(r);
     return g;

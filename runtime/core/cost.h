@@ -18,8 +18,10 @@ namespace shardgym {
 enum class CollOp { kAllReduce, kAllGather, kReduceScatter };
 // Which rank group a collective runs over.
 //   kTensor: the t ranks of a tp1d group; kMeshD1 / kMeshD2: the tp2d axes carrying the d1 / d2
-//   collectives (physical placement depends on first=row|col); kData: the P/t replicas.
-enum class CommAxis { kTensor, kMeshD1, kMeshD2, kData };
+//   collectives (physical placement depends on first=row|col); kData: the P/t replicas;
+//   kContext: the c replicas that split each sequence (plan.h `@cp(c)`).
+enum class CommAxis { kTensor, kMeshD1, kMeshD2, kData, kContext };
+constexpr int kCommAxes = 5;
 
 const char* coll_op_name(CollOp op);
 const char* comm_axis_name(CommAxis axis);
@@ -49,6 +51,14 @@ std::vector<Collective> block_collectives(const ModelSpec& m, BlockKind kind, co
 // Data-parallel gradient all-reduce of one block per iteration (empty with one replica).
 std::vector<Collective> block_grad_sync(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                         int world);
+// Context parallelism's exchange in one attention block for one micro-batch (m.context_parallel
+// = c > 1, the model of plan.h context_model; empty otherwise). Megatron-Core passes each rank's
+// keys and values around a ring of the c ranks, c − 1 steps, each under the attention of the
+// chunk it has (TE's AttnFuncWithCPAndKVP2P); the backward passes them again with their
+// gradients. In volume that is an all-gather of K and V forward, and an all-gather and a
+// reduce-scatter backward (a full recomputation replays the forward's).
+std::vector<Collective> block_context_collectives(const ModelSpec& m, BlockKind kind,
+                                                  const Strategy& s, int world);
 // Sum over block_collectives of elements_sent_per_rank.
 double block_comm_elements_per_rank(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                     int world);
@@ -101,7 +111,9 @@ double layer_activation_bytes(const ModelSpec& m, const Strategy& attn, const St
                               int world);
 
 // Rank groups. Ranks of the same tp group are consecutive: group g = [g·t, (g+1)·t).
-// Returns the sorted ranks that share `axis` with `rank`.
-std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int world);
+// Returns the sorted ranks that share `axis` with `rank`. kContext takes its size `context`
+// (c): the c consecutive replicas r + k·t of rank r's block of c (Megatron's tp-cp-dp order).
+std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int world,
+                            int context = 1);
 
 }  // namespace shardgym

@@ -63,7 +63,7 @@ int64_t ModelSpec::block_params(int block) const {
 int64_t ModelSpec::embedding_params() const {
   const int64_t h = hidden;
   // token embedding + position embedding + final norm + LM head
-  return int64_t(vocab) * h + (rotary ? 0 : int64_t(seq) * h) + norm_params_per_hidden() * h +
+  return int64_t(vocab) * h + (rotary ? 0 : full_seq() * h) + norm_params_per_hidden() * h +
          (tied_embeddings ? 0 : int64_t(vocab) * h);
 }
 

@@ -65,6 +65,10 @@ struct ModelSpec {
   bool linear_bias = true;       // [--disable-bias-linear turns it off] biases of the GEMMs
   bool dropout = true;           // [--attention-dropout 0 --hidden-dropout 0 turn it off]
   bool tied_embeddings = false;  // LM head shares the token embedding (counted once)
+  // Context parallelism [--context-parallel-size], as a plan prices it (plan.h `@cp(c)`):
+  // context_model() sets c and then `seq` is one part of a sequence (its tokens / c) and the
+  // global batch counts parts; 1 everywhere else. full_seq() is the sequence itself.
+  int context_parallel = 1;
 
   // Upper limits validate() enforces (int products such as 4·hidden stay in range).
   static constexpr int kMaxHidden = 1 << 20;
@@ -73,6 +77,7 @@ struct ModelSpec {
 
   int ffn_size() const { return ffn > 0 ? ffn : 4 * hidden; }
   int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t full_seq() const { return int64_t(seq) * context_parallel; }
   int head_dim() const { return hidden / heads; }
   // Output width of the QKV GEMM: h for Q plus 2·kv_heads·head_dim for K and V (3h without GQA).
   int64_t qkv_width() const { return int64_t(hidden) + 2 * int64_t(kv_head_count()) * head_dim(); }

@@ -73,7 +73,8 @@ bool Pipeline::operator==(const Pipeline& o) const {
   // Without a pipeline, m = 0 means one micro-batch (plan_micro_batches).
   auto norm = [](const Pipeline& p) { return p.stages == 1 && p.micro_batches == 0 ? 1 : p.micro_batches; };
   return stages == o.stages && norm(*this) == norm(o) && schedule == o.schedule &&
-         virtual_stages == o.virtual_stages && split == o.split && shares == o.shares;
+         virtual_stages == o.virtual_stages && split == o.split && shares == o.shares &&
+         context == o.context;
 }
 
 std::vector<int> Pipeline::layers_per_stage(int layers) const {
@@ -181,7 +182,9 @@ ReplicaShare largest_dp_share(const Plan& plan, const ModelSpec& model, int worl
   int t_min = 0;
   for (const auto& s : plan.blocks) t_min = t_min == 0 ? s.degree() : std::min(t_min, s.degree());
   ReplicaShare r;
-  r.dp = std::max(1, stage_world / std::max(1, t_min));
+  // With context parallelism c replicas share each sequence: DP is the rest (Megatron-LM's
+  // data-parallel size excludes the context-parallel one).
+  r.dp = std::max(1, stage_world / std::max(1, t_min) / std::max(1, plan.pipeline.context));
   const int g = effective_global_batch(model, world);
   r.sequences = g % r.dp == 0 ? g / r.dp : 0;
   return r;
@@ -220,6 +223,39 @@ std::string micro_batch_split_reason(const Plan& plan, const ModelSpec& model, i
          std::to_string(model.micro_batch) + " (model.micro_batch)";
 }
 
+ModelSpec context_model(const ModelSpec& model, int context, int world) {
+  if (context <= 1) return model;
+  ModelSpec m = model;
+  m.global_batch = effective_global_batch(model, world) * context;
+  m.seq = model.seq / context;
+  m.context_parallel = context;
+  return m;
+}
+
+std::string context_invalid_reason(const Plan& plan, const ModelSpec& model, int world) {
+  const int c = plan.pipeline.context;
+  if (c == 1) return "";
+  std::ostringstream why;
+  const int stage_world = world / std::max(1, plan.pipeline.stages);
+  if (c < 1 || c > stage_world) {
+    why << "@cp(" << c << "): context parallelism over " << c << " ranks in a stage of "
+        << stage_world;
+  } else if (!plan.pipeline.shares.empty()) {
+    why << "@cp(" << c << ") with uneven data shares @dp(w=...) is not modelled";
+  } else if (!model.flash_attention) {
+    // Megatron-Core runs context parallelism in Transformer Engine's fused attention only.
+    why << "@cp(" << c << "): context parallelism needs model.flash_attention";
+  } else if (model.global_batch <= 0) {
+    why << "@cp(" << c << "): context parallelism needs model.global_batch";
+  } else if (model.seq % (2 * c) != 0) {
+    // Causal load balance: each rank takes chunks i and 2c−1−i of 2c equal chunks.
+    why << "@cp(" << c << "): seq=" << model.seq << " is not 2·c=" << 2 * c << " equal chunks";
+  }
+  // Every block's replicas must group into c: strategy_invalid_reason checks it per block
+  // with the context model (catalog.h), so the action mask knows it too.
+  return why.str();
+}
+
 ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world) {
   ModelSpec m = model;
   const int g = effective_global_batch(model, world);
@@ -236,6 +272,7 @@ Plan Plan::uniform(const Strategy& s, int num_blocks) {
 std::string Plan::to_string() const {
   std::string pp = pipeline.is_default() ? "" : "@" + pipeline.to_string();
   if (!pipeline.shares.empty()) pp += "@dp(" + shares_to_string(pipeline.shares) + ")";
+  if (pipeline.context != 1) pp += "@cp(" + std::to_string(pipeline.context) + ")";
   if (blocks.empty()) return pp;
   bool same = true;
   for (const auto& b : blocks) same = same && b == blocks.front();
@@ -261,11 +298,22 @@ Plan Plan::parse(const std::string& raw, int num_blocks) {
   const size_t at = text.find('@');
   if (at != std::string::npos) {
     Plan p = parse(text.substr(0, at), num_blocks);
-    // Plan-level parts, each at most once: @pp(...) and @dp(w=...).
-    bool have_pp = false, have_dp = false;
+    // Plan-level parts, each at most once: @pp(...), @dp(w=...) and @cp(c).
+    bool have_pp = false, have_dp = false, have_cp = false;
     std::vector<int> shares;
+    int context = 1;
     for (const std::string& part : split(text.substr(at + 1), '@')) {
-      if (part.rfind("dp(", 0) == 0 && part.back() == ')') {
+      if (part.rfind("cp(", 0) == 0 && part.back() == ')') {
+        if (have_cp) throw std::invalid_argument("plan '" + text + "': more than one @cp(...)");
+        const std::string c = part.substr(3, part.size() - 4);
+        const bool digits = !c.empty() && c.size() <= 6 &&
+                            c.find_first_not_of("0123456789") == std::string::npos;
+        context = digits ? std::stoi(c) : 0;
+        if (context < 1)
+          throw std::invalid_argument("plan '" + text + "': @cp(" + c +
+                                      ") needs a positive number of ranks, e.g. @cp(2)");
+        have_cp = true;
+      } else if (part.rfind("dp(", 0) == 0 && part.back() == ')') {
         if (have_dp) throw std::invalid_argument("plan '" + text + "': more than one @dp(...)");
         shares = parse_shares(part.substr(3, part.size() - 4));
         have_dp = true;
@@ -276,6 +324,7 @@ Plan Plan::parse(const std::string& raw, int num_blocks) {
       }
     }
     p.pipeline.shares = std::move(shares);
+    p.pipeline.context = context;
     return p;
   }
   if (text.empty()) throw std::invalid_argument("empty plan");
@@ -352,6 +401,7 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
                << pp.virtual_stages << " virtual stages";
     }
   }
+  if (why_pp.str().empty()) why_pp << context_invalid_reason(*this, model, world);
   if (why_pp.str().empty()) why_pp << micro_batch_split_reason(*this, model, world);
   const int m = plan_micro_batches(*this, model, world);
   const int g = effective_global_batch(model, world);
@@ -362,7 +412,7 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
   if (!why_pp.str().empty()) return why_pp.str();
   const std::string why_shares = shares_invalid_reason(*this, model, world);
   if (!why_shares.empty()) return why_shares;
-  const ModelSpec mb = micro_batch_model(model, m, world);
+  const ModelSpec mb = micro_batch_model(context_model(model, pp.context, world), m, world);
   const int stage_world = world / pp.stages;
   for (int b = 0; b < size(); ++b) {
     const std::string why = strategy_invalid_reason(blocks[b], mb, ModelSpec::block_kind(b), stage_world);

@@ -12,12 +12,17 @@
 //   ...@pp(m=4)                       no pipeline, 4 micro-batches (gradient accumulation)
 //   ...@dp(w=4/5/5/2)                 uneven data-parallel shares of 4 share groups
 //                                     (data_shares.h); after or before the pipeline part
+//   ...@cp(2)                         context parallelism: every sequence split over 2 ranks
+//                                     (Megatron-Core's --context-parallel-size; below)
 // Without `@pp(...)` the plan has one stage and m = 0: "derive m from model.micro_batch"
 // (resolve_plan does, see experiment_spec.h). docs/design.md §3–§4.
 //
-// Stage s holds ranks [s·P/p, (s+1)·P/p) (Megatron's order: tensor fastest, pipeline
-// outermost) and layers [first_layer(s), first_layer(s+1)); a block's strategy acts within its
-// stage's P/p ranks. A micro-batch is G/m sequences over a stage: a block of degree t runs
+// Stage s holds ranks [s·P/p, (s+1)·P/p) (Megatron's order: tensor fastest, then context, data,
+// pipeline outermost) and layers [first_layer(s), first_layer(s+1)); a block's strategy acts
+// within its stage's P/p ranks. With `@cp(c)` every c consecutive replicas of a block (ranks
+// r + k·t) split each sequence into c parts instead of taking sequences of their own: they
+// exchange keys and values around a ring in attention and reduce gradients with the data
+// replicas (docs/design.md §3, "Context parallelism"). A micro-batch is G/m sequences over a stage: a block of degree t runs
 // (G/m)·t/(P/p) of them on each of its tensor-parallel groups.
 #pragma once
 
@@ -42,6 +47,9 @@ struct Pipeline {
   // even. Kept here, beside the split, because it is the other plan-level part that actions
   // on blocks keep: whatever carries a plan's pipeline carries its shares.
   std::vector<int> shares;
+  // c of `@cp(c)`: ranks over which each sequence is split (1: none). Kept here for the same
+  // reason as the shares: actions on blocks keep it.
+  int context = 1;
 
   // One stage, m ≤ 1 (derived or one): no `@pp(...)` part (the shares are printed apart).
   bool is_default() const;
@@ -93,5 +101,14 @@ std::string micro_batch_split_reason(const Plan& plan, const ModelSpec& model, i
 // The model as one micro-batch sees it: global_batch = G/m (G of `world` ranks). With the
 // stage's world P/p, every per-block formula of cost.h then gives per-micro-batch quantities.
 ModelSpec micro_batch_model(const ModelSpec& model, int micro_batches, int world);
+// The model as a context-parallel plan prices it (`@cp(c)`, c > 1): each sequence is c parts of
+// seq/c tokens, G·c parts in the global batch, and context_parallel = c (the attention core of
+// a part runs over the whole sequence's keys: cost.h). With that model every per-block formula
+// counts a rank's tokens, and m is Megatron-LM's (DP = replicas / c). c = 1: the model itself.
+ModelSpec context_model(const ModelSpec& model, int context, int world);
+// Why `@cp(c)` cannot run this model and plan ("" if it can): Megatron-Core's context
+// parallelism needs flash attention (Transformer Engine's attention), a sequence of 2·c
+// load-balanced chunks, a global batch given, and c dividing every block's replicas.
+std::string context_invalid_reason(const Plan& plan, const ModelSpec& model, int world);
 
 }  // namespace shardgym

@@ -155,13 +155,14 @@ LinkBytes collective_link_bytes(CollOp op, double bytes, const GroupLinks& g) {
   return out;
 }
 
-std::vector<GroupShape> group_shapes(const Strategy& s, CommAxis axis, const LinkState& links) {
+std::vector<GroupShape> group_shapes(const Strategy& s, CommAxis axis, const LinkState& links,
+                                     int context) {
   std::vector<GroupShape> out;
   const int world = links.world;
   std::vector<uint8_t> seen(world, 0);
   for (int r = 0; r < world; ++r) {
     if (seen[r]) continue;
-    const std::vector<int> ranks = comm_group(s, axis, r, world);
+    const std::vector<int> ranks = comm_group(s, axis, r, world, context);
     for (int q : ranks) seen[q] = 1;
     const GroupLinks g = describe_group(ranks, links);
     auto it = std::find_if(out.begin(), out.end(), [&](const GroupShape& x) { return x.links == g; });

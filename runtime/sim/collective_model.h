@@ -90,6 +90,8 @@ struct GroupShape {
   GroupLinks links;
   int count = 0;
 };
-std::vector<GroupShape> group_shapes(const Strategy& s, CommAxis axis, const LinkState& links);
+// `context`: the size of a kContext group (cost.h comm_group).
+std::vector<GroupShape> group_shapes(const Strategy& s, CommAxis axis, const LinkState& links,
+                                     int context = 1);
 
 }  // namespace shardgym

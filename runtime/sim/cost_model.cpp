@@ -71,14 +71,15 @@ void CostModel::set_conditions(const Conditions& c) {
   for (double w : c.work) active_ranks_ -= w > 0 ? 0 : 1;
 }
 
-std::vector<GroupShape> CostModel::active_group_shapes(const Strategy& s, CommAxis axis) const {
-  if (active_ranks_ == world_) return group_shapes(s, axis, links_);
+std::vector<GroupShape> CostModel::active_group_shapes(const Strategy& s, CommAxis axis,
+                                                       int context) const {
+  if (active_ranks_ == world_) return group_shapes(s, axis, links_, context);
   std::vector<GroupShape> out;
   std::vector<uint8_t> seen(world_, 0);
   for (int r = 0; r < world_; ++r) {
     if (seen[r] || !(work(r) > 0)) continue;
     std::vector<int> ranks;
-    for (int q : comm_group(s, axis, r, world_)) {
+    for (int q : comm_group(s, axis, r, world_, context)) {
       seen[q] = 1;
       if (work(q) > 0) ranks.push_back(q);
     }
@@ -138,10 +139,12 @@ std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, con
   if (s.kind == StrategyKind::kTP2D) a = s.d2, c = s.d1;
   if (kind == BlockKind::kAttention) {
     const double heads = double(m.heads) * head_part(s, pos) / s.degree(), dh = h / m.heads;
+    // The core: a part's queries against the whole sequence's keys (context parallelism).
+    const double keys = double(m.full_seq());
     return {{n, h / a, double(m.qkv_width()) / c, k},  // QKV (3h wide without GQA)
             {n, h / c, h / a, k},                  // attention out
-            {double(m.seq), dh, double(m.seq), b * heads},   // Q·Kᵀ per head
-            {double(m.seq), double(m.seq), dh, b * heads}};  // softmax·V per head
+            {double(m.seq), dh, keys, b * heads},   // Q·Kᵀ per head
+            {double(m.seq), keys, dh, b * heads}};  // softmax·V per head
   }
   return {{n, h / a, double(m.fc1_width()) / c, k}, {n, f / c, h / a, k}};  // fc1, fc2
 }
@@ -173,14 +176,14 @@ void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
 double CostModel::collectives_time(const std::vector<Collective>& cs, const Strategy& s,
                                    bool forward, double& bytes_per_rank, double& energy_j,
                                    std::vector<CollectiveCost>* detail, double* under_wgrad) const {
-  std::array<std::vector<GroupShape>, 4> shapes;
-  std::array<bool, 4> have{};
+  std::array<std::vector<GroupShape>, kCommAxes> shapes;
+  std::array<bool, kCommAxes> have{};
   const double elem = dtype_bytes(cond_.model.dtype);
   double total = 0;
   for (const auto& c : cs) {
     if (c.forward != forward) continue;
     const int ax = static_cast<int>(c.axis);
-    if (!have[ax]) shapes[ax] = active_group_shapes(s, c.axis), have[ax] = true;
+    if (!have[ax]) shapes[ax] = active_group_shapes(s, c.axis, c.group_size), have[ax] = true;
     // A tensor-parallel message carries the group's batch: the largest share's is the longest.
     const double bytes = c.elements * elem * (c.axis == CommAxis::kData ? 1.0 : max_work_);
     double t = 0;
@@ -287,6 +290,20 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
                                                                   : s.chunks;
   out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
                exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
+  // Context parallelism's ring (plan.h @cp(c)): c − 1 steps, each under the attention of the
+  // chunk a rank already has, so only what outlasts the core's compute shows (the first step's
+  // transfer is exposed, as in `exposed` with c pieces). Each step is one more attention kernel
+  // each way and one send-receive per ring pass for the host to issue.
+  if (const auto cp = block_context_collectives(m, kind, s, world_); !cp.empty()) {
+    const int c = m.context_parallel;
+    const double cp_f = collectives_time(cp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
+    const double cp_b = collectives_time(cp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+    double busy_core = 0;  // counted in the passes above already
+    const double core_f = slowest_pass(pass, name, {0, 1, 0}, busy_core);
+    const double core_b = slowest_pass(pass, name, {0, bwd_w.core, 0}, busy_core);
+    out.comm_s += exposed(cp_f, core_f, c) + exposed(cp_b, core_b, c);
+    out.host_s += host_kernel_s_ * (2.0 * (c - 1) + double(c - 1) * cp.size());
+  }
 
   // Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype.
   // (64-bit: replicas × ranks passes 2^31 from 2^16 ranks on.)

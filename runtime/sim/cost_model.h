@@ -180,7 +180,8 @@ class CostModel {
                       const PassWork& w, double& busy_j) const;
   double work(int r) const { return cond_.work.empty() ? 1.0 : cond_.work[r]; }
   // The groups of `axis` (as group_shapes) without the excluded ranks.
-  std::vector<GroupShape> active_group_shapes(const Strategy& s, CommAxis axis) const;
+  std::vector<GroupShape> active_group_shapes(const Strategy& s, CommAxis axis,
+                                              int context = 1) const;
   double collectives_time(const std::vector<Collective>& cs, const Strategy& s, bool forward,
                           double& bytes_per_rank, double& energy_j,
                           std::vector<CollectiveCost>* detail,

@@ -176,7 +176,7 @@ bool SimRun::configure(const Pipeline& pipe) const {
   const bool split_only = same_stages && pipe.micro_batches == pipe_.micro_batches &&
                           pipe.schedule == pipe_.schedule &&
                           pipe.virtual_stages == pipe_.virtual_stages &&
-                          pipe.shares == pipe_.shares;
+                          pipe.shares == pipe_.shares && pipe.context == pipe_.context;
   pipe_ = pipe;
   const int p = std::max(1, pipe.stages);
   stage_world_ = world_ / p;
@@ -213,7 +213,9 @@ bool SimRun::configure(const Pipeline& pipe) const {
                                             pipe.virtual_stages, s);
   // Per-micro-batch conditions on every stage.
   Conditions c = cost_.conditions();
-  c.model = micro_batch_model(c.model, pipe.micro_batches, world_);
+  // Context parallelism prices parts of sequences (plan.h context_model), then per micro-batch.
+  c.model = micro_batch_model(context_model(c.model, pipe.context, world_), pipe.micro_batches,
+                              world_);
   // Uneven data shares (core/data_shares.h): each rank's share of the even batch.
   const std::vector<double> work =
       share_work(pipe.shares, effective_global_batch(cost_.model(), world_), world_, p);

@@ -186,7 +186,9 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
       shape.blocks.assign(blocks_, Strategy::dp());
       shape.pipeline = pipe;
       const std::string why = shape.validate(cost_.model(), world_);
-      if (why.rfind("pipeline", 0) == 0 || why.rfind("data shares", 0) == 0) return why;
+      if (why.rfind("pipeline", 0) == 0 || why.rfind("data shares", 0) == 0 ||
+          why.rfind("@cp(", 0) == 0)
+        return why;
       configure(pipe);
     }
   }
@@ -338,7 +340,8 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
   if (edge_gen_ != gen_ || edge_t_[0] != t_first || edge_t_[1] != t_last) {
     const ModelSpec& mm = stage_cost_[0].model();
     const double total = double(model_.embedding_params());
-    const double emb = double(model_.vocab) * model_.hidden + double(model_.seq) * model_.hidden;
+    const double positions = model_.rotary ? 0.0 : double(model_.seq) * model_.hidden;
+    const double emb = double(model_.vocab) * model_.hidden + positions;
     const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
     const RuntimeCalibration& cal = cost_.cluster().calibration;
     const double ms = cal.memory_state_scale, ma = cal.memory_activation_scale;
@@ -470,8 +473,9 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     // Point-to-point activations and their gradients between stages: every rank of a stage
     // sends its part to the same position of the next stage at once; the slowest pair sets a
     // boundary's time. hop[p − 1]: the last stage to the first (interleaved chunks wrap).
-    const double bytes = double(stage_cost_[0].model().global_batch) / stage_world_ *
-                         model_.seq * model_.hidden * dtype_bytes(model_.dtype);
+    const ModelSpec& mm = stage_cost_[0].model();  // per micro-batch (and sequence part)
+    const double bytes = double(mm.global_batch) / stage_world_ * mm.seq * model_.hidden *
+                         dtype_bytes(model_.dtype);
     const LinkState& ls = cost_.links();
     for (int b = 0; b < p; ++b) {
       const int from = b * stage_world_, to = ((b + 1) % p) * stage_world_;

@@ -11,6 +11,10 @@ std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int 
   if (plan.pipeline.stages != 1)
     return "pipeline: p=" + std::to_string(plan.pipeline.stages) +
            " stages, but the live runtime runs one stage over all ranks";
+  if (plan.pipeline.context != 1)
+    return "@cp(" + std::to_string(plan.pipeline.context) +
+           "): context parallelism is priced by the simulator only; the live ranks split batches, "
+           "not sequences";
   if (std::string why = shares_invalid_reason(plan, model, world); !why.empty()) return why;
   Plan whole = plan;
   whole.pipeline = Pipeline{};
