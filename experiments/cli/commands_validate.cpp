@@ -56,6 +56,9 @@ Row validate_one(const std::string& path) {
   r.model = "L" + std::to_string(md.layers) + " h" + std::to_string(md.hidden) + " a" +
             std::to_string(md.heads) + " f" + std::to_string(md.ffn_size()) + " s" +
             std::to_string(md.seq) + " V" + std::to_string(md.vocab);
+  // Llama's blocks are another model with the same sizes (docs/configs.md "Model shapes").
+  if (md.kv_head_count() != md.heads) r.model += " kv" + std::to_string(md.kv_heads);
+  if (md.swiglu) r.model += " swiglu";
   r.plan = plan.to_string();
   r.source = spec.published.source;
   r.predicted_s = m->step_latency_s;
