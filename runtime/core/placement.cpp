@@ -390,11 +390,13 @@ std::vector<ParamShard> outer_param_shards(const ModelSpec& m) {
     s.decay = shape.size() >= 2;
     out.push_back(std::move(s));
   };
+  // As embedding_params() counts them: no position table with rotary, no final-norm bias
+  // with RMSNorm, no LM head of its own when it is tied to wte.
   add("wte", {m.vocab, h});
-  add("wpe", {m.seq, h});
+  if (!m.rotary) add("wpe", {m.seq, h});
   add("ln_f.weight", {h});
-  add("ln_f.bias", {h});
-  add("lm_head.weight", {h, m.vocab});
+  if (!m.rmsnorm) add("ln_f.bias", {h});
+  if (!m.tied_embeddings) add("lm_head.weight", {h, m.vocab});
   return out;
 }
 

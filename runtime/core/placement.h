@@ -150,7 +150,8 @@ Box data_parallel_activation_box(const ModelSpec& m, int rank, int world, int64_
 // The same with share groups: rank q of group i takes slice q mod g of the group's rows.
 Box data_parallel_activation_box(const ModelSpec& m, int rank, int world, const BatchRows& rows);
 
-// Parameters outside the blocks (wte, wpe, ln_f.*, lm_head.weight): replicated on every rank.
+// Parameters outside the blocks (wte, wpe, ln_f.*, lm_head.weight; those the model's traits
+// have, as embedding_params() counts them): replicated on every rank.
 std::vector<ParamShard> outer_param_shards(const ModelSpec& m);
 
 }  // namespace shardgym

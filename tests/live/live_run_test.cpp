@@ -222,13 +222,57 @@ TEST(LiveRun, ConfigurationErrorsNameTheKey) {
   s = tiny_live_spec(4, "processes");
   s.live.extra.fault = "nostart@1";
   expect_rejects(s, "launch = threads");
-  // Llama's traits: the live ranks run GPT's blocks; each trait is named.
+  // Llama's traits run live; rotary embeddings need pairs of features in a head.
   s = tiny_live_spec(4, "threads");
-  s.model.swiglu = true;
-  expect_rejects(s, "activation: swiglu");
-  s = tiny_live_spec(4, "threads");
-  s.model.kv_heads = 1;
-  expect_rejects(s, "kv_heads");
+  s.model.set_llama_traits();
+  s.model.heads = 32;  // head_dim 1
+  s.model.kv_heads = 4;
+  expect_rejects(s, "position: rotary needs an even head dimension");
+}
+
+// Every trait of Llama's blocks runs live (tests/live/model has their equivalence with the
+// reference); GPT's model is accepted as before.
+TEST(LiveRun, LlamaTraitsAreAccepted) {
+  ModelSpec m = tiny_live_spec(4, "threads").model;
+  EXPECT_EQ(why_model_not_live(m), "");
+  m.set_llama_traits();
+  m.kv_heads = 2;
+  m.ffn = 48;
+  EXPECT_EQ(why_model_not_live(m), "");
+  m.tied_embeddings = true;
+  EXPECT_EQ(why_model_not_live(m), "");
+  m.heads = 32;
+  EXPECT_NE(why_model_not_live(m), "");
+}
+
+// Llama's blocks end to end on 4 rank threads (h = 32, 8 heads in 4 query groups, head_dim
+// 4, SwiGLU of 48, tied embeddings): every step trains, repartitions move parameters, the
+// loss drops from ln(256).
+TEST(LiveRun, TrainsLlamaBlocksAndRepartitions) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.model.set_llama_traits();
+  spec.model.heads = 8;
+  spec.model.kv_heads = 4;
+  spec.model.ffn = 48;
+  spec.model.tied_embeddings = true;
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  const Plan a = Plan::uniform(Strategy::tp1d(2), blocks);
+  const Plan b = Plan::parse("tp2d(d1=2,d2=2,first=col);tp1d(t=4,sp=1);dp;tp1d(t=2,chunks=2)",
+                             blocks);
+  run.reset(1, a);
+  std::vector<double> losses;
+  for (int i = 0; i < 12; ++i) {
+    const Plan& p = (i % 4 == 2) ? b : a;
+    const bool moves = p != run.plan();
+    const Measurement m = run.step(p);
+    ASSERT_TRUE(m.ok) << m.error;
+    if (moves) EXPECT_GT(m.repartition_bytes, 0) << "step " << i;
+    EXPECT_TRUE(std::isfinite(m.loss));
+    losses.push_back(m.loss);
+  }
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.3);
+  EXPECT_LT(losses.back(), losses.front() - 0.5);
 }
 
 // The model's traits reach rank processes as sent (GPT's defaults and Llama's alike).

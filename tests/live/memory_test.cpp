@@ -73,6 +73,20 @@ TEST(Memory, PeakPerRankMatchesTheEstimateWithTwoMicroBatches) {
   expect_peaks_match(spec, "h=64 s=64", 2);
 }
 
+// Llama's blocks (8 heads in 4 query groups, SwiGLU of 160, RMSNorm, rotary, no biases):
+// runtime/core's Llama activations and parameters, the same live adjustments.
+TEST(Memory, PeakPerRankMatchesTheEstimateWithLlamaBlocks) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.model.layers = 4;
+  spec.model.hidden = 64;
+  spec.model.seq = 64;
+  spec.model.set_llama_traits();
+  spec.model.heads = 8;
+  spec.model.kv_heads = 4;
+  spec.model.ffn = 160;
+  expect_peaks_match(spec, "llama h=64 s=64");
+}
+
 TEST(Memory, PeakPerRankMatchesTheEstimateStateHeavy) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");
   spec.model.hidden = 128;

@@ -71,19 +71,13 @@ double reported_loss(const std::vector<RankReport>& reports) {
 }  // namespace
 
 std::string why_model_not_live(const ModelSpec& m) {
-  std::string missing;
-  auto lacks = [&missing](bool set, const char* what) {
-    if (set) missing += (missing.empty() ? "" : ", ") + std::string(what);
-  };
-  lacks(m.kv_head_count() != m.heads, "kv_heads (grouped-query attention)");
-  lacks(m.rmsnorm, "norm: rmsnorm");
-  lacks(m.swiglu, "activation: swiglu");
-  lacks(m.rotary, "position: rotary");
-  lacks(!m.linear_bias, "bias: false");
-  lacks(m.tied_embeddings, "tied_embeddings");
-  if (missing.empty()) return "";
-  return "the live model has GPT's blocks and does not run " + missing +
-         " yet; price it with shardgym/TPSim-v0";
+  // Every block trait runs live (GPT's and Llama's, tp/reference_gpt.h); dropout is never
+  // applied (the live model has none, launch/memory_estimate.cpp counts no masks). Rotary
+  // embeddings rotate pairs of a head's features (tp/rotary.h): an odd head_dim has none.
+  if (m.rotary && m.heads > 0 && m.head_dim() % 2 != 0)
+    return "position: rotary needs an even head dimension, hidden/heads = " +
+           std::to_string(m.head_dim()) + "; price it with shardgym/TPSim-v0";
+  return "";
 }
 
 std::string why_fault_invalid(const LiveSpec& live) {

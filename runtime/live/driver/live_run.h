@@ -41,9 +41,10 @@ class RankDriver;  // driver/rank_driver.h: the ranks as threads or as processes
 // bad syntax (parse_fault), `exit` with thread ranks, `nostart` with process ranks, or a rank
 // outside live.ranks. LiveRun refuses such a spec; the env registration checks it at load.
 std::string why_fault_invalid(const LiveSpec& live);
-// "" when the live ranks' model (tp/reference_gpt.h: GPT blocks, LayerNorm, learned positions,
-// biases, GeLU, multi-head attention, untied embeddings) is the config's; else which trait of
-// `model` it lacks (the simulator prices them all, docs/configs.md "Model shapes").
+// "" when the live ranks' model (tp/reference_gpt.h: GPT's blocks and Llama's, every trait of
+// model_spec.h; dropout is never applied) can run the config's; else why not: rotary
+// embeddings with an odd head dimension (the simulator prices them, docs/configs.md "Model
+// shapes").
 std::string why_model_not_live(const ModelSpec& model);
 
 // Folds one iteration's rank reports into `m`: the step latency is the slowest rank's step,

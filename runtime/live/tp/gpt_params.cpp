@@ -10,12 +10,13 @@
 namespace shardgym::live {
 
 std::vector<ParamShard> full_param_specs(const ModelSpec& m) {
-  std::vector<ParamShard> outer = outer_param_shards(m);
-  std::vector<ParamShard> all(outer.begin(), outer.begin() + 2);  // wte, wpe
+  std::vector<ParamShard> all, tail;
+  for (ParamShard& s : outer_param_shards(m))  // wte, wpe first; ln_f, lm_head after the blocks
+    (s.name == "wte" || s.name == "wpe" ? all : tail).push_back(std::move(s));
   const BlockPlacement whole = place_block(Strategy::dp(), 0, 1);
   for (int b = 0; b < m.num_blocks(); ++b)
     for (auto& s : block_param_shards(m, b, whole)) all.push_back(std::move(s));
-  all.insert(all.end(), outer.begin() + 2, outer.end());  // ln_f, lm_head
+  all.insert(all.end(), tail.begin(), tail.end());
   return all;
 }
 
@@ -30,7 +31,7 @@ ParamMap init_gpt_params(const ModelSpec& m, at::ScalarType dtype, uint64_t seed
              s.name.compare(s.name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
     const bool is_bias = ends_with(".bias");
-    if (ends_with("ln.weight") || s.name == "ln_f.weight") {
+    if (ends_with("ln.weight") || s.name == "ln_f.weight") {  // LayerNorm and RMSNorm alike
       t = at::ones(s.full_shape, at::kDouble);
     } else if (is_bias) {
       t = at::zeros(s.full_shape, at::kDouble);

@@ -76,7 +76,8 @@ struct RankTrainer::State {
   bool is_active = true;
   std::unique_ptr<Groups> groups;
   std::vector<BlockState> blocks;  // sized once: BlockContext addresses stay valid
-  std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight
+  std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight (those
+                                   // the model has: outer_param_shards)
   double stretch = 1.0;  // set_compute_stretch
   std::map<BatchRows, ActivationPlans> act_plans;  // by the batch's rows per share group
   // Backward timing probes: per block, hooks called when the gradient reaches the block's

@@ -6,6 +6,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "runtime/live/tp/rotary.h"
+#include "runtime/live/tp/tp_common.h"
+
 namespace shardgym::live {
 
 ReferenceGpt::ReferenceGpt(const ModelSpec& model, const ParamMap& params) : model_(model) {
@@ -13,30 +16,65 @@ ReferenceGpt::ReferenceGpt(const ModelSpec& model, const ParamMap& params) : mod
   for (const auto& [name, t] : params) params_[name] = t.detach().clone().set_requires_grad(true);
 }
 
-at::Tensor ReferenceGpt::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
-  const int64_t B = tokens.size(0), S = tokens.size(1), h = model_.hidden;
-  const int64_t heads = model_.heads, d = h / heads;
-  at::Tensor x = at::embedding(p("wte"), tokens) + p("wpe").narrow(0, 0, S).unsqueeze(0);
-  const at::Tensor mask = at::ones({S, S}, at::kBool).triu(1);
-  for (int i = 0; i < model_.layers; ++i) {
-    const std::string a = "h." + std::to_string(i) + ".attn.";
-    at::Tensor n = at::layer_norm(x, {h}, p(a + "ln.weight"), p(a + "ln.bias"), 1e-5);
-    at::Tensor qkv = (at::matmul(n, p(a + "qkv.weight")) + p(a + "qkv.bias"))
-                         .view({B, S, heads, 3, d});
-    at::Tensor q = qkv.select(3, 0).transpose(1, 2);  // [B, heads, S, d]
-    at::Tensor k = qkv.select(3, 1).transpose(1, 2);
-    at::Tensor v = qkv.select(3, 2).transpose(1, 2);
-    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-    att = at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
-    at::Tensor o = at::matmul(att, v).transpose(1, 2).reshape({B, S, h});
-    x = x + at::matmul(o, p(a + "proj.weight")) + p(a + "proj.bias");
-    const std::string m = "h." + std::to_string(i) + ".mlp.";
-    n = at::layer_norm(x, {h}, p(m + "ln.weight"), p(m + "ln.bias"), 1e-5);
-    at::Tensor z = at::gelu(at::matmul(n, p(m + "fc1.weight")) + p(m + "fc1.bias"));
-    x = x + at::matmul(z, p(m + "fc2.weight")) + p(m + "fc2.bias");
+namespace {
+
+// The norm of a block or the final one: LayerNorm, or RMSNorm (weight only) for Llama.
+at::Tensor block_norm(const ModelSpec& m, const at::Tensor& x, const at::Tensor& w,
+                      const at::Tensor& b) {
+  return m.rmsnorm ? rms_norm(x, w) : at::layer_norm(x, {m.hidden}, w, b, 1e-5);
+}
+
+}  // namespace
+
+at::Tensor ReferenceGpt::q(const std::string& name) const {
+  auto it = params_.find(name);
+  return it == params_.end() ? at::Tensor() : it->second;
+}
+
+at::Tensor ReferenceGpt::attention(const std::string& a, const at::Tensor& x) const {
+  const int64_t B = x.size(0), S = x.size(1), h = model_.hidden, d = model_.head_dim();
+  const int64_t groups = model_.kv_head_count(), per = model_.heads / groups;
+  at::Tensor n = block_norm(model_, x, p(a + "ln.weight"), q(a + "ln.bias"));
+  // Query-group order (gpt_params.h): per group its `per` query heads, then K, then V.
+  at::Tensor qkv = add_bias(at::matmul(n, p(a + "qkv.weight")), q(a + "qkv.bias"))
+                       .view({B, S, groups, per + 2, d})
+                       .permute({0, 2, 3, 1, 4});  // [B, groups, per + 2, S, d]
+  at::Tensor qs = qkv.narrow(2, 0, per);           // [B, groups, per, S, d]
+  at::Tensor k = qkv.narrow(2, per, 1);            // [B, groups, 1, S, d]: shared by the group
+  at::Tensor v = qkv.narrow(2, per + 1, 1);
+  if (model_.rotary) {
+    qs = apply_rotary(qs);
+    k = apply_rotary(k);
   }
-  x = at::layer_norm(x, {h}, p("ln_f.weight"), p("ln_f.bias"), 1e-5);
-  at::Tensor logits = at::matmul(x, p("lm_head.weight"));
+  const at::Tensor mask = at::ones({S, S}, at::kBool).triu(1);
+  at::Tensor att = at::matmul(qs, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  att = at::softmax(att.masked_fill(mask, -std::numeric_limits<double>::infinity()), -1);
+  at::Tensor o = at::matmul(att, v).permute({0, 3, 1, 2, 4}).reshape({B, S, h});
+  return add_bias(at::matmul(o, p(a + "proj.weight")), q(a + "proj.bias"));
+}
+
+at::Tensor ReferenceGpt::mlp(const std::string& m, const at::Tensor& x) const {
+  at::Tensor n = block_norm(model_, x, p(m + "ln.weight"), q(m + "ln.bias"));
+  at::Tensor z = add_bias(at::matmul(n, p(m + "fc1.weight")), q(m + "fc1.bias"));
+  if (model_.swiglu) {
+    z = z.view({x.size(0), x.size(1), model_.ffn_size(), 2});  // gate 2j, up 2j + 1
+    z = at::silu(z.select(-1, 0)) * z.select(-1, 1);
+  } else {
+    z = at::gelu(z);
+  }
+  return add_bias(at::matmul(z, p(m + "fc2.weight")), q(m + "fc2.bias"));
+}
+
+at::Tensor ReferenceGpt::loss(const at::Tensor& tokens, const at::Tensor& targets) const {
+  const int64_t B = tokens.size(0), S = tokens.size(1);
+  at::Tensor x = at::embedding(p("wte"), tokens);
+  if (!model_.rotary) x = x + p("wpe").narrow(0, 0, S).unsqueeze(0);
+  for (int i = 0; i < model_.layers; ++i) {
+    x = x + attention("h." + std::to_string(i) + ".attn.", x);
+    x = x + mlp("h." + std::to_string(i) + ".mlp.", x);
+  }
+  x = block_norm(model_, x, p("ln_f.weight"), q("ln_f.bias"));
+  at::Tensor logits = at::matmul(x, model_.tied_embeddings ? p("wte").t() : p("lm_head.weight"));
   return at::cross_entropy_loss(logits.reshape({B * S, model_.vocab}), targets.reshape({B * S}));
 }
 

@@ -4,6 +4,9 @@
 // Pre-LN decoder: x = wte[tokens] + wpe; per layer x += Attn(LN(x)), x += MLP(LN(x)) with
 // causal multi-head attention and an exact-erf GELU MLP; logits = LN_f(x)·lm_head; the loss is
 // the mean token cross-entropy over the whole batch [G, S].
+// Llama's traits (model_spec.h, gpt_params.h for the layout): RMSNorm for every LayerNorm,
+// rotary Q and K instead of wpe (rotary.h), grouped-query attention (each query head with its
+// group's K and V), SwiGLU (SiLU(gate)·up) for GELU, no GEMM biases, LM head = wteᵀ when tied.
 // ReferenceTrainer adds AdamW with global-norm clipping (adamw.h) on the full tensors.
 #pragma once
 
@@ -34,6 +37,11 @@ class ReferenceGpt {
 
  private:
   at::Tensor p(const std::string& name) const { return params_.at(name); }
+  // The parameter, or an undefined tensor where the model has none (biases, ln_f.bias).
+  at::Tensor q(const std::string& name) const;
+  // One block's output to add to the residual x (prefix "h.<i>.attn." / "h.<i>.mlp.").
+  at::Tensor attention(const std::string& prefix, const at::Tensor& x) const;
+  at::Tensor mlp(const std::string& prefix, const at::Tensor& x) const;
   ModelSpec model_;
   ParamMap params_;
 };

@@ -28,10 +28,27 @@
 
 namespace shardgym::live {
 
+// Grouped-query attention and rotary positions (Llama's traits, model_spec.h): QKV's columns
+// are laid out by query group (placement.cpp block_tensor_specs: each group's heads/kv_heads
+// query heads, then its K head, then its V head), so every split above, which is a contiguous
+// range of whole groups, keeps each query head with its K and V. Each query head attends with
+// its group's K and V; Q and K are rotated (rotary.h) on the whole sequence before QKᵀ.
+// Without a GEMM bias (linear_bias = false) b and c are left out.
+
+// One rank's QKV [B, S, groups·(heads/kv_heads + 2)·d] by query group: q [B, groups,
+// per·S, d] (the group's per = heads/kv_heads query heads' rows stacked, so that one product
+// per group scores them all against the group's K without copying K or V), k and v
+// [B, groups, S, d]; Q and K rotated when the model is rotary. Without GQA (per = 1) these
+// are views of qkv as before: [B, heads, S, d].
+struct QkvGroups {
+  at::Tensor q, k, v;
+};
+QkvGroups split_qkv(const ModelSpec& m, const at::Tensor& qkv);
+
 // The block between its G1 mappings (block_forward in tp_block.h adds LN, f, g and the
 // residual): n = f_G1(LN(X)) as this rank sees it -> O'·A, partial over G1 [B, S, h/n2].
 // params in block_param_shards order (ln.weight, ln.bias, qkv.weight, qkv.bias, proj.weight,
-// proj.bias).
+// proj.bias, less those the model has not: block_tensors in tp_common.h).
 at::Tensor attention_core(const BlockContext& ctx, const at::Tensor& n,
                           const std::vector<at::Tensor>& params);
 

@@ -24,9 +24,16 @@ at::Tensor core(const BlockContext& ctx, const at::Tensor& n,
              : mlp_core(ctx, n, params);
 }
 
+// LayerNorm or RMSNorm (tp_common.h), over the hidden slice of d2.
 at::Tensor layer_norm(const BlockContext& ctx, const at::Tensor& x,
                       const std::vector<at::Tensor>& params) {
-  return group_layer_norm(x, params[0], params[1], *ctx.g2, ctx.model.hidden);
+  return group_norm(ctx.model, x, block_tensors(ctx.model, params), *ctx.g2);
+}
+
+// The residual with the output GEMM's bias c (proj.bias, fc2.bias) where the model has it.
+at::Tensor residual(const BlockContext& ctx, const at::Tensor& x, const at::Tensor& y,
+                    const std::vector<at::Tensor>& params) {
+  return add_bias(x + y, block_tensors(ctx.model, params).out_bias);
 }
 
 // One chunk (or the whole batch) with blocking collectives.
@@ -37,7 +44,7 @@ at::Tensor run_blocking(const BlockContext& ctx, const at::Tensor& x,
   n = ctx.place.sp ? gather_to_parallel(n, g1, 1) : copy_to_group(n, g1);
   at::Tensor y = core(ctx, n, params);
   y = ctx.place.sp ? reduce_scatter_to_group(y, g1, 1) : reduce_from_group(y, g1);
-  return x + y + params[5];
+  return residual(ctx, x, y, params);
 }
 
 // k chunks, G1 all-reduces in flight behind compute. Forward: chunk i's g is started, chunk
@@ -72,7 +79,7 @@ at::Tensor run_overlapped(const BlockContext& ctx, const std::vector<at::Tensor>
   std::vector<at::Tensor> outs;
   for (size_t i = 0; i < k; ++i) {
     const at::Tensor yi = sp ? scatter_to_group(y[i], g1, 1) : y[i];
-    outs.push_back(parts[i] + yi + params[5]);
+    outs.push_back(residual(ctx, parts[i], yi, params));
   }
   return at::cat(outs, 0);
 }

@@ -2,7 +2,8 @@
 //
 // The partition math is in tp_attention.h / tp_mlp.h; both blocks are
 //   Y = X + g_G1(core(f_G1(LN_G2(X)))) + c
-// (sp=1: f, g the sequence all-gather / reduce-scatter). On top of it:
+// (sp=1: f, g the sequence all-gather / reduce-scatter; LN is RMSNorm, and c absent, for a
+// model with those traits: tp_common.h). On top of it:
 //   chunks=k     ATP chunk-based overlap: the rank's batch rows run as k independent chunks
 //                (same math: rows are independent; same volume in k messages). When G1 has
 //                more than one rank and g is an all-reduce (not sp), g of chunk i runs in the

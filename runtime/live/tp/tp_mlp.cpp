@@ -7,13 +7,18 @@
 
 namespace shardgym::live {
 
+at::Tensor mlp_activation(const ModelSpec& m, const at::Tensor& z) {
+  return m.swiglu ? swiglu(z) : at::gelu(z);  // swiglu: column 2j gate, 2j + 1 up
+}
+
 at::Tensor mlp_core(const BlockContext& ctx, const at::Tensor& n,
                     const std::vector<at::Tensor>& params) {
   Comm& g2 = *ctx.g2;
-  const at::Tensor &w1 = params[2], &b1 = params[3], &w2 = params[4];
-  at::Tensor z = reduce_from_group(linear_matmul(n, w1), g2) + b1;  // [B, S, f/n1]
-  z = copy_to_group(at::gelu(z), g2);
-  return linear_matmul(z, w2);  // [B, S, h/n2] partial over G1
+  const BlockTensors t = block_tensors(ctx.model, params);
+  // [B, S, f₁/n1], f₁ = f or 2f (SwiGLU's gates and ups)
+  at::Tensor z = add_bias(reduce_from_group(linear_matmul(n, t.in_weight), g2), t.in_bias);
+  z = copy_to_group(mlp_activation(ctx.model, z), g2);  // [B, S, f/n1]
+  return linear_matmul(z, t.out_weight);                // [B, S, h/n2] partial over G1
 }
 
 }  // namespace shardgym::live

@@ -23,10 +23,20 @@
 
 namespace shardgym::live {
 
+// SwiGLU (Shazeer 2020; Llama's MLP, model_spec.h swiglu): A is [h, 2f] with FFN column j's
+// gate in column 2j and its up in 2j + 1 (gpt_params.h), GELU(Z) becomes SiLU(gate)·up of
+// width f, and the splits above are unchanged: a rank's contiguous columns of A (2f/n1, or
+// 2f/heads per head when uneven) hold the gates and ups of its f/n1 rows of B. Without GEMM
+// biases (linear_bias = false) a and c are left out.
+
+// The MLP's activation on fc1's output z: GELU (same width), or for SwiGLU SiLU(gate)·up,
+// z's columns taken as gate/up pairs (half the width).
+at::Tensor mlp_activation(const ModelSpec& m, const at::Tensor& z);
+
 // The block between its G1 mappings (block_forward in tp_block.h adds LN, f, g and the
 // residual): n = f_G1(LN(X)) as this rank sees it -> GELU(Z)·B_{i1,i2}, partial over G1.
 // params in block_param_shards order (ln.weight, ln.bias, fc1.weight, fc1.bias, fc2.weight,
-// fc2.bias).
+// fc2.bias, less those the model has not: block_tensors in tp_common.h).
 at::Tensor mlp_core(const BlockContext& ctx, const at::Tensor& n,
                     const std::vector<at::Tensor>& params);
 

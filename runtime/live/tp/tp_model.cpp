@@ -262,7 +262,8 @@ at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at:
   const auto [r0, r1] = rows.part(st.rank, st.world, "batch over the world");
   at::Tensor tok = tokens.narrow(0, r0, r1 - r0).to(st.options.device);
   at::Tensor tgt = targets.narrow(0, r0, r1 - r0).to(st.options.device);
-  at::Tensor x = at::embedding(st.outer_value("wte"), tok) + st.outer_value("wpe").unsqueeze(0);
+  at::Tensor x = at::embedding(st.outer_value("wte"), tok);
+  if (!m.rotary) x = x + st.outer_value("wpe").unsqueeze(0);  // rotary: positions in attention
   for (int64_t b = 0; b < B; ++b) {
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     if (probes) x = backward_probe(x, &st.probe_in[b]);
@@ -277,9 +278,12 @@ at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at:
     }
   }
   if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, world);
-  x = at::layer_norm(x, {m.hidden}, st.outer_value("ln_f.weight"), st.outer_value("ln_f.bias"),
-                     1e-5);
-  at::Tensor logits = linear_matmul(x, st.outer_value("lm_head.weight"));
+  x = m.rmsnorm ? local_rms_norm(x, st.outer_value("ln_f.weight"))
+                : at::layer_norm(x, {m.hidden}, st.outer_value("ln_f.weight"),
+                                 st.outer_value("ln_f.bias"), 1e-5);
+  // Tied embeddings: the LM head is wteᵀ (its gradient adds to the embedding's).
+  at::Tensor logits = linear_matmul(x, m.tied_embeddings ? st.outer_value("wte").t()
+                                                         : st.outer_value("lm_head.weight"));
   at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, m.vocab}), tgt.reshape({-1}), {},
                                            at::Reduction::Sum) /
                     mean_over;

@@ -57,6 +57,46 @@ TEST_P(Equivalence, MixturesMatchTheReferenceInFloat32) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Equivalence, ::testing::Values(1, 2, 4));
 
+// Llama's blocks (tiny_llama: grouped-query attention of 4 groups × 3 heads, rotary, RMSNorm,
+// SwiGLU, no biases) under every catalog strategy, the degenerate meshes and random mixtures
+// (these with the LM head tied to wte), float64 and float32.
+class LlamaEquivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(LlamaEquivalence, EveryCatalogStrategyMatchesTheReferenceInFloat64) {
+  const ModelSpec m = testing::tiny_llama();
+  const auto cases = uniform_cases(m, GetParam());
+  if (GetParam() == 4) {
+    const std::set<std::string> all = {"dp",       "tp1d",     "sp",    "tp2d-row",
+                                       "tp2d-col", "chunks", "recompute"};
+    EXPECT_EQ(testing::covered_kinds(cases), all);
+  }
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, cases);
+}
+
+TEST_P(LlamaEquivalence, TiedMixturesAndDegenerateMeshesMatchTheReferenceInFloat64) {
+  const ModelSpec m = testing::tiny_llama(/*tied=*/true);
+  auto cases = mixture_cases(m, GetParam(), 8, 300 + GetParam());
+  if (GetParam() > 1)
+    for (const auto& c : degenerate_mesh_cases(m, GetParam())) cases.push_back(c);
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, cases);
+}
+
+TEST_P(LlamaEquivalence, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
+  const ModelSpec m = testing::tiny_llama();
+  expect_equivalent(m, GetParam(), at::kFloat, kTolFloat, uniform_cases(m, GetParam()));
+}
+
+// Gradient accumulation over 2 micro-batches (global batch 16), every strategy kind at P = 4.
+TEST_P(LlamaEquivalence, MicroBatchesMatchTheReferenceInFloat64) {
+  const int world = GetParam();
+  ModelSpec m = testing::tiny_llama();
+  m.global_batch = m.micro_batch = 16;
+  auto cases = testing::with_micro_batches(uniform_cases(m, world), 2, world, m.global_batch);
+  expect_equivalent(m, world, at::kDouble, kTolDouble, cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LlamaEquivalence, ::testing::Values(1, 2, 4));
+
 // Collectives that work on a copy and write the result back (as CUDA tensors over Gloo do,
 // staged through the host): the write-back must stay out of autograd's history, or the
 // overlapped chunks (chunks = 2) lose the gradient of everything before their all-reduce.

@@ -33,6 +33,22 @@ inline ModelSpec tiny_model() {
   return m;
 }
 
+// The same scale with Llama's blocks (model_spec.h set_llama_traits): grouped-query attention
+// with 4 groups of 3 query heads (head_dim 4, so rotary has 2 frequency pairs), SwiGLU of
+// ffn 72 (not 4·hidden), RMSNorm, rotary, no biases. Every catalog degree of P ≤ 4 divides the
+// 4 groups, and ffn splits by the 12 heads (uneven splits).
+inline ModelSpec tiny_llama(bool tied = false) {
+  ModelSpec m = tiny_model();
+  m.name = "tiny-llama";
+  m.set_llama_traits();
+  m.hidden = 48;
+  m.heads = 12;
+  m.kv_heads = 4;
+  m.ffn = 72;
+  m.tied_embeddings = tied;
+  return m;
+}
+
 // Initial weights with every LayerNorm and bias away from 1 / 0, so that each parameter has a
 // gradient path that a wrong partition would change.
 inline ParamMap perturbed_params(const ModelSpec& m, at::ScalarType dtype, uint64_t seed) {

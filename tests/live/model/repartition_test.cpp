@@ -38,8 +38,7 @@ TrainerOptions options() {
 
 // `micro_batches` > 1: every iteration runs as that many micro-batches with gradient
 // accumulation, against the reference's whole-batch steps (one AdamW step per iteration).
-void expect_training_matches(int micro_batches) {
-  const ModelSpec m = tiny_model();
+void expect_training_matches(int micro_batches, const ModelSpec& m = tiny_model()) {
   const int world = 4, iters = 10;
   const Plan p0 = Plan::parse("dp;tp1d(t=2);tp2d(d1=2,d2=2,first=row);tp1d(t=4,sp=1)", 4);
   const Plan p1 = Plan::parse(
@@ -128,8 +127,8 @@ ParamMap index_params(const ModelSpec& m) {
   return p;
 }
 
-void expect_exact_byte_counts(int world, int pairs, uint32_t seed) {
-  const ModelSpec m = tiny_model();
+void expect_exact_byte_counts(int world, int pairs, uint32_t seed,
+                              const ModelSpec& m = tiny_model()) {
   StrategyCatalog cat(m, world);
   std::mt19937 rng(seed);
   auto random_plan = [&] {
@@ -177,6 +176,19 @@ void expect_exact_byte_counts(int world, int pairs, uint32_t seed) {
 
 TEST(Repartition, ReceivesExactlyWhatTheNewLayoutLacksOnTwoRanks) { expect_exact_byte_counts(2, 6, 7); }
 TEST(Repartition, ReceivesExactlyWhatTheNewLayoutLacksOnFourRanks) { expect_exact_byte_counts(4, 12, 8); }
+
+// Llama's blocks (grouped-query attention, SwiGLU's interleaved gate/up columns, RMSNorm
+// weights, no biases; the LM head tied to wte) move between the same strategies: the boxes of
+// whole query groups and of gate/up pairs carry parameters and moments to where each layout
+// computes with them, and training matches the reference.
+TEST(Repartition, LlamaTrainingMatchesTheReference) {
+  expect_training_matches(1, testing::tiny_llama(/*tied=*/true));
+  expect_training_matches(2, testing::tiny_llama());
+}
+
+TEST(Repartition, LlamaReceivesExactlyWhatTheNewLayoutLacks) {
+  expect_exact_byte_counts(4, 8, 9, testing::tiny_llama());
+}
 
 TEST(Repartition, ChangingOnlyChunksOrRecomputeMovesNothing) {
   const ModelSpec m = tiny_model();

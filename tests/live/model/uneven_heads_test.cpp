@@ -35,11 +35,23 @@ ModelSpec uneven_model() {
   return m;
 }
 
-// A random uneven split of `heads` over t ranks (each ≥ 1, not all equal).
-std::vector<int> random_heads(int heads, int t, std::mt19937& rng) {
+// Llama's blocks with 8 query groups of 2 heads (head_dim 4): a tensor group of 4 can hold 1
+// to 5 groups per rank.
+ModelSpec uneven_llama(bool tied = false) {
+  ModelSpec m = testing::tiny_llama(tied);
+  m.hidden = 64;
+  m.heads = 16;
+  m.kv_heads = 8;
+  m.ffn = 64;
+  return m;
+}
+
+// A random uneven split of `heads` over t ranks (each ≥ 1, not all equal), in whole query
+// groups of `per_group` heads.
+std::vector<int> random_heads(int heads, int t, std::mt19937& rng, int per_group = 1) {
   for (;;) {
-    std::vector<int> h(t, 1);
-    for (int k = t; k < heads; ++k) ++h[rng() % t];
+    std::vector<int> h(t, per_group);
+    for (int k = t; k < heads / per_group; ++k) h[rng() % t] += per_group;
     Strategy probe = Strategy::tp1d(t);
     probe.set_heads(h);
     if (probe.uneven()) return h;
@@ -50,6 +62,8 @@ std::vector<int> random_heads(int heads, int t, std::mt19937& rng) {
 // random uneven splits, uniform over the blocks; then mixtures in which some blocks are uneven.
 std::vector<Case> uneven_cases(const ModelSpec& m, int world, uint32_t seed) {
   std::mt19937 rng(seed);
+  const int per_group = m.heads / m.kv_head_count();
+  auto random_split = [&](int t) { return random_heads(m.heads, t, rng, per_group); };
   std::vector<Case> out;
   StrategyCatalog cat(m, world);
   for (int i = 0; i < cat.size(); ++i) {
@@ -57,14 +71,14 @@ std::vector<Case> uneven_cases(const ModelSpec& m, int world, uint32_t seed) {
     if (base.kind != StrategyKind::kTP1D || base.t < 2) continue;
     for (int k = 0; k < 2; ++k) {
       Strategy s = base;
-      s.set_heads(random_heads(m.heads, s.t, rng));
+      s.set_heads(random_split(s.t));
       out.push_back({"uniform:" + s.to_string(), Plan::uniform(s, m.num_blocks())});
     }
   }
   for (Case c : testing::mixture_cases(m, world, 16, 900 + world)) {
     for (Strategy& s : c.plan.blocks)
       if (s.kind == StrategyKind::kTP1D && s.t >= 2 && rng() % 3 != 0)
-        s.set_heads(random_heads(m.heads, s.t, rng));
+        s.set_heads(random_split(s.t));
     c.name = "mixture:" + c.plan.to_string();
     out.push_back(c);
   }
@@ -93,6 +107,26 @@ TEST(UnevenHeads, LossAndGradientsMatchTheReferenceOnTwoAndFourRanks) {
   }
 }
 
+// Llama's blocks: uneven splits in whole query groups (a group's query heads with its K and V
+// heads; SwiGLU's gate/up pairs with the same share of the FFN), also in tied mixtures.
+TEST(UnevenHeads, LlamaLossAndGradientsMatchTheReferenceOnTwoAndFourRanks) {
+  for (int world : {2, 4}) {
+    const ModelSpec m = uneven_llama(/*tied=*/world == 4);
+    const std::vector<Case> cases = uneven_cases(m, world, 57 + world);
+    EXPECT_TRUE(any_uneven(cases, false, false, false)) << "P=" << world;
+    EXPECT_TRUE(any_uneven(cases, true, false, false)) << "P=" << world << ": no sp case";
+    testing::expect_equivalent(m, world, at::kDouble, kTolDouble, cases);
+  }
+}
+
+// A split that cuts a query group is refused by name (placement.cpp head_range).
+TEST(UnevenHeads, LlamaSplitsThatCutAQueryGroupAreRefused) {
+  const ModelSpec m = uneven_llama();
+  const Plan cut = Plan::parse("uniform:tp1d(t=4,heads=5/3/4/4)", m.num_blocks());
+  EXPECT_NE(why_live_plan_invalid(m, cut, 4).find("whole query groups"), std::string::npos)
+      << why_live_plan_invalid(m, cut, 4);
+}
+
 TEST(UnevenHeads, MicroBatchesAndUnevenDataSharesMatchTheReference) {
   const ModelSpec m = uneven_model();
   const int world = 4;
@@ -117,19 +151,9 @@ TEST(UnevenHeads, MicroBatchesAndUnevenDataSharesMatchTheReference) {
 
 // Each rank holds exactly the parameters of its heads (placement.h boxes) and AdamW training
 // through even → uneven → another uneven split → tp2d gives the reference trainer's losses.
-TEST(UnevenHeads, TrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
-  const ModelSpec m = uneven_model();
+void expect_training_through_repartitions(const ModelSpec& m, const Plan& p0,
+                                          const std::vector<std::pair<int, Plan>>& moves) {
   const int world = 4, iters = 8;
-  const Plan p0 = Plan::parse("tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)", m.num_blocks());
-  const Plan p1 = Plan::parse(
-      "tp1d(t=4,heads=3/2/2/1);tp1d(t=4,heads=1/1/1/5);tp1d(t=2,heads=5/3);"
-      "tp1d(t=4,sp=1,heads=2/3/2/1)", m.num_blocks());
-  const Plan p2 = Plan::parse(
-      "tp1d(t=4,heads=1/2/2/3);tp1d(t=2,heads=1/7);tp1d(t=4,heads=2/2/1/3);"
-      "tp1d(t=4)", m.num_blocks());
-  const Plan p3 = Plan::parse("tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=1/5/1/1);dp;dp",
-                              m.num_blocks());
-  const std::vector<std::pair<int, Plan>> moves = {{2, p1}, {4, p2}, {6, p3}};
   for (const auto& [at_iter, p] : moves) ASSERT_EQ(why_live_plan_invalid(m, p, world), "");
   TrainerOptions o;
   o.dtype = at::kDouble;
@@ -176,8 +200,38 @@ TEST(UnevenHeads, TrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
     for (size_t k = 0; k < moves.size(); ++k)
       EXPECT_EQ(held[q][k], box_elements(moves[k].second, q)) << "rank " << q << " move " << k;
   }
-  // The uneven split really is uneven on the ranks: rank 3 holds 1 of block 0's 8 heads in p1.
-  EXPECT_LT(box_elements(p1, 3), box_elements(p1, 0));
+  // The uneven split really is uneven on the ranks: rank 3 holds fewer of block 0's heads
+  // than rank 0 in the first move's plan.
+  EXPECT_LT(box_elements(moves[0].second, 3), box_elements(moves[0].second, 0));
+}
+
+TEST(UnevenHeads, TrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
+  const ModelSpec m = uneven_model();
+  const Plan p0 = Plan::parse("tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)", m.num_blocks());
+  const Plan p1 = Plan::parse(
+      "tp1d(t=4,heads=3/2/2/1);tp1d(t=4,heads=1/1/1/5);tp1d(t=2,heads=5/3);"
+      "tp1d(t=4,sp=1,heads=2/3/2/1)", m.num_blocks());
+  const Plan p2 = Plan::parse(
+      "tp1d(t=4,heads=1/2/2/3);tp1d(t=2,heads=1/7);tp1d(t=4,heads=2/2/1/3);"
+      "tp1d(t=4)", m.num_blocks());
+  const Plan p3 = Plan::parse("tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=1/5/1/1);dp;dp",
+                              m.num_blocks());
+  expect_training_through_repartitions(m, p0, {{2, p1}, {4, p2}, {6, p3}});
+}
+
+// The same with Llama's blocks, 16 heads in 8 query groups of 2: every split in whole groups.
+TEST(UnevenHeads, LlamaTrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
+  const ModelSpec m = uneven_llama(/*tied=*/true);
+  const Plan p0 = Plan::parse("tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)", m.num_blocks());
+  const Plan p1 = Plan::parse(
+      "tp1d(t=4,heads=6/4/4/2);tp1d(t=4,heads=2/2/2/10);tp1d(t=2,heads=10/6);"
+      "tp1d(t=4,sp=1,heads=4/6/4/2)", m.num_blocks());
+  const Plan p2 = Plan::parse(
+      "tp1d(t=4,heads=2/4/4/6);tp1d(t=2,heads=2/14);tp1d(t=4,heads=4/4/2/6);"
+      "tp1d(t=4)", m.num_blocks());
+  const Plan p3 = Plan::parse("tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=2/10/2/2);dp;dp",
+                              m.num_blocks());
+  expect_training_through_repartitions(m, p0, {{2, p1}, {4, p2}, {6, p3}});
 }
 
 }  // namespace
