@@ -102,6 +102,8 @@ std::string ModelSpec::validate() const {
   else if (kv_heads < 0 || kv_heads > heads || heads % kv_head_count() != 0)
     err << "kv_heads (" << kv_heads << ") must divide heads (" << heads
         << "), or be 0 for as many as heads";
+  else if (rotary && head_dim() % 2 != 0)  // RoPE rotates pairs of a head's features
+    err << "position: rotary needs an even head dimension (hidden / heads = " << head_dim() << ")";
   else if (ffn < 0) err << "ffn must be positive or 0 for 4·hidden (got " << ffn << ")";
   else if (seq <= 0) err << "seq must be positive (got " << seq << ")";
   else if (micro_batch <= 0) err << "micro_batch must be positive (got " << micro_batch << ")";

@@ -106,6 +106,11 @@ TEST(ModelShapes, KvHeadsMustDivideHeads) {
   EXPECT_NE(m.validate(), "");
   m.kv_heads = 0;  // as many as heads: multi-head attention, QKV 3h wide
   EXPECT_EQ(m.qkv_width(), 3 * 4096);
+  // RoPE rotates pairs of a head's features: an odd head dimension has none.
+  m.hidden = 32 * 3;
+  EXPECT_NE(m.validate().find("rotary needs an even head dimension"), std::string::npos);
+  m.rotary = false;
+  EXPECT_EQ(m.validate(), "");
 }
 
 }  // namespace

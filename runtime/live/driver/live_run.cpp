@@ -76,7 +76,7 @@ std::string why_model_not_live(const ModelSpec& m) {
   // embeddings rotate pairs of a head's features (tp/rotary.h): an odd head_dim has none.
   if (m.rotary && m.heads > 0 && m.head_dim() % 2 != 0)
     return "position: rotary needs an even head dimension, hidden/heads = " +
-           std::to_string(m.head_dim()) + "; price it with shardgym/TPSim-v0";
+           std::to_string(m.head_dim()) + " (ModelSpec::validate refuses it too)";
   return "";
 }
 
