@@ -37,7 +37,7 @@ int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
   options.progress = &progress;
 
   out << "train " << spec.name << ": env " << spec.env_id << ", agent " << spec.agent.id << ", "
-      << spec.model.layers << "-layer GPT on " << spec.cluster.world_size() << " GPUs ("
+      << spec.model.layers << "-layer " << spec.model.family() << " on " << spec.cluster.world_size() << " GPUs ("
       << spec.cluster.num_nodes() << " node" << (spec.cluster.num_nodes() > 1 ? "s" : "") << ")\n"
       << std::flush;
   TrainResult result = run_training(spec, options);

@@ -192,7 +192,7 @@ int run_compare(const CompareArgs& args, std::ostream& out, std::ostream& err) {
   for (auto& [id, w] : writers) w->close();
 
   std::ostringstream header;
-  header << spec.name << ": " << spec.model.layers << "-layer GPT on "
+  header << spec.name << ": " << spec.model.layers << "-layer " << spec.model.family() << " on "
          << spec.cluster.world_size() << " GPUs, " << seeds.size() << " seed"
          << (seeds.size() == 1 ? "" : "s") << ", " << spec.steps_per_episode
          << " steps per episode"

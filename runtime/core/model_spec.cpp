@@ -44,6 +44,12 @@ void ModelSpec::set_llama_traits() {
   linear_bias = dropout = tied_embeddings = false;
 }
 
+std::string ModelSpec::family() const {
+  const bool gpt = !rmsnorm && !swiglu && !rotary && linear_bias && kv_head_count() == heads;
+  const bool llama = rmsnorm && swiglu && rotary && !linear_bias;
+  return gpt ? "GPT" : llama ? "Llama" : "Transformer";
+}
+
 int64_t ModelSpec::attention_params() const {
   const int64_t h = hidden, q = qkv_width(), bias = linear_bias ? 1 : 0;
   // norm (2h or h) + QKV (h·q + q) + out (h·h + h); q = 3h without GQA

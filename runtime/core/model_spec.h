@@ -87,6 +87,8 @@ struct ModelSpec {
   int norm_params_per_hidden() const { return rmsnorm ? 1 : 2; }
   // Sets the Llama traits together (config key `arch: llama`).
   void set_llama_traits();
+  // "GPT" with GPT's block traits, "Llama" with Llama's (kv_heads aside), else "Transformer".
+  std::string family() const;
   int num_blocks() const { return 2 * layers; }
   static BlockKind block_kind(int block) { return block % 2 == 0 ? BlockKind::kAttention : BlockKind::kMlp; }
   static int block_layer(int block) { return block / 2; }
