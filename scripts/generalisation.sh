@@ -38,7 +38,7 @@ Training recipe (docs/benchmarks.md), not tuned per variant:
   hetero-dynamic: bench learn --oracle dynamic-oracle --threshold 0.97 --budget-s 240
                   ("Agents on the scenario suite", BUDGET_S=240)
   the others:     bench learn --oracle dynamic-oracle --threshold 0.99 --budget-s 60
-                  (90 s on seq-mix-corpus) ("Grounded dynamic scenarios")
+                  (90 s on seq-mix-corpus) ("Generalisation to unseen variants")
 PPO / dynamic oracle is the ratio of the mean throughputs (repartition included); "met" means
 >= 0.9. Also printed: the same ratio of returns, PPO over the better of the two oracles, and
 Megatron-LM / dynamic oracle. About 12 minutes on 2 shared cores (training 7.5 of them).
