@@ -68,9 +68,13 @@ int64_t ModelSpec::block_params(int block) const {
 
 int64_t ModelSpec::embedding_params() const {
   const int64_t h = hidden;
-  // token embedding + position embedding + final norm + LM head
-  return int64_t(vocab) * h + (rotary ? 0 : full_seq() * h) + norm_params_per_hidden() * h +
+  // input embeddings + final norm + LM head
+  return input_embedding_params() + norm_params_per_hidden() * h +
          (tied_embeddings ? 0 : int64_t(vocab) * h);
+}
+
+int64_t ModelSpec::input_embedding_params() const {
+  return int64_t(vocab) * hidden + (rotary ? 0 : full_seq() * hidden);
 }
 
 int ModelSpec::grad_bytes() const {

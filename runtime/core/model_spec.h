@@ -100,6 +100,8 @@ struct ModelSpec {
   // Embedding (token, and position unless rotary), final norm and LM head (unless tied);
   // kept data-parallel, outside the action space.
   int64_t embedding_params() const;
+  // Of those, the input side: the token embedding and (unless rotary) the position table.
+  int64_t input_embedding_params() const;
   // Bytes per parameter of params + grads + optimizer state (see mixed_precision), with
   // `dp` data-parallel replicas sharing the optimizer state (distributed_optimizer).
   double state_bytes_per_param(int dp = 1) const;

@@ -378,6 +378,21 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
   if (size() != model.num_blocks())
     return "plan has " + std::to_string(size()) + " blocks but the model has " +
            std::to_string(model.num_blocks());
+  if (std::string why = parts_invalid_reason(model, world); !why.empty()) return why;
+  const Pipeline& pp = pipeline;
+  const int m = plan_micro_batches(*this, model, world);
+  const ModelSpec mb = micro_batch_model(context_model(model, pp.context, world), m, world);
+  const int stage_world = world / pp.stages;
+  for (int b = 0; b < size(); ++b) {
+    const std::string why = strategy_invalid_reason(blocks[b], mb, ModelSpec::block_kind(b), stage_world);
+    if (!why.empty())
+      return "block " + std::to_string(b) + " (layer " + std::to_string(b / 2) + " " +
+             block_kind_name(ModelSpec::block_kind(b)) + "): " + why;
+  }
+  return "";
+}
+
+std::string Plan::parts_invalid_reason(const ModelSpec& model, int world) const {
   const Pipeline& pp = pipeline;
   std::ostringstream why_pp;
   if (pp.stages < 1 || world % pp.stages != 0)
@@ -410,17 +425,7 @@ std::string Plan::validate(const ModelSpec& model, int world) const {
   if (why_pp.str().empty() && pp.schedule == Schedule::kInterleaved && m % pp.stages != 0)
     why_pp << "pipeline: the interleaved schedule needs m (" << m << ") divisible by p (" << pp.stages << ")";
   if (!why_pp.str().empty()) return why_pp.str();
-  const std::string why_shares = shares_invalid_reason(*this, model, world);
-  if (!why_shares.empty()) return why_shares;
-  const ModelSpec mb = micro_batch_model(context_model(model, pp.context, world), m, world);
-  const int stage_world = world / pp.stages;
-  for (int b = 0; b < size(); ++b) {
-    const std::string why = strategy_invalid_reason(blocks[b], mb, ModelSpec::block_kind(b), stage_world);
-    if (!why.empty())
-      return "block " + std::to_string(b) + " (layer " + std::to_string(b / 2) + " " +
-             block_kind_name(ModelSpec::block_kind(b)) + "): " + why;
-  }
-  return "";
+  return shares_invalid_reason(*this, model, world);
 }
 
 }  // namespace shardgym

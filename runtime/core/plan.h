@@ -84,6 +84,10 @@ struct Plan {
   // Empty when the pipeline fits the model and world and every block is shape-valid within
   // its stage for one micro-batch, else the first problem. An m of 0 is checked as derived.
   std::string validate(const ModelSpec& model, int world) const;
+  // The plan-level parts alone (pipeline, context parallelism, micro-batches, data shares):
+  // validate() without the per-block checks. Messages start "pipeline", "@cp(", "data
+  // shares" or name the micro-batch split.
+  std::string parts_invalid_reason(const ModelSpec& model, int world) const;
 
   bool operator==(const Plan& o) const { return blocks == o.blocks && pipeline == o.pipeline; }
   bool operator!=(const Plan& o) const { return !(*this == o); }

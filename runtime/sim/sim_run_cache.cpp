@@ -185,10 +185,8 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
       Plan shape;
       shape.blocks.assign(blocks_, Strategy::dp());
       shape.pipeline = pipe;
-      const std::string why = shape.validate(cost_.model(), world_);
-      if (why.rfind("pipeline", 0) == 0 || why.rfind("data shares", 0) == 0 ||
-          why.rfind("@cp(", 0) == 0)
-        return why;
+      const std::string why = shape.parts_invalid_reason(cost_.model(), world_);
+      if (!why.empty()) return why;
       configure(pipe);
     }
   }
@@ -340,8 +338,7 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
   if (edge_gen_ != gen_ || edge_t_[0] != t_first || edge_t_[1] != t_last) {
     const ModelSpec& mm = stage_cost_[0].model();
     const double total = double(model_.embedding_params());
-    const double positions = model_.rotary ? 0.0 : double(model_.seq) * model_.hidden;
-    const double emb = double(model_.vocab) * model_.hidden + positions;
+    const double emb = double(model_.input_embedding_params());
     const double head_act = head().memory_bytes - total * mm.state_bytes_per_param();
     const RuntimeCalibration& cal = cost_.cluster().calibration;
     const double ms = cal.memory_state_scale, ma = cal.memory_activation_scale;
