@@ -396,9 +396,11 @@ TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
             std::string::npos)
       << bad.error;
   EXPECT_TRUE(micro.running()) << "a refused m must not disturb the ranks";
-  // Pipeline stages are not run by the live runtime: refused, not run as one stage.
-  const std::string pp = micro.why_invalid(Plan::parse("uniform:tp1d(t=2)@pp(p=2)", blocks));
-  EXPECT_NE(pp.find("p=2 stages, but the live runtime runs one stage"), std::string::npos) << pp;
+  // The interleaved schedule is the simulator's alone: refused, not run as plain 1F1B.
+  const std::string pp = micro.why_invalid(
+      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,schedule=interleaved,v=1)", blocks));
+  EXPECT_NE(pp.find("schedule=interleaved is priced by the simulator only"), std::string::npos)
+      << pp;
   // float64, 3 AdamW steps: the two runs differ only in the order of the sums (~1e-16).
   for (int i = 0; i < 3; ++i) {
     const Measurement mw = whole.step(a), mm = micro.step(a);
@@ -421,6 +423,36 @@ TEST(LiveRun, MicroBatchesReachTheStepCommandAndThoseThatDoNotSplitAreRefused) {
   ASSERT_TRUE(mw.ok) << mw.error;
   ASSERT_TRUE(mm.ok) << mm.error;
   EXPECT_NEAR(mw.loss, mm.loss, 1e-9 * mm.loss);
+}
+
+// Pipeline stages on the live ranks (runtime/live/tp/pipeline.cpp): from one seed, a 2-stage
+// 1F1B plan, a boundary move and a GPipe plan train the losses of the same blocks without
+// stages; every block is timed by the ranks of its stage, and each stage's ranks report
+// their own peak memory, within the estimate's reach.
+TEST(LiveRun, PipelinedPlansTrainTheLossesOfOneStage) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.live.precision = "float64";
+  spec.model.layers = 4;
+  LiveRun flat(spec), staged(spec);
+  const int blocks = flat.model().num_blocks();
+  const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
+  const std::vector<Plan> plans = {
+      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
+      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", blocks),
+      Plan::parse("uniform:dp@pp(p=2,m=2,split=3/1,schedule=gpipe)", blocks)};
+  const Plan flat_dp = Plan::parse("uniform:dp@pp(m=2)", blocks);
+  for (const Plan& p : plans) EXPECT_EQ(staged.why_invalid(p), "") << p.to_string();
+  flat.reset(9, one);
+  staged.reset(9, plans[0]);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Measurement f = flat.step(i == 2 ? flat_dp : one), g = staged.step(plans[i]);
+    ASSERT_TRUE(f.ok) << f.error;
+    ASSERT_TRUE(g.ok) << g.error;
+    EXPECT_NEAR(g.loss, f.loss, 1e-9 * f.loss) << plans[i].to_string();
+    for (int b = 0; b < blocks; ++b) EXPECT_GT(g.block_fwd_s[b], 0) << "block " << b;
+    ASSERT_EQ(g.peak_memory_bytes.size(), 4u);
+    if (i == 1) EXPECT_GT(g.repartition_bytes, 0);  // the boundary moved a layer
+  }
 }
 
 // model.micro_batch as Megatron-LM's (docs/configs.md, "Micro-batches"): with G = 8 over 4

@@ -245,6 +245,36 @@ class C10dComm : public CommBase {
     account(t0, 0);
   }
 
+  void batch_p2p(std::vector<P2POp>& ops) override {
+    for (const P2POp& op : ops) check_peer(op.peer, op.send ? "send" : "recv");
+    // Posted in an order that also suits a backend running each pair's operations one after
+    // another (NCCL's stream per peer): towards a higher peer sends first, towards a lower one
+    // receives first, so the two sides of a pair post matching operations.
+    std::stable_sort(ops.begin(), ops.end(), [&](const P2POp& a, const P2POp& b) {
+      const bool a_first = a.send == (a.peer > rank_), b_first = b.send == (b.peer > rank_);
+      return a_first && !b_first;
+    });
+    finish_staged();
+    before();
+    const auto t0 = Clock::now();
+    std::vector<std::vector<at::Tensor>> wires;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    wires.reserve(ops.size());
+    double sent = 0;
+    for (const P2POp& op : ops) {
+      wires.push_back({op.send ? to_wire(op.tensor) : to_wire_empty(op.tensor)});
+      auto& v = wires.back();
+      works.push_back(op.send ? start("send", [&] { return pg_->send(v, op.peer, /*tag=*/0); })
+                              : start("recv", [&] { return pg_->recv(v, op.peer, /*tag=*/0); }));
+      if (op.send) sent += nbytes(op.tensor);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) finish(ops[i].send ? "send" : "recv", *works[i]);
+    after();
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (!ops[i].send) write_back(ops[i].tensor, wires[i][0]);
+    account(t0, sent);
+  }
+
   void barrier() override {
     finish_staged();
     before();

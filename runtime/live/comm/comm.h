@@ -83,6 +83,20 @@ class Comm {
   // Point-to-point, for repartitioning (peer: rank inside the group).
   virtual void send(const at::Tensor& t, int peer) = 0;
   virtual void recv(at::Tensor& t, int peer) = 0;
+  // Several sends and receives posted together and then waited for together (Megatron-LM's
+  // batched isend/irecv, p2p_communication.py): a pipeline stage sends its activation to the
+  // next stage and receives a gradient from it in one call, so that two neighbours that both
+  // send first cannot deadlock. Receives' tensors hold their messages when it returns. This
+  // default runs one operation (more throw std::logic_error: it cannot post them together).
+  struct P2POp {
+    bool send = true;
+    at::Tensor tensor;
+    int peer = 0;
+  };
+  virtual void batch_p2p(std::vector<P2POp>& ops) {
+    if (ops.size() > 1) throw std::logic_error(name() + ": no batched point-to-point");
+    for (P2POp& op : ops) op.send ? send(op.tensor, op.peer) : recv(op.tensor, op.peer);
+  }
   virtual void barrier() = 0;
 
   CommStats& stats() { return stats_; }

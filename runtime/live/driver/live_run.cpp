@@ -206,7 +206,7 @@ std::string LiveRun::why_invalid(const Plan& plan) const {
   const int g = effective_global_batch(config_.model, p);
   for (int b = 0; b < plan.size(); ++b) {
     const Strategy& s = plan.blocks[b];
-    const int split = s.replicas(p) * s.chunks;
+    const int split = s.replicas(plan.stage_world(p)) * s.chunks;  // over the block's stage
     if (split <= 0 || g % split != 0) {
       return "block " + std::to_string(b) + " (" + s.to_string() + "): the global batch of " +
              std::to_string(g) + " sequences does not split into " + std::to_string(split) +
@@ -370,10 +370,22 @@ void fold_rank_reports(const std::vector<RankReport>& reports, int blocks, Measu
   // over the ranks block by block collects, in every block with a collective, the rank that
   // was descheduled inside it; a mean over the ranks leaves out the time a rank woken late
   // spends before its stopwatch starts (docs/calibration.md, "Which rank's figures").
+  // With pipeline stages a rank times only its stage's blocks: each block's figures are those
+  // of the slowest rank that ran it (the critical rank itself without stages).
   if (!critical) return;
-  std::copy_n(critical->fwd_s.begin(), blocks, m.block_fwd_s.begin());
-  std::copy_n(critical->bwd_s.begin(), blocks, m.block_bwd_s.begin());
-  std::copy_n(critical->comm_s.begin(), blocks, m.block_comm_s.begin());
+  for (int b = 0; b < blocks; ++b) {
+    const RankReport* by = critical;
+    const auto ran = [b](const RankReport& r) { return r.fwd_s[b] > 0; };
+    if (!ran(*critical))
+      for (const RankReport& r : reports)
+        if (static_cast<int>(std::min({r.fwd_s.size(), r.bwd_s.size(), r.comm_s.size()})) >=
+                blocks &&
+            ran(r) && (by == critical || r.step_s > by->step_s))
+          by = &r;
+    m.block_fwd_s[b] = by->fwd_s[b];
+    m.block_bwd_s[b] = by->bwd_s[b];
+    m.block_comm_s[b] = by->comm_s[b];
+  }
   m.optimizer_s = critical->optimizer_s;
 }
 

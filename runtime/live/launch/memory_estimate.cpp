@@ -33,6 +33,47 @@ double recompute_peak_bytes(const ModelSpec& m, BlockKind kind, const Strategy& 
 
 }  // namespace
 
+namespace {
+
+// One rank of the stage holding blocks [b0, b1), over `world` ranks (the stage's), with
+// `in_flight` micro-batches' activations alive at its peak (one without a pipeline; under 1F1B
+// stage s holds min(p − s, m), under GPipe all m) and the first and last stage's outer parts.
+MemoryEstimate stage_estimate(const ModelSpec& model, const Plan& plan, int b0, int b1,
+                              int world, int in_flight, bool first, bool last) {
+  MemoryEstimate e;
+  double params = 0;
+  if (first) params += static_cast<double>(model.input_embedding_params());
+  if (last)
+    params += static_cast<double>(model.embedding_params()) -
+              (first ? static_cast<double>(model.input_embedding_params()) : 0) +
+              (!first && model.tied_embeddings ? static_cast<double>(model.vocab) * model.hidden
+                                               : 0);
+  double per_micro_batch = 0, recompute_transient = 0;
+  for (int b = b0; b < b1; ++b) {
+    const BlockKind kind = ModelSpec::block_kind(b);
+    const Strategy& s = plan.blocks[b];
+    params += block_rank_params(model, kind, s);
+    const bool prev_recomputes = kind == BlockKind::kMlp && b > b0 && plan.blocks[b - 1].recompute;
+    per_micro_batch += block_activation_bytes(model, kind, s, world, prev_recomputes) +
+                       kept_gather_bytes(model, s, world);
+    if (s.recompute) {
+      recompute_transient =
+          std::max(recompute_transient, recompute_peak_bytes(model, kind, s, world));
+    }
+  }
+  e.activation_bytes = per_micro_batch * in_flight + recompute_transient;
+  e.state_bytes = params * model.state_bytes_per_param();
+  if (last) {  // the LM head's, alive for as many micro-batches as the stage's blocks
+    const double rows = static_cast<double>(effective_global_batch(model, world)) / world;
+    const double bs = rows * model.seq;
+    e.activation_bytes +=
+        in_flight * dtype_bytes(model.dtype) * (2 * bs * model.hidden + 2 * bs * model.vocab);
+  }
+  return e;
+}
+
+}  // namespace
+
 MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& plan, int world,
                                     int micro_batches) {
   ModelSpec model = batch_model;  // the activations below are those of one micro-batch
@@ -49,28 +90,23 @@ MemoryEstimate live_memory_estimate(const ModelSpec& batch_model, const Plan& pl
   }
   if (micro_batches > 1 || batch != effective_global_batch(batch_model, world))
     model.global_batch = static_cast<int>(batch / std::max(1, micro_batches));
-  MemoryEstimate e;
-  const double per_param = model.state_bytes_per_param();
-  double params = static_cast<double>(model.embedding_params());
-  double recompute_transient = 0;
-  for (int b = 0; b < plan.size(); ++b) {
-    const BlockKind kind = ModelSpec::block_kind(b);
-    const Strategy& s = plan.blocks[b];
-    params += block_rank_params(model, kind, s);
-    const bool prev_recomputes = kind == BlockKind::kMlp && plan.blocks[b - 1].recompute;
-    e.activation_bytes += block_activation_bytes(model, kind, s, world, prev_recomputes) +
-                          kept_gather_bytes(model, s, world);
-    if (s.recompute) {
-      recompute_transient =
-          std::max(recompute_transient, recompute_peak_bytes(model, kind, s, world));
-    }
+  const int p = std::max(1, plan.pipeline.stages), m = std::max(1, micro_batches);
+  if (p == 1 || world % p != 0) return stage_estimate(model, plan, 0, plan.size(), world, 1, true, true);
+  // Pipeline stages (runtime/live/tp/pipeline.cpp): the rank of the stage with the most.
+  // A stage's micro-batch is the same G/m sequences over its P/p ranks.
+  const std::vector<int> stage_of = plan.block_stages();
+  MemoryEstimate most;
+  for (int s = 0, b0 = 0; s < p; ++s) {
+    int b1 = b0;
+    while (b1 < plan.size() && stage_of[b1] == s) ++b1;
+    const int in_flight =
+        plan.pipeline.schedule == Schedule::kGPipe ? m : std::min(p - s, m);
+    const MemoryEstimate e =
+        stage_estimate(model, plan, b0, b1, world / p, in_flight, s == 0, s == p - 1);
+    if (e.total() > most.total()) most = e;
+    b0 = b1;
   }
-  e.activation_bytes += recompute_transient;
-  e.state_bytes = params * per_param;
-  const double rows = static_cast<double>(effective_global_batch(model, world)) / world;
-  const double bs = rows * model.seq;
-  e.activation_bytes += dtype_bytes(model.dtype) * (2 * bs * model.hidden + 2 * bs * model.vocab);
-  return e;
+  return most;
 }
 
 }  // namespace shardgym::live

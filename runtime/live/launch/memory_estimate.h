@@ -25,7 +25,11 @@ struct MemoryEstimate {
 
 // Per rank (every rank holds the same amount under the strategies of docs/design.md §3). With
 // `micro_batches` = m (gradient accumulation) one micro-batch's activations are alive at a
-// time: the activations of a global batch of G/m; the state does not change.
+// time: the activations of a global batch of G/m; the state does not change. With p pipeline
+// stages, the rank of the stage that holds the most: its blocks' state (and the embedding on
+// the first stage, the final norm and LM head on the last, wte on both when tied), and the
+// activations of the micro-batches it holds at once (1F1B: min(p − s, m) on stage s; GPipe: m)
+// over its P/p ranks.
 MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, int world,
                                     int micro_batches = 1);
 

@@ -8,17 +8,22 @@
 namespace shardgym::live {
 
 std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int world) {
-  if (plan.pipeline.stages != 1)
-    return "pipeline: p=" + std::to_string(plan.pipeline.stages) +
-           " stages, but the live runtime runs one stage over all ranks";
+  const Pipeline& pp = plan.pipeline;
+  if (pp.stages > 1 && pp.schedule == Schedule::kInterleaved)
+    return "pipeline: schedule=interleaved is priced by the simulator only; live ranks run "
+           "schedule=1f1b and schedule=gpipe";
+  if (pp.stages > 1 && !pp.shares.empty())
+    return "data shares " + shares_to_string(pp.shares) + " with p=" +
+           std::to_string(pp.stages) + " pipeline stages: live ranks run uneven shares "
+           "without a pipeline only";
   if (plan.pipeline.context != 1)
     return "@cp(" + std::to_string(plan.pipeline.context) +
            "): context parallelism is priced by the simulator only; the live ranks split batches, "
            "not sequences";
   if (std::string why = shares_invalid_reason(plan, model, world); !why.empty()) return why;
-  Plan whole = plan;
-  whole.pipeline = Pipeline{};
+  Plan whole = plan;  // the stages as the plan has them, the whole batch in one micro-batch
   whole.pipeline.micro_batches = 1;
+  whole.pipeline.shares.clear();
   return whole.validate(model, world);
 }
 
@@ -93,9 +98,14 @@ std::string why_micro_batches_invalid(const ModelSpec& model, const Plan& plan, 
   const std::string ms = "micro_batches = " + std::to_string(m);
   if (m < 1) return ms + ": must be at least 1";
   if (!plan.pipeline.shares.empty()) return why_shared_batch_invalid(plan, world, G, m);
+  // With p stages every block and the embedding run over one stage's P/p ranks.
+  const int stages = std::max(1, plan.pipeline.stages);
+  const std::string ranks = stages == 1 ? " ranks" : " ranks per pipeline stage";
+  if (world < stages || world % stages != 0) return "";  // Plan::validate says why
+  world /= stages;
   if (world < 1 || G % world != 0)
     return "global batch " + std::to_string(G) + " is not a multiple of " +
-           std::to_string(world) + " ranks";
+           std::to_string(world) + ranks;
   for (int b = 0; b < plan.size() && b < model.num_blocks(); ++b) {
     const Strategy& s = plan.blocks[b];
     const int64_t replicas = s.replicas(world);
@@ -115,7 +125,7 @@ std::string why_micro_batches_invalid(const ModelSpec& model, const Plan& plan, 
   if (local % m != 0)
     return ms + " does not divide the local batch of " + std::to_string(local) +
            " sequences of each rank's embedding and LM head (global batch " + std::to_string(G) +
-           ", data parallel over " + std::to_string(world) + " ranks)";
+           ", data parallel over " + std::to_string(world) + ranks + ")";
   return "";
 }
 

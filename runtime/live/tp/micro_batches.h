@@ -30,11 +30,11 @@
 
 namespace shardgym::live {
 
-// The live runtime runs one pipeline stage over all P ranks and is handed m per iteration
-// (RankTrainer::train_step), so a plan's own pipeline part is not what it runs: empty if the
-// plan is shape-valid over the whole batch (Plan::validate with one stage and m = 1), else
-// why; a plan with p > 1 stages is refused rather than run as one stage. Its m (explicit, or
-// derived from model.micro_batch) is not read here.
+// Empty if live ranks can run `plan`, else why. They run a plan's pipeline stages (GPipe or
+// 1F1B, pipeline.cpp) and are handed m per iteration (RankTrainer::train_step), so the plan is
+// checked with its stages and the whole batch in one micro-batch (Plan::validate with m = 1);
+// its own m (explicit, or derived from model.micro_batch) is not read here. Refused: the
+// interleaved schedule, context parallelism, and data shares together with stages.
 std::string why_live_plan_invalid(const ModelSpec& model, const Plan& plan, int world);
 
 // The ranks that train under `plan` on `world` ranks, ascending: every rank without shares, else
@@ -50,7 +50,8 @@ BatchRows micro_batch_rows(const BatchRows& rows, int micro_batches);
 
 // Empty if `micro_batches` micro-batches can run `plan` on a global batch of `global_batch`
 // sequences over `world` ranks, else why: m must be ≥ 1 and divide the local batch of every
-// tensor-parallel group (G/replicas for each block, G/P for the embedding and LM head), and a
+// tensor-parallel group (G/replicas for each block, G/P for the embedding and LM head; with p
+// stages, replicas and P are those of one stage's P/p ranks), and a
 // block's micro-batch rows per replica must split into its chunks. With shares, the same per
 // group, and each group's rows must split over its ranks.
 std::string why_micro_batches_invalid(const ModelSpec& model, const Plan& plan, int world,

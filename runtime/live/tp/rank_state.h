@@ -65,6 +65,25 @@ struct ActivationPlans {
   std::unique_ptr<ExchangePlan> out_fwd, out_bwd;
 };
 
+// The ranks of one pipeline stage (runtime/core/plan.h: stage s holds ranks [s·P/p, (s+1)·P/p)).
+// A block's strategy acts within its stage: placement, groups and exchanges use the stage-local
+// rank q − first over `size` ranks, and global() maps their rank sets back to the world's.
+struct StageRanks {
+  int index = 0;  // the stage
+  int first = 0;  // its first global rank
+  int size = 1;   // its ranks, P/p
+  bool holds(int q) const { return q >= first && q < first + size; }
+  std::vector<int> ranks() const;
+  std::vector<int> global(const std::vector<int>& local) const;
+  bool operator==(const StageRanks& o) const {
+    return index == o.index && first == o.first && size == o.size;
+  }
+  bool operator!=(const StageRanks& o) const { return !(*this == o); }
+};
+// The stage that runs block b, and the stage of rank q.
+StageRanks block_stage(const Plan& plan, int b, int world);
+StageRanks rank_stage(const Plan& plan, int q, int world);
+
 struct RankTrainer::State {
   ModelSpec model;
   Plan plan;
@@ -74,6 +93,7 @@ struct RankTrainer::State {
   // excluded rank holds empty shards, computes nothing and joins no collective of a step.
   std::vector<int> active;
   bool is_active = true;
+  StageRanks stage;  // this rank's pipeline stage (the whole world with one stage)
   std::unique_ptr<Groups> groups;
   std::vector<BlockState> blocks;  // sized once: BlockContext addresses stay valid
   std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight (those
@@ -92,31 +112,38 @@ struct RankTrainer::State {
 };
 
 // Every rank set the plan's blocks use on any rank (g1, g2, and over the plan's active ranks
-// the data groups and gradient sums), the active ranks and the world.
+// the data groups and gradient sums), each stage's ranks, the holders of each outer parameter,
+// the active ranks and the world.
 std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& plan, int world);
 
 // `box` where `holds` (the rank trains), else an empty box of the same rank: what a rank holds
 // of a tensor under a plan that may exclude it.
 Box held_box(const Box& box, bool holds);
-// Parameter shards of block b on rank q under `s`, their boxes empty where q is not in `active`
-// (sorted).
-std::vector<ParamShard> held_param_shards(const ModelSpec& m, int b, const Strategy& s, int q,
+// Parameter shards of block b on rank q under `plan`, their boxes empty where q is not in
+// `active` (sorted) or not in the block's stage.
+std::vector<ParamShard> held_param_shards(const ModelSpec& m, const Plan& plan, int b, int q,
                                           int world, const std::vector<int>& active);
 // The ranks of `ranks` that are also in `active` (both sorted).
 std::vector<int> only_active(const std::vector<int>& ranks, const std::vector<int>& active);
 
-// Block b on this rank under `s`: placement, comms (created beforehand), and its parameters
+// Block b on this rank under `plan`: placement, comms (created beforehand), and its parameters
 // taken from `full` (a map of full tensors) with fresh AdamW state. `full` may be null: then
 // the parameters are left undefined for the caller to fill. `active`: the plan's training ranks
 // (active_ranks); gradient sums, holders and the primary holder count those only, and a rank
-// outside them holds empty shards.
-BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
+// outside them, or outside the block's pipeline stage, holds empty shards.
+BlockState make_block(const ModelSpec& m, const Plan& plan, int b, int rank, int world,
                       Groups& groups, const std::map<std::string, at::Tensor>* full,
                       const std::vector<int>& active);
 
+// The ranks that hold outer parameter `name` under `plan`, ascending: the active ranks of the
+// stages that use it (the embedding the first, the final norm and LM head the last; with tied
+// embeddings wte both, so that its gradient is summed between them, as Megatron-LM's
+// _allreduce_word_embedding_grads does).
+std::vector<int> outer_holders(const ModelSpec& m, const Plan& plan, const std::string& name,
+                               int world, const std::vector<int>& active);
 // This rank's outer parameters (outer_param_shards: wte, wpe, ln_f, lm_head), replicated over
-// `active` (empty elsewhere), with values from `full` and fresh AdamW state, or undefined.
-std::vector<LocalParam> make_outer(const ModelSpec& m, int rank,
+// their holders (empty elsewhere), with values from `full` and fresh AdamW state, or undefined.
+std::vector<LocalParam> make_outer(const ModelSpec& m, const Plan& plan, int rank, int world,
                                    const std::map<std::string, at::Tensor>* full,
                                    const std::vector<int>& active);
 
@@ -128,6 +155,28 @@ const ActivationPlans& activation_plans(RankTrainer::State& st, const BatchRows&
 // multiple of the world (without shares; with shares why_micro_batches_invalid checks G).
 void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
                  const at::Tensor& targets);
+
+// The pieces of one forward pass over this rank's stage, for run_model and the pipeline
+// (pipeline.cpp). embed: the first stage's embedding of this rank's token rows.
+// stage_forward: this stage's blocks from the data-parallel layout of `ap` back to it (timed
+// per block into `times`; `probes` sets the backward timing probes). head_loss: the last
+// stage's final norm, LM head and summed token cross-entropy over `mean_over`.
+// add_backward_times: after a backward, the block times its probes saw.
+at::Tensor embed(RankTrainer::State& st, const at::Tensor& tokens);
+at::Tensor stage_forward(RankTrainer::State& st, at::Tensor x, const ActivationPlans& ap,
+                         bool probes, BlockTimes* times);
+at::Tensor head_loss(RankTrainer::State& st, const at::Tensor& x, const at::Tensor& targets,
+                     double mean_over);
+void reset_backward_probes(RankTrainer::State& st);
+void add_backward_times(RankTrainer::State& st, BlockTimes* times);
+
+// Forward (and backward when `train`) of one iteration's `micro_batches` micro-batches through
+// this rank's pipeline stage (pipeline.cpp: GPipe or 1F1B as the plan says, activations and
+// their gradients sent between neighbouring stages). Returns this rank's share of the loss as
+// run_model does (0 on every stage but the last).
+at::Tensor run_pipeline(RankTrainer::State& st, const at::Tensor& tokens,
+                        const at::Tensor& targets, int micro_batches, bool train,
+                        BlockTimes* times, double mean_over);
 
 // Forward (and backward when `train`) of one batch (or micro-batch) over the rank's shards;
 // `rows`: its rows per share group (batch_rows / micro_batch_rows, micro_batches.h).

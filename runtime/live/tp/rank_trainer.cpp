@@ -91,11 +91,12 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
     for (auto& kv : full) kv.second = kv.second.to(options.device);
   st.active = active_ranks(plan, st.world);
   st.is_active = rank_active(plan, st.rank, st.world);
+  st.stage = rank_stage(plan, st.rank, st.world);
   st.blocks.reserve(model.num_blocks());
   for (int b = 0; b < model.num_blocks(); ++b)
     st.blocks.push_back(
-        make_block(model, b, plan.blocks[b], st.rank, st.world, *st.groups, &full, st.active));
-  st.outer = make_outer(model, st.rank, &full, st.active);
+        make_block(model, plan, b, st.rank, st.world, *st.groups, &full, st.active));
+  st.outer = make_outer(model, plan, st.rank, st.world, &full, st.active);
   const int B = model.num_blocks();
   st.bwd_t0.assign(B, 0);
   st.bwd_w0.assign(B, 0);
@@ -140,7 +141,9 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
   const double start_s = st.stretch > 1 ? now_s(st.options.device) : 0;
   const double start_wait_s = st.groups->wait_s();
   at::Tensor share;
-  for (int i = 0; i < micro_batches; ++i) {
+  if (st.plan.stages() > 1)
+    share = run_pipeline(st, tokens, targets, micro_batches, /*train=*/true, times, mean_over);
+  for (int i = 0; st.plan.stages() == 1 && i < micro_batches; ++i) {
     const at::Tensor s = run_model(st, micro_batch(tokens, rows, st.world, micro_batches, i),
                                    micro_batch(targets, rows, st.world, micro_batches, i),
                                    /*train=*/true, times, mean_over, micro_rows);
@@ -160,6 +163,7 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
     }
   }
   for (size_t b = 0; b < B; ++b) {
+    if (block_stage(st.plan, static_cast<int>(b), st.world) != st.stage) continue;  // not here
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     std::vector<LocalParam*> ps;
     for (auto& p : st.blocks[b].params) ps.push_back(&p);
@@ -231,6 +235,9 @@ double RankTrainer::eval_loss(const at::Tensor& tokens, const at::Tensor& target
   if (!why.empty()) throw std::invalid_argument("rank " + std::to_string(st.rank) + ": " + why);
   if (!st.is_active) return std::numeric_limits<double>::quiet_NaN();
   const double mean_over = static_cast<double>(G) * st.model.seq;
+  if (st.plan.stages() > 1)
+    return global_loss(st, run_pipeline(st, tokens, targets, 1, /*train=*/false, nullptr,
+                                        mean_over));
   return global_loss(st, run_model(st, tokens, targets, /*train=*/false, nullptr, mean_over,
                                    batch_rows(st.plan, G)));
 }

@@ -61,21 +61,37 @@ int64_t move_params(RankTrainer::State& st, const std::vector<LocalParam>& old,
   return plan.elements_received();
 }
 
-// The outer parameters (replicated on the active ranks) when the active ranks change: a rank
-// that leaves drops its copy, one that joins receives it with its AdamW moments from the
-// nearest holder. Returns the elements this rank received.
-int64_t move_outer(RankTrainer::State& st, const std::vector<int>& next_active) {
-  std::vector<LocalParam> next = make_outer(st.model, st.rank, nullptr, next_active);
+// The outer parameters (replicated on their holders, outer_holders) when their holders change
+// (the active ranks, or the first or last stage): a rank that stops holding one drops its copy,
+// one that starts receives it with its AdamW moments from the nearest holder. Returns the
+// elements this rank received (0, with nothing exchanged, when no holder changes).
+int64_t move_outer(RankTrainer::State& st, const Plan& next_plan,
+                   const std::vector<int>& next_active) {
+  std::vector<LocalParam> next =
+      make_outer(st.model, next_plan, st.rank, st.world, nullptr, next_active);
   const auto holds = [](const std::vector<int>& a, int q) {
     return std::binary_search(a.begin(), a.end(), q);
   };
   std::vector<std::vector<Box>> have(st.outer.size()), want(st.outer.size());
+  bool same = true;
   for (size_t i = 0; i < st.outer.size(); ++i) {
+    const std::string& name = st.outer[i].shard.name;
     const Box whole = Box::whole(st.outer[i].shard.full_shape);
+    const auto before = outer_holders(st.model, st.plan, name, st.world, st.active);
+    const auto after = outer_holders(st.model, next_plan, name, st.world, next_active);
+    same = same && before == after;
     for (int q = 0; q < st.world; ++q) {
-      have[i].push_back(held_box(whole, holds(st.active, q)));
-      want[i].push_back(held_box(whole, holds(next_active, q)));
+      have[i].push_back(held_box(whole, holds(before, q)));
+      want[i].push_back(held_box(whole, holds(after, q)));
     }
+  }
+  if (same) {  // the same ranks hold every outer parameter: only groups may be renewed
+    for (size_t i = 0; i < next.size(); ++i) {
+      next[i].value = st.outer[i].value;
+      next[i].adam = st.outer[i].adam;
+    }
+    st.outer = std::move(next);
+    return 0;
   }
   const int64_t received = move_params(st, st.outer, next, have, want);
   st.outer = std::move(next);
@@ -99,19 +115,19 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
 
   std::vector<int> changed;
   for (int b = 0; b < next.size(); ++b)
-    if (active_changed || next.blocks[b] != st.plan.blocks[b]) changed.push_back(b);
+    if (active_changed || next.blocks[b] != st.plan.blocks[b] ||
+        block_stage(next, b, st.world) != block_stage(st.plan, b, st.world))
+      changed.push_back(b);
 
   int64_t received = 0;
   for (int b : changed) {
-    const Strategy& from = st.plan.blocks[b];
-    const Strategy& to = next.blocks[b];
     BlockState nb =
-        make_block(st.model, b, to, st.rank, st.world, *st.groups, nullptr, next_active);
+        make_block(st.model, next, b, st.rank, st.world, *st.groups, nullptr, next_active);
     std::vector<std::vector<ParamShard>> old_shards(st.world), new_shards(st.world);
     bool same_boxes = true;
     for (int q = 0; q < st.world; ++q) {
-      old_shards[q] = held_param_shards(st.model, b, from, q, st.world, st.active);
-      new_shards[q] = held_param_shards(st.model, b, to, q, st.world, next_active);
+      old_shards[q] = held_param_shards(st.model, st.plan, b, q, st.world, st.active);
+      new_shards[q] = held_param_shards(st.model, next, b, q, st.world, next_active);
       for (size_t i = 0; i < old_shards[q].size(); ++i)
         same_boxes = same_boxes && old_shards[q][i].box == new_shards[q][i].box;
     }
@@ -132,10 +148,11 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
     received += move_params(st, st.blocks[b].params, nb.params, have, want);
     st.blocks[b] = std::move(nb);  // releases the old values, moments and gradients
   }
-  if (active_changed) received += move_outer(st, next_active);
+  received += move_outer(st, next, next_active);
   st.plan = next;
   st.active = next_active;
   st.is_active = rank_active(next, st.rank, st.world);
+  st.stage = rank_stage(next, st.rank, st.world);
   st.act_plans.clear();
 
   RepartitionStats stats;

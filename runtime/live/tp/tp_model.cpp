@@ -114,20 +114,50 @@ std::vector<LocalParam*> RankTrainer::State::all_params() {
   return out;
 }
 
+std::vector<int> StageRanks::ranks() const {
+  std::vector<int> out(size);
+  for (int i = 0; i < size; ++i) out[i] = first + i;
+  return out;
+}
+
+std::vector<int> StageRanks::global(const std::vector<int>& local) const {
+  std::vector<int> out;
+  out.reserve(local.size());
+  for (int q : local) out.push_back(first + q);
+  return out;
+}
+
+StageRanks block_stage(const Plan& plan, int b, int world) {
+  const int stage = plan.block_stages().at(b);
+  const int size = plan.stage_world(world);
+  return StageRanks{stage, stage * size, size};
+}
+
+StageRanks rank_stage(const Plan& plan, int q, int world) {
+  const int size = plan.stage_world(world);
+  return StageRanks{q / size, (q / size) * size, size};
+}
+
 std::vector<std::vector<int>> plan_group_sets(const ModelSpec& m, const Plan& plan, int world) {
   const std::vector<int> active = active_ranks(plan, world);
   std::vector<std::vector<int>> sets;
   for (int b = 0; b < plan.size(); ++b) {
-    for (int q = 0; q < world; ++q) {
-      const BlockPlacement p = place_block(plan.blocks[b], q, world);
-      sets.push_back(p.g1);
-      sets.push_back(p.g2);
+    const StageRanks sr = block_stage(plan, b, world);
+    for (int local = 0; local < sr.size; ++local) {
+      const int q = sr.first + local;
+      const BlockPlacement p = place_block(plan.blocks[b], local, sr.size);
+      sets.push_back(sr.global(p.g1));
+      sets.push_back(sr.global(p.g2));
       if (!std::binary_search(active.begin(), active.end(), q)) continue;
-      sets.push_back(only_active(p.data, active));
+      sets.push_back(only_active(sr.global(p.data), active));
       for (const auto& s : block_param_shards(m, b, p))
-        sets.push_back(only_active(grad_sum_ranks(p, s), active));
+        sets.push_back(only_active(sr.global(grad_sum_ranks(p, s)), active));
     }
   }
+  for (int q = 0; q < world; q += plan.stage_world(world))
+    sets.push_back(rank_stage(plan, q, world).ranks());
+  for (const ParamShard& s : outer_param_shards(m))
+    sets.push_back(outer_holders(m, plan, s.name, world, active));
   sets.push_back(active);
   std::vector<int> all(world);
   for (int q = 0; q < world; ++q) all[q] = q;
@@ -142,10 +172,13 @@ Box held_box(const Box& box, bool holds) {
   return none;
 }
 
-std::vector<ParamShard> held_param_shards(const ModelSpec& m, int b, const Strategy& s, int q,
+std::vector<ParamShard> held_param_shards(const ModelSpec& m, const Plan& plan, int b, int q,
                                           int world, const std::vector<int>& active) {
-  std::vector<ParamShard> shards = block_param_shards(m, b, place_block(s, q, world));
-  const bool holds = std::binary_search(active.begin(), active.end(), q);
+  const StageRanks sr = block_stage(plan, b, world);
+  const bool here = sr.holds(q);
+  std::vector<ParamShard> shards =
+      block_param_shards(m, b, place_block(plan.blocks[b], here ? q - sr.first : 0, sr.size));
+  const bool holds = here && std::binary_search(active.begin(), active.end(), q);
   for (ParamShard& sh : shards) sh.box = held_box(sh.box, holds);
   return shards;
 }
@@ -157,27 +190,30 @@ std::vector<int> only_active(const std::vector<int>& ranks, const std::vector<in
   return out;
 }
 
-BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, int world,
+BlockState make_block(const ModelSpec& m, const Plan& plan, int b, int rank, int world,
                       Groups& groups, const std::map<std::string, at::Tensor>* full,
                       const std::vector<int>& active) {
+  const StageRanks sr = block_stage(plan, b, world);
+  const bool here = sr.holds(rank);
   BlockState st;
   st.ctx.model = m;
   st.ctx.block = b;
-  st.ctx.place = place_block(s, rank, world);
-  st.ctx.g1 = &groups.get(st.ctx.place.g1);
-  st.ctx.g2 = &groups.get(st.ctx.place.g2);
+  st.ctx.place = place_block(plan.blocks[b], here ? rank - sr.first : 0, sr.size);
+  // Off its stage a block is never run: its groups are this rank alone.
+  st.ctx.g1 = &groups.get(here ? sr.global(st.ctx.place.g1) : std::vector<int>{rank});
+  st.ctx.g2 = &groups.get(here ? sr.global(st.ctx.place.g2) : std::vector<int>{rank});
   std::vector<std::vector<ParamShard>> shards_of(world);
-  for (int q = 0; q < world; ++q) shards_of[q] = held_param_shards(m, b, s, q, world, active);
+  for (int q = 0; q < world; ++q) shards_of[q] = held_param_shards(m, plan, b, q, world, active);
   const auto& mine = shards_of[rank];
-  const bool holds = std::binary_search(active.begin(), active.end(), rank);
+  const bool holds = here && std::binary_search(active.begin(), active.end(), rank);
   for (size_t i = 0; i < mine.size(); ++i) {
     LocalParam lp;
     lp.shard = mine[i];
-    lp.grad_sum = holds ? only_active(grad_sum_ranks(st.ctx.place, mine[i]), active)
+    lp.grad_sum = holds ? only_active(sr.global(grad_sum_ranks(st.ctx.place, mine[i])), active)
                         : std::vector<int>{rank};
     lp.holders = 0;
     lp.primary = holds;
-    for (int q : active) {
+    for (int q : only_active(sr.ranks(), active)) {
       if (shards_of[q][i].box != mine[i].box) continue;
       lp.holders += 1;
       if (q < rank) lp.primary = false;
@@ -192,18 +228,30 @@ BlockState make_block(const ModelSpec& m, int b, const Strategy& s, int rank, in
   return st;
 }
 
-std::vector<LocalParam> make_outer(const ModelSpec& m, int rank,
+std::vector<int> outer_holders(const ModelSpec& m, const Plan& plan, const std::string& name,
+                               int world, const std::vector<int>& active) {
+  const int size = plan.stage_world(world), last = world - size;
+  const bool first_stage = name == "wte" || name == "wpe";
+  const bool last_stage = !first_stage || (name == "wte" && m.tied_embeddings);
+  std::vector<int> ranks;
+  for (int q : active)
+    if ((first_stage && q < size) || (last_stage && q >= last)) ranks.push_back(q);
+  return ranks;
+}
+
+std::vector<LocalParam> make_outer(const ModelSpec& m, const Plan& plan, int rank, int world,
                                    const std::map<std::string, at::Tensor>* full,
                                    const std::vector<int>& active) {
-  const bool holds = std::binary_search(active.begin(), active.end(), rank);
   std::vector<LocalParam> out;
   for (ParamShard s : outer_param_shards(m)) {
+    const std::vector<int> holders = outer_holders(m, plan, s.name, world, active);
+    const bool holds = std::binary_search(holders.begin(), holders.end(), rank);
     s.box = held_box(s.box, holds);
     LocalParam lp;
     lp.shard = s;
-    lp.grad_sum = holds ? active : std::vector<int>{rank};
-    lp.holders = std::max<int>(1, static_cast<int>(active.size()));
-    lp.primary = holds && rank == active.front();
+    lp.grad_sum = holds ? holders : std::vector<int>{rank};
+    lp.holders = std::max<int>(1, static_cast<int>(holders.size()));
+    lp.primary = holds && rank == holders.front();
     if (full) {
       lp.value = box_view(full->at(s.name), s.box).clone().set_requires_grad(true);
       lp.adam = adamw_init(lp.value);
@@ -217,19 +265,23 @@ const ActivationPlans& activation_plans(RankTrainer::State& st, const BatchRows&
   const int64_t G = rows.total();
   auto it = st.act_plans.find(rows);
   if (it != st.act_plans.end()) return it->second;
+  // The stage's blocks over its ranks, from and back to the stage's data-parallel layout.
+  const StageRanks& sr = st.stage;
+  const int me = st.rank - sr.first;
   ActivationPlans ap;
   std::vector<Box> dp;
-  for (int q = 0; q < st.world; ++q)
-    dp.push_back(data_parallel_activation_box(st.model, q, st.world, rows));
+  for (int q = 0; q < sr.size; ++q)
+    dp.push_back(data_parallel_activation_box(st.model, q, sr.size, rows));
   std::vector<Box> prev = dp;
   ap.into_fwd.resize(st.blocks.size());
   ap.into_bwd.resize(st.blocks.size());
   for (size_t b = 0; b < st.blocks.size(); ++b) {
-    std::vector<Box> cur = boxes_of_all_ranks(st.model, st.plan.blocks[b], st.world, rows);
-    make_exchange(prev, cur, st.model, G, st.rank, ap.into_fwd[b], ap.into_bwd[b]);
+    if (block_stage(st.plan, static_cast<int>(b), st.world) != sr) continue;
+    std::vector<Box> cur = boxes_of_all_ranks(st.model, st.plan.blocks[b], sr.size, rows);
+    make_exchange(prev, cur, st.model, G, me, ap.into_fwd[b], ap.into_bwd[b]);
     prev = std::move(cur);
   }
-  make_exchange(prev, dp, st.model, G, st.rank, ap.out_fwd, ap.out_bwd);
+  make_exchange(prev, dp, st.model, G, me, ap.out_fwd, ap.out_bwd);
   return st.act_plans.emplace(rows, std::move(ap)).first->second;
 }
 
@@ -243,31 +295,27 @@ void check_batch(const RankTrainer::State& st, const at::Tensor& tokens,
         << "], got " << tokens.sizes() << " and " << targets.sizes();
     throw std::invalid_argument(msg.str());
   }
-  if (st.plan.pipeline.shares.empty() && tokens.size(0) % st.world != 0)
+  const int stage_world = st.stage.size;
+  if (st.plan.pipeline.shares.empty() && tokens.size(0) % stage_world != 0)
     throw std::invalid_argument("global batch " + std::to_string(tokens.size(0)) +
-                                " is not a multiple of " + std::to_string(st.world) + " ranks");
+                                " is not a multiple of " + std::to_string(stage_world) +
+                                (stage_world == st.world ? " ranks" : " ranks per pipeline stage"));
 }
 
-at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
-                     bool train, BlockTimes* times, double mean_over, const BatchRows& rows) {
-  const ModelSpec& m = st.model;
-  check_batch(st, tokens, targets);
-  const int64_t B = static_cast<int64_t>(st.blocks.size());
-  if (rows.total() != tokens.size(0))
-    throw std::logic_error("run_model: rows for " + std::to_string(rows.total()) +
-                           " sequences, batch of " + std::to_string(tokens.size(0)));
-  const ActivationPlans& ap = activation_plans(st, rows);
-  Comm& world = st.groups->world().world();
-  const bool probes = train && times;
-  const auto [r0, r1] = rows.part(st.rank, st.world, "batch over the world");
-  at::Tensor tok = tokens.narrow(0, r0, r1 - r0).to(st.options.device);
-  at::Tensor tgt = targets.narrow(0, r0, r1 - r0).to(st.options.device);
-  at::Tensor x = at::embedding(st.outer_value("wte"), tok);
-  if (!m.rotary) x = x + st.outer_value("wpe").unsqueeze(0);  // rotary: positions in attention
-  for (int64_t b = 0; b < B; ++b) {
+at::Tensor embed(RankTrainer::State& st, const at::Tensor& tokens) {
+  at::Tensor x = at::embedding(st.outer_value("wte"), tokens);
+  if (!st.model.rotary) x = x + st.outer_value("wpe").unsqueeze(0);  // rotary: in attention
+  return x;
+}
+
+at::Tensor stage_forward(RankTrainer::State& st, at::Tensor x, const ActivationPlans& ap,
+                         bool probes, BlockTimes* times) {
+  Comm& stage = st.groups->get(st.stage.ranks());
+  for (size_t b = 0; b < st.blocks.size(); ++b) {
+    if (block_stage(st.plan, static_cast<int>(b), st.world) != st.stage) continue;
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     if (probes) x = backward_probe(x, &st.probe_in[b]);
-    if (ap.into_fwd[b]) x = redistribute(x, *ap.into_fwd[b], *ap.into_bwd[b], world);
+    if (ap.into_fwd[b]) x = redistribute(x, *ap.into_fwd[b], *ap.into_bwd[b], stage);
     st.blocks[b].ctx.overlap = st.options.overlap_chunks;
     x = block_forward(st.blocks[b].ctx, x, st.blocks[b].values());
     if (probes) x = backward_probe(x, &st.probe_out[b]);
@@ -277,27 +325,56 @@ at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at:
       times->fwd_s[b] += now_s(st.options.device) - t0 - wait;
     }
   }
-  if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, world);
-  x = m.rmsnorm ? local_rms_norm(x, st.outer_value("ln_f.weight"))
-                : at::layer_norm(x, {m.hidden}, st.outer_value("ln_f.weight"),
-                                 st.outer_value("ln_f.bias"), 1e-5);
+  if (ap.out_fwd) x = redistribute(x, *ap.out_fwd, *ap.out_bwd, stage);
+  return x;
+}
+
+at::Tensor head_loss(RankTrainer::State& st, const at::Tensor& x_in, const at::Tensor& targets,
+                     double mean_over) {
+  const ModelSpec& m = st.model;
+  at::Tensor x = m.rmsnorm ? local_rms_norm(x_in, st.outer_value("ln_f.weight"))
+                           : at::layer_norm(x_in, {m.hidden}, st.outer_value("ln_f.weight"),
+                                            st.outer_value("ln_f.bias"), 1e-5);
   // Tied embeddings: the LM head is wteᵀ (its gradient adds to the embedding's).
   at::Tensor logits = linear_matmul(x, m.tied_embeddings ? st.outer_value("wte").t()
                                                          : st.outer_value("lm_head.weight"));
-  at::Tensor loss = at::cross_entropy_loss(logits.reshape({-1, m.vocab}), tgt.reshape({-1}), {},
-                                           at::Reduction::Sum) /
-                    mean_over;
+  return at::cross_entropy_loss(logits.reshape({-1, m.vocab}), targets.reshape({-1}), {},
+                                at::Reduction::Sum) /
+         mean_over;
+}
+
+void reset_backward_probes(RankTrainer::State& st) {
+  std::fill(st.bwd_t0.begin(), st.bwd_t0.end(), 0.0);
+  std::fill(st.bwd_t1.begin(), st.bwd_t1.end(), 0.0);
+  std::fill(st.bwd_w0.begin(), st.bwd_w0.end(), 0.0);
+  std::fill(st.bwd_w1.begin(), st.bwd_w1.end(), 0.0);
+}
+
+void add_backward_times(RankTrainer::State& st, BlockTimes* times) {
+  if (!times) return;
+  for (size_t b = 0; b < st.blocks.size(); ++b) {
+    const double wait = st.bwd_w1[b] - st.bwd_w0[b];
+    times->bwd_s[b] += st.bwd_t1[b] - st.bwd_t0[b] - wait;
+    times->comm_s[b] += wait;
+  }
+}
+
+at::Tensor run_model(RankTrainer::State& st, const at::Tensor& tokens, const at::Tensor& targets,
+                     bool train, BlockTimes* times, double mean_over, const BatchRows& rows) {
+  check_batch(st, tokens, targets);
+  if (rows.total() != tokens.size(0))
+    throw std::logic_error("run_model: rows for " + std::to_string(rows.total()) +
+                           " sequences, batch of " + std::to_string(tokens.size(0)));
+  const ActivationPlans& ap = activation_plans(st, rows);
+  const auto [r0, r1] = rows.part(st.rank, st.world, "batch over the world");
+  at::Tensor tok = tokens.narrow(0, r0, r1 - r0).to(st.options.device);
+  at::Tensor tgt = targets.narrow(0, r0, r1 - r0).to(st.options.device);
+  at::Tensor x = stage_forward(st, embed(st, tok), ap, train && times, times);
+  at::Tensor loss = head_loss(st, x, tgt, mean_over);
   if (train) {
-    std::fill(st.bwd_t0.begin(), st.bwd_t0.end(), 0.0);
-    std::fill(st.bwd_t1.begin(), st.bwd_t1.end(), 0.0);
+    reset_backward_probes(st);
     loss.backward();
-    if (times) {
-      for (int64_t b = 0; b < B; ++b) {
-        const double wait = st.bwd_w1[b] - st.bwd_w0[b];
-        times->bwd_s[b] += st.bwd_t1[b] - st.bwd_t0[b] - wait;
-        times->comm_s[b] += wait;
-      }
-    }
+    add_backward_times(st, times);
   }
   return loss.detach().to(at::kDouble).reshape({1});
 }
