@@ -85,6 +85,11 @@ struct LiveValidationOptions : LiveMeasureOptions {
   LiveValidationOptions() { drift_reference = false; }  // validate-sim --drift-reference
   int plans = 30;
   bool repeat = true;
+  // Draw pipelined plans (validate-sim --pipelines): each a random p ≥ 2 that divides the
+  // world and the layers allow, a random split, m ∈ {1, 2, 4}, 1F1B or GPipe, and blocks valid
+  // over one stage's ranks. The runs step plan to plan directly (the env keeps p fixed within
+  // an episode), so --traces does not apply.
+  bool pipelines = false;
   std::string calibration;  // file; "" = the config's cluster.calibration, if any
   // Non-empty: the first pass is recorded as traces PREFIX.live.h5 and PREFIX.sim.h5 (every
   // iteration, warm-up included, the same plans step for step; `git_sha` goes into them).

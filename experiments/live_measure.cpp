@@ -104,6 +104,55 @@ std::vector<Plan> random_plans(const StrategyCatalog& cat, int blocks, int count
   return plans;
 }
 
+std::vector<Plan> random_pipelined_plans(const StrategyCatalog& cat, const ModelSpec& model,
+                                         int world, int count, std::mt19937_64& rng,
+                                         const std::function<bool(const Plan&)>& admit) {
+  std::vector<int> stage_counts;
+  for (int p = 2; p <= world && p <= model.layers; ++p)
+    if (world % p == 0) stage_counts.push_back(p);
+  if (stage_counts.empty())
+    throw std::invalid_argument("--pipelines: " + std::to_string(world) + " ranks and " +
+                                std::to_string(model.layers) +
+                                " layers admit no pipeline of 2 or more stages");
+  const int blocks = model.num_blocks();
+  std::vector<Plan> plans;
+  for (int i = 0; i < count; ++i) {
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == 1000)
+        throw std::runtime_error("no random pipelined plan is valid and fits after 1000 draws");
+      Plan p;
+      Pipeline& pp = p.pipeline;
+      pp.stages = stage_counts[rng() % stage_counts.size()];
+      pp.micro_batches = 1 << (rng() % 3);
+      pp.schedule = rng() % 2 ? Schedule::k1F1B : Schedule::kGPipe;
+      // A random composition of the layers into p parts of at least one (p − 1 distinct cuts).
+      std::vector<int> cuts;
+      for (int l = 1; l < model.layers; ++l) cuts.push_back(l);
+      std::shuffle(cuts.begin(), cuts.end(), rng);
+      cuts.resize(pp.stages - 1);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.push_back(model.layers);
+      for (int s = 0, prev = 0; s < pp.stages; prev = cuts[s], ++s)
+        pp.split.push_back(cuts[s] - prev);
+      Pipeline even = pp;  // the even split is written without split=
+      even.split.clear();
+      if (pp.split == even.layers_per_stage(model.layers)) pp.split.clear();
+      const int stage_world = world / pp.stages;
+      for (int b = 0; b < blocks; ++b) {
+        const auto& mask = cat.shape_mask(ModelSpec::block_kind(b));
+        std::vector<int> ok;
+        for (int k = 0; k < cat.size(); ++k)
+          if (mask[k] && cat.at(k).degree() <= stage_world) ok.push_back(k);
+        p.blocks.push_back(cat.at(ok[rng() % ok.size()]));
+      }
+      if (p.validate(model, world).empty() && admit(p)) {
+        plans.push_back(p);
+        break;
+      }
+    }
+  }
+  return plans;
+}
 
 ErrorSummary summarize(const std::vector<double>& rel) {
   ErrorSummary e;

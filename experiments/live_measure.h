@@ -61,6 +61,14 @@ ExperimentSpec sim_spec_of(const ExperimentSpec& live);
 std::vector<Plan> random_plans(const StrategyCatalog& cat, int blocks, int count,
                                std::mt19937_64& rng, const SimRun& sim);
 
+// Random valid pipelined plans for `world` ranks: p drawn from the divisors ≥ 2 of the world
+// that the model's layers allow, a random split (every stage at least one layer), m from
+// {1, 2, 4}, 1F1B or GPipe, and each block a catalog entry valid over one stage's P/p ranks;
+// drawn again until `admit` accepts the plan (both runs can train it and it fits memory).
+std::vector<Plan> random_pipelined_plans(const StrategyCatalog& cat, const ModelSpec& model,
+                                         int world, int count, std::mt19937_64& rng,
+                                         const std::function<bool(const Plan&)>& admit);
+
 ErrorSummary summarize(const std::vector<double>& rel);
 double rel_error(double predicted, double measured);
 

@@ -53,15 +53,29 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
       calibrated_reference_s = file.drift_reference_s;
     }
   }
+  if (o.pipelines && !o.traces.empty())
+    throw std::invalid_argument("--traces records env steps; --pipelines steps the runs "
+                                "directly (their stage counts change between plans)");
+  if (o.pipelines && spec.data_share_groups > 0)
+    throw std::invalid_argument("--pipelines: " + config +
+                                " has data-share groups; live ranks run shares without stages");
   std::vector<Plan> plans;
-  {
+  if (!o.pipelines) {
     const SimRun draw(sspec);
     std::mt19937_64 rng(o.seed);
     plans = random_plans(draw.catalog(), blocks, o.plans, rng, draw);
+    spec.initial_plan = sspec.initial_plan = plans.front().to_string();
   }
-  spec.initial_plan = sspec.initial_plan = plans.front().to_string();
   LiveSetup live = open_live(spec, config);
   std::unique_ptr<Env> sim_env = make_bare_env(kSimEnv, sspec);
+  if (o.pipelines) {  // drawn once the live run can say which plans it trains
+    std::mt19937_64 rng(o.seed);
+    TrainingRun& live_run = live.env->run();
+    const TrainingRun& sim_run = sim_env->run();
+    plans = random_pipelined_plans(
+        sim_run.catalog(), spec.model, spec.cluster.world_size(), o.plans, rng,
+        [&](const Plan& p) { return plan_fits(live_run, p) && plan_fits(sim_run, p); });
+  }
   // With data-share groups (`data_shares: {groups: n}`) the plans' shares walk too, as the
   // env moves them: each plan change is either a share move (one random share choice:
   // even, balanced, a group left out, one sequence moved; the blocks in force narrowed where
@@ -144,11 +158,23 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
       return r.info.measurement;
     };
   };
-  const Stepper live_step = stepper(*live.env, live_trace.get());
-  const Stepper sim_step = stepper(*sim_env, sim_trace.get());
-  const Stepper live_plain = stepper(*live.env, nullptr);
-  const ResetResult live_reset = live.env->reset(o.seed);
-  const ResetResult sim_reset = sim_env->reset(o.seed);
+  // --pipelines: plan to plan on the runs themselves.
+  const auto run_stepper = [](TrainingRun& run) -> Stepper {
+    return [&run](const Plan& p) { return run.step(p); };
+  };
+  const Stepper live_step =
+      o.pipelines ? run_stepper(live.env->run()) : stepper(*live.env, live_trace.get());
+  const Stepper sim_step =
+      o.pipelines ? run_stepper(sim_env->run()) : stepper(*sim_env, sim_trace.get());
+  const Stepper live_plain = o.pipelines ? live_step : stepper(*live.env, nullptr);
+  ResetResult live_reset, sim_reset;
+  if (o.pipelines) {
+    live.env->run().reset(o.seed, plans.front());
+    sim_env->run().reset(o.seed, plans.front());
+  } else {
+    live_reset = live.env->reset(o.seed);
+    sim_reset = sim_env->reset(o.seed);
+  }
   LiveMeasureOptions ref_o = o;
   ref_o.warmup = 1, ref_o.iterations = 3;  // as calibrate measures it
   if (calibrated_reference_s > 0) {

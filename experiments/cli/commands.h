@@ -63,6 +63,7 @@ struct ValidateArgs {
   int plans = 30, warmup = 2, iterations = 5;
   uint64_t seed = 0;
   bool no_repeat = false;
+  bool pipelines = false;
   bool drift_reference = false;  // live: the calibration's reference before and after the pass
   std::string out;  // --out: also write the JSON here
   std::string traces;  // --traces PREFIX: PREFIX.live.h5 and PREFIX.sim.h5

@@ -271,6 +271,7 @@ int run_validate_live(const ValidateArgs& args, std::ostream& out, std::ostream&
   o.plans = args.plans;
   o.calibration = args.calibration;
   o.repeat = !args.no_repeat;
+  o.pipelines = args.pipelines;
   o.drift_reference = args.drift_reference;
   o.traces = args.traces;
   o.git_sha = kGitSha;

@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
                      "first plan and after the last (the file must record its time), print "
                      "the machine's speed against the calibration's, and the step errors at "
                      "the calibration's speed (docs/calibration.md)");
+  validate->add_flag("--pipelines", validate_args.pipelines,
+                     "Live: draw pipelined plans (random stage count p ≥ 2, split, m of 1, 2 "
+                     "or 4, 1F1B or GPipe), as the live ranks run them (docs/calibration.md)");
   validate->add_flag("--no-repeat", validate_args.no_repeat,
                      "Skip the live run's second visit of every plan (the noise floor)");
   validate->add_flag("--json", validate_args.json, "Print JSON instead of a table");

@@ -31,7 +31,13 @@ struct RankBoxes {
   int period = 1;
   std::vector<std::vector<Box>> boxes;
   int64_t rows_per_replica = -1;  // >= 0: activations, rows by replica
+  // A layout over the ranks [first, first + count) only (a pipeline stage): rank q holds
+  // boxes[(q − first) % period] there and `none` (empty boxes) elsewhere. count < 0: every rank.
+  int first = 0, count = -1;
+  std::vector<Box> none;
   BoxesOf of(int rank) const {
+    if (count >= 0 && (rank < first || rank >= first + count)) return BoxesOf{&none};
+    rank -= first;
     BoxesOf b{&boxes[rank % period]};
     if (rows_per_replica >= 0) {
       b.r0 = int64_t(rank / period) * rows_per_replica;
@@ -237,6 +243,58 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
         mv.new_elements = double(numel(z));
         mv.keeps = *a.boxes == *z.boxes;
       }
+    }
+    return out;
+  } catch (const std::invalid_argument&) {
+    return {};  // a weight that does not split evenly: no placement, see header
+  }
+}
+
+TransferCost stage_move_cost(const ModelSpec& m, BlockKind kind, const Strategy& from,
+                             int from_first, int from_size, const Strategy& to, int to_first,
+                             int to_size, double bytes_per_param, const ClusterSpec& cluster,
+                             const LinkState& links) {
+  const int world = links.world;
+  if (!fits(from, from_size) || !fits(to, to_size) || from_first < 0 || to_first < 0 ||
+      from_first + from_size > world || to_first + to_size > world)
+    return {};
+  try {
+    auto staged = [&](const Strategy& s, int first, int size) {
+      RankBoxes b = param_boxes(m, kind, s, size);
+      b.first = first, b.count = size;
+      b.none = b.boxes.front();
+      for (Box& x : b.none) x.hi = x.lo;
+      return b;
+    };
+    const RankBoxes have = staged(from, from_first, from_size), want = staged(to, to_first, to_size);
+    // r pulls from the old stage.
+    auto range = [&](int) { return std::pair<int, int>(from_first, from_first + from_size); };
+    TransferCost out = transfer(have, want, bytes_per_param, range, cluster, links);
+    std::vector<ExchangeItem> items;
+    for (size_t k = 0; k < have.boxes[0].size(); ++k) {
+      ExchangeItem item;
+      item.full_shape = have.boxes[0][k].hi;
+      for (int q = 0; q < world; ++q) {
+        item.have.push_back((*have.of(q).boxes)[k]);
+        item.want.push_back((*want.of(q).boxes)[k]);
+        for (const Box* x : {&item.have.back(), &item.want.back()})
+          for (size_t d = 0; d < item.full_shape.size(); ++d)
+            item.full_shape[d] = std::max(item.full_shape[d], x->hi[d]);
+      }
+      items.push_back(std::move(item));
+    }
+    const ExchangeMessages msg = exchange_messages(items, world);
+    out.max_message_bytes =
+        double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
+    out.max_rank_messages = *std::max_element(msg.count.begin(), msg.count.end());
+    out.rank_moves.resize(world);
+    for (int r = 0; r < world; ++r) {
+      const BoxesOf a = have.of(r), z = want.of(r);
+      RankMove& mv = out.rank_moves[r];
+      mv.message_bytes = double(msg.largest[r]) * bytes_per_param;
+      mv.old_elements = double(numel(a));
+      mv.new_elements = double(numel(z));
+      mv.keeps = mv.old_elements == mv.new_elements && overlap(z, a) == numel(z);
     }
     return out;
   } catch (const std::invalid_argument&) {

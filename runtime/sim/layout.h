@@ -77,6 +77,17 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
                               const Strategy& to, double bytes_per_param,
                               const ClusterSpec& cluster, const LinkState& links);
 
+// The same for a block that changes pipeline stage (a boundary move, or a new stage count):
+// from `from` over the global ranks [from_first, from_first + from_size) to `to` over
+// [to_first, to_first + to_size), a rank outside a stage holding nothing of the block there,
+// as the live repartition moves it (runtime/live/tp/repartition.cpp). The same box
+// arithmetic over the world; rank_moves lists every rank. O(P) boxes per tensor: SimRun
+// caches it per move.
+TransferCost stage_move_cost(const ModelSpec& m, BlockKind kind, const Strategy& from,
+                             int from_first, int from_size, const Strategy& to, int to_first,
+                             int to_size, double bytes_per_param, const ClusterSpec& cluster,
+                             const LinkState& links);
+
 // Elements rank r receives (index r of the result) in the moves above: the same box
 // arithmetic that their byte counts use (parameters: per optimizer-state tensor too).
 std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy& from,

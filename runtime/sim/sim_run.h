@@ -48,6 +48,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -287,6 +288,22 @@ class SimRun : public TrainingRun {
   };
   RepartitionSums price_repartition(const std::vector<int>& idx, const std::vector<int>* from,
                                     const std::vector<int>& from_stage, int from_stage_world) const;
+  // A block of `kind` (0 attention, 1 MLP) moving from entry `from` on the ranks
+  // [from_first, from_first + from_size) to entry `to` on [to_first, to_first + P/p)
+  // (layout.h, stage_move_cost), cached per move: bytes received in all, by the rank that
+  // receives most, the most messages of one rank, and the most a rank holds in transit.
+  struct StageMove {
+    double bytes = 0, max_rank_bytes = 0, peak_bytes = 0;
+    int messages = 0;
+  };
+  const StageMove& stage_move(int kind, int from, int from_first, int from_size, int to,
+                              int to_first) const;
+  // The embedding, final norm and LM head moving to the ranks that join the first or the last
+  // stage when the stage size changes from `from_stage_world` to P/p.
+  struct OuterMove {
+    double seconds = 0, bytes = 0, energy_j = 0, peak_bytes = 0;
+  };
+  OuterMove price_outer_move(int from_stage_world) const;
   RepartitionSums price_group_join(const std::vector<int>& idx, int donor, int joiner,
                                    int g) const;
   // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
@@ -410,6 +427,7 @@ class SimRun : public TrainingRun {
   std::vector<int> spare_scratch_;
   mutable std::vector<int> scratch_;
   mutable std::vector<int> before_stage_;  // block stages before the plan being resolved
+  mutable std::map<std::array<int, 7>, StageMove> stage_moves_;  // stage_move's
   mutable std::vector<double> transit_held_;  // evaluate(): memory in transit per rank (uneven)
 };
 

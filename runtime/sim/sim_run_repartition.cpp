@@ -54,19 +54,22 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
     for (int b = 0; b < blocks_; ++b) {
       const int a = (*from)[b], z = idx[b], st = block_stage_[b];
       if (a != z || (b < static_cast<int>(from_stage.size()) && from_stage[b] != st)) ++changed;
-      if (b < static_cast<int>(from_stage.size()) && from_stage[b] != st) {
-        // Moved to another stage by a boundary move (see the header). The old stage's first
+      if (b < static_cast<int>(from_stage.size()) &&
+          (from_stage[b] != st || from_stage_world != stage_world_)) {
+        // Its stage's ranks changed (a boundary move, or a new stage count): every rank of the
+        // new stage receives what it lacks of its new boxes from the old stage's ranks
+        // (layout.h, stage_move_cost: the live exchange's geometry). The old stage's first
         // rank counts in the old pipeline's stage size: with another stage count, the new
         // size put it past the world (ASan: heap-buffer-overflow in LinkState::link_of).
         const int src = from_stage[b] * from_stage_world, dst = st * stage_world_;
+        const StageMove& mv = stage_move(b & 1, a, src, from_stage_world, z, dst);
         const int l = ls.link_of(src, dst);
         const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
-        const double bytes = block(st, b & 1, z).state_moved;
-        rep_s += ls.lat(src, dst) + (bw > 0 ? bytes / bw : 0.0);
-        rep_bytes += bytes * stage_world_ * both;
-        rep_j += bytes * stage_world_ * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
-        rep_peak = std::max(rep_peak, held_max(st) + 2 * bytes);  // its state and one message
-        ++moved_blocks, messages += 1;  // each rank of the new stage receives from one
+        rep_s += ls.lat(src, dst) + (bw > 0 ? mv.max_rank_bytes / bw : 0.0);
+        rep_bytes += mv.bytes * both;
+        rep_j += mv.bytes * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+        rep_peak = std::max(rep_peak, held_max(st) + mv.peak_bytes);  // new state + a message
+        ++moved_blocks, messages += mv.messages;
         continue;
       }
       if (a == z || param_id_[a] == param_id_[z]) continue;
@@ -121,6 +124,17 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
       rep_s += j.seconds, rep_bytes += j.bytes, rep_j += j.energy_j;
       rep_peak = std::max(rep_peak, j.peak_bytes);
       ++changed;
+    }
+  }
+  // A new stage count changes the first and the last stage's ranks: the embedding, the final
+  // norm and the LM head move to the ranks that join them (runtime/live/tp/repartition.cpp,
+  // move_outer), all in one exchange.
+  if (from && from_stage_world > 0 && from_stage_world != stage_world_) {
+    const OuterMove o = price_outer_move(from_stage_world);
+    if (o.bytes > 0) {
+      rep_s += o.seconds, rep_bytes += o.bytes * both, rep_j += o.energy_j * both;
+      rep_peak = std::max(rep_peak, held + o.peak_bytes);
+      ++changed, ++moved_blocks, messages += 1;
     }
   }
   const RuntimeCalibration& cal = cost_.cluster().calibration;
@@ -183,6 +197,61 @@ SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, in
   out.bytes = bytes;
   out.energy_j = bytes * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
   out.peak_bytes = peak;
+  return out;
+}
+
+const SimRun::StageMove& SimRun::stage_move(int kind, int from, int from_first, int from_size,
+                                            int to, int to_first) const {
+  const std::array<int, 7> key{kind, from, from_first, from_size, to, to_first, stage_world_};
+  if (auto it = stage_moves_.find(key); it != stage_moves_.end()) return it->second;
+  const double moved = stage_cost_.front().moved_bytes_per_param();
+  const TransferCost c = stage_move_cost(
+      model_, kind ? BlockKind::kMlp : BlockKind::kAttention, entries_[from], from_first,
+      from_size, entries_[to], to_first, stage_world_, moved, cost_.cluster(), cost_.links());
+  StageMove mv;
+  mv.bytes = c.bytes, mv.max_rank_bytes = c.max_rank_bytes;
+  mv.messages = c.max_rank_messages;
+  for (const RankMove& r : c.rank_moves)
+    if (!r.keeps) mv.peak_bytes = std::max(mv.peak_bytes, moved * r.new_elements + r.message_bytes);
+  return stage_moves_.emplace(key, mv).first->second;
+}
+
+SimRun::OuterMove SimRun::price_outer_move(int from_stage_world) const {
+  // Who holds each outer tensor (live: outer_holders): the embedding the first stage, the
+  // final norm and the LM head the last; a tied wte both.
+  const int64_t h = model_.hidden, V = model_.vocab;
+  struct Part {
+    int64_t elements;
+    bool first, last;
+  };
+  std::vector<Part> parts = {{V * h, true, model_.tied_embeddings},
+                             {model_.norm_params_per_hidden() * h, false, true}};
+  if (!model_.rotary) parts.push_back({model_.full_seq() * h, true, false});
+  if (!model_.tied_embeddings) parts.push_back({V * h, false, true});
+  auto holds = [&](const Part& p, int q, int size) {
+    return (p.first && q < size) || (p.last && q >= world_ - size);
+  };
+  const double moved = stage_cost_.front().moved_bytes_per_param();
+  const LinkState& ls = cost_.links();
+  OuterMove out;
+  for (int q = 0; q < world_; ++q) {
+    double elements = 0;
+    bool from_first = false;
+    for (const Part& p : parts)
+      if (holds(p, q, stage_world_) && !holds(p, q, from_stage_world)) {
+        elements += double(p.elements);
+        from_first = from_first || p.first;
+      }
+    if (elements == 0) continue;
+    const double bytes = elements * moved;
+    const int src = from_first ? 0 : world_ - 1;
+    const int l = ls.link_of(src, q);
+    const double bw = ls.bw(src, q) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
+    out.seconds = std::max(out.seconds, ls.lat(src, q) + (bw > 0 ? bytes / bw : 0.0));
+    out.bytes += bytes;
+    out.energy_j += bytes * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+    out.peak_bytes = std::max(out.peak_bytes, 2 * bytes);  // the new tensors and the message
+  }
   return out;
 }
 

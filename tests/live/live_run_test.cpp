@@ -5,6 +5,7 @@
 #include <dirent.h>
 
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <set>
 
@@ -530,6 +531,32 @@ TEST(LiveRun, AStalledRankThreadIsNamedWithinTheTimeoutPlusGrace) {
       << m.error;
   EXPECT_LT(s, spec.live.timeout_s + kEndGraceS) << m.error;
   EXPECT_EQ(thread_count(), threads_before) << "every rank thread is joined";
+}
+
+// The same in a pipeline: a rank of either stage that stalls, or throws, ends the step with
+// its name within the timeout (plus the grace for a stall), and every rank thread is joined.
+TEST(LiveRun, AFailingRankOfAnyPipelineStageIsNamed) {
+  for (const char* fault : {"stall@0:1", "stall@3:1", "throw@1:1", "throw@2:1"}) {
+    ExperimentSpec spec = tiny_live_spec(4, "threads");
+    spec.model.layers = 4;
+    spec.live.timeout_s = 1.5;
+    spec.live.extra.fault = fault;
+    LiveRun run(spec);
+    const int threads_before = thread_count();
+    run.reset(0, Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", run.model().num_blocks()));
+    const Measurement first = run.step(run.plan());
+    ASSERT_TRUE(first.ok) << fault << ": " << first.error;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Measurement m = run.step(run.plan());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string rank = std::string("rank ") + std::strchr(fault, '@')[1];  // kind@rank:step
+    const bool stall = fault[0] == 's';
+    EXPECT_FALSE(m.ok) << fault;
+    EXPECT_NE(m.error.find(rank + (stall ? " stalled" : " failed")), std::string::npos)
+        << fault << ": " << m.error;
+    EXPECT_LT(s, spec.live.timeout_s + (stall ? kEndGraceS : 0)) << fault << ": " << m.error;
+    EXPECT_EQ(thread_count(), threads_before) << fault << ": every rank thread is joined";
+  }
 }
 
 // A rank thread that cannot be created ends the reset with its name; the started ones are
