@@ -291,17 +291,19 @@ class SimRun : public TrainingRun {
   // A block of `kind` (0 attention, 1 MLP) moving from entry `from` on the ranks
   // [from_first, from_first + from_size) to entry `to` on [to_first, to_first + P/p)
   // (layout.h, stage_move_cost), cached per move: bytes received in all, by the rank that
-  // receives most, the most messages of one rank, and the most a rank holds in transit.
+  // receives most, the most messages of one rank, and each rank's part.
   struct StageMove {
-    double bytes = 0, max_rank_bytes = 0, peak_bytes = 0;
+    double bytes = 0, max_rank_bytes = 0;
     int messages = 0;
+    std::vector<RankMove> ranks;  // every rank of the world (layout.h)
   };
   const StageMove& stage_move(int kind, int from, int from_first, int from_size, int to,
                               int to_first) const;
   // The embedding, final norm and LM head moving to the ranks that join the first or the last
   // stage when the stage size changes from `from_stage_world` to P/p.
   struct OuterMove {
-    double seconds = 0, bytes = 0, energy_j = 0, peak_bytes = 0;
+    double seconds = 0, bytes = 0, energy_j = 0;
+    std::vector<double> received;  // bytes, per rank of the world
   };
   OuterMove price_outer_move(int from_stage_world) const;
   RepartitionSums price_group_join(const std::vector<int>& idx, int donor, int joiner,

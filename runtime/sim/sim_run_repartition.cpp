@@ -26,6 +26,8 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
   // uneven layout on: before it every rank had added the same (layout.h).
   std::vector<double>& held_r = transit_held_;
   bool per_rank = false;
+  // With stages a rank moves its own stage's blocks only: kept per rank from the start.
+  if (stage_world_ < world_) held_r.assign(world_, 0.0), per_rank = true;
   auto held_max = [&](int st) {
     if (!per_rank) return held;
     const auto first = held_r.begin() + st * stage_world_;
@@ -68,8 +70,18 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
         rep_s += ls.lat(src, dst) + (bw > 0 ? mv.max_rank_bytes / bw : 0.0);
         rep_bytes += mv.bytes * both;
         rep_j += mv.bytes * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
-        rep_peak = std::max(rep_peak, held_max(st) + mv.peak_bytes);  // new state + a message
         ++moved_blocks, messages += mv.messages;
+        // Per rank of the world: its new state (none where it keeps every box) and its largest
+        // message, then its old state (unless kept) and its gradients are freed.
+        if (!per_rank) held_r.assign(world_, held), per_rank = true;
+        const double moved = stage_cost_[st].moved_bytes_per_param();
+        for (int q = 0; q < world_ && q < static_cast<int>(mv.ranks.size()); ++q) {
+          const RankMove& r = mv.ranks[q];
+          const double f = r.keeps ? 0.0 : moved * r.new_elements;
+          rep_peak = std::max(rep_peak, held_r[q] + f + r.message_bytes);
+          held_r[q] += f - (r.keeps ? 0.0 : moved * r.old_elements) -
+                       model_.grad_bytes() * r.old_elements;
+        }
         continue;
       }
       if (a == z || param_id_[a] == param_id_[z]) continue;
@@ -133,7 +145,9 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
     const OuterMove o = price_outer_move(from_stage_world);
     if (o.bytes > 0) {
       rep_s += o.seconds, rep_bytes += o.bytes * both, rep_j += o.energy_j * both;
-      rep_peak = std::max(rep_peak, held + o.peak_bytes);
+      // A rank that joins holds the new tensors and the message that brings them.
+      for (int q = 0; q < world_; ++q)
+        rep_peak = std::max(rep_peak, (per_rank ? held_r[q] : held) + 2 * o.received[q]);
       ++changed, ++moved_blocks, messages += 1;
     }
   }
@@ -211,9 +225,8 @@ const SimRun::StageMove& SimRun::stage_move(int kind, int from, int from_first, 
   StageMove mv;
   mv.bytes = c.bytes, mv.max_rank_bytes = c.max_rank_bytes;
   mv.messages = c.max_rank_messages;
-  for (const RankMove& r : c.rank_moves)
-    if (!r.keeps) mv.peak_bytes = std::max(mv.peak_bytes, moved * r.new_elements + r.message_bytes);
-  return stage_moves_.emplace(key, mv).first->second;
+  mv.ranks = c.rank_moves;
+  return stage_moves_.emplace(key, std::move(mv)).first->second;
 }
 
 SimRun::OuterMove SimRun::price_outer_move(int from_stage_world) const {
@@ -234,6 +247,7 @@ SimRun::OuterMove SimRun::price_outer_move(int from_stage_world) const {
   const double moved = stage_cost_.front().moved_bytes_per_param();
   const LinkState& ls = cost_.links();
   OuterMove out;
+  out.received.assign(world_, 0.0);
   for (int q = 0; q < world_; ++q) {
     double elements = 0;
     bool from_first = false;
@@ -250,7 +264,7 @@ SimRun::OuterMove SimRun::price_outer_move(int from_stage_world) const {
     out.seconds = std::max(out.seconds, ls.lat(src, q) + (bw > 0 ? bytes / bw : 0.0));
     out.bytes += bytes;
     out.energy_j += bytes * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
-    out.peak_bytes = std::max(out.peak_bytes, 2 * bytes);  // the new tensors and the message
+    out.received[q] = bytes;
   }
   return out;
 }
