@@ -262,6 +262,7 @@ std::string apply_calibration(const CalibrationFile& c, const std::string& path,
   link.bulk_bytes = 0;
   cluster.calibration = c.runtime;
   cluster.calibration.path = path;
+  cluster.calibration.host_cores = c.cores;
   return "";
 }
 

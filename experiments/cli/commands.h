@@ -199,4 +199,13 @@ int run_bench_learn(const BenchLearnArgs& args, std::ostream& out, std::ostream&
 // Throws std::runtime_error in builds without LibTorch.
 int run_bench_live(const BenchLiveArgs& args, std::ostream& out, std::ostream& err);
 
+struct BenchPipelineArgs {
+  bool json = false;
+  int ranks = 2;
+  int iters = 5;
+  int warmup = 2;
+  std::vector<int> micro_batches = {1, 2, 4, 8};
+};
+int run_bench_pipeline(const BenchPipelineArgs& args, std::ostream& out, std::ostream& err);
+
 }  // namespace shardgym::cli

@@ -20,6 +20,7 @@
 #include "experiments/progress.h"
 #if SHARDGYM_HAVE_LIVE
 #include "runtime/live/bench/bench_live.h"
+#include "runtime/live/bench/bench_pipeline.h"
 #endif
 
 namespace shardgym::cli {
@@ -225,6 +226,29 @@ int run_bench_live(const BenchLiveArgs& args, std::ostream& out, std::ostream& e
   (void)out;
   (void)err;
   throw std::runtime_error("bench live needs the LibTorch build (cmake -DSHARDGYM_WITH_TORCH=ON)");
+#endif
+}
+
+int run_bench_pipeline(const BenchPipelineArgs& args, std::ostream& out, std::ostream& err) {
+#if SHARDGYM_HAVE_LIVE
+  live::BenchPipelineOptions o;
+  o.ranks = args.ranks, o.iters = args.iters, o.warmup = args.warmup;
+  o.micro_batches = args.micro_batches;
+  live::BenchPipelineResult r;
+  try {
+    r = live::bench_pipeline(o);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
+  out << (args.json ? live::bench_pipeline_to_json(r) + "\n" : live::bench_pipeline_to_text(r));
+  (void)err;
+  return 0;
+#else
+  (void)args;
+  (void)out;
+  (void)err;
+  throw std::runtime_error(
+      "bench pipeline needs the LibTorch build (cmake -DSHARDGYM_WITH_TORCH=ON)");
 #endif
 }
 

@@ -267,6 +267,25 @@ int main(int argc, char** argv) {
                          "Python with PyTorch for the eager side (default /usr/bin/python3)");
   add_noise_options(bench_live, live_args.noise);
 
+  BenchPipelineArgs pipeline_args;
+  auto* bench_pipeline = bench->add_subcommand(
+      "pipeline", "Pipeline bubble of the live runtime against (p-1)/(m+p-1).");
+  bench_pipeline->footer(
+      "RANKS rank threads, one pipeline stage each (uniform:dp@pp(p=RANKS,m,schedule)), for\n"
+      "m = 1, 2, 4, 8 under 1F1B and GPipe: step time, optimizer, the slowest stage's compute per\n"
+      "micro-batch and the bubble measured, 1 - m * compute / (step - optimizer), beside the\n"
+      "formula. Keep RANKS at most the cores. Needs the LibTorch build. docs/benchmarks.md.");
+  bench_pipeline->add_flag("--json", pipeline_args.json, "Print JSON");
+  bench_pipeline->add_option("--ranks", pipeline_args.ranks, "Ranks = stages (default 2)")
+      ->check(CLI::Range(2, 64));
+  bench_pipeline->add_option("--iters", pipeline_args.iters, "Timed iterations (default 5)")
+      ->check(CLI::PositiveNumber);
+  bench_pipeline->add_option("--warmup", pipeline_args.warmup, "Warm-up iterations (default 2)")
+      ->check(CLI::NonNegativeNumber);
+  bench_pipeline->add_option("--micro-batches", pipeline_args.micro_batches,
+                             "Micro-batch counts (default 1 2 4 8)")
+      ->check(CLI::PositiveNumber);
+
   BenchLearnArgs learn_args;
   auto* bench_learn = bench->add_subcommand(
       "learn", "Wall time for a learning agent (PPO) to reach 95% of the oracle's return.");
@@ -468,6 +487,7 @@ int main(int argc, char** argv) {
     if (*calibrate) return run_calibrate(calibrate_args, std::cout, std::cerr);
     if (*bench_sim) return run_bench_sim(bench_args, std::cout, std::cerr);
     if (*bench_live) return run_bench_live(live_args, std::cout, std::cerr);
+    if (*bench_pipeline) return run_bench_pipeline(pipeline_args, std::cout, std::cerr);
     if (*compare) return run_compare(compare_args, std::cout, std::cerr);
     if (*eval) return run_eval(eval_args, std::cout, std::cerr);
     if (*bench_learn) return run_bench_learn(learn_args, std::cout, std::cerr);

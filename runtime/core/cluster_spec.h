@@ -98,6 +98,10 @@ struct RuntimeCalibration {
   // transfers.
   double repartition_fixed_s = 0, repartition_per_block_s = 0, repartition_bandwidth = 0;
   double repartition_per_message_s = 0;  // 0 in files without it
+  // Cores of the machine the live ranks ran on (the calibration's `machine: cores`), which all
+  // ranks share: pipeline stages then wait for a core as well as for their neighbours
+  // (pipeline_model.h, pipeline_replay). 0: a device per rank.
+  int host_cores = 0;
   bool empty() const { return path.empty(); }
   const MeasuredBlock* find(int kind, const std::string& strategy,
                             const std::string& signature) const;

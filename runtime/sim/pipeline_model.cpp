@@ -35,7 +35,7 @@ struct ReplayOp {
 }  // namespace
 
 double pipeline_replay(const double* fwd, const double* bwd, const double* hop, int stages,
-                       int micro_batches, Schedule schedule) {
+                       int micro_batches, Schedule schedule, int ranks_per_stage, int cores) {
   const int p = stages, m = std::max(1, micro_batches);
   if (p <= 0) return 0;
   if (p == 1) return m * (fwd[0] + bwd[0]);
@@ -83,17 +83,28 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
     }
     for (int k = 0; k < warmup; ++k, ++bi) recv_b(bi), pass(bwd[s]), send_b(bi);
   }
-  // Run every stage as far as it can; a transfer starts once both ends have posted it.
+  // Run every stage as far as it can; a transfer starts once both ends have posted it. With a
+  // pool of `cores` shared by all ranks, passes take ranks_per_stage cores each, in the order
+  // they become ready (list scheduling: a pass runs to its end once started, as a rank thread
+  // under SCHED_FIFO does); transfers wait without one.
   std::vector<double> posted_send(size_t(2) * (p - 1) * m, -1.0), posted_recv(posted_send);
   std::vector<double> t(p, 0.0);
   std::vector<size_t> pc(p, 0);
+  const int need = std::max(1, ranks_per_stage);
+  const bool pooled = cores > 0 && cores < need * p;
+  std::vector<double> free_at(pooled ? std::max(cores, need) : 0, 0.0);  // each core's
   size_t left = 0;
   for (const auto& ops : prog) left += ops.size();
   while (left > 0) {
     bool progress = false;
+    int next_pass = -1;  // the stage whose pass is ready first
     for (int s = 0; s < p; ++s) {
       while (pc[s] < prog[s].size()) {
         const ReplayOp& op = prog[s][pc[s]];
+        if (op.transfers == 0 && pooled) {
+          if (next_pass < 0 || t[s] < t[next_pass]) next_pass = s;
+          break;
+        }
         double end = t[s] + op.seconds;
         bool ready = true;
         for (int j = 0; j < op.transfers; ++j) {
@@ -108,6 +119,13 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
         t[s] = end, ++pc[s], --left, progress = true;
       }
     }
+    if (!progress && next_pass >= 0) {  // transfers settled: the earliest pass takes its cores
+      std::sort(free_at.begin(), free_at.end());
+      const double start = std::max(t[next_pass], free_at[need - 1]);
+      const double end = start + prog[next_pass][pc[next_pass]].seconds;
+      for (int c = 0; c < need; ++c) free_at[c] = end;
+      t[next_pass] = end, ++pc[next_pass], --left, progress = true;
+    }
     if (!progress) throw std::logic_error("pipeline_replay: the schedule deadlocks");
   }
   return *std::max_element(t.begin(), t.end());
@@ -115,13 +133,14 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
 
 double pipeline_time_with_transfers(const double* mb, const double* fwd_share, const double* hop,
                                     int stages, int micro_batches, Schedule schedule,
-                                    int virtual_stages, bool overlap_p2p) {
+                                    int virtual_stages, bool overlap_p2p, int ranks_per_stage,
+                                    int cores) {
   const int p = stages, m = std::max(1, micro_batches);
   if (p <= 1) return pipeline_time(mb, p, m, schedule, virtual_stages);
   if (schedule != Schedule::kInterleaved) {
     std::vector<double> fwd(p), bwd(p);
     for (int s = 0; s < p; ++s) fwd[s] = mb[s] * fwd_share[s], bwd[s] = mb[s] - fwd[s];
-    return pipeline_replay(fwd.data(), bwd.data(), hop, p, m, schedule);
+    return pipeline_replay(fwd.data(), bwd.data(), hop, p, m, schedule, ranks_per_stage, cores);
   }
   const double v = std::max(1, virtual_stages);
   double steady = 0, slowest = 0, sum = 0, fill = 0;

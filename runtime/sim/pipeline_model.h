@@ -35,8 +35,12 @@ double pipeline_time(const std::vector<double>& stage_micro_batch_s, int micro_b
 // forward and backward on stage s. Returns the time until the last stage is done. Without
 // transfers and with equal stages it is (m + p − 1)·(fwd + bwd), pipeline_time's; with
 // unequal stages it is shorter where the schedule lets a fast stage run ahead.
+// `cores` > 0: the ranks share that many cores (live CPU ranks on one machine: the
+// calibration's), each pass taking `ranks_per_stage` of them, granted in the order the passes
+// become ready; a pass waits for its cores, a transfer needs none. 0: a device per rank.
 double pipeline_replay(const double* fwd, const double* bwd, const double* hop, int stages,
-                       int micro_batches, Schedule schedule);
+                       int micro_batches, Schedule schedule, int ranks_per_stage = 1,
+                       int cores = 0);
 // An iteration's schedule with its point-to-point transfers (docs/design.md §4, "Pipeline
 // transfers"). mb[s]: one micro-batch on stage s, fwd_share[s] of it forward; hop[b] for
 // b < p − 1 the transfer over boundary b, hop[p − 1] from the last stage to the first.
@@ -47,7 +51,8 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
 //   T = m·max_s(mb_s ⊕ e_s) + (Σ mb − max mb)/v + 2·(v·Σ_{b<p−1} hop_b + (v − 1)·hop_{p−1}).
 double pipeline_time_with_transfers(const double* mb, const double* fwd_share, const double* hop,
                                     int stages, int micro_batches, Schedule schedule,
-                                    int virtual_stages, bool overlap_p2p);
+                                    int virtual_stages, bool overlap_p2p,
+                                    int ranks_per_stage = 1, int cores = 0);
 // Idle fraction of an iteration of equal stages: (p−1)/(m·v + p − 1).
 double bubble_fraction(int stages, int micro_batches, int virtual_stages);
 double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches,

@@ -486,14 +486,17 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     }
     for (int s = 0; s < p; ++s)
       fwd_share[s] = fwd1[s] + bwd1[s] > 0 ? fwd1[s] / (fwd1[s] + bwd1[s]) : 1.0 / 3;
+    // Live CPU ranks share the calibration machine's cores (RuntimeCalibration::host_cores).
+    const int cores = cost_.cluster().calibration.host_cores;
     latency = pipeline_time_with_transfers(mb, fwd_share, hop, p, pipe_.micro_batches,
                                            pipe_.schedule, pipe_.virtual_stages,
-                                           model_.overlap_p2p_comm);
+                                           model_.overlap_p2p_comm, stage_world_, cores);
     if (bd) {  // the same schedule without transfers, for the breakdown's p2p share
       std::vector<double> none(p, 0.0);
       schedule_s = pipeline_time_with_transfers(mb, fwd_share, none.data(), p,
                                                 pipe_.micro_batches, pipe_.schedule,
-                                                pipe_.virtual_stages, model_.overlap_p2p_comm);
+                                                pipe_.virtual_stages, model_.overlap_p2p_comm,
+                                                stage_world_, cores);
     }
   }
   // Iteration tail: the data-parallel work of the slowest stage. Megatron-LM's buckets hold

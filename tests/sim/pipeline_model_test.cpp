@@ -70,6 +70,38 @@ TEST(PipelineModel, OneFOneBReplayWaitsForItsTransfers) {
   }
 }
 
+// Ranks sharing cores (live CPU ranks, pipeline_replay's `cores`): with as many cores as ranks
+// the replay is the unshared one; with one core every pass waits for every other, so the
+// iteration is all the stages' work, Σ_s m·(f_s + b_s) (no transfers); with c cores it is at
+// least that work over c and at most the one-core figure, and more cores never slow it.
+TEST(PipelineModel, ReplayOnSharedCores) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int p = 2 + trial % 5, m = 1 << (trial % 4), S = 1 + trial % 2;
+    const Schedule sched = trial % 3 ? Schedule::k1F1B : Schedule::kGPipe;
+    std::vector<double> fwd(p), bwd(p), none(p, 0.0);
+    double work = 0;
+    for (int s = 0; s < p; ++s) {
+      fwd[s] = u(rng), bwd[s] = 2 * u(rng);
+      work += m * (fwd[s] + bwd[s]);
+    }
+    SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) + " S=" + std::to_string(S));
+    const double own = pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched);
+    EXPECT_NEAR(pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, p * S), own,
+                1e-9);
+    EXPECT_NEAR(pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, S), work,
+                1e-9);
+    double previous = work;
+    for (int c = S + 1; c < p * S; ++c) {
+      const double t = pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, c);
+      EXPECT_GE(t, std::max(own, work * S / c) - 1e-9) << c << " cores";
+      EXPECT_LE(t, previous + 1e-9) << c << " cores";
+      previous = t;
+    }
+  }
+}
+
 // Unequal stages: the replay is never slower than "the slowest stage sets the pace" (which
 // idles every other stage as if it were the slowest), and with transfers it is slower than
 // without by at least the fill's and drain's hops and at most two per micro-batch and stage.
