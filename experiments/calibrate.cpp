@@ -1,4 +1,5 @@
 #include "experiments/calibrate.h"
+#include "experiments/calibration_fit.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -44,68 +45,6 @@ void comm_volume(const ModelSpec& m, BlockKind kind, const Strategy& s, int worl
   };
   add(block_collectives(m, kind, s, world), dtype_bytes(m.dtype));
   add(block_grad_sync(m, kind, s, world), m.grad_bytes());
-}
-
-// Non-negative least squares y ≈ Σ_j c_j·x_j for up to 6 columns: the unconstrained solution
-// on every subset of the columns (the others at 0), the best one with all c_j ≥ 0.
-std::vector<double> nonneg_lstsq(const std::vector<std::vector<double>>& x,
-                                 const std::vector<double>& y) {
-  const size_t n = x.size();
-  if (n == 0 || n > 6) throw std::logic_error("nonneg_lstsq: 1 to 6 columns");
-  std::vector<double> best(n, 0.0);
-  double best_r = 0;
-  for (double v : y) best_r += v * v;  // all coefficients 0
-  for (unsigned mask = 1; mask < (1u << n); ++mask) {
-    std::vector<size_t> cols;
-    for (size_t j = 0; j < n; ++j)
-      if (mask & (1u << j)) cols.push_back(j);
-    const size_t k = cols.size();
-    // Normal equations A c = b, solved by Gaussian elimination with partial pivoting.
-    std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0.0));
-    for (size_t r = 0; r < k; ++r) {
-      for (size_t q = 0; q < k; ++q)
-        for (size_t i = 0; i < y.size(); ++i) a[r][q] += x[cols[r]][i] * x[cols[q]][i];
-      for (size_t i = 0; i < y.size(); ++i) a[r][k] += x[cols[r]][i] * y[i];
-    }
-    bool singular = false;
-    for (size_t c = 0; c < k && !singular; ++c) {
-      size_t piv = c;
-      for (size_t r = c + 1; r < k; ++r)
-        if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
-      std::swap(a[c], a[piv]);
-      if (std::abs(a[c][c]) < 1e-300) {
-        singular = true;
-        break;
-      }
-      for (size_t r = 0; r < k; ++r) {
-        if (r == c) continue;
-        const double f = a[r][c] / a[c][c];
-        for (size_t q = c; q <= k; ++q) a[r][q] -= f * a[c][q];
-      }
-    }
-    if (singular) continue;
-    std::vector<double> coef(n, 0.0);
-    bool ok = true;
-    for (size_t r = 0; r < k; ++r) {
-      coef[cols[r]] = a[r][k] / a[r][r];
-      ok = ok && coef[cols[r]] >= 0 && std::isfinite(coef[cols[r]]);
-    }
-    if (!ok) continue;
-    double res = 0;
-    for (size_t i = 0; i < y.size(); ++i) {
-      double p = 0;
-      for (size_t j = 0; j < n; ++j) p += coef[j] * x[j][i];
-      res += (y[i] - p) * (y[i] - p);
-    }
-    if (res < best_r) best_r = res, best = coef;
-  }
-  return best;
-}
-
-void nonneg_fit2(const std::vector<double>& x1, const std::vector<double>& x2,
-                 const std::vector<double>& y, double& a, double& b) {
-  const std::vector<double> c = nonneg_lstsq({x1, x2}, y);
-  a = c[0], b = c[1];
 }
 
 // Peak memory (largest rank) the simulator predicts for `plan` with the memory terms of `cal`.
@@ -183,6 +122,65 @@ double layout_changes(const Plan& plan) {
   return n;
 }
 
+// Kernels the physical model counts for a block (cost.h block_kernels, through the block
+// cost's host time): a simulator whose device issues each kernel in one microsecond.
+class KernelCounter {
+ public:
+  KernelCounter(ExperimentSpec spec, uint64_t seed, const Plan& any) {
+    for (DeviceType& d : spec.cluster.devices) d.host_kernel_s = kUnit;
+    sim_ = std::make_unique<SimRun>(spec);
+    sim_->reset(seed, any);
+  }
+  // Block b of `plan`, per micro-batch.
+  double of(const Plan& plan, int b) const { return sim_->breakdown(plan).blocks[b].host_s / kUnit; }
+
+ private:
+  static constexpr double kUnit = 1e-6;
+  std::unique_ptr<SimRun> sim_;
+};
+
+// The shape pass (CPU ranks): every uniform plan once more with its batch in the most
+// micro-batches of 4 and 2 that it can run, so that the device fit sees the same blocks at a
+// small shape, where a kernel's fixed cost weighs more than its arithmetic. One point per row
+// of the plan (blocks of a kind alike), its compute per micro-batch.
+std::vector<ComputePoint> small_shape_points(const Stepper& step, const TrainingRun& run,
+                                             const std::vector<Plan>& uniform, SimRun& sim,
+                                             const KernelCounter& kernels,
+                                             const LiveMeasureOptions& o) {
+  std::vector<ComputePoint> points;
+  for (size_t i = 0; i < uniform.size(); ++i) {
+    Plan p = uniform[i];
+    int m = 0;
+    for (int want : {4, 2}) {
+      p.pipeline.micro_batches = want;
+      if (run.fits(p) && sim.fits(p)) {
+        m = want;
+        break;
+      }
+    }
+    if (m == 0) continue;
+    const PlanStats s = measure(step, p, o);
+    const IterationBreakdown bd = sim.breakdown(p);
+    for (int kind : {0, 1}) {
+      double measured = 0, physics = 0;
+      int n = 0;
+      for (int b = kind; b < p.size(); b += 2, ++n) {
+        measured += (s.fwd[b] + s.bwd[b]) / m;
+        physics += bd.blocks[b].fwd_s + bd.blocks[b].bwd_s;
+      }
+      if (n == 0) continue;
+      points.push_back({measured / n, physics / n, kernels.of(p, kind)});
+    }
+    if (o.progress) {
+      std::ostringstream line;
+      line << "shape pass [" << (i + 1) << "/" << uniform.size() << "] " << p.to_string()
+           << ": step " << std::fixed << std::setprecision(2) << s.step_s * 1e3 << " ms";
+      o.progress(line.str());
+    }
+  }
+  return points;
+}
+
 }  // namespace
 
 CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& o,
@@ -246,7 +244,9 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     std::map<int, std::vector<double>> fwd, bwd, comm;
     std::vector<double> spread;
     BlockCost physics;
+    double kernels = 0;  // per micro-batch, as the physical model counts them (KernelCounter)
   };
+  const KernelCounter kernels(sspec, o.seed, plans.front());
   std::map<std::pair<int, std::string>, Row> rows;
   std::vector<PlanStats> stats;
   std::vector<std::vector<BlockCost>> physics;
@@ -336,7 +336,9 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     for (int b = 0; b < blocks && i < uniform_plans; ++b) {
       const int kind = static_cast<int>(ModelSpec::block_kind(b));
       auto key = std::make_pair(kind, plan.blocks[b].to_string());
-      Row& r = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]}).first->second;
+      auto [it, fresh] = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]});
+      Row& r = it->second;
+      if (fresh) r.kernels = kernels.of(plan, b);
       r.fwd[b].push_back(s.fwd[b] / m);
       r.bwd[b].push_back(s.bwd[b] / m);
       r.comm[b].push_back(s.comm[b] / m);
@@ -375,22 +377,26 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   // Noise: σ of log(step / the plan's median), pooled over the plans.
   rc.noise_sigma = log_dev.size() > 1 ? sample_stddev(log_dev) : 0.0;
 
-  // Device: one scale on the physical compute model (peak FLOP/s and memory bandwidth alike).
+  // Device: its speed against the catalog's figures (peak FLOP/s and memory bandwidth alike)
+  // and, on CPU ranks, the time each kernel costs the rank's thread (calibration_fit.h), from
+  // the table's rows and, where the shape pass ran, the same plans at a small micro-batch.
   {
-    std::vector<double> ratio;
+    std::vector<ComputePoint> points;
     for (const auto& [key, r] : rows) {
-      const double predicted = r.physics.fwd_s + r.physics.bwd_s;
       const double measured = median(block_medians(r.fwd)) + median(block_medians(r.bwd));
-      if (predicted > 0 && measured > 0) ratio.push_back(measured / predicted);
+      points.push_back({measured, r.physics.fwd_s + r.physics.bwd_s, r.kernels});
     }
-    if (ratio.empty()) throw std::runtime_error("calibration: no block with compute time measured");
-    const double f = median(ratio);
+    const bool serial = live.spec.live.device == "cpu" && o.shape_pass;
+    if (serial) {
+      for (const ComputePoint& p : small_shape_points(step, run, uniform, sim, kernels, o))
+        points.push_back(p);
+    }
+    const DeviceFit fit = fit_device(points, serial);
     const DeviceType& dev = live.spec.cluster.devices[0];
-    c.peak_flops = dev.peak_flops / f;
-    c.memory_bw = (dev.memory_bw > 0 ? dev.memory_bw : dev.peak_flops) / f;
-    std::vector<double> err;
-    for (double x : ratio) err.push_back(std::abs(x / f - 1));
-    c.compute_fit_error = median(err);
+    c.peak_flops = dev.peak_flops * fit.speed;
+    c.memory_bw = (dev.memory_bw > 0 ? dev.memory_bw : dev.peak_flops) * fit.speed;
+    c.kernel_s = fit.kernel_s;
+    c.compute_fit_error = fit.fit_error;
   }
   // Link: α per ring step and bandwidth from the blocks without chunked overlap.
   {

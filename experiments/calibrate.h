@@ -32,6 +32,9 @@ struct LiveMeasureOptions {
   // calibrate: a reference plan beside each plan (calibrate_live); validate_live: the
   // calibration's reference before and after the pass (off by default there)
   bool drift_reference = true;
+  // calibrate, CPU ranks: the uniform plans once more at a small micro-batch, for the device
+  // fit's time per kernel (calibration_fit.h). Off: one speed scale, no kernel time.
+  bool shape_pass = true;
 };
 
 // `repeat_pairs` (optional): each uniform plan's step against its own a pass later, after the

@@ -58,7 +58,9 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << ", drift_reference_s: " << num(c.drift_reference_s) << "}\n"
     << "# Fitted physical model, used for blocks the table below does not hold.\n"
     << "device: {name: " << quoted(c.device_name) << ", peak_flops: " << num(c.peak_flops)
-    << ", memory_bw: " << num(c.memory_bw) << ", fit_error: " << num(c.compute_fit_error)
+    << ", memory_bw: " << num(c.memory_bw)
+    << (c.kernel_s > 0 ? ", kernel_s: " + num(c.kernel_s) : std::string())
+    << ", fit_error: " << num(c.compute_fit_error)
     << "}\n"
     << "link: {name: " << quoted(c.link_name) << ", latency_s: " << num(c.link_latency_s)
     << ", bandwidth: " << num(c.link_bandwidth) << ", fit_error: " << num(c.comm_fit_error)
@@ -149,7 +151,8 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     if (auto f = m->optional("drift_reference_s")) c.drift_reference_s = f->as_double(0, 1e6);
   }
   YamlField dev = root.child("device");
-  dev.check_keys({"name", "peak_flops", "memory_bw", "fit_error"});
+  dev.check_keys({"name", "peak_flops", "memory_bw", "kernel_s", "fit_error"});
+  if (auto f = dev.optional("kernel_s")) c.kernel_s = f->as_double(0, 1.0);
   c.device_name = dev.child("name").as_string();
   c.peak_flops = dev.child("peak_flops").as_positive_double();
   c.memory_bw = dev.child("memory_bw").as_positive_double();
@@ -254,6 +257,7 @@ std::string apply_calibration(const CalibrationFile& c, const std::string& path,
   dev.peak_flops = c.peak_flops;
   dev.memory_bw = c.memory_bw;
   dev.gemm_efficiency = 0.80;  // the fitted peak is an effective rate at the builtin table's top
+  if (c.kernel_s > 0) dev.host_kernel_s = c.kernel_s, dev.host_micro_batch_s = 0;
   LinkClass& link = cluster.links[l];
   link.latency_s = c.link_latency_s;
   link.bandwidth = c.link_bandwidth;
@@ -263,6 +267,7 @@ std::string apply_calibration(const CalibrationFile& c, const std::string& path,
   cluster.calibration = c.runtime;
   cluster.calibration.path = path;
   cluster.calibration.host_cores = c.cores;
+  cluster.calibration.serial_host = c.device == "cpu" && c.kernel_s > 0;
   return "";
 }
 

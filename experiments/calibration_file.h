@@ -35,6 +35,10 @@ struct CalibrationFile {
   // Fitted parameters of the physical model (used where the table has no entry).
   std::string device_name;
   double peak_flops = 0, memory_bw = 0;      // effective, replacing the catalog's
+  // Seconds per kernel the rank's own thread spends issuing it, added to the compute of blocks
+  // the table does not hold (CPU ranks issue and run each op on one thread: no overlap); 0 in
+  // files without it. The device's host_kernel_s, with the issue time additive (serial_host).
+  double kernel_s = 0;
   std::string link_name;
   double link_latency_s = 0, link_bandwidth = 0;  // α per ring step, B per rank
   // Fit quality: median |relative error| of the fitted model on the calibration samples.

@@ -77,6 +77,7 @@ struct CalibrateArgs {
   std::string config, out;
   int warmup = 2, iterations = 5, mixed_plans = 24, passes = 3;
   bool no_drift_reference = false;
+  bool no_shape_pass = false;
   uint64_t seed = 0;
   std::string command_line;
   NoiseArgs noise;

@@ -302,6 +302,7 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   o.mixed_plans = args.mixed_plans;
   o.passes = args.passes;
   o.drift_reference = !args.no_drift_reference;
+  o.shape_pass = !args.no_shape_pass;
   CalibrationFile c;
   std::vector<std::pair<double, double>> repeat_pairs;
   const NoiseWatch watch;
@@ -336,7 +337,9 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << c.runtime.redistribution_s * 1e3 << " ms per layout change (fit error "
       << 100 * c.overhead_fit_error << " % of the step)\n"
       << "  device '" << c.device_name << "': effective " << c.peak_flops / 1e9
-      << " GFLOP/s (fit error " << 100 * c.compute_fit_error << " %)\n"
+      << " GFLOP/s"
+      << (c.kernel_s > 0 ? ", " + std::to_string(c.kernel_s * 1e6) + " us per kernel" : "")
+      << " (fit error " << 100 * c.compute_fit_error << " %)\n"
       << "  link '" << c.link_name << "': " << c.link_latency_s * 1e6 << " us per ring step, "
       << c.link_bandwidth / 1e9 << " GB/s (fit error " << 100 * c.comm_fit_error << " %)\n"
       << "  collectives alone (" << c.collectives.size() << " timings, not used): "

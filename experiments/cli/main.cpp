@@ -223,6 +223,9 @@ int main(int argc, char** argv) {
                         "the passes (default 3: one pass is a single window of the machine's "
                         "time, and this machine drifts by 5-10 % from one minute to the next)")
       ->check(CLI::Range(1, 100));
+  calibrate->add_flag("--no-shape-pass", calibrate_args.no_shape_pass,
+                      "CPU ranks: skip the uniform plans at a small micro-batch; the device fit "
+                      "is then one speed scale without a time per kernel (docs/calibration.md)");
   calibrate->add_flag("--no-drift-reference", calibrate_args.no_drift_reference,
                       "Do not measure the reference plan (the first uniform plan) beside every "
                       "plan; by default each plan's times are divided by the machine's speed "

@@ -102,6 +102,9 @@ struct RuntimeCalibration {
   // ranks share: pipeline stages then wait for a core as well as for their neighbours
   // (pipeline_model.h, pipeline_replay). 0: a device per rank.
   int host_cores = 0;
+  // The ranks' threads issue and run their kernels themselves (live CPU ranks): a micro-batch
+  // takes its compute plus its issue time, not the larger of the two (a GPU's queue).
+  bool serial_host = false;
   bool empty() const { return path.empty(); }
   const MeasuredBlock* find(int kind, const std::string& strategy,
                             const std::string& signature) const;

@@ -401,6 +401,9 @@ HeadCost CostModel::head_cost() const {
   const RuntimeCalibration& rc = cluster_.calibration;
   const bool measured = !rc.empty() && rc.model_signature == calibration_signature(m, world_);
   if (measured) out.compute_s = rc.step_overhead_s, out.host_s = out.loop_host_s = 0;
+  // Files with a kernel time (calibration_fit.h) price small shapes physically; their per-step
+  // residual then stays per step.
+  else if (!rc.empty() && rc.serial_host) out.iteration_s = rc.step_overhead_s;
   std::vector<int> all;  // the ranks with a data share
   all.reserve(world_);
   for (int r = 0; r < world_; ++r)
@@ -415,8 +418,8 @@ HeadCost CostModel::head_cost() const {
   // Embedding output in the model dtype, logits kept in fp32 for the loss.
   out.memory_bytes = double(m.embedding_params()) * m.state_bytes_per_param() +
                      max_work_ * n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
-  out.host_s = host_kernel_s_ * kHeadKernels;
-  out.loop_host_s = host_micro_batch_s_;
+  out.host_s = measured ? 0.0 : host_kernel_s_ * kHeadKernels;  // measured: in the row
+  out.loop_host_s = measured ? 0.0 : host_micro_batch_s_;
   out.memory_capacity = cluster_.devices.empty() ? 0 : cluster_.device_of(0).memory_bytes;
   for (int r = 0; r < world_; ++r) {
     const DeviceType& dev = cluster_.devices[rank_device_[r]];

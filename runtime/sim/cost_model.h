@@ -112,6 +112,10 @@ struct HeadCost {
   double memory_capacity = 0;  // smallest device memory
   double host_s = 0;       // per micro-batch: the host's time to issue the embedding and head
   double loop_host_s = 0;  // per micro-batch and stage: the framework's own work
+  // Per iteration: the calibration's per-step overhead where the table does not hold the
+  // micro-batch (it was fitted per step, RuntimeCalibration::step_overhead_s; a measured head
+  // carries it in compute_s instead).
+  double iteration_s = 0;
 };
 
 // Kernels and collectives one micro-batch of a block issues from the host (forward, backward,

@@ -461,7 +461,9 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // for kernels the host has not launched yet): the blocks' kernels, the embedding and head on
   // the last stage, and the framework's own work per micro-batch.
   host[p - 1] += h.host_s;
-  for (int s = 0; s < p; ++s) mb[s] = std::max(mb[s], host[s] + h.loop_host_s);
+  const bool serial = cost_.cluster().calibration.serial_host;  // CPU ranks: no overlap
+  for (int s = 0; s < p; ++s)
+    mb[s] = serial ? mb[s] + host[s] + h.loop_host_s : std::max(mb[s], host[s] + h.loop_host_s);
   busy_j += m * h.busy_energy_j * nh;
   double schedule_s =
       pipeline_time(mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
@@ -536,7 +538,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
       st.tail_s = g + a + opt[s];
     }
   }
-  latency += tail + tail_max;
+  latency += tail + tail_max + h.iteration_s;
   if (bd) {
     bd->schedule_s = schedule_s, bd->p2p_s = p2p_s, bd->head_sync_s = tail;
     bd->embedding_sync_s = embedding_sync;

@@ -2,6 +2,7 @@
 // round-trips exactly, bad files are refused with file, key and line, `cluster.calibration`
 // reaches the simulator, and a calibrated uniform plan's step latency is the table's sum.
 #include "experiments/calibration_file.h"
+#include "experiments/calibration_fit.h"
 
 #include <filesystem>
 #include <fstream>
@@ -44,6 +45,7 @@ CalibrationFile sample() {
   c.device_name = "cpu-core";
   c.peak_flops = 1.0 / 3.0 * 1e11;
   c.memory_bw = 7.123456789012345e9;
+  c.kernel_s = 1.0 / 7 * 1e-5;
   c.link_name = "loopback-tcp";
   c.link_latency_s = 1.2345678901234567e-4;
   c.link_bandwidth = 9.87e8;
@@ -84,6 +86,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.drift_reference_s, c.drift_reference_s);
   EXPECT_EQ(r.peak_flops, c.peak_flops);
   EXPECT_EQ(r.memory_bw, c.memory_bw);
+  EXPECT_EQ(r.kernel_s, c.kernel_s);
   EXPECT_EQ(r.link_latency_s, c.link_latency_s);
   EXPECT_EQ(r.link_bandwidth, c.link_bandwidth);
   EXPECT_EQ(r.runtime.step_overhead_s, c.runtime.step_overhead_s);
@@ -119,6 +122,12 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.collective_fit_error, c.collective_fit_error);
   // Written again, the text is the same.
   EXPECT_EQ(calibration_to_yaml(r), calibration_to_yaml(c));
+  // Files written before the device fit had a time per kernel have none: 0.
+  CalibrationFile no_kernel = c;
+  no_kernel.kernel_s = 0;
+  const std::string text = calibration_to_yaml(no_kernel);
+  EXPECT_EQ(text.find("kernel_s"), std::string::npos);
+  EXPECT_EQ(parse_calibration_file(text, "c.yaml").kernel_s, 0);
   // Files written before the microbenchmarks existed have no collectives section.
   CalibrationFile older = c;
   older.collectives.clear();
@@ -141,6 +150,28 @@ std::string replace(std::string text, const std::string& from, const std::string
   const size_t at = text.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   return text.replace(at, from.size(), to);
+}
+
+// The device fit (calibration_fit.h) finds a speed and a time per kernel it was given back from
+// exact points at two shapes, and the median ratio without kernels.
+TEST(CalibrationFit, DeviceFitRecoversSpeedAndKernelTime) {
+  std::vector<ComputePoint> points;
+  const double speed = 1.7, kernel_s = 12e-6;
+  for (double physics : {1e-3, 4e-4, 2e-4, 6e-5})
+    for (double kernels : {40.0, 80.0, 120.0})
+      points.push_back({physics / speed + kernels * kernel_s, physics, kernels});
+  const DeviceFit fit = fit_device(points, true);
+  EXPECT_NEAR(fit.speed, speed, 1e-9 * speed);
+  EXPECT_NEAR(fit.kernel_s, kernel_s, 1e-9 * kernel_s);
+  EXPECT_LT(fit.fit_error, 1e-9);
+  const DeviceFit one = fit_device(points, false);
+  EXPECT_EQ(one.kernel_s, 0);
+  EXPECT_GT(one.fit_error, 0.1);  // one scale cannot follow the fixed cost
+  // A negative kernel time is not a fit: measured faster at small shapes than the model says.
+  std::vector<ComputePoint> odd;
+  for (double physics : {1e-3, 1e-4}) odd.push_back({physics / 2 - 1e-5 * (physics < 5e-4), physics, 100});
+  EXPECT_GE(fit_device(odd, true).kernel_s, 0);
+  EXPECT_THROW(fit_device({}, true), std::runtime_error);
 }
 
 TEST(CalibrationFile, BadFilesAreRefusedWithKeyAndLine) {

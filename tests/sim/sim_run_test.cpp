@@ -121,6 +121,39 @@ TEST(SimRun, EventsChangeCostsAtTheirStep) {
   expect_identical(run.step(p), ms[0]);
 }
 
+// Blocks that change stage (runtime/live/tp/repartition.cpp moves them so): every rank of the
+// new stage receives what it lacks of its new boxes. 8 ranks, 4 layers, all tp1d(t=2): a
+// boundary move hands one layer (2 blocks) to the other stage's 4 ranks, each receiving its
+// half of every split tensor and the whole of the replicated ones (each block's LayerNorm, 2h,
+// and its row-parallel output bias, h); going to one stage, every block's ranks double, and
+// the embedding and LM head reach the ranks that lacked them.
+TEST(SimRun, StageMovesReceiveTheLiveExchangesBytes) {
+  SimRun run(small_spec(0.0));
+  const ModelSpec& m = run.model();
+  const int B = m.num_blocks();
+  const Plan two = Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", B);
+  const Plan moved = Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", B);
+  const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", B);
+  run.reset(0, two);
+  const double moved_bytes = run.stage_cost_model(0).moved_bytes_per_param();
+  const double h = m.hidden, V = m.vocab;
+  const double replicated = 2 * 3 * h;  // per layer
+  const double rank_layer = (double(m.attention_params() + m.mlp_params()) - replicated) / 2 +
+                            replicated;  // what one rank of tp1d(t=2) holds of a layer
+  const Measurement a = run.step(moved);
+  EXPECT_NEAR(a.repartition_bytes, 4 * rank_layer * moved_bytes, 1e-9 * a.repartition_bytes);
+  EXPECT_GT(a.repartition_peak_bytes, 0);
+  run.reset(0, two);
+  const Measurement b = run.step(one);
+  // Stage 0's ranks receive half of stage 1's blocks, and the other way round: every rank
+  // half of 2 layers. Ranks 4-7 the embedding (token and position), ranks 0-3 the final norm
+  // and the LM head.
+  const double input = V * h + double(m.full_seq()) * h, head = 2 * h + V * h;
+  const double want = (8 * 2 * rank_layer + 4 * input + 4 * head) * moved_bytes;
+  EXPECT_NEAR(b.repartition_bytes, want, 1e-9 * want);
+  EXPECT_EQ(run.step(one).repartition_bytes, 0);
+}
+
 TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
   SimRun run(small_spec(0.0));
   const Plan start = Plan::uniform(Strategy::tp1d(4), run.model().num_blocks());
