@@ -206,6 +206,8 @@ struct BenchPipelineArgs {
   int iters = 5;
   int warmup = 2;
   std::vector<int> micro_batches = {1, 2, 4, 8};
+  bool no_python = false;
+  std::string python = "/usr/bin/python3";
 };
 int run_bench_pipeline(const BenchPipelineArgs& args, std::ostream& out, std::ostream& err);
 

@@ -234,6 +234,8 @@ int run_bench_pipeline(const BenchPipelineArgs& args, std::ostream& out, std::os
   live::BenchPipelineOptions o;
   o.ranks = args.ranks, o.iters = args.iters, o.warmup = args.warmup;
   o.micro_batches = args.micro_batches;
+  o.run_python = !args.no_python;
+  o.python = args.python;
   live::BenchPipelineResult r;
   try {
     r = live::bench_pipeline(o);

@@ -277,7 +277,9 @@ int main(int argc, char** argv) {
       "RANKS rank threads, one pipeline stage each (uniform:dp@pp(p=RANKS,m,schedule)), for\n"
       "m = 1, 2, 4, 8 under 1F1B and GPipe: step time, optimizer, the slowest stage's compute per\n"
       "micro-batch and the bubble measured, 1 - m * compute / (step - optimizer), beside the\n"
-      "formula. Keep RANKS at most the cores. Needs the LibTorch build. docs/benchmarks.md.");
+      "formula, and beside it the same pipeline in Python PyTorch eager (processes over Gloo,\n"
+      "oneDNN products). Keep RANKS at most the cores. Needs the LibTorch build.\n"
+      "docs/benchmarks.md.");
   bench_pipeline->add_flag("--json", pipeline_args.json, "Print JSON");
   bench_pipeline->add_option("--ranks", pipeline_args.ranks, "Ranks = stages (default 2)")
       ->check(CLI::Range(2, 64));
@@ -288,6 +290,10 @@ int main(int argc, char** argv) {
   bench_pipeline->add_option("--micro-batches", pipeline_args.micro_batches,
                              "Micro-batch counts (default 1 2 4 8)")
       ->check(CLI::PositiveNumber);
+  bench_pipeline->add_flag("--no-python", pipeline_args.no_python,
+                           "Skip the same pipeline in Python PyTorch eager");
+  bench_pipeline->add_option("--python", pipeline_args.python,
+                             "Python with PyTorch for the eager side (default /usr/bin/python3)");
 
   BenchLearnArgs learn_args;
   auto* bench_learn = bench->add_subcommand(

@@ -1,6 +1,7 @@
 // `shardgym bench live` end to end on a tiny model: both sides produce step times, the
 // repartition and the all-gather move bytes, the reports carry the figures.
 #include "runtime/live/bench/bench_live.h"
+#include "runtime/live/bench/bench_pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -60,6 +61,32 @@ TEST(BenchLive, AMissingInterpreterIsReportedNotFatal) {
   EXPECT_FALSE(r.python_error.empty());
   EXPECT_EQ(r.ratio, 0);
   EXPECT_NE(bench_live_to_text(r).find("no figure"), std::string::npos);
+}
+
+// `shardgym bench pipeline` on a tiny model: every (schedule, m) row has a step, a stage's
+// compute, a bubble in (0, 1) and the formula's; the eager side runs the same pipeline.
+TEST(BenchPipeline, MeasuresTheBubbleOnBothSides) {
+  BenchPipelineOptions o;
+  o.model.layers = 2;
+  o.model.hidden = 32;
+  o.model.seq = 16;
+  o.warmup = 1;
+  o.iters = 2;
+  o.micro_batches = {1, 4};
+  const BenchPipelineResult r = bench_pipeline(o);
+  ASSERT_EQ(r.rows.size(), 4u);
+  ASSERT_TRUE(r.python_error.empty()) << r.python_error;
+  for (const BenchPipelineRow& w : r.rows) {
+    EXPECT_GT(w.step_s, 0);
+    EXPECT_GT(w.stage_compute_s, 0);
+    EXPECT_GT(w.bubble, 0);
+    EXPECT_LT(w.bubble, 1);
+    EXPECT_DOUBLE_EQ(w.formula, 1.0 / (w.micro_batches + 1));
+    EXPECT_GT(w.eager_step_s, 0);
+  }
+  EXPECT_NE(bench_pipeline_to_json(r).find("\"eager_step_s\": "), std::string::npos);
+  o.ranks = 3;  // more stages than layers
+  EXPECT_THROW(bench_pipeline(o), std::invalid_argument);
 }
 
 }  // namespace

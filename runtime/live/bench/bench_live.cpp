@@ -1,4 +1,5 @@
 #include "runtime/live/bench/bench_live.h"
+#include "runtime/live/bench/bench_python.h"
 
 #include <time.h>
 
@@ -26,15 +27,6 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-std::string source_dir() {
-  if (const char* d = std::getenv("SHARDGYM_SOURCE_DIR")) return d;
-#ifdef SHARDGYM_SOURCE_DIR_DEFAULT
-  return SHARDGYM_SOURCE_DIR_DEFAULT;
-#else
-  return ".";
-#endif
 }
 
 int64_t batch_of(const ModelSpec& m) { return m.global_batch > 0 ? m.global_batch : m.micro_batch; }
@@ -87,17 +79,6 @@ void time_cpp(const BenchLiveOptions& o, std::vector<double>* times, std::vector
       /*timeout_s=*/600);
 }
 
-std::vector<double> json_list(const std::string& out, const std::string& key, size_t from) {
-  const size_t at = out.find("\"" + key + "\": [", from);
-  if (at == std::string::npos) throw std::runtime_error("no '" + key + "' in: " + out);
-  const size_t begin = at + key.size() + 5;
-  std::vector<double> v;
-  std::istringstream list(out.substr(begin, out.find(']', begin) - begin));
-  std::string item;
-  while (std::getline(list, item, ',')) v.push_back(std::stod(item));
-  return v;
-}
-
 // Runs the Python script and reads its JSON line; throws std::runtime_error with the reason.
 struct PythonTimes {
   std::vector<double> step_s, cpu_s;
@@ -106,7 +87,7 @@ struct PythonTimes {
 
 PythonTimes time_python(const BenchLiveOptions& o, const std::string& gemm) {
   const std::string script =
-      o.script.empty() ? source_dir() + "/runtime/live/bench/bench_live_eager.py" : o.script;
+      o.script.empty() ? bench_source_dir() + "/runtime/live/bench/bench_live_eager.py" : o.script;
   const ModelSpec& m = o.model;
   std::ostringstream cmd;
   cmd << o.python << " '" << script << "' --layers " << m.layers << " --hidden " << m.hidden
@@ -115,17 +96,8 @@ PythonTimes time_python(const BenchLiveOptions& o, const std::string& gemm) {
       << o.warmup << " --iters " << o.iters << " --dtype "
       << (m.dtype == DType::kFloat64 ? "float64" : "float32") << " --gemm " << gemm
       << " --device " << o.device << " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.str().c_str(), "r"), ::pclose);
-  if (!pipe) throw std::runtime_error("cannot start " + o.python);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe.get())) out.append(buf, n);
-  const int status = ::pclose(pipe.release());
+  const std::string out = run_python_json(cmd.str(), "{\"step_s\": [");
   const size_t at = out.rfind("{\"step_s\": [");
-  if (status != 0 || at == std::string::npos) {
-    throw std::runtime_error("'" + cmd.str() + "' failed (status " + std::to_string(status) +
-                             "): " + out.substr(0, 2000));
-  }
   PythonTimes t;
   t.step_s = json_list(out, "step_s", at);
   t.cpu_s = json_list(out, "cpu_s", at);

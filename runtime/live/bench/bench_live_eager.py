@@ -128,27 +128,40 @@ class OneDnn:
         return out.view(*batch, a3.shape[1], b3.shape[2])
 
 
-def loss_fn(p, tokens, targets, layers, heads, linear=torch.matmul, batched=torch.matmul):
-    b, s = tokens.shape
-    h = p["wte"].shape[1]
+def embed(p, tokens):
+    return F.embedding(tokens, p["wte"]) + p["wpe"][:tokens.shape[1]].unsqueeze(0)
+
+
+def layer(p, i, x, heads, linear=torch.matmul, batched=torch.matmul):
+    """Layer i (attention block, then MLP block) on the residual stream x [b, s, h]."""
+    b, s, h = x.shape
     d = h // heads
-    x = F.embedding(tokens, p["wte"]) + p["wpe"][:s].unsqueeze(0)
-    mask = torch.ones(s, s, dtype=torch.bool, device=tokens.device).triu(1)
-    for i in range(layers):
-        a, m = f"h.{i}.attn.", f"h.{i}.mlp."
-        n = F.layer_norm(x, (h,), p[a + "ln.weight"], p[a + "ln.bias"], 1e-5)
-        qkv = (linear(n, p[a + "qkv.weight"]) + p[a + "qkv.bias"]).view(b, s, heads, 3, d)
-        q, k, v = (qkv.select(3, j).transpose(1, 2) for j in range(3))
-        att = batched(q, k.transpose(-2, -1)) / math.sqrt(d)
-        att = torch.softmax(att.masked_fill(mask, float("-inf")), -1)
-        o = batched(att, v).transpose(1, 2).reshape(b, s, h)
-        x = x + linear(o, p[a + "proj.weight"]) + p[a + "proj.bias"]
-        n = F.layer_norm(x, (h,), p[m + "ln.weight"], p[m + "ln.bias"], 1e-5)
-        z = F.gelu(linear(n, p[m + "fc1.weight"]) + p[m + "fc1.bias"])
-        x = x + linear(z, p[m + "fc2.weight"]) + p[m + "fc2.bias"]
+    mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+    a, m = f"h.{i}.attn.", f"h.{i}.mlp."
+    n = F.layer_norm(x, (h,), p[a + "ln.weight"], p[a + "ln.bias"], 1e-5)
+    qkv = (linear(n, p[a + "qkv.weight"]) + p[a + "qkv.bias"]).view(b, s, heads, 3, d)
+    q, k, v = (qkv.select(3, j).transpose(1, 2) for j in range(3))
+    att = batched(q, k.transpose(-2, -1)) / math.sqrt(d)
+    att = torch.softmax(att.masked_fill(mask, float("-inf")), -1)
+    o = batched(att, v).transpose(1, 2).reshape(b, s, h)
+    x = x + linear(o, p[a + "proj.weight"]) + p[a + "proj.bias"]
+    n = F.layer_norm(x, (h,), p[m + "ln.weight"], p[m + "ln.bias"], 1e-5)
+    z = F.gelu(linear(n, p[m + "fc1.weight"]) + p[m + "fc1.bias"])
+    return x + linear(z, p[m + "fc2.weight"]) + p[m + "fc2.bias"]
+
+
+def head_loss(p, x, targets, linear=torch.matmul):
+    b, s, h = x.shape
     x = F.layer_norm(x, (h,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
     logits = linear(x, p["lm_head.weight"])
     return F.cross_entropy(logits.reshape(b * s, -1), targets.reshape(b * s))
+
+
+def loss_fn(p, tokens, targets, layers, heads, linear=torch.matmul, batched=torch.matmul):
+    x = embed(p, tokens)
+    for i in range(layers):
+        x = layer(p, i, x, heads, linear, batched)
+    return head_loss(p, x, targets, linear)
 
 
 def main():

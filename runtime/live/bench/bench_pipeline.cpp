@@ -11,6 +11,7 @@
 
 #include "runtime/core/plan.h"
 #include "runtime/live/bench/bench_live.h"
+#include "runtime/live/bench/bench_python.h"
 #include "runtime/live/driver/meters.h"
 #include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/rank_trainer.h"
@@ -77,6 +78,20 @@ BenchPipelineRow measure(const BenchPipelineOptions& o, const std::string& sched
   return row;
 }
 
+// The eager pipeline's median step (bench_pipeline_eager.py); throws std::runtime_error.
+double time_eager(const BenchPipelineOptions& o, const std::string& schedule, int m) {
+  const ModelSpec& md = o.model;
+  std::ostringstream cmd;
+  cmd << o.python << " '" << bench_source_dir() << "/runtime/live/bench/bench_pipeline_eager.py'"
+      << " --ranks " << o.ranks << " --micro-batches " << m << " --schedule " << schedule
+      << " --layers " << md.layers << " --hidden " << md.hidden << " --heads " << md.heads
+      << " --seq " << md.seq << " --batch " << md.global_batch << " --vocab " << md.vocab
+      << " --warmup " << o.warmup << " --iters " << o.iters << " --gemm onednn 2>&1";
+  const std::string out = run_python_json(cmd.str(), "{\"step_s\": [");
+  std::vector<double> steps = json_list(out, "step_s", out.rfind("{\"step_s\": ["));
+  return median_of(steps);
+}
+
 }  // namespace
 
 BenchPipelineOptions::BenchPipelineOptions() : model(BenchLiveOptions::bench_live_model()) {}
@@ -102,6 +117,13 @@ BenchPipelineResult bench_pipeline(const BenchPipelineOptions& o) {
                                     " does not divide the global batch of " +
                                     std::to_string(o.model.global_batch));
       r.rows.push_back(measure(o, s, m));
+      if (o.run_python && r.python_error.empty()) {
+        try {
+          r.rows.back().eager_step_s = time_eager(o, s, m);
+        } catch (const std::runtime_error& e) {
+          r.python_error = e.what();
+        }
+      }
     }
   return r;
 }
@@ -113,16 +135,23 @@ std::string bench_pipeline_to_text(const BenchPipelineResult& r) {
   if (r.cores > 0 && static_cast<unsigned>(r.ranks) > r.cores)
     o << "warning: more ranks than cores: stages wait for a core, not only for their "
          "neighbour; the bubble measured says little about the schedule\n";
-  o << "\nschedule   m    step ms   optim ms   stage c ms   bubble   (p-1)/(m+p-1)   spread\n";
+  o << "\nschedule   m    step ms   optim ms   stage c ms   bubble   (p-1)/(m+p-1)   spread"
+       "   eager ms   C++/eager\n";
   for (const BenchPipelineRow& w : r.rows) {
     o << std::left << std::setw(8) << w.schedule << std::right << std::setw(4) << w.micro_batches
       << std::fixed << std::setprecision(2) << std::setw(11) << w.step_s * 1e3 << std::setw(11)
       << w.optimizer_s * 1e3 << std::setw(13) << w.stage_compute_s * 1e3 << std::setprecision(3)
       << std::setw(9) << w.bubble << std::setw(16) << w.formula << std::setprecision(1)
-      << std::setw(8) << 100 * w.spread << "%\n";
+      << std::setw(8) << 100 * w.spread << "%";
+    if (w.eager_step_s > 0)
+      o << std::setprecision(2) << std::setw(11) << w.eager_step_s * 1e3 << std::setprecision(3)
+        << std::setw(12) << w.step_s / w.eager_step_s;
+    o << "\n";
   }
   o << "\nbubble: 1 - m * (slowest stage's compute per micro-batch) / (step - optimizer); the\n"
-       "formula assumes equal stages and free transfers (docs/benchmarks.md)\n";
+       "formula assumes equal stages and free transfers (docs/benchmarks.md); eager: the same\n"
+       "pipeline in Python PyTorch (bench_pipeline_eager.py, oneDNN products, processes)\n";
+  if (!r.python_error.empty()) o << "eager side not run: " << r.python_error << "\n";
   return o.str();
 }
 
@@ -135,7 +164,8 @@ std::string bench_pipeline_to_json(const BenchPipelineResult& r) {
     o << (i ? ", " : "") << "{\"schedule\": \"" << w.schedule << "\", \"m\": " << w.micro_batches
       << ", \"step_s\": " << w.step_s << ", \"optimizer_s\": " << w.optimizer_s
       << ", \"stage_compute_s\": " << w.stage_compute_s << ", \"bubble\": " << w.bubble
-      << ", \"formula\": " << w.formula << ", \"spread\": " << w.spread << "}";
+      << ", \"formula\": " << w.formula << ", \"spread\": " << w.spread
+      << ", \"eager_step_s\": " << w.eager_step_s << "}";
   }
   o << "]}";
   return o.str();

@@ -13,6 +13,11 @@
 //
 // One stage per rank: with P ranks on fewer cores, stages would wait for a core rather than for
 // their neighbour, and the bubble would say nothing about the schedule (the command warns).
+//
+// Beside each row, the same pipeline in Python PyTorch eager (bench_pipeline_eager.py: P
+// processes over Gloo, the same GPT, schedule and transfers, AdamW and clipping), with the C++
+// side's float32 products (oneDNN through ctypes; the system BLAS of Debian's torch is far
+// slower, docs/benchmarks-live.md), run back to back in one call: C++ / eager step time.
 #pragma once
 
 #include <string>
@@ -29,6 +34,8 @@ struct BenchPipelineOptions {
   int iters = 5;
   std::vector<int> micro_batches = {1, 2, 4, 8};
   std::vector<std::string> schedules = {"1f1b", "gpipe"};
+  bool run_python = true;
+  std::string python = "/usr/bin/python3";
   BenchPipelineOptions();
 };
 
@@ -41,6 +48,7 @@ struct BenchPipelineRow {
   double bubble = 0;        // measured: 1 − m · stage_compute / (step − optimizer)
   double formula = 0;       // (p − 1) / (m + p − 1)
   double spread = 0;        // (max − min) / median of the step over the timed iterations
+  double eager_step_s = 0;  // the eager pipeline's median (0: not run)
 };
 
 struct BenchPipelineResult {
@@ -48,6 +56,7 @@ struct BenchPipelineResult {
   unsigned cores = 0;  // std::thread::hardware_concurrency
   std::string model;
   std::vector<BenchPipelineRow> rows;
+  std::string python_error;  // why the eager side has no figures
 };
 
 BenchPipelineResult bench_pipeline(const BenchPipelineOptions& options);
