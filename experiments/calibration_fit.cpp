@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "analysis/stats.h"
+
 namespace shardgym {
 
 std::vector<double> nonneg_lstsq(const std::vector<std::vector<double>>& x,
@@ -66,17 +68,6 @@ void nonneg_fit2(const std::vector<double>& x1, const std::vector<double>& x2,
   a = c[0], b = c[1];
 }
 
-namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
-
 DeviceFit fit_device(const std::vector<ComputePoint>& points, bool kernels) {
   std::vector<double> physics, count, measured, ratio;
   for (const ComputePoint& p : points) {
@@ -86,7 +77,7 @@ DeviceFit fit_device(const std::vector<ComputePoint>& points, bool kernels) {
   }
   if (ratio.empty()) throw std::runtime_error("calibration: no block with compute time measured");
   DeviceFit fit;
-  double a = median_of(ratio), b = 0;  // measured ≈ a · physics, a = 1 / speed
+  double a = median(ratio), b = 0;  // measured ≈ a · physics, a = 1 / speed
   if (kernels) {
     // Relative residuals: every row weighs alike, small shapes as much as large ones.
     std::vector<double> x1, x2, ones;
@@ -104,7 +95,7 @@ DeviceFit fit_device(const std::vector<ComputePoint>& points, bool kernels) {
   std::vector<double> err;
   for (size_t i = 0; i < measured.size(); ++i)
     err.push_back(std::abs((a * physics[i] + b * count[i]) / measured[i] - 1));
-  fit.fit_error = median_of(err);
+  fit.fit_error = median(err);
   return fit;
 }
 

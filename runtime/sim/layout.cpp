@@ -165,6 +165,27 @@ TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_
   return out;
 }
 
+// The exchange's messages (runtime/core/exchange_geometry.h) into `out`: the largest message
+// and the most messages of one rank and, with `per_rank`, each rank's part (rank_moves).
+void add_messages(TransferCost& out, const std::vector<ExchangeItem>& items,
+                  const RankBoxes& have, const RankBoxes& want, double bytes_per_param,
+                  int world, bool per_rank) {
+  const ExchangeMessages msg = exchange_messages(items, world);
+  out.max_message_bytes =
+      double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
+  out.max_rank_messages = *std::max_element(msg.count.begin(), msg.count.end());
+  if (!per_rank) return;
+  out.rank_moves.resize(world);
+  for (int r = 0; r < world; ++r) {
+    const BoxesOf a = have.of(r), z = want.of(r);
+    RankMove& mv = out.rank_moves[r];
+    mv.message_bytes = double(msg.largest[r]) * bytes_per_param;
+    mv.old_elements = double(numel(a));
+    mv.new_elements = double(numel(z));
+    mv.keeps = mv.old_elements == mv.new_elements && overlap(z, a) == numel(z);
+  }
+}
+
 }  // namespace
 
 std::vector<int64_t> redistribution_elements(const ModelSpec& m, const Strategy& from,
@@ -229,21 +250,7 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
       for (const auto& boxes : want.boxes) w.push_back(boxes[k]);
       items.push_back(ExchangeItem::covering(std::move(h), std::move(w)));
     }
-    const ExchangeMessages msg = exchange_messages(items, world);
-    out.max_message_bytes =
-        double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
-    out.max_rank_messages = *std::max_element(msg.count.begin(), msg.count.end());
-    if (from.uneven() || to.uneven()) {
-      out.rank_moves.resize(world);
-      for (int r = 0; r < world; ++r) {
-        const BoxesOf a = have.of(r), z = want.of(r);
-        RankMove& mv = out.rank_moves[r];
-        mv.message_bytes = double(msg.largest[r]) * bytes_per_param;
-        mv.old_elements = double(numel(a));
-        mv.new_elements = double(numel(z));
-        mv.keeps = *a.boxes == *z.boxes;
-      }
-    }
+    add_messages(out, items, have, want, bytes_per_param, world, from.uneven() || to.uneven());
     return out;
   } catch (const std::invalid_argument&) {
     return {};  // a weight that does not split evenly: no placement, see header
@@ -283,19 +290,7 @@ TransferCost stage_move_cost(const ModelSpec& m, BlockKind kind, const Strategy&
       }
       items.push_back(std::move(item));
     }
-    const ExchangeMessages msg = exchange_messages(items, world);
-    out.max_message_bytes =
-        double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
-    out.max_rank_messages = *std::max_element(msg.count.begin(), msg.count.end());
-    out.rank_moves.resize(world);
-    for (int r = 0; r < world; ++r) {
-      const BoxesOf a = have.of(r), z = want.of(r);
-      RankMove& mv = out.rank_moves[r];
-      mv.message_bytes = double(msg.largest[r]) * bytes_per_param;
-      mv.old_elements = double(numel(a));
-      mv.new_elements = double(numel(z));
-      mv.keeps = mv.old_elements == mv.new_elements && overlap(z, a) == numel(z);
-    }
+    add_messages(out, items, have, want, bytes_per_param, world, /*per_rank=*/true);
     return out;
   } catch (const std::invalid_argument&) {
     return {};  // a weight that does not split evenly: no placement, see header
