@@ -10,6 +10,9 @@
 //   - embedding (wte, wpe), final LayerNorm and LM head: data parallel, replicated on every rank,
 //     batch split P ways (rank q takes rows [q·G/P, (q+1)·G/P) of the global batch). They stay
 //     outside the action space: their cost does not depend on the plan.
+//   - with p pipeline stages (pipeline.cpp), each block on its stage's P/p ranks only (its
+//     strategy over those ranks), the embedding on the first stage's, the final norm and LM
+//     head on the last stage's (a tied wte on both), each stage's batch split P/p ways.
 // Batch convention (runtime/core/cost.h): the GLOBAL batch [G, S] is handed to every rank; each
 // block takes its replica's rows; between blocks whose layouts differ the residual stream is
 // redistributed (forward, and the inverse in backward). The loss is the mean token
@@ -73,8 +76,8 @@ struct RepartitionStats {
 class RankTrainer {
  public:
   // Collective (creates the plan's groups). Throws std::invalid_argument for a plan that does
-  // not fit the model or world (why_live_plan_invalid: shapes over the whole batch, one
-  // pipeline stage) or an unsupported dtype.
+  // not fit the model or world (why_live_plan_invalid: shapes over the whole batch; 1F1B or
+  // GPipe stages) or an unsupported dtype.
   RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& world, TrainerOptions options);
   ~RankTrainer();
   RankTrainer(const RankTrainer&) = delete;
@@ -86,7 +89,8 @@ class RankTrainer {
   // micro_batches = m runs the batch as m micro-batches with gradient accumulation
   // (micro_batches.h): the same loss and gradients, one gradient sync and one update; an m
   // that does not divide a local batch throws std::invalid_argument (on every rank, before
-  // any collective).
+  // any collective). With pipeline stages the m micro-batches go through the plan's schedule
+  // (pipeline.cpp).
   double train_step(const at::Tensor& tokens, const at::Tensor& targets,
                     BlockTimes* times = nullptr, int micro_batches = 1);
   // The first half of train_step: forward, backward and gradient synchronisation, no update;
