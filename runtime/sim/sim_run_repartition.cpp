@@ -27,7 +27,7 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
   std::vector<double>& held_r = transit_held_;
   bool per_rank = false;
   // With stages a rank moves its own stage's blocks only: kept per rank from the start.
-  if (stage_world_ < world_) held_r.assign(world_, 0.0), per_rank = true;
+  if (from && stage_world_ < world_) held_r.assign(world_, 0.0), per_rank = true;
   auto held_max = [&](int st) {
     if (!per_rank) return held;
     const auto first = held_r.begin() + st * stage_world_;

@@ -51,34 +51,24 @@ TEST(LiveRunProcesses, FourRankProcessesTrainAndRepartition) {
   EXPECT_TRUE(std::isfinite(run.eval_loss(1)));
 }
 
-// The micro-batch count crosses the store channel: rank processes given m = 2 hold half the
-// activations at a time (peaks well below the whole batch's at these activation-heavy shapes)
-// and train to the same losses (float64: only the order of the sums differs).
-// The collectives microbenchmark command reaches rank processes too (live_run_test has the
-// thread case and the details).
 // Pipeline stages in rank processes: from one seed, 1F1B over 2 stages, a boundary move and a
 // GPipe plan train the losses of the same blocks on one stage (float64).
 TEST(LiveRunProcesses, PipelineStagesTrainInRankProcesses) {
   ExperimentSpec spec = process_spec();
   spec.live.precision = "float64";
   spec.model.layers = 4;
-  LiveRun flat(spec), staged(spec);
-  const int blocks = flat.model().num_blocks();
+  const int blocks = spec.model.num_blocks();
   const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
-  const std::vector<Plan> plans = {
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3)", blocks),
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3,schedule=gpipe)", blocks)};
-  flat.reset(9, one);
-  staged.reset(9, plans[0]);
-  for (const Plan& p : plans) {
-    const Measurement f = flat.step(one), g = staged.step(p);
-    ASSERT_TRUE(f.ok) << f.error;
-    ASSERT_TRUE(g.ok) << g.error;
-    EXPECT_NEAR(g.loss, f.loss, 1e-9 * f.loss) << p.to_string();
-  }
+  expect_losses_of_one_stage(
+      spec,
+      {Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
+       Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3)", blocks),
+       Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3,schedule=gpipe)", blocks)},
+      {one, one, one});
 }
 
+// The collectives microbenchmark command reaches rank processes too (live_run_test has the
+// thread case and the details).
 TEST(LiveRunProcesses, TimeCollectivesInRankProcesses) {
   LiveRun run(process_spec());
   run.reset(5, Plan::uniform(Strategy::tp1d(4), run.model().num_blocks()));
@@ -87,6 +77,9 @@ TEST(LiveRunProcesses, TimeCollectivesInRankProcesses) {
   for (const auto& t : timings) EXPECT_GT(t.seconds, 0) << t.op;
 }
 
+// The micro-batch count crosses the store channel: rank processes given m = 2 hold half the
+// activations at a time (peaks well below the whole batch's at these activation-heavy shapes)
+// and train to the same losses (float64: only the order of the sums differs).
 TEST(LiveRunProcesses, MicroBatchesReachTheRankProcesses) {
   ExperimentSpec spec = process_spec();
   spec.model.layers = 4;

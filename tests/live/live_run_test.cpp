@@ -434,25 +434,18 @@ TEST(LiveRun, PipelinedPlansTrainTheLossesOfOneStage) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");
   spec.live.precision = "float64";
   spec.model.layers = 4;
-  LiveRun flat(spec), staged(spec);
-  const int blocks = flat.model().num_blocks();
+  const int blocks = spec.model.num_blocks();
   const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
   const std::vector<Plan> plans = {
       Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
       Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", blocks),
       Plan::parse("uniform:dp@pp(p=2,m=2,split=3/1,schedule=gpipe)", blocks)};
-  const Plan flat_dp = Plan::parse("uniform:dp@pp(m=2)", blocks);
-  for (const Plan& p : plans) EXPECT_EQ(staged.why_invalid(p), "") << p.to_string();
-  flat.reset(9, one);
-  staged.reset(9, plans[0]);
-  for (size_t i = 0; i < plans.size(); ++i) {
-    const Measurement f = flat.step(i == 2 ? flat_dp : one), g = staged.step(plans[i]);
-    ASSERT_TRUE(f.ok) << f.error;
-    ASSERT_TRUE(g.ok) << g.error;
-    EXPECT_NEAR(g.loss, f.loss, 1e-9 * f.loss) << plans[i].to_string();
-    for (int b = 0; b < blocks; ++b) EXPECT_GT(g.block_fwd_s[b], 0) << "block " << b;
-    ASSERT_EQ(g.peak_memory_bytes.size(), 4u);
-    if (i == 1) EXPECT_GT(g.repartition_bytes, 0);  // the boundary moved a layer
+  const std::vector<Plan> flat = {one, one, Plan::parse("uniform:dp@pp(m=2)", blocks)};
+  const std::vector<Measurement> g = expect_losses_of_one_stage(spec, plans, flat);
+  for (size_t i = 0; i < g.size(); ++i) {
+    for (int b = 0; b < blocks; ++b) EXPECT_GT(g[i].block_fwd_s[b], 0) << "block " << b;
+    ASSERT_EQ(g[i].peak_memory_bytes.size(), 4u);
+    if (i == 1) EXPECT_GT(g[i].repartition_bytes, 0);  // the boundary moved a layer
   }
 }
 

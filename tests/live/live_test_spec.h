@@ -2,9 +2,14 @@
 // byte vocabulary, on P CPU "devices" of one node. Steps take milliseconds.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "runtime/core/experiment_spec.h"
+#include "runtime/live/driver/live_run.h"
 
 namespace shardgym::live {
 
@@ -48,6 +53,28 @@ inline ExperimentSpec tiny_live_spec(int ranks, const std::string& launch) {
   s.episodes = 1;
   s.steps_per_episode = 4;
   return s;
+}
+
+// Steps staged[i] on one live run and flat[i] (the same blocks on one stage) on another, both
+// reset from `seed` with their first plan; every step must run and the losses agree to
+// float64 rounding (1e-9). Returns the staged run's measurements.
+inline std::vector<Measurement> expect_losses_of_one_stage(const ExperimentSpec& spec,
+                                                           const std::vector<Plan>& staged,
+                                                           const std::vector<Plan>& flat,
+                                                           uint64_t seed = 9) {
+  LiveRun a(spec), b(spec);
+  for (const Plan& p : staged) EXPECT_EQ(b.why_invalid(p), "") << p.to_string();
+  a.reset(seed, flat.front());
+  b.reset(seed, staged.front());
+  std::vector<Measurement> out;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    const Measurement f = a.step(flat[i]), g = b.step(staged[i]);
+    EXPECT_TRUE(f.ok) << f.error;
+    EXPECT_TRUE(g.ok) << g.error;
+    EXPECT_NEAR(g.loss, f.loss, 1e-9 * f.loss) << staged[i].to_string();
+    out.push_back(g);
+  }
+  return out;
 }
 
 }  // namespace shardgym::live

@@ -180,7 +180,6 @@ class StagePipeline {
 at::Tensor run_pipeline(RankTrainer::State& st, const at::Tensor& tokens,
                         const at::Tensor& targets, int micro_batches, bool train,
                         BlockTimes* times, double mean_over) {
-  check_batch(st, tokens, targets);
   return StagePipeline(st, tokens, targets, micro_batches, train, times, mean_over).run();
 }
 

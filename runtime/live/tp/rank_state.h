@@ -94,6 +94,11 @@ struct RankTrainer::State {
   std::vector<int> active;
   bool is_active = true;
   StageRanks stage;  // this rank's pipeline stage (the whole world with one stage)
+  Comm* stage_comm = nullptr;   // its ranks' group (the world's with one stage)
+  std::vector<uint8_t> here;    // per block: 1 where the block runs on this rank's stage
+  // stage, stage_comm and here for the plan in force (after the plan's groups exist).
+  void place_stage();
+  bool on_stage(size_t b) const { return here[b] != 0; }
   std::unique_ptr<Groups> groups;
   std::vector<BlockState> blocks;  // sized once: BlockContext addresses stay valid
   std::vector<LocalParam> outer;   // wte, wpe, ln_f.weight, ln_f.bias, lm_head.weight (those
@@ -172,8 +177,8 @@ void add_backward_times(RankTrainer::State& st, BlockTimes* times);
 
 // Forward (and backward when `train`) of one iteration's `micro_batches` micro-batches through
 // this rank's pipeline stage (pipeline.cpp: GPipe or 1F1B as the plan says, activations and
-// their gradients sent between neighbouring stages). Returns this rank's share of the loss as
-// run_model does (0 on every stage but the last).
+// their gradients sent between neighbouring stages; the caller has checked the batch).
+// Returns this rank's share of the loss as run_model does (0 on every stage but the last).
 at::Tensor run_pipeline(RankTrainer::State& st, const at::Tensor& tokens,
                         const at::Tensor& targets, int micro_batches, bool train,
                         BlockTimes* times, double mean_over);

@@ -91,7 +91,7 @@ RankTrainer::RankTrainer(const ModelSpec& model, const Plan& plan, CommWorld& wo
     for (auto& kv : full) kv.second = kv.second.to(options.device);
   st.active = active_ranks(plan, st.world);
   st.is_active = rank_active(plan, st.rank, st.world);
-  st.stage = rank_stage(plan, st.rank, st.world);
+  st.place_stage();
   st.blocks.reserve(model.num_blocks());
   for (int b = 0; b < model.num_blocks(); ++b)
     st.blocks.push_back(
@@ -163,7 +163,7 @@ double RankTrainer::forward_backward(const at::Tensor& tokens, const at::Tensor&
     }
   }
   for (size_t b = 0; b < B; ++b) {
-    if (block_stage(st.plan, static_cast<int>(b), st.world) != st.stage) continue;  // not here
+    if (!st.on_stage(b)) continue;  // another stage's block
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     std::vector<LocalParam*> ps;
     for (auto& p : st.blocks[b].params) ps.push_back(&p);

@@ -152,7 +152,7 @@ RepartitionStats RankTrainer::repartition(const Plan& next) {
   st.plan = next;
   st.active = next_active;
   st.is_active = rank_active(next, st.rank, st.world);
-  st.stage = rank_stage(next, st.rank, st.world);
+  st.place_stage();
   st.act_plans.clear();
 
   RepartitionStats stats;

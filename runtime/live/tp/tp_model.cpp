@@ -100,6 +100,14 @@ double Groups::wait_s() const {
   return s;
 }
 
+void RankTrainer::State::place_stage() {
+  stage = rank_stage(plan, rank, world);
+  stage_comm = &groups->get(stage.ranks());
+  const std::vector<int> of = plan.block_stages();
+  here.assign(of.size(), 0);
+  for (size_t b = 0; b < of.size(); ++b) here[b] = of[b] == stage.index;
+}
+
 const LocalParam& RankTrainer::State::outer_param(const std::string& name) const {
   for (const auto& p : outer)
     if (p.shard.name == name) return p;
@@ -276,7 +284,7 @@ const ActivationPlans& activation_plans(RankTrainer::State& st, const BatchRows&
   ap.into_fwd.resize(st.blocks.size());
   ap.into_bwd.resize(st.blocks.size());
   for (size_t b = 0; b < st.blocks.size(); ++b) {
-    if (block_stage(st.plan, static_cast<int>(b), st.world) != sr) continue;
+    if (!st.on_stage(b)) continue;
     std::vector<Box> cur = boxes_of_all_ranks(st.model, st.plan.blocks[b], sr.size, rows);
     make_exchange(prev, cur, st.model, G, me, ap.into_fwd[b], ap.into_bwd[b]);
     prev = std::move(cur);
@@ -310,9 +318,9 @@ at::Tensor embed(RankTrainer::State& st, const at::Tensor& tokens) {
 
 at::Tensor stage_forward(RankTrainer::State& st, at::Tensor x, const ActivationPlans& ap,
                          bool probes, BlockTimes* times) {
-  Comm& stage = st.groups->get(st.stage.ranks());
+  Comm& stage = *st.stage_comm;
   for (size_t b = 0; b < st.blocks.size(); ++b) {
-    if (block_stage(st.plan, static_cast<int>(b), st.world) != st.stage) continue;
+    if (!st.on_stage(b)) continue;
     const double t0 = times ? now_s(st.options.device) : 0, w0 = st.groups->wait_s();
     if (probes) x = backward_probe(x, &st.probe_in[b]);
     if (ap.into_fwd[b]) x = redistribute(x, *ap.into_fwd[b], *ap.into_bwd[b], stage);
