@@ -208,6 +208,7 @@ struct BenchPipelineArgs {
   std::vector<int> micro_batches = {1, 2, 4, 8};
   bool no_python = false;
   std::string python = "/usr/bin/python3";
+  NoiseArgs noise;
 };
 int run_bench_pipeline(const BenchPipelineArgs& args, std::ostream& out, std::ostream& err);
 

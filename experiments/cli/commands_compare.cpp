@@ -236,15 +236,22 @@ int run_bench_pipeline(const BenchPipelineArgs& args, std::ostream& out, std::os
   o.micro_batches = args.micro_batches;
   o.run_python = !args.no_python;
   o.python = args.python;
+  const NoiseWatch watch;
   live::BenchPipelineResult r;
   try {
     r = live::bench_pipeline(o);
   } catch (const std::invalid_argument& e) {
     throw BadInput(e.what());
   }
-  out << (args.json ? live::bench_pipeline_to_json(r) + "\n" : live::bench_pipeline_to_text(r));
-  (void)err;
-  return 0;
+  // The live run's agreement with itself: each row's timed steps, back to back.
+  std::vector<std::pair<double, double>> pairs;
+  for (const live::BenchPipelineRow& w : r.rows)
+    for (const auto& p : consecutive_pairs(w.steps)) pairs.push_back(p);
+  const NoiseReport noise = watch.judge("pipelined step wall clock, back to back", pairs,
+                                        noise_limits(args.noise));
+  out << (args.json ? json_with_noise(live::bench_pipeline_to_json(r), noise)
+                    : live::bench_pipeline_to_text(r));
+  return report_noise(noise, args.json, out, err);
 #else
   (void)args;
   (void)out;

@@ -294,6 +294,7 @@ int main(int argc, char** argv) {
                            "Skip the same pipeline in Python PyTorch eager");
   bench_pipeline->add_option("--python", pipeline_args.python,
                              "Python with PyTorch for the eager side (default /usr/bin/python3)");
+  add_noise_options(bench_pipeline, pipeline_args.noise);
 
   BenchLearnArgs learn_args;
   auto* bench_learn = bench->add_subcommand(

@@ -68,6 +68,7 @@ BenchPipelineRow measure(const BenchPipelineOptions& o, const std::string& sched
     steps.push_back(s), opts.push_back(op), stage.push_back(c);
     bubbles.push_back(s - op > 0 ? 1 - m * c / (s - op) : 0);
   }
+  row.steps = steps;
   row.step_s = median_of(steps);
   row.optimizer_s = median_of(opts);
   row.stage_compute_s = median_of(stage);

@@ -49,6 +49,7 @@ struct BenchPipelineRow {
   double formula = 0;       // (p − 1) / (m + p − 1)
   double spread = 0;        // (max − min) / median of the step over the timed iterations
   double eager_step_s = 0;  // the eager pipeline's median (0: not run)
+  std::vector<double> steps;  // the slowest rank's wall clock, every timed iteration
 };
 
 struct BenchPipelineResult {
