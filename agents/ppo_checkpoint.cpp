@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "agents/checkpoint_file.h"
 #include "agents/ppo_checkpoint_check.h"
@@ -43,8 +46,24 @@ torch::Tensor tensor_of(const checkpoint::Record& r, const torch::Tensor& like) 
   return t;
 }
 
-std::string adam_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
+// A parameter's key in the optimizer's state: its TensorImpl's address, printed to a string in
+// LibTorch 1.x and the pointer itself in LibTorch 2.x (the map's key type says which).
+using AdamStateKey =
+    std::decay_t<decltype(std::declval<const torch::optim::Optimizer&>().state())>::key_type;
+
+template <typename Key>
+Key state_key(c10::TensorImpl* impl) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << impl;
+    return s.str();
+  } else {
+    return impl;
+  }
+}
+
+AdamStateKey adam_key(const torch::Tensor& p) {
+  return state_key<AdamStateKey>(p.unsafeGetTensorImpl());
 }
 
 bool is_zip(const std::string& bytes) { return bytes.rfind(std::string("PK\x03\x04", 4), 0) == 0; }

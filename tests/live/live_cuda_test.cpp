@@ -1,9 +1,10 @@
 // LiveRun on CUDA (label gpu; skips without a CUDA build and a GPU): the env-facing run with
 // its ranks' tensors on the GPU — ranks sharing one GPU over Gloo, and one rank per GPU over
-// NCCL, as threads and as processes.
+// NCCL, as threads and as processes; pipeline stages on rank processes sharing one GPU.
 #include "runtime/live/driver/live_run.h"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +51,32 @@ TEST(LiveCuda, FourRankProcessesShareOneGpuOverGloo) {
   train_and_check(run, Plan::uniform(Strategy::tp1d(2), blocks),
                   Plan::parse("tp1d(t=4);dp;tp2d(d1=2,d2=2,first=row);tp1d(t=2,sp=1)", blocks),
                   12);
+}
+
+// Pipeline stages on rank processes sharing cuda:0 over Gloo: two stages of two tensor-parallel
+// ranks, a boundary move and a change of schedule, every loss that of the same blocks on one
+// stage (float64), and peak memory from the CUDA allocator on every rank.
+TEST(LiveCuda, PipelineStagesOnRankProcessesSharingOneGpu) {
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
+  ExperimentSpec spec = tiny_live_spec(4, "processes");
+  spec.live.device = "cuda";
+  spec.live.backend = "gloo";
+  spec.live.precision = "float64";
+  spec.live.timeout_s = 60;
+  spec.model.layers = 4;
+  const int blocks = spec.model.num_blocks();
+  const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
+  const std::vector<Plan> staged = {
+      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
+      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", blocks),
+      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1,schedule=gpipe)", blocks)};
+  const std::vector<Measurement> g = expect_losses_of_one_stage(spec, staged, {one, one, one});
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_EQ(g[i].memory_source, "cuda-allocator");
+    ASSERT_EQ(g[i].peak_memory_bytes.size(), 4u);
+    for (double peak : g[i].peak_memory_bytes) EXPECT_GT(peak, 0);
+    if (i == 1) EXPECT_GT(g[i].repartition_bytes, 0);  // the boundary moved a layer
+  }
 }
 
 // One rank per GPU (two where there are two GPUs), NCCL being live.backend's default on cuda.

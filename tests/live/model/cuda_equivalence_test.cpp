@@ -2,16 +2,20 @@
 // gpu; every test skips without a CUDA build and a visible GPU):
 //   - one rank on the GPU (a thread): every catalog strategy and random mixtures, float64
 //     (1e-9) and float32 (1e-5);
+//   - Llama's blocks (grouped-query attention, SwiGLU, RMSNorm, rotary; tied and untied head);
 //   - ranks sharing one GPU, P ∈ {2, 4}: processes (cuda_equivalence_worker.cpp) over Gloo,
 //     which stages through the host — not threads: LibTorch's autograd engine runs every
 //     backward of one device on one thread, so a rank thread waiting in a collective inside
-//     its backward would block its peers' backward for good;
+//     its backward would block its peers' backward for good; the GPT, Llama's blocks and
+//     pipelined plans (p = 2, 4 stages, m = 1, 2, 4, 1F1B and GPipe, TP inside stages);
 //   - one rank per GPU over NCCL, P = 2 and 4 where that many GPUs are visible (NCCL refuses two
 //     ranks on one GPU);
 //   - the NCCL Comm itself on one GPU (groups of one rank through NCCL): every collective,
 //     including the flat all-gather / reduce-scatter along a dim other than 0;
 //   - training continues identically across repartitions on the GPU.
 #include <mutex>
+#include <string>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -66,14 +70,28 @@ TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
                     shared_gpu());
 }
 
+TEST_P(SharedGpu, LlamaBlocksMatchTheReferenceInFloat64) {
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
+  const ModelSpec m = testing::tiny_llama();
+  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()),
+                    shared_gpu());
+  const ModelSpec tied = testing::tiny_llama(/*tied=*/true);
+  expect_equivalent(tied, GetParam(), at::kDouble, kTolDouble,
+                    mixture_cases(tied, GetParam(), 4, 600 + GetParam()), shared_gpu());
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpu, ::testing::Values(1));
 
-class SharedGpuProcesses : public ::testing::TestWithParam<int> {};
+// (P, suite of cuda_equivalence_worker.cpp): the GPT's catalog and mixtures, Llama's blocks, and
+// pipelined plans (stages on consecutive ranks, activations sent stage to stage).
+class SharedGpuProcesses : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
-TEST_P(SharedGpuProcesses, EveryCatalogStrategyAndMixturesMatchTheReferenceInFloat64) {
+TEST_P(SharedGpuProcesses, MatchTheReferenceInFloat64) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  const auto results = run_processes(GetParam(), {SHARDGYM_CUDA_EQUIVALENCE_WORKER, "float64"}, 300);
-  ASSERT_EQ(results.size(), size_t(GetParam()));
+  const auto [ranks, suite] = GetParam();
+  const auto results =
+      run_processes(ranks, {SHARDGYM_CUDA_EQUIVALENCE_WORKER, "float64", suite}, 300);
+  ASSERT_EQ(results.size(), size_t(ranks));
   for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << "rank " << r.rank << ": " << r.output;
   const std::string& out = results[0].output;
   const size_t at = out.find("max loss_err");
@@ -81,7 +99,13 @@ TEST_P(SharedGpuProcesses, EveryCatalogStrategyAndMixturesMatchTheReferenceInFlo
   std::printf("%s", out.substr(at).c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpuProcesses, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpuProcesses,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values("gpt", "llama", "pipelines")),
+                         [](const auto& info) {
+                           return std::get<1>(info.param) + "_P" +
+                                  std::to_string(std::get<0>(info.param));
+                         });
 
 class NcclPerGpu : public ::testing::TestWithParam<int> {};
 

@@ -82,6 +82,28 @@ inline std::vector<Case> with_micro_batches(const std::vector<Case>& cases, int 
   return out;
 }
 
+// tiny_model (or `m`) with 4 layers (8 blocks), so that 4 pipeline stages hold a layer each.
+inline ModelSpec four_layers(ModelSpec m = tiny_model()) {
+  m.layers = 4;
+  return m;
+}
+
+// `blocks` (a plan's block part) under every pipeline part of `parts` ("pp(p=2)", ...), each
+// with m ∈ {1, 2, 4} micro-batches.
+inline std::vector<Case> pipelined_cases(const ModelSpec& m, const std::string& blocks,
+                                         const std::vector<std::string>& parts) {
+  std::vector<Case> out;
+  for (const std::string& part : parts)
+    for (int mb : {1, 2, 4}) {
+      Case c;
+      c.plan = Plan::parse(blocks + "@" + part, m.num_blocks());
+      c.micro_batches = mb;
+      c.name = c.plan.to_string() + " m=" + std::to_string(mb);
+      out.push_back(c);
+    }
+  return out;
+}
+
 // The strategy kinds that some block of `cases` uses: dp, tp1d, sp, tp2d-row, tp2d-col,
 // chunks, recompute.
 inline std::set<std::string> covered_kinds(const std::vector<Case>& cases) {

@@ -25,27 +25,8 @@ using testing::expect_equivalent;
 using testing::kTolDouble;
 using testing::kTolFloat;
 
-// tiny_model with 4 layers (8 blocks), so that 4 stages hold a layer each.
-ModelSpec four_layers(ModelSpec m = testing::tiny_model()) {
-  m.layers = 4;
-  return m;
-}
-
-// `blocks` (one strategy text per block, ';'-separated) under every pipeline part of `parts`,
-// each with m ∈ {1, 2, 4}.
-std::vector<Case> pipelined(const ModelSpec& m, const std::string& blocks,
-                            const std::vector<std::string>& parts) {
-  std::vector<Case> out;
-  for (const std::string& part : parts)
-    for (int mb : {1, 2, 4}) {
-      Case c;
-      c.plan = Plan::parse(blocks + "@" + part, m.num_blocks());
-      c.micro_batches = mb;
-      c.name = c.plan.to_string() + " m=" + std::to_string(mb);
-      out.push_back(c);
-    }
-  return out;
-}
+using testing::four_layers;
+using testing::pipelined_cases;
 
 const std::vector<std::string> kTwoStages = {"pp(p=2)", "pp(p=2,schedule=gpipe)",
                                              "pp(p=2,split=1/3)", "pp(p=2,split=3/1,schedule=gpipe)"};
@@ -53,7 +34,8 @@ const std::vector<std::string> kFourStages = {"pp(p=4)", "pp(p=4,schedule=gpipe)
 
 TEST(PipelineEquivalence, TwoStagesOnTwoRanksMatchTheReference) {
   const ModelSpec m = four_layers();
-  expect_equivalent(m, 2, at::kDouble, kTolDouble, pipelined(m, "uniform:dp", kTwoStages));
+  expect_equivalent(m, 2, at::kDouble, kTolDouble,
+                    pipelined_cases(m, "uniform:dp", kTwoStages));
 }
 
 // P = 4, p = 2: two ranks per stage, each block split over them (tp1d, sp, tp2d, chunks,
@@ -65,28 +47,30 @@ TEST(PipelineEquivalence, TensorParallelismInsideStagesAndDataParallelismAcross)
        {"uniform:dp", "uniform:tp1d(t=2)", "uniform:tp1d(t=2,sp=1)",
         "dp;tp1d(t=2);tp2d(d1=1,d2=2,first=row);tp1d(t=2,sp=1,recompute=1);"
         "tp1d(t=2,chunks=2);dp;tp2d(d1=2,d2=1,first=col);tp1d(t=2)"})
-    for (const Case& c : pipelined(m, blocks, kTwoStages)) cases.push_back(c);
+    for (const Case& c : pipelined_cases(m, blocks, kTwoStages)) cases.push_back(c);
   expect_equivalent(m, 4, at::kDouble, kTolDouble, cases);
 }
 
 TEST(PipelineEquivalence, FourStagesOnFourRanksMatchTheReference) {
   const ModelSpec m = four_layers();
-  expect_equivalent(m, 4, at::kDouble, kTolDouble, pipelined(m, "uniform:dp", kFourStages));
+  expect_equivalent(m, 4, at::kDouble, kTolDouble,
+                    pipelined_cases(m, "uniform:dp", kFourStages));
 }
 
 // float32 takes the oneDNN products and the overlapped chunks.
 TEST(PipelineEquivalence, Float32MatchesTheReference) {
   const ModelSpec m = four_layers();
   expect_equivalent(m, 4, at::kFloat, kTolFloat,
-                    pipelined(m, "uniform:tp1d(t=2,chunks=2)", {"pp(p=2)"}));
+                    pipelined_cases(m, "uniform:tp1d(t=2,chunks=2)", {"pp(p=2)"}));
 }
 
 // Llama's blocks with the LM head tied to wte: the first and the last stage both hold wte, and
 // its gradient is summed between them (Megatron-LM's embedding all-reduce).
 TEST(PipelineEquivalence, TiedLlamaMatchesTheReference) {
   const ModelSpec m = four_layers(testing::tiny_llama(/*tied=*/true));
-  std::vector<Case> cases = pipelined(m, "uniform:tp1d(t=2)", {"pp(p=2)", "pp(p=2,split=3/1)"});
-  for (const Case& c : pipelined(m, "uniform:dp", {"pp(p=4)"})) cases.push_back(c);
+  std::vector<Case> cases =
+      pipelined_cases(m, "uniform:tp1d(t=2)", {"pp(p=2)", "pp(p=2,split=3/1)"});
+  for (const Case& c : pipelined_cases(m, "uniform:dp", {"pp(p=4)"})) cases.push_back(c);
   expect_equivalent(m, 4, at::kDouble, kTolDouble, cases);
 }
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, in one run (docs/gpu/README.md): the gpu-labelled tests (CUDA
+# placement against the CPU reference for the GPT, Llama's blocks and pipelined plans; LiveRun
+# on the GPU), the live step against PyTorch eager on the GPU, and a cuBLAS GEMM sweep. Logs
+# and the sweep's CSV go to $OUT (default runs/gpu); a summary is printed last.
+#
+#   scripts/gpu_checks.sh                 build build-cuda (scripts/build_cuda.sh), then check
+#   scripts/gpu_checks.sh --pack DIR      on a machine without a GPU: copy an existing
+#                                         build-cuda's binaries and the shared libraries they
+#                                         need (but LibTorch's and CUDA's) into DIR
+#   scripts/gpu_checks.sh --prebuilt DIR  on the GPU machine: check with DIR's binaries and
+#                                         the LibTorch of its python3 (same version required)
+#
+# A pack lets the build run where cores are cheap and the GPU time go to the checks alone. The
+# binaries keep the absolute paths they were built with (the rank worker, the source folder):
+# --prebuilt recreates them as links to this checkout when they are missing.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+bins=(tests/live/model/live_model_cuda_test tests/live/model/live_cuda_equivalence_worker
+      tests/live/live_cuda_test runtime/live/shardgym_rank_worker experiments/shardgym)
+
+if [[ ${1:-} == --pack ]]; then
+  set -e
+  dir=${2:?--pack DIR}
+  rm -rf "$dir" && mkdir -p "$dir/build-cuda" "$dir/lib"
+  for b in "${bins[@]}"; do
+    mkdir -p "$dir/build-cuda/$(dirname "$b")" && cp "build-cuda/$b" "$dir/build-cuda/$b"
+    # Every resolved dependency outside LibTorch, CUDA and the C runtime.
+    ldd "build-cuda/$b" | awk '$3 ~ /^\// {print $3}' |
+      grep -Ev '/torch/lib/|/cuda|/nvidia/|/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
+      xargs -r -I{} cp -nL {} "$dir/lib/"
+  done
+  grep -o 'Torch_DIR:PATH=.*' build-cuda/CMakeCache.txt | sed 's/^Torch_DIR:PATH=//' > "$dir/torch_dir"
+  sed -n "s/^__version__ = '\(.*\)'/\1/p" "$(cat "$dir/torch_dir")/../../../version.py" > "$dir/torch_version"
+  echo "$root" > "$dir/source_dir"
+  du -sh "$dir"
+  exit 0
+fi
+
+out=${OUT:-runs/gpu}
+mkdir -p "$out" && : > "$out/summary.txt"
+py=${PYTHON:-python3}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/device.txt"
+torch_version=$("$py" -c 'import torch; print(torch.__version__)')
+echo "python3 torch $torch_version, cuda $("$py" -c 'import torch; print(torch.version.cuda)')" | tee -a "$out/device.txt"
+
+if [[ ${1:-} == --prebuilt ]]; then
+  pack=$(realpath "${2:?--prebuilt DIR}")
+  if [[ $(cat "$pack/torch_version") != "$torch_version" ]]; then
+    echo "gpu_checks: the pack was built against torch $(cat "$pack/torch_version"), python3 has $torch_version" >&2
+    exit 1
+  fi
+  src=$(cat "$pack/source_dir")
+  if [[ $src != "$root" && ! -e $src ]]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
+  rm -rf build-cuda && cp -a "$pack/build-cuda" build-cuda
+  # The pack's libraries only where this machine lacks them.
+  rm -rf /tmp/gpu-checks-lib && mkdir -p /tmp/gpu-checks-lib
+  ldconfig -p > /tmp/gpu-checks-ldcache
+  for l in "$pack"/lib/*; do
+    grep -qF "$(basename "$l") (" /tmp/gpu-checks-ldcache || ln -sf "$l" /tmp/gpu-checks-lib/
+  done
+  echo "libraries from the pack: $(ls /tmp/gpu-checks-lib | tr '\n' ' ')" | tee -a "$out/device.txt"
+  torch_lib=$("$py" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  # LibTorch's own libraries find CUDA's through their RPATH; the binaries need libcudart too.
+  cuda_lib=$(dirname "$(dirname "$torch_lib")")/nvidia/cu13/lib
+  export LD_LIBRARY_PATH=$torch_lib:$cuda_lib:/tmp/gpu-checks-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  for b in "${bins[@]}"; do
+    ldd "build-cuda/$b" | grep "not found" | sed "s|^|$b: |" | tee -a "$out/device.txt"
+  done
+else
+  SHARDGYM_JOBS=${SHARDGYM_JOBS:-$(nproc)} scripts/build_cuda.sh -DSHARDGYM_PYTHON=OFF \
+    > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+fi
+export SHARDGYM_SOURCE_DIR=$root
+
+status=0
+step() {  # step NAME SECONDS COMMAND...: runs it, its output to $out/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+  [[ $rc == 0 ]] || status=1
+}
+# Limits that keep the whole run inside a 10-minute lease command.
+step cuda_equivalence 200 build-cuda/tests/live/model/live_model_cuda_test
+step live_cuda 150 build-cuda/tests/live/live_cuda_test
+step bench_live 60 build-cuda/experiments/shardgym bench live --device cuda --python "$py" --iters 50
+step gemm_sweep 120 "$py" scripts/gpu_gemm_sweep.py --out "$out/gemm_sweep.csv"
+
+echo "---- summary"
+for f in cuda_equivalence live_cuda; do
+  grep -hE '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|^\[       OK \]|max loss_err|max relative error' \
+    "$out/$f.log" | sed 's/^/  /'
+done
+grep -A12 -iE 'step|eager' "$out/bench_live.log" | head -30
+cat "$out/summary.txt"
+exit $status
