@@ -53,6 +53,10 @@ if [[ ${1:-} == --prebuilt ]]; then
   fi
   src=$(cat "$pack/source_dir")
   if [[ $src != "$root" && ! -e $src ]]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
+  if [[ -e build-cuda/build.ninja ]]; then
+    echo "gpu_checks: build-cuda holds a build of its own; move it away to check a pack" >&2
+    exit 1
+  fi
   rm -rf build-cuda && cp -a "$pack/build-cuda" build-cuda
   # The pack's libraries only where this machine lacks them.
   rm -rf /tmp/gpu-checks-lib && mkdir -p /tmp/gpu-checks-lib

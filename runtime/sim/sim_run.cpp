@@ -211,6 +211,11 @@ bool SimRun::configure(const Pipeline& pipe) const {
   for (int s = 0; s < p; ++s)
     in_flight_[s] = micro_batches_in_flight(pipe.schedule, p, pipe.micro_batches,
                                             pipe.virtual_stages, s);
+  // The LM head's activations (fp32 logits) live as long as the last stage's blocks': all m
+  // micro-batches under GPipe, one under 1F1B (min(p − s, m) at s = p − 1). The interleaved
+  // schedule's last model chunk is counted once (its head runs each micro-batch's backward
+  // right after the forward, as 1F1B's last stage does).
+  head_in_flight_ = pipe.schedule == Schedule::kInterleaved ? 1.0 : in_flight_[p - 1];
   // Per-micro-batch conditions on every stage.
   Conditions c = cost_.conditions();
   // Context parallelism prices parts of sequences (plan.h context_model), then per micro-batch.

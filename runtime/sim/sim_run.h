@@ -352,7 +352,10 @@ class SimRun : public TrainingRun {
   // edge_memory()'s figures for the first / last stage, valid for gen_ and those degrees.
   mutable uint32_t edge_gen_ = 0;
   mutable int edge_t_[2] = {0, 0};
-  mutable double edge_[2] = {0, 0};
+  mutable double edge_[2] = {0, 0};  // parameters and optimizer state of the first / last stage
+  mutable double edge_act_ = 0;       // the LM head's activations of one micro-batch
+  // Micro-batches whose head activations the last stage holds (set with in_flight_).
+  mutable double head_in_flight_ = 1;
   mutable std::vector<double> stage_capacity_;  // smallest device memory of each stage
   double idle_power_w_ = 0;                     // Σ_ranks idle_w
   mutable int stage_world_ = 0;

@@ -332,7 +332,8 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
   const int p = static_cast<int>(stage_cost_.size());
   // Embedding on the first stage, LM head and its fp32 logits on the last, both split over
   // the vocabulary by the tensor-parallel degree of the stage's edge block (Megatron-LM's
-  // VocabParallelEmbedding and column-parallel output layer); the logits as HeadCost has them.
+  // VocabParallelEmbedding and column-parallel output layer); the logits as HeadCost has them,
+  // for each micro-batch in flight on the last stage.
   const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
   const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
   if (edge_gen_ != gen_ || edge_t_[0] != t_first || edge_t_[1] != t_last) {
@@ -343,12 +344,12 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
     const RuntimeCalibration& cal = cost_.cluster().calibration;
     const double ms = cal.memory_state_scale, ma = cal.memory_activation_scale;
     edge_[0] = emb / t_first * mm.state_bytes_per_param(stage_world_ / t_first) * ms;
-    edge_[1] = (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) * ms +
-               head_act * ma;
+    edge_[1] = (total - emb) / t_last * mm.state_bytes_per_param(stage_world_ / t_last) * ms;
+    edge_act_ = head_act * ma;
     edge_t_[0] = t_first, edge_t_[1] = t_last, edge_gen_ = gen_;
   }
   out[0] += edge_[0];
-  out[p - 1] += edge_[1];
+  out[p - 1] += edge_[1] + head_in_flight_ * edge_act_;
   const double base = cost_.cluster().calibration.memory_base_bytes;
   if (base != 0)
     for (int s = 0; s < p; ++s) out[s] += base;

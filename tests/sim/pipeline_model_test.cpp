@@ -244,6 +244,32 @@ TEST(PipelineModel, MicroBatchesHoldOneMicroBatchOfActivations) {
   EXPECT_NEAR(b->step_latency_s / a->step_latency_s, 1.0, 0.25);
 }
 
+// Under GPipe every micro-batch's forward runs before any backward, so the last stage holds
+// m micro-batches of its blocks' activations and of the LM head's (fp32 logits), as the live
+// ranks do (runtime/live/launch/memory_estimate.cpp); under 1F1B it holds one of each.
+TEST(PipelineModel, GPipesLastStageHoldsEveryMicroBatchsLogits) {
+  ModelSpec m = gpt(4, 2048, 16, 1024, 1);
+  m.global_batch = 16;
+  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=4)";
+  SimRun one_f_one_b(spec);
+  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=4,schedule=gpipe)";
+  SimRun gpipe(spec);
+  const auto a = one_f_one_b.estimate(one_f_one_b.plan()), b = gpipe.estimate(gpipe.plan());
+  ASSERT_TRUE(a && b && a->ok && b->ok);
+  const CostModel& cm = gpipe.stage_cost_model(1);  // rank 8 is on the last stage
+  double blocks_act = 0;
+  for (int blk = m.num_blocks() / 2; blk < m.num_blocks(); ++blk)
+    blocks_act += cm.block_memory(ModelSpec::block_kind(blk), gpipe.plan().blocks[blk])
+                      .activation_bytes;
+  const ModelSpec& mm = cm.model();
+  const double head_act = cm.head_cost().memory_bytes -
+                          double(m.embedding_params()) * mm.state_bytes_per_param();
+  ASSERT_GT(head_act, 0);
+  EXPECT_NEAR(b->peak_memory_bytes[8] - a->peak_memory_bytes[8], 3 * (blocks_act + head_act),
+              1e-6 * a->peak_memory_bytes[8]);
+}
+
 TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
   ModelSpec m = gpt(8, 2048, 16, 1024, 1);
   m.global_batch = 16;
