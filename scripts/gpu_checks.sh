@@ -88,17 +88,34 @@ step() {  # step NAME SECONDS COMMAND...: runs it, its output to $out/NAME.log
   echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
   [[ $rc == 0 ]] || status=1
 }
+# Which steps (GPU_CHECKS, default "tests bench gemm"); "fidelity" adds the simulator against
+# live CPU ranks on pipelined plans, 2 and 4 ranks, threads and processes
+# (scripts/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine.
 # Limits that keep the whole run inside a 10-minute lease command.
-step cuda_equivalence 200 build-cuda/tests/live/model/live_model_cuda_test
-step live_cuda 150 build-cuda/tests/live/live_cuda_test
-step bench_live 60 build-cuda/experiments/shardgym bench live --device cuda --python "$py" --iters 50
-step gemm_sweep 120 "$py" scripts/gpu_gemm_sweep.py --out "$out/gemm_sweep.csv"
+checks=" ${GPU_CHECKS:-tests bench gemm} "
+if [[ $checks == *" tests "* ]]; then
+  step cuda_equivalence 200 build-cuda/tests/live/model/live_model_cuda_test
+  step live_cuda 150 build-cuda/tests/live/live_cuda_test
+fi
+if [[ $checks == *" bench "* ]]; then
+  step bench_live 60 build-cuda/experiments/shardgym bench live --device cuda --python "$py" --iters 50
+fi
+if [[ $checks == *" gemm "* ]]; then
+  step gemm_sweep 120 "$py" scripts/gpu_gemm_sweep.py --out "$out/gemm_sweep.csv"
+fi
+if [[ $checks == *" fidelity "* ]]; then
+  step live_fidelity 420 env SHARDGYM_BUILD_DIR=build-cuda scripts/live_fidelity.sh --pipelines \
+    --out "$out/fidelity"
+  tar czf "$out/live_fidelity.tgz" -C "$out" fidelity && rm -rf "$out/fidelity"
+fi
 
 echo "---- summary"
 for f in cuda_equivalence live_cuda; do
+  [[ -f $out/$f.log ]] || continue
   grep -hE '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|^\[       OK \]|max loss_err|max relative error' \
     "$out/$f.log" | sed 's/^/  /'
 done
-grep -A12 -iE 'step|eager' "$out/bench_live.log" | head -30
+[[ -f $out/bench_live.log ]] && grep -A12 -iE 'step|eager' "$out/bench_live.log" | head -30
+[[ -f $out/live_fidelity.log ]] && grep -E '^== |^step |^peak memory|^Kendall|^live noise' "$out/live_fidelity.log"
 cat "$out/summary.txt"
 exit $status
