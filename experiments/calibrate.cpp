@@ -122,21 +122,36 @@ double layout_changes(const Plan& plan) {
   return n;
 }
 
-// Kernels the physical model counts for a block (cost.h block_kernels, through the block
-// cost's host time): a simulator whose device issues each kernel in one microsecond.
+// Kernels and collectives the physical model counts for a block (cost.h block_kernels,
+// through the block cost's host time): simulators whose device issues each kernel, or each
+// collective, in one microsecond and the other in none.
 class KernelCounter {
  public:
-  KernelCounter(ExperimentSpec spec, uint64_t seed, const Plan& any) {
-    for (DeviceType& d : spec.cluster.devices) d.host_kernel_s = kUnit;
-    sim_ = std::make_unique<SimRun>(spec);
-    sim_->reset(seed, any);
-  }
+  KernelCounter(const ExperimentSpec& spec, uint64_t seed, const Plan& any)
+      : kernels_(with_host(spec, kUnit, 0.0), seed, any),
+        collectives_(with_host(spec, 0.0, kUnit), seed, any) {}
   // Block b of `plan`, per micro-batch.
-  double of(const Plan& plan, int b) const { return sim_->breakdown(plan).blocks[b].host_s / kUnit; }
+  double of(const Plan& plan, int b) const { return kernels_.host_s(plan, b); }
+  double collectives_of(const Plan& plan, int b) const { return collectives_.host_s(plan, b); }
 
  private:
   static constexpr double kUnit = 1e-6;
-  std::unique_ptr<SimRun> sim_;
+  struct Counter {
+    Counter(const ExperimentSpec& spec, uint64_t seed, const Plan& any)
+        : sim(std::make_unique<SimRun>(spec)) {
+      sim->reset(seed, any);
+    }
+    double host_s(const Plan& plan, int b) const {
+      return sim->breakdown(plan).blocks[b].host_s / kUnit;
+    }
+    std::unique_ptr<SimRun> sim;
+  };
+  static ExperimentSpec with_host(ExperimentSpec spec, double kernel_s, double collective_s) {
+    for (DeviceType& d : spec.cluster.devices)
+      d.host_kernel_s = kernel_s, d.host_collective_s = collective_s;
+    return spec;
+  }
+  Counter kernels_, collectives_;
 };
 
 // The shape pass (CPU ranks): every uniform plan once more with its batch in the most
@@ -169,7 +184,8 @@ std::vector<ComputePoint> small_shape_points(const Stepper& step, const Training
         physics += bd.blocks[b].fwd_s + bd.blocks[b].bwd_s;
       }
       if (n == 0) continue;
-      points.push_back({measured / n, physics / n, kernels.of(p, kind)});
+      points.push_back(
+          {measured / n, physics / n, kernels.of(p, kind), kernels.collectives_of(p, kind)});
     }
     if (o.progress) {
       std::ostringstream line;
@@ -244,7 +260,8 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     std::map<int, std::vector<double>> fwd, bwd, comm;
     std::vector<double> spread;
     BlockCost physics;
-    double kernels = 0;  // per micro-batch, as the physical model counts them (KernelCounter)
+    // Per micro-batch, as the physical model counts them (KernelCounter).
+    double kernels = 0, collectives = 0;
   };
   const KernelCounter kernels(sspec, o.seed, plans.front());
   std::map<std::pair<int, std::string>, Row> rows;
@@ -338,7 +355,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       auto key = std::make_pair(kind, plan.blocks[b].to_string());
       auto [it, fresh] = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]});
       Row& r = it->second;
-      if (fresh) r.kernels = kernels.of(plan, b);
+      if (fresh) r.kernels = kernels.of(plan, b), r.collectives = kernels.collectives_of(plan, b);
       r.fwd[b].push_back(s.fwd[b] / m);
       r.bwd[b].push_back(s.bwd[b] / m);
       r.comm[b].push_back(s.comm[b] / m);
@@ -384,7 +401,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     std::vector<ComputePoint> points;
     for (const auto& [key, r] : rows) {
       const double measured = median(block_medians(r.fwd)) + median(block_medians(r.bwd));
-      points.push_back({measured, r.physics.fwd_s + r.physics.bwd_s, r.kernels});
+      points.push_back({measured, r.physics.fwd_s + r.physics.bwd_s, r.kernels, r.collectives});
     }
     const bool serial = live.spec.live.device == "cpu" && o.shape_pass;
     if (serial) {
@@ -396,6 +413,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     c.peak_flops = dev.peak_flops * fit.speed;
     c.memory_bw = (dev.memory_bw > 0 ? dev.memory_bw : dev.peak_flops) * fit.speed;
     c.kernel_s = fit.kernel_s;
+    c.collective_s = serial ? fit.collective_s : -1.0;
     c.compute_fit_error = fit.fit_error;
   }
   // Link: α per ring step and bandwidth from the blocks without chunked overlap.

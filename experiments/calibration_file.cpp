@@ -60,6 +60,8 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << "device: {name: " << quoted(c.device_name) << ", peak_flops: " << num(c.peak_flops)
     << ", memory_bw: " << num(c.memory_bw)
     << (c.kernel_s > 0 ? ", kernel_s: " + num(c.kernel_s) : std::string())
+    << (c.kernel_s > 0 && c.collective_s >= 0 ? ", collective_s: " + num(c.collective_s)
+                                              : std::string())
     << ", fit_error: " << num(c.compute_fit_error)
     << "}\n"
     << "link: {name: " << quoted(c.link_name) << ", latency_s: " << num(c.link_latency_s)
@@ -151,8 +153,9 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     if (auto f = m->optional("drift_reference_s")) c.drift_reference_s = f->as_double(0, 1e6);
   }
   YamlField dev = root.child("device");
-  dev.check_keys({"name", "peak_flops", "memory_bw", "kernel_s", "fit_error"});
+  dev.check_keys({"name", "peak_flops", "memory_bw", "kernel_s", "collective_s", "fit_error"});
   if (auto f = dev.optional("kernel_s")) c.kernel_s = f->as_double(0, 1.0);
+  if (auto f = dev.optional("collective_s")) c.collective_s = f->as_double(0, 1.0);
   c.device_name = dev.child("name").as_string();
   c.peak_flops = dev.child("peak_flops").as_positive_double();
   c.memory_bw = dev.child("memory_bw").as_positive_double();
@@ -257,7 +260,10 @@ std::string apply_calibration(const CalibrationFile& c, const std::string& path,
   dev.peak_flops = c.peak_flops;
   dev.memory_bw = c.memory_bw;
   dev.gemm_efficiency = 0.80;  // the fitted peak is an effective rate at the builtin table's top
-  if (c.kernel_s > 0) dev.host_kernel_s = c.kernel_s, dev.host_micro_batch_s = 0;
+  if (c.kernel_s > 0) {
+    dev.host_kernel_s = c.kernel_s, dev.host_micro_batch_s = 0;
+    dev.host_collective_s = c.collective_s;  // < 0 (older files): as a kernel
+  }
   LinkClass& link = cluster.links[l];
   link.latency_s = c.link_latency_s;
   link.bandwidth = c.link_bandwidth;

@@ -39,6 +39,10 @@ struct CalibrationFile {
   // the table does not hold (CPU ranks issue and run each op on one thread: no overlap); 0 in
   // files without it. The device's host_kernel_s, with the issue time additive (serial_host).
   double kernel_s = 0;
+  // Seconds per collective on the rank's thread besides the exchange itself (argument checks,
+  // contiguous copies, the call into the backend), fitted apart from kernel_s; < 0 in files
+  // without it, where a collective costs kernel_s. The device's host_collective_s.
+  double collective_s = -1;
   std::string link_name;
   double link_latency_s = 0, link_bandwidth = 0;  // α per ring step, B per rank
   // Fit quality: median |relative error| of the fitted model on the calibration samples.

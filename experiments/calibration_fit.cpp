@@ -69,32 +69,34 @@ void nonneg_fit2(const std::vector<double>& x1, const std::vector<double>& x2,
 }
 
 DeviceFit fit_device(const std::vector<ComputePoint>& points, bool kernels) {
-  std::vector<double> physics, count, measured, ratio;
+  std::vector<double> physics, count, colls, measured, ratio;
   for (const ComputePoint& p : points) {
     if (!(p.physics > 0 && p.measured > 0)) continue;
-    physics.push_back(p.physics), count.push_back(p.kernels), measured.push_back(p.measured);
+    physics.push_back(p.physics), count.push_back(p.kernels), colls.push_back(p.collectives);
+    measured.push_back(p.measured);
     ratio.push_back(p.measured / p.physics);
   }
   if (ratio.empty()) throw std::runtime_error("calibration: no block with compute time measured");
   DeviceFit fit;
-  double a = median(ratio), b = 0;  // measured ≈ a · physics, a = 1 / speed
+  double a = median(ratio), b = 0, c = 0;  // measured ≈ a · physics, a = 1 / speed
   if (kernels) {
     // Relative residuals: every row weighs alike, small shapes as much as large ones.
-    std::vector<double> x1, x2, ones;
+    std::vector<double> x1, x2, x3, ones;
     for (size_t i = 0; i < measured.size(); ++i) {
       x1.push_back(physics[i] / measured[i]);
       x2.push_back(count[i] / measured[i]);
+      x3.push_back(colls[i] / measured[i]);
       ones.push_back(1.0);
     }
-    double a2 = 0, b2 = 0;
-    nonneg_fit2(x1, x2, ones, a2, b2);
-    if (a2 > 0) a = a2, b = b2;
+    const std::vector<double> coef = nonneg_lstsq({x1, x2, x3}, ones);
+    if (coef[0] > 0) a = coef[0], b = coef[1], c = coef[2];
   }
   fit.speed = 1 / a;
   fit.kernel_s = b;
+  fit.collective_s = c;
   std::vector<double> err;
   for (size_t i = 0; i < measured.size(); ++i)
-    err.push_back(std::abs((a * physics[i] + b * count[i]) / measured[i] - 1));
+    err.push_back(std::abs((a * physics[i] + b * count[i] + c * colls[i]) / measured[i] - 1));
   fit.fit_error = median(err);
   return fit;
 }

@@ -17,17 +17,24 @@ void nonneg_fit2(const std::vector<double>& x1, const std::vector<double>& x2,
 
 // One block row of the calibration at one micro-batch shape: its measured compute (forward +
 // backward, waits excluded) per micro-batch, the physical model's compute for it at the
-// catalog's device figures, and the kernels the model counts for it (block_kernels).
+// catalog's device figures, and the kernels and collectives the model counts for it
+// (block_kernels, block_collectives).
 struct ComputePoint {
-  double measured = 0, physics = 0, kernels = 0;
+  double measured = 0, physics = 0, kernels = 0, collectives = 0;
 };
-// measured ≈ physics / speed + kernels · kernel_s: the device's speed against the catalog's
-// figures (peak FLOP/s and memory bandwidth alike) and the time a rank's own thread spends on
-// each kernel (CPU ranks, which issue and run their ops on one thread). With `kernels` false,
-// or points at one shape only where the two cannot be told apart, kernel_s is 0 and speed the
-// median ratio, as before this fit. fit_error: the median |fit / measured − 1|.
+// measured ≈ physics / speed + kernels · kernel_s + collectives · collective_s: the device's
+// speed against the catalog's figures (peak FLOP/s and memory bandwidth alike), the time a
+// rank's own thread spends on each kernel (CPU ranks, which issue and run their ops on one
+// thread) and on each collective besides its exchange (its argument checks, contiguous copies
+// and the call into the backend; the exchange itself is the link's). A collective is fitted
+// apart because it costs a CPU rank several times a kernel: one term for both let the
+// tensor-parallel rows, rich in collectives, set a per-kernel time that over-charged
+// collective-free blocks at small micro-batches (docs/simulator-fidelity.md). With `kernels`
+// false, or points at one shape only where the terms cannot be told apart, kernel_s and
+// collective_s are 0 and speed the median ratio, as before this fit. fit_error: the median
+// |fit / measured − 1|.
 struct DeviceFit {
-  double speed = 1, kernel_s = 0, fit_error = 0;
+  double speed = 1, kernel_s = 0, collective_s = 0, fit_error = 0;
 };
 DeviceFit fit_device(const std::vector<ComputePoint>& points, bool kernels);
 

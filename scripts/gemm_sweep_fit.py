@@ -44,6 +44,14 @@ def summary(ratios):
             f"p90 {100 * err[9 * len(err) // 10]:.1f} %")
 
 
+def by_smallest_dimension(rows, ratios):
+    by = {}
+    for r, x in zip(rows, ratios):
+        by.setdefault(bucket(min(r["m"], r["n"], r["k"])), []).append(x)
+    return "by smallest dimension: " + ", ".join(
+        f">={b}: {statistics.median(v):.2f}" for b, v in sorted(by.items()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv")
@@ -69,11 +77,7 @@ def main():
         ratios = [max(r["flops"] / (peak[d] * builtin_eff(min(r["m"], r["n"], r["k"]))),
                       r["bytes"] / bw) / r["t"] for r in rs]
         print(f"  {d}: {summary(ratios)}")
-        by = {}
-        for r, x in zip(rs, ratios):
-            by.setdefault(bucket(min(r["m"], r["n"], r["k"])), []).append(x)
-        print("    by smallest dimension: " + ", ".join(
-            f">={b}: {statistics.median(v):.2f}" for b, v in sorted(by.items())))
+        print("    " + by_smallest_dimension(rs, ratios))
 
     def predict(r, t0, e, e_bw):
         return t0 + max(r["flops"] / (peak[r["dtype"]] * e), r["bytes"] / (bw * e_bw))
@@ -106,11 +110,7 @@ def main():
             sub = [r for r in rs if r["dtype"] == d]
             ratios = [predict(r, t0, effs[d], e_bw) / r["t"] for r in sub]
             print(f"    {d}: {summary(ratios)}")
-            by = {}
-            for r, x in zip(sub, ratios):
-                by.setdefault(bucket(min(r["m"], r["n"], r["k"])), []).append(x)
-            print("      by smallest dimension: " + ", ".join(
-                f">={b}: {statistics.median(v):.2f}" for b, v in sorted(by.items())))
+            print("      " + by_smallest_dimension(sub, ratios))
 
 
 if __name__ == "__main__":

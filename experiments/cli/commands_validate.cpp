@@ -339,6 +339,9 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << "  device '" << c.device_name << "': effective " << c.peak_flops / 1e9
       << " GFLOP/s"
       << (c.kernel_s > 0 ? ", " + std::to_string(c.kernel_s * 1e6) + " us per kernel" : "")
+      << (c.kernel_s > 0 && c.collective_s >= 0
+              ? ", " + std::to_string(c.collective_s * 1e6) + " us per collective"
+              : "")
       << " (fit error " << 100 * c.compute_fit_error << " %)\n"
       << "  link '" << c.link_name << "': " << c.link_latency_s * 1e6 << " us per ring step, "
       << c.link_bandwidth / 1e9 << " GB/s (fit error " << 100 * c.comm_fit_error << " %)\n"

@@ -33,6 +33,10 @@ struct DeviceType {
   // stage takes at least the time its host needs to issue it. 0 = not stated (no bound).
   double host_kernel_s = 0;
   double host_micro_batch_s = 0;
+  // A collective's own time on the host, where it is stated apart from a kernel's (a CPU
+  // rank's calibration: argument checks, contiguous copies and the call into the backend on
+  // the rank's thread); < 0: a collective costs host_kernel_s like a kernel.
+  double host_collective_s = -1;
 };
 
 struct LinkClass {

@@ -46,6 +46,8 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTe
   for (int r = 0; r < world_; ++r) {
     const DeviceType& d = cluster_.devices[rank_device_[r]];
     host_kernel_s_ = std::max(host_kernel_s_, d.host_kernel_s);
+    host_collective_s_ = std::max(
+        host_collective_s_, d.host_collective_s >= 0 ? d.host_collective_s : d.host_kernel_s);
     host_micro_batch_s_ = std::max(host_micro_batch_s_, d.host_micro_batch_s);
   }
   cond_.link_factor.assign(cluster_.links.size(), 1.0);
@@ -283,8 +285,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   bool unfused = false;  // any position of an uneven group (the slowest host sets the pace)
   for (int i = 0; i < static_cast<int>(pass.size()); ++i)
     unfused = unfused || softmax_unfused(m, s, world_, s.uneven() ? i : -1);
-  out.host_s =
-      host_kernel_s_ * block_kernels(m, kind, s, static_cast<int>(tp.size()), unfused);
+  out.host_s = host_kernel_s_ * block_kernels(m, kind, s, 0, unfused) +
+               host_collective_s_ * static_cast<double>(tp.size());
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
   const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
                                                                   : s.chunks;
@@ -302,7 +304,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     const double core_f = slowest_pass(pass, name, {0, 1, 0}, busy_core);
     const double core_b = slowest_pass(pass, name, {0, bwd_w.core, 0}, busy_core);
     out.comm_s += exposed(cp_f, core_f, c) + exposed(cp_b, core_b, c);
-    out.host_s += host_kernel_s_ * (2.0 * (c - 1) + double(c - 1) * cp.size());
+    out.host_s += host_kernel_s_ * 2.0 * (c - 1) +
+                  host_collective_s_ * double(c - 1) * cp.size();
   }
 
   // Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype.

@@ -199,7 +199,8 @@ class CostModel {
   LinkState links_;
   std::vector<int> rank_device_;  // device index of each rank
   double max_work_ = 1;           // the largest data share (Conditions::work)
-  double host_kernel_s_ = 0, host_micro_batch_s_ = 0;  // the slowest host's (DeviceType)
+  // The slowest host's (DeviceType): per kernel, per collective, per micro-batch.
+  double host_kernel_s_ = 0, host_collective_s_ = 0, host_micro_batch_s_ = 0;
   int active_ranks_ = 0;          // ranks with a share
 };
 

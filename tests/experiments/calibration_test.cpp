@@ -46,6 +46,7 @@ CalibrationFile sample() {
   c.peak_flops = 1.0 / 3.0 * 1e11;
   c.memory_bw = 7.123456789012345e9;
   c.kernel_s = 1.0 / 7 * 1e-5;
+  c.collective_s = 1.0 / 9 * 1e-4;
   c.link_name = "loopback-tcp";
   c.link_latency_s = 1.2345678901234567e-4;
   c.link_bandwidth = 9.87e8;
@@ -87,6 +88,7 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.peak_flops, c.peak_flops);
   EXPECT_EQ(r.memory_bw, c.memory_bw);
   EXPECT_EQ(r.kernel_s, c.kernel_s);
+  EXPECT_EQ(r.collective_s, c.collective_s);
   EXPECT_EQ(r.link_latency_s, c.link_latency_s);
   EXPECT_EQ(r.link_bandwidth, c.link_bandwidth);
   EXPECT_EQ(r.runtime.step_overhead_s, c.runtime.step_overhead_s);
@@ -128,6 +130,13 @@ TEST(CalibrationFile, RoundTripsExactly) {
   const std::string text = calibration_to_yaml(no_kernel);
   EXPECT_EQ(text.find("kernel_s"), std::string::npos);
   EXPECT_EQ(parse_calibration_file(text, "c.yaml").kernel_s, 0);
+  EXPECT_EQ(text.find("collective_s"), std::string::npos);
+  // Files written before collectives were fitted apart have none: < 0, as a kernel.
+  CalibrationFile one_term = c;
+  one_term.collective_s = -1;
+  const std::string one_text = calibration_to_yaml(one_term);
+  EXPECT_EQ(one_text.find("collective_s"), std::string::npos);
+  EXPECT_LT(parse_calibration_file(one_text, "c.yaml").collective_s, 0);
   // Files written before the microbenchmarks existed have no collectives section.
   CalibrationFile older = c;
   older.collectives.clear();
@@ -152,20 +161,24 @@ std::string replace(std::string text, const std::string& from, const std::string
   return text.replace(at, from.size(), to);
 }
 
-// The device fit (calibration_fit.h) finds a speed and a time per kernel it was given back from
-// exact points at two shapes, and the median ratio without kernels.
+// The device fit (calibration_fit.h) finds a speed, a time per kernel and one per collective it
+// was given back from exact points at two shapes, and the median ratio without kernels.
 TEST(CalibrationFit, DeviceFitRecoversSpeedAndKernelTime) {
   std::vector<ComputePoint> points;
-  const double speed = 1.7, kernel_s = 12e-6;
+  const double speed = 1.7, kernel_s = 12e-6, collective_s = 50e-6;
   for (double physics : {1e-3, 4e-4, 2e-4, 6e-5})
     for (double kernels : {40.0, 80.0, 120.0})
-      points.push_back({physics / speed + kernels * kernel_s, physics, kernels});
+      for (double colls : {0.0, 4.0})  // a data-parallel block and a tensor-parallel one
+        points.push_back(
+            {physics / speed + kernels * kernel_s + colls * collective_s, physics, kernels, colls});
   const DeviceFit fit = fit_device(points, true);
   EXPECT_NEAR(fit.speed, speed, 1e-9 * speed);
   EXPECT_NEAR(fit.kernel_s, kernel_s, 1e-9 * kernel_s);
+  EXPECT_NEAR(fit.collective_s, collective_s, 1e-9 * collective_s);
   EXPECT_LT(fit.fit_error, 1e-9);
   const DeviceFit one = fit_device(points, false);
   EXPECT_EQ(one.kernel_s, 0);
+  EXPECT_EQ(one.collective_s, 0);
   EXPECT_GT(one.fit_error, 0.1);  // one scale cannot follow the fixed cost
   // A negative kernel time is not a fit: measured faster at small shapes than the model says.
   std::vector<ComputePoint> odd;

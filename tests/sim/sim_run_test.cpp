@@ -489,5 +489,26 @@ TEST(SimRun, HostIssueBoundsATinyLayerAndNotALargeOne) {
   EXPECT_EQ(big.step_latency_s, stage_times(large, 0, 0, plan).step_latency_s);
 }
 
+// A collective's host time stated apart (a CPU rank's calibration, host_collective_s) prices
+// each of a block's collectives at it and its kernels at host_kernel_s; unstated, a collective
+// costs a kernel's time. A data-parallel block has no collective in its micro-batch.
+TEST(SimRun, HostCollectiveTimeChargesEachCollectiveApart) {
+  ModelSpec tiny = testing::gpt(2, 256, 8, 128, 1);
+  tiny.global_batch = 4;
+  auto host_of = [&](double collective_s, const std::string& strategy) {
+    DeviceType dev = testing::h100_sxm();
+    dev.host_kernel_s = 20e-6;
+    dev.host_collective_s = collective_s;
+    const SimRun run(testing::experiment(tiny, testing::cluster(1, 8, dev, testing::nvswitch())));
+    return run.breakdown(Plan::parse("uniform:" + strategy, tiny.num_blocks())).blocks[0].host_s;
+  };
+  const Strategy tp = Strategy::parse("tp1d(t=8)");
+  const double colls = double(block_collectives(tiny, BlockKind::kAttention, tp, 8).size());
+  ASSERT_GT(colls, 0);
+  EXPECT_NEAR(host_of(100e-6, "tp1d(t=8)") - host_of(-1, "tp1d(t=8)"), colls * 80e-6, 1e-12);
+  EXPECT_NEAR(host_of(20e-6, "tp1d(t=8)"), host_of(-1, "tp1d(t=8)"), 1e-15);
+  EXPECT_DOUBLE_EQ(host_of(100e-6, "dp"), host_of(-1, "dp"));
+}
+
 }  // namespace
 }  // namespace shardgym
