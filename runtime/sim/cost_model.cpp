@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -34,6 +35,44 @@ std::string calibration_signature(const ModelSpec& m, int world) {
   if (!m.dropout) o << " dropout=0";
   return o.str();
 }
+
+namespace {
+
+// A calibration table's row that ran a block's very shapes on each of its ranks: the same kind,
+// strategy and model dimensions (calibration_signature without the layer count, the batch and
+// the world), and as many sequences per rank and micro-batch, measured at another world or
+// batch. A pipeline stage of P/p ranks at m micro-batches runs many of the uniform plans'
+// shapes again (tp1d(t=2) on a stage of 2 ranks at m = 2 computes what it computed on 4 ranks
+// at m = 1), so its compute is the measured one rather than the fitted model's.
+const MeasuredBlock* same_shape_row(const RuntimeCalibration& rc, int kind, const Strategy& s,
+                                    const ModelSpec& m, int world) {
+  auto split = [](const std::string& sig, double& batch, int& w) {
+    std::istringstream in(sig);
+    std::string token, dims;
+    while (in >> token) {
+      if (token.rfind("batch=", 0) == 0) batch = std::atof(token.c_str() + 6);
+      else if (token.rfind("world=", 0) == 0) w = std::atoi(token.c_str() + 6);
+      else if (token.rfind("layers=", 0) != 0) dims += token + " ";
+    }
+    return dims;
+  };
+  double table_batch = 0, batch = 0;
+  int table_world = 0, w = 0;
+  const std::string table_dims = split(rc.model_signature, table_batch, table_world);
+  if (table_world <= 0 || split(calibration_signature(m, world), batch, w) != table_dims)
+    return nullptr;
+  const std::string key = s.to_string();
+  for (const MeasuredBlock& b : rc.blocks) {
+    if (b.kind != kind || b.strategy != key) continue;
+    const int row_replicas = Strategy::parse(b.strategy).replicas(table_world);
+    const int replicas = s.replicas(world);
+    if (row_replicas < 1 || replicas < 1) return nullptr;
+    return table_batch * replicas == batch * row_replicas ? &b : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTerms terms)
     : cluster_(cluster), calib_(std::move(calibration)), terms_(terms) {
@@ -290,8 +329,12 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
   const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
                                                                   : s.chunks;
-  out.comm_s = exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
-               exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
+  auto tp_exposed = [&] {
+    return exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
+           exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
+  };
+  const double tp_exposed_model = tp_exposed();
+  out.comm_s = tp_exposed_model;
   // Context parallelism's ring (plan.h @cp(c)): c − 1 steps, each under the attention of the
   // chunk a rank already has, so only what outlasts the core's compute shows (the first step's
   // transfer is exposed, as in `exposed` with c pieces). Each step is one more attention kernel
@@ -343,10 +386,10 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
 
   const RuntimeCalibration& rc = cluster_.calibration;
   if (!rc.empty()) {
+    double slow = 0;
+    for (int r = 0; r < world_; ++r) slow = std::max(slow, cond_.slowdown[r] * work(r));
     if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(),
                                          calibration_signature(m, world_))) {
-      double slow = 0;
-      for (int r = 0; r < world_; ++r) slow = std::max(slow, cond_.slowdown[r] * work(r));
       out.fwd_s = e->fwd_s * slow;
       out.bwd_s = e->bwd_s * slow;
       out.comm_s = e->comm_s;
@@ -354,6 +397,14 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
       out.grad_sync_s = out.param_gather_s = 0;
       out.optimizer_s = rc.optimizer_s_per_param * params;
       out.host_s = 0;  // measured: the host's time is in the row
+    } else if (const MeasuredBlock* e = same_shape_row(rc, static_cast<int>(kind), s, m, world_)) {
+      // The same shapes elsewhere: the measured compute, with the host's time in it; the
+      // collectives and the gradient synchronisation are this world's, as modelled, exposed
+      // past the measured compute.
+      out.fwd_s = e->fwd_s * slow;
+      out.bwd_s = e->bwd_s * slow;
+      out.comm_s += tp_exposed() - tp_exposed_model;
+      out.host_s = 0;
     }
   }
 

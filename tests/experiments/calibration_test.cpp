@@ -273,6 +273,24 @@ TEST(CalibrationFile, CalibratedPlanTakesTheTable) {
   const double base = step_with(0, 0, &params);
   EXPECT_GT(base, spec.model.layers * (1e-3 + 2e-3 + 4e-3 + 3e-3 + 5e-3 + 7e-3) - 1e-12);
   EXPECT_NEAR(step_with(0.0123, 3.3e-9, nullptr) - base, 0.0123 + 3.3e-9 * params, 1e-12);
+  // A pipeline stage of 2 ranks at m = 2 runs tp1d(t=2) on the shapes measured on 4 ranks at
+  // m = 1 (4 sequences per tensor group and micro-batch): its compute is the row's, per
+  // micro-batch; at m = 1 it runs 8 sequences, which no row measured.
+  {
+    ExperimentSpec s = spec;
+    ASSERT_EQ(apply_calibration(c, "c.yaml", s.cluster), "");
+    SimRun sim(s);
+    const int blocks = spec.model.num_blocks();
+    const Plan two = Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks);
+    sim.reset(0, two);
+    const Measurement m = sim.step(two);
+    for (int b = 0; b < blocks; ++b) {
+      EXPECT_DOUBLE_EQ(m.block_fwd_s[b], 2 * (b % 2 == 0 ? 1e-3 : 3e-3)) << "block " << b;
+      EXPECT_DOUBLE_EQ(m.block_bwd_s[b], 2 * (b % 2 == 0 ? 2e-3 : 5e-3)) << "block " << b;
+    }
+    const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=1)", blocks);
+    EXPECT_GT(std::abs(sim.step(one).block_fwd_s[0] - 1e-3), 1e-6);
+  }
   // Another model (other signature): the table is not used; the fitted physics is.
   ExperimentSpec other = spec;
   other.model.seq = 32;

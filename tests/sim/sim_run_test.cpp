@@ -494,7 +494,7 @@ TEST(SimRun, HostIssueBoundsATinyLayerAndNotALargeOne) {
 // costs a kernel's time. A data-parallel block has no collective in its micro-batch.
 TEST(SimRun, HostCollectiveTimeChargesEachCollectiveApart) {
   ModelSpec tiny = testing::gpt(2, 256, 8, 128, 1);
-  tiny.global_batch = 4;
+  tiny.global_batch = 8;  // one sequence per replica under dp
   auto host_of = [&](double collective_s, const std::string& strategy) {
     DeviceType dev = testing::h100_sxm();
     dev.host_kernel_s = 20e-6;
