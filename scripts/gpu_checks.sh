@@ -72,6 +72,7 @@ if [[ ${1:-} == --prebuilt ]]; then
   cuda_lib=$(dirname "$(dirname "$torch_lib")")/nvidia/cu13/lib
   export LD_LIBRARY_PATH=$torch_lib:$cuda_lib:/tmp/gpu-checks-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   for b in "${bins[@]}"; do
+    [[ -x build-cuda/$b ]] || continue  # left out of the pack
     ldd "build-cuda/$b" | grep "not found" | sed "s|^|$b: |" | tee -a "$out/device.txt"
   done
 else
