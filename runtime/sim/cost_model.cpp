@@ -44,8 +44,9 @@ namespace {
 // batch. A pipeline stage of P/p ranks at m micro-batches runs many of the uniform plans'
 // shapes again (tp1d(t=2) on a stage of 2 ranks at m = 2 computes what it computed on 4 ranks
 // at m = 1), so its compute is the measured one rather than the fitted model's.
+// `signature`: calibration_signature of the block's micro-batch model and world.
 const MeasuredBlock* same_shape_row(const RuntimeCalibration& rc, int kind, const Strategy& s,
-                                    const ModelSpec& m, int world) {
+                                    const std::string& signature, int world) {
   auto split = [](const std::string& sig, double& batch, int& w) {
     std::istringstream in(sig);
     std::string token, dims;
@@ -59,16 +60,14 @@ const MeasuredBlock* same_shape_row(const RuntimeCalibration& rc, int kind, cons
   double table_batch = 0, batch = 0;
   int table_world = 0, w = 0;
   const std::string table_dims = split(rc.model_signature, table_batch, table_world);
-  if (table_world <= 0 || split(calibration_signature(m, world), batch, w) != table_dims)
+  if (table_world <= 0 || split(signature, batch, w) != table_dims) return nullptr;
+  // The row ran this very strategy (its text is s's), over table_world ranks.
+  const int row_replicas = s.replicas(table_world), replicas = s.replicas(world);
+  if (row_replicas < 1 || replicas < 1 || table_batch * replicas != batch * row_replicas)
     return nullptr;
   const std::string key = s.to_string();
-  for (const MeasuredBlock& b : rc.blocks) {
-    if (b.kind != kind || b.strategy != key) continue;
-    const int row_replicas = Strategy::parse(b.strategy).replicas(table_world);
-    const int replicas = s.replicas(world);
-    if (row_replicas < 1 || replicas < 1) return nullptr;
-    return table_batch * replicas == batch * row_replicas ? &b : nullptr;
-  }
+  for (const MeasuredBlock& b : rc.blocks)
+    if (b.kind == kind && b.strategy == key) return &b;
   return nullptr;
 }
 
@@ -388,8 +387,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   if (!rc.empty()) {
     double slow = 0;
     for (int r = 0; r < world_; ++r) slow = std::max(slow, cond_.slowdown[r] * work(r));
-    if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(),
-                                         calibration_signature(m, world_))) {
+    const std::string signature = calibration_signature(m, world_);
+    if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(), signature)) {
       out.fwd_s = e->fwd_s * slow;
       out.bwd_s = e->bwd_s * slow;
       out.comm_s = e->comm_s;
@@ -397,7 +396,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
       out.grad_sync_s = out.param_gather_s = 0;
       out.optimizer_s = rc.optimizer_s_per_param * params;
       out.host_s = 0;  // measured: the host's time is in the row
-    } else if (const MeasuredBlock* e = same_shape_row(rc, static_cast<int>(kind), s, m, world_)) {
+    } else if (const MeasuredBlock* e =
+                   same_shape_row(rc, static_cast<int>(kind), s, signature, world_)) {
       // The same shapes elsewhere: the measured compute, with the host's time in it; the
       // collectives and the gradient synchronisation are this world's, as modelled, exposed
       // past the measured compute.
