@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -372,18 +373,29 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   // action changes are looked up again.
   for (int b = 0; b < blocks_; ++b)
     if (!pending_in_force_ || action[b] != current_[b]) pending_.blocks[b] = catalog.at(action[b]);
-  bool refused = false;
+  bool refused = false, narrowed = false;
   if (moves_ > 0) {
     pending_.pipeline = apply_plan_choice(action[blocks_]);
-    // Each component is masked with the others as they are: a share choice that the blocks
-    // chosen in the same step do not admit (a degree spanning share groups) is not applied;
-    // the shares in force stay, which every block the mask allowed admits (info scalar
-    // "plan_choice_refused").
+    // Each component is masked with the others as they are. A share choice that the blocks
+    // chosen in the same step do not admit (a degree spanning share groups) takes those blocks
+    // narrowed by the rule the mask offered it under (admitted_with_shares: the widest allowed
+    // entry that divides a group; info scalar "blocks_narrowed"), so that one plan-level
+    // choice leaves a lost group out. Where even that does not fit, it is not applied: the
+    // shares in force stay, which every block the mask allowed admits ("plan_choice_refused").
     const int n = static_cast<int>(pending_.pipeline.shares.size());
     if (n > 0 && !(pending_.pipeline.shares == pipeline_.shares)) {
       const int g = world_ / stages_ / n;
-      for (int b = 0; b < blocks_ && !refused; ++b) refused = g % pending_.blocks[b].degree() != 0;
-      if (refused) pending_.pipeline = pipeline_;
+      bool spans = false;
+      for (int b = 0; b < blocks_ && !spans; ++b) spans = g % pending_.blocks[b].degree() != 0;
+      if (spans) {
+        if (std::optional<Plan> admitted = admitted_with_shares(*run_, pending_)) {
+          pending_.blocks = std::move(admitted->blocks);
+          narrowed = true;
+        } else {
+          pending_.pipeline = pipeline_;
+          refused = true;
+        }
+      }
     }
   }
 
@@ -396,7 +408,10 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   const RunContext& ctx = ctx_;
   bool changed = false;
   pending_in_force_ = m.ok;
-  if (m.ok) {  // an accepted step installs the requested plan
+  if (m.ok && narrowed) {  // the requested shares with the narrowed blocks
+    sync_indices_from_plan();
+    changed = true;
+  } else if (m.ok) {  // an accepted step installs the requested plan
     changed = !std::equal(current_.begin(), current_.end(), action.begin());
     if (changed) std::copy_n(action.begin(), blocks_, current_.begin());
   } else {
@@ -448,11 +463,13 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
   for (auto it = scalars.begin(); it != scalars.end();) {
     const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread") ||
-                      (refused && it->first == "plan_choice_refused");
+                      (refused && it->first == "plan_choice_refused") ||
+                      (narrowed && it->first == "blocks_narrowed");
     it = ours ? std::next(it) : scalars.erase(it);
   }
   scalars["raw_reward"] = r.reward;
   if (refused) scalars["plan_choice_refused"] = 1;
+  if (narrowed) scalars["blocks_narrowed"] = 1;
   if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
   r.info.plan = run_->plan();
 }

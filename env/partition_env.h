@@ -35,8 +35,8 @@
 // move is allowed when the plan in force with that move alone is valid and fits memory
 // (plan_fits). As for blocks, each component is checked with the others as they are, with one
 // exception: a share choice is also allowed when the blocks in force span its share groups but
-// narrower blocks, choosable in the same step, would admit it (share_choice_admissible), so that
-// blocks and shares can move together.
+// narrower blocks would admit it (share_choice_admissible); the step then narrows the blocks
+// that span a group (share_action.h), so that blocks and shares move together in one choice.
 //
 // The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are
 // recomputed only after the plan in force or the run's conditions (phase, sequence factor,

@@ -1,5 +1,6 @@
 #include "env/registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -304,8 +305,11 @@ std::unique_ptr<Env> make_bare_env(const std::string& id, const ExperimentSpec& 
 std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec) {
   std::unique_ptr<Env> env = make_bare_env(id, spec);
   if (spec.reward.normalize) {
-    Plan baseline =
-        resolve_baseline_plan("megatron", env->run(), 1, spec.catalog.max_pipeline_stages);
+    // Megatron-LM's plan at the env's stage count (the actions cannot change it), as `eval`
+    // pairs it; an initial plan that is Megatron's own resolves to the same p.
+    const int stages = std::max(1, env->spec().pipeline_stages);
+    Plan baseline = resolve_baseline_plan("megatron", env->run(), stages,
+                                          std::max(stages, spec.catalog.max_pipeline_stages));
     env = std::make_unique<NormalizeReward>(std::move(env), spec.reward, std::move(baseline));
   }
   if (spec.steps_per_episode > 0) {

@@ -21,8 +21,10 @@
 // valid and fits memory, or when it would with every block whose degree spans a share group
 // narrowed to an allowed one that does not (the blocks of the same step can move with the
 // shares: leaving a lost rank's group out in one step). A share choice that the blocks chosen
-// in the same step do not admit (a degree that spans share groups) is not applied: the shares
-// in force stay, and the step's info has the scalar "plan_choice_refused" (PartitionEnv).
+// in the same step do not admit (a degree that spans share groups) takes them narrowed by that
+// rule (admitted_with_shares; the step's info has the scalar "blocks_narrowed"); where that
+// does not fit either, it is not applied: the shares in force stay ("plan_choice_refused",
+// PartitionEnv).
 //
 // The observation gets a "shares" part before the pipeline part: per group, its share over the
 // even one, its speed and whether it can train (3 entries per group).

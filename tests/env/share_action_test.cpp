@@ -160,6 +160,37 @@ TEST(ShareAction, BlocksAndSharesMoveTogetherOffALostGroup) {
   EXPECT_GT(other->step(blocks_only).info.measurement.repartition_s, 60.0);
 }
 
+// The share choice alone does the same: the step narrows the blocks that span a group by the
+// rule the mask offered it under (the widest allowed entry dividing a group, here t = 2), and
+// says so; a learner needs one plan-level choice, not every block's at once, to leave a lost
+// group out.
+TEST(ShareAction, AShareChoiceAloneNarrowsTheBlocksThatSpanAGroup) {
+  ExperimentSpec spec = spec_with_shares({{1, EventKind::kRankLoss, "", 5, 1, 0}});
+  spec.initial_plan = "uniform:tp1d(t=4)";
+  auto env = sim_env(spec);
+  auto [obs, info] = env->reset(0);
+  const int B = 4;
+  Action share_only = info.plan_indices;  // the blocks as they are (t = 4)
+  share_only.push_back(1);                // even over the groups that can train
+  const StepResult r = env->step(share_only);
+  ASSERT_TRUE(r.info.error.empty()) << r.info.error;
+  EXPECT_EQ(r.info.plan.pipeline.shares, (std::vector<int>{6, 5, 0, 5}));
+  for (int b = 0; b < B; ++b) EXPECT_EQ(r.info.plan.blocks[b].degree(), 2) << "block " << b;
+  EXPECT_EQ(r.info.scalars.count("blocks_narrowed"), 1u);
+  EXPECT_EQ(r.info.scalars.count("plan_choice_refused"), 0u);
+  EXPECT_LT(r.info.measurement.repartition_s, 60.0) << "no checkpoint restart";
+  // The indices the env reports are the narrowed blocks', so keeping them keeps the plan.
+  const int t2 = env->run().catalog().index_of(Strategy::parse("tp1d(t=2)"));
+  for (int b = 0; b < B; ++b) EXPECT_EQ(r.info.plan_indices[b], t2) << "block " << b;
+  Action keep = r.info.plan_indices;
+  keep.push_back(0);
+  const StepResult again = env->step(keep);
+  ASSERT_TRUE(again.info.error.empty()) << again.info.error;
+  EXPECT_EQ(again.info.scalars.count("blocks_narrowed"), 0u);
+  EXPECT_EQ(again.info.plan.blocks[0].degree(), 2);
+  EXPECT_EQ(again.info.measurement.repartition_s, 0.0);
+}
+
 TEST(ShareAction, PassesTheConformanceSuite) {
   envtest::check_env_conformance(
       [](const ExperimentSpec& spec) -> std::unique_ptr<Env> { return sim_env(spec); },
