@@ -35,7 +35,8 @@ struct ReplayOp {
 }  // namespace
 
 double pipeline_replay(const double* fwd, const double* bwd, const double* hop, int stages,
-                       int micro_batches, Schedule schedule, int ranks_per_stage, int cores) {
+                       int micro_batches, Schedule schedule, int ranks_per_stage, int cores,
+                       const double* wait_share) {
   const int p = stages, m = std::max(1, micro_batches);
   if (p <= 0) return 0;
   if (p == 1) return m * (fwd[0] + bwd[0]);
@@ -122,9 +123,10 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
     if (!progress && next_pass >= 0) {  // transfers settled: the earliest pass takes its cores
       std::sort(free_at.begin(), free_at.end());
       const double start = std::max(t[next_pass], free_at[need - 1]);
-      const double end = start + prog[next_pass][pc[next_pass]].seconds;
-      for (int c = 0; c < need; ++c) free_at[c] = end;
-      t[next_pass] = end, ++pc[next_pass], --left, progress = true;
+      const double pass = prog[next_pass][pc[next_pass]].seconds;
+      const double waits = wait_share ? std::clamp(wait_share[next_pass], 0.0, 1.0) : 0.0;
+      for (int c = 0; c < need; ++c) free_at[c] = start + pass * (1 - waits);
+      t[next_pass] = start + pass, ++pc[next_pass], --left, progress = true;
     }
     if (!progress) throw std::logic_error("pipeline_replay: the schedule deadlocks");
   }
@@ -134,13 +136,14 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
 double pipeline_time_with_transfers(const double* mb, const double* fwd_share, const double* hop,
                                     int stages, int micro_batches, Schedule schedule,
                                     int virtual_stages, bool overlap_p2p, int ranks_per_stage,
-                                    int cores) {
+                                    int cores, const double* wait_share) {
   const int p = stages, m = std::max(1, micro_batches);
   if (p <= 1) return pipeline_time(mb, p, m, schedule, virtual_stages);
   if (schedule != Schedule::kInterleaved) {
     std::vector<double> fwd(p), bwd(p);
     for (int s = 0; s < p; ++s) fwd[s] = mb[s] * fwd_share[s], bwd[s] = mb[s] - fwd[s];
-    return pipeline_replay(fwd.data(), bwd.data(), hop, p, m, schedule, ranks_per_stage, cores);
+    return pipeline_replay(fwd.data(), bwd.data(), hop, p, m, schedule, ranks_per_stage, cores,
+                           wait_share);
   }
   const double v = std::max(1, virtual_stages);
   double steady = 0, slowest = 0, sum = 0, fill = 0;

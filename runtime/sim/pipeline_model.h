@@ -38,9 +38,12 @@ double pipeline_time(const std::vector<double>& stage_micro_batch_s, int micro_b
 // `cores` > 0: the ranks share that many cores (live CPU ranks on one machine: the
 // calibration's), each pass taking `ranks_per_stage` of them, granted in the order the passes
 // become ready; a pass waits for its cores, a transfer needs none. 0: a device per rank.
+// `wait_share[s]` (nullptr: 0): the part of stage s's passes its ranks spend waiting in
+// collectives (a rank thread blocked in one sleeps): a pass holds its cores for the rest
+// only, so another stage's pass may compute while it waits (a fluid view of the interleaving).
 double pipeline_replay(const double* fwd, const double* bwd, const double* hop, int stages,
                        int micro_batches, Schedule schedule, int ranks_per_stage = 1,
-                       int cores = 0);
+                       int cores = 0, const double* wait_share = nullptr);
 // An iteration's schedule with its point-to-point transfers (docs/design.md §4, "Pipeline
 // transfers"). mb[s]: one micro-batch on stage s, fwd_share[s] of it forward; hop[b] for
 // b < p − 1 the transfer over boundary b, hop[p − 1] from the last stage to the first.
@@ -52,7 +55,8 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
 double pipeline_time_with_transfers(const double* mb, const double* fwd_share, const double* hop,
                                     int stages, int micro_batches, Schedule schedule,
                                     int virtual_stages, bool overlap_p2p,
-                                    int ranks_per_stage = 1, int cores = 0);
+                                    int ranks_per_stage = 1, int cores = 0,
+                                    const double* wait_share = nullptr);
 // Idle fraction of an iteration of equal stages: (p−1)/(m·v + p − 1).
 double bubble_fraction(int stages, int micro_batches, int virtual_stages);
 double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches,

@@ -348,7 +348,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<int> block_stage_;
   mutable std::vector<double> in_flight_;
   mutable std::vector<double> stage_scratch_;
-  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 11 per stage
+  mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 12 per stage
   // edge_memory()'s figures for the first / last stage, valid for gen_ and those degrees.
   mutable uint32_t edge_gen_ = 0;
   mutable int edge_t_[2] = {0, 0};

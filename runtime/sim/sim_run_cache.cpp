@@ -413,12 +413,13 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // Peak memory per stage (stage_memory's sum, fused into this loop).
   // host: the time the stage's host needs to issue one micro-batch (docs/design.md §4).
   // hop, fwd_share: the point-to-point transfer over each stage boundary, the forward's share
-  // of each stage's micro-batch (pipeline_time_with_transfers).
-  stage_acc_.assign(11 * size_t(p), 0.0);
+  // of each stage's micro-batch (pipeline_time_with_transfers); waits: the part of it spent
+  // in collectives (the blocks' exposed exchanges and the redistributions).
+  stage_acc_.assign(12 * size_t(p), 0.0);
   double* mb = stage_acc_.data();
   double *fwd1 = mb + p, *bwd1 = mb + 2 * p, *sync = mb + 3 * p, *gather = mb + 4 * p,
          *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p, *host = mb + 8 * p,
-         *hop = mb + 9 * p, *fwd_share = mb + 10 * p;
+         *hop = mb + 9 * p, *fwd_share = mb + 10 * p, *waits = mb + 11 * p;
   stage_scratch_.assign(p, 0.0);
   edge_memory(idx, stage_scratch_);
   double busy_j = 0, link_j = h.link_energy_j * m, redist_j = 0;
@@ -431,6 +432,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     out.block_bwd_s[b] = m * bwd;
     out.block_comm_s[b] = m * comm + c.grad_sync * nm;
     mb[st] += fwd + bwd + comm;
+    waits[st] += comm;
     fwd1[st] += fwd;
     bwd1[st] += bwd;
     sync[st] += c.grad_sync * nm;
@@ -456,7 +458,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     redist[p - 1] += r.time, redist_j += m * r.energy;
   }
   const double nr = draw(), nh = draw(), np = draw();
-  for (int s = 0; s < p; ++s) mb[s] += redist[s] * nr;
+  for (int s = 0; s < p; ++s) mb[s] += redist[s] * nr, waits[s] += redist[s] * nr;
   mb[p - 1] += h.compute_s * nh;
   // A micro-batch on a stage takes at least what its host needs to issue it (the GPU waits
   // for kernels the host has not launched yet): the blocks' kernels, the embedding and head on
@@ -489,17 +491,19 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     }
     for (int s = 0; s < p; ++s)
       fwd_share[s] = fwd1[s] + bwd1[s] > 0 ? fwd1[s] / (fwd1[s] + bwd1[s]) : 1.0 / 3;
-    // Live CPU ranks share the calibration machine's cores (RuntimeCalibration::host_cores).
+    // Live CPU ranks share the calibration machine's cores (RuntimeCalibration::host_cores);
+    // a pass holds them except while its ranks wait in collectives (pipeline_replay).
     const int cores = cost_.cluster().calibration.host_cores;
+    for (int s = 0; s < p; ++s) waits[s] = mb[s] > 0 ? waits[s] / mb[s] : 0.0;
     latency = pipeline_time_with_transfers(mb, fwd_share, hop, p, pipe_.micro_batches,
                                            pipe_.schedule, pipe_.virtual_stages,
-                                           model_.overlap_p2p_comm, stage_world_, cores);
+                                           model_.overlap_p2p_comm, stage_world_, cores, waits);
     if (bd) {  // the same schedule without transfers, for the breakdown's p2p share
       std::vector<double> none(p, 0.0);
       schedule_s = pipeline_time_with_transfers(mb, fwd_share, none.data(), p,
                                                 pipe_.micro_batches, pipe_.schedule,
                                                 pipe_.virtual_stages, model_.overlap_p2p_comm,
-                                                stage_world_, cores);
+                                                stage_world_, cores, waits);
     }
   }
   // Iteration tail: the data-parallel work of the slowest stage. Megatron-LM's buckets hold

@@ -102,6 +102,39 @@ TEST(PipelineModel, ReplayOnSharedCores) {
   }
 }
 
+// Passes that wait in collectives (pipeline_replay's `wait_share`): a pass holds its cores
+// only for the part it computes, so on one core the iteration is the stages' computing work
+// plus what no other stage can fill, bounded below by the unshared replay and by that work,
+// above by the fully held one (wait_share 0, or nullptr), and it is the unshared replay when
+// every pass only waits.
+TEST(PipelineModel, PassesWaitingInCollectivesLeaveTheirCores) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<double> u(0.5, 1.5), w(0.0, 0.9);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int p = 2 + trial % 4, m = 1 << (trial % 3), S = 1 + trial % 2;
+    const Schedule sched = trial % 3 ? Schedule::k1F1B : Schedule::kGPipe;
+    std::vector<double> fwd(p), bwd(p), none(p, 0.0), zero(p, 0.0), all(p, 1.0), share(p);
+    double computing = 0;
+    for (int s = 0; s < p; ++s) {
+      fwd[s] = u(rng), bwd[s] = 2 * u(rng), share[s] = w(rng);
+      computing += m * (fwd[s] + bwd[s]) * (1 - share[s]);
+    }
+    SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) + " S=" + std::to_string(S));
+    const double own = pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched);
+    const double held = pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, S);
+    EXPECT_NEAR(
+        pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, S, zero.data()), held,
+        1e-9);
+    EXPECT_NEAR(
+        pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, S, all.data()), own,
+        1e-9);
+    const double t =
+        pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, sched, S, S, share.data());
+    EXPECT_GE(t, std::max(own, computing) - 1e-9);
+    EXPECT_LE(t, held + 1e-9);
+  }
+}
+
 // Unequal stages: the replay is never slower than "the slowest stage sets the pace" (which
 // idles every other stage as if it were the slowest), and with transfers it is slower than
 // without by at least the fill's and drain's hops and at most two per micro-batch and stage.
