@@ -29,7 +29,7 @@ struct ComputePoint {
 // and the call into the backend; the exchange itself is the link's). A collective is fitted
 // apart because it costs a CPU rank several times a kernel: one term for both let the
 // tensor-parallel rows, rich in collectives, set a per-kernel time that over-charged
-// collective-free blocks at small micro-batches (docs/simulator-fidelity.md). With `kernels`
+// collective-free blocks at small micro-batches (docs/live-fidelity.md). With `kernels`
 // false, or points at one shape only where the terms cannot be told apart, kernel_s and
 // collective_s are 0 and speed the median ratio, as before this fit. fit_error: the median
 // |fit / measured − 1|.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulator against this machine's live runtime (docs/simulator-fidelity.md, "Against the
+# The simulator against this machine's live runtime (docs/live-fidelity.md, "Against the
 # live runtime"): for each case of experiments/fidelity/ (2 and 4 ranks, threads and
 # processes), `shardgym calibrate` fits the simulator on one plan per catalog strategy, then
 # `shardgym validate-sim` compares it with the live run on random plans it was not fitted on.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sim-to-real (docs/simulator-fidelity.md, "Sim-to-real"): PPO trained only on the calibrated
+# Sim-to-real (docs/live-fidelity.md, "Sim-to-real"): PPO trained only on the calibrated
 # simulator of the live cluster, then evaluated on the live run with the simulator's predicted
 # gain over Megatron-LM beside the measured one.
 #   scripts/sim_to_real.sh [--seeds "0 1 2"] [--eval-seeds 0,1,2,3,4,5] [--steps N] [--out DIR]
@@ -16,7 +16,7 @@
 # seed for --steps steps (default 6 × 30), each step the median of K training iterations
 # (live.iterations: K in DIR/live.yaml, default 5: one slow iteration of the host does not
 # decide a step). Calibration and evaluation run under `chrt -f 10` when it is allowed (see
-# docs/simulator-fidelity.md on scheduling). --case pipeline uses the pipeline pair instead
+# docs/live-fidelity.md on scheduling). --case pipeline uses the pipeline pair instead
 # (experiments/fidelity/live-pipeline-threads-4.yaml and sim-pipeline-threads-4.yaml: 2 stages
 # of 2 ranks from Megatron-LM's pipelined plan; "Sim-to-real on a pipeline").
 set -euo pipefail
@@ -50,7 +50,7 @@ esac
 bin=${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym
 [[ -x $bin ]] || { echo "sim_to_real.sh: $bin not built (scripts/build.sh)" >&2; exit 1; }
 rt=()
-# At SCHED_FIFO a spinning thread is never preempted by its peers (docs/simulator-fidelity.md,
+# At SCHED_FIFO a spinning thread is never preempted by its peers (docs/live-fidelity.md,
 # "A hazard of chrt -f"): a bound on each live command ends such a run with an error.
 if chrt -f 10 true 2>/dev/null; then rt=(timeout 900 chrt -f 10); fi
 mkdir -p "$out"

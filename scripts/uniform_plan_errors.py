@@ -5,7 +5,7 @@ calibrate measures every uniform plan (one catalog strategy on every block) in e
 passes and prints one progress line per plan ("[i/N] uniform:S: step X ms ..."). This script
 takes the median of each plan's passes from that log, prices the same plan with
 `shardgym cost SIMCONFIG --plan uniform:S --json`, and prints both with the relative error
-(docs/simulator-fidelity.md, "Sim-to-real": where the predicted gains go wrong). Where the
+(docs/live-fidelity.md, "Sim-to-real": where the predicted gains go wrong). Where the
 calibration measured a drift reference (its lines end in "reference R ms"), each plan's step is
 divided by the speed factor calibrate used (the mean of the references around it over their
 median), so the live column is what the simulator was fitted to; the last line gives the

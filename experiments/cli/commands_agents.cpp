@@ -92,7 +92,7 @@ int run_eval(const EvalArgs& args, std::ostream& out, std::ostream& err) {
     name = agent->name();
     // The agent's and Megatron-LM's episodes step in turn: on a live run the machine's speed
     // drifts over seconds, and episodes run one after the other saw different stretches of
-    // it (docs/simulator-fidelity.md, "Sim-to-real").
+    // it (docs/live-fidelity.md, "Sim-to-real").
     std::unique_ptr<Agent> megatron = make_agent("megatron", base_env->spec(), seed);
     const auto [s, b] = run_interleaved_episodes(*env, *agent, *base_env, *megatron, seed);
     auto ratio = [](double x, double y) { return y > 0 ? fixed(x / y, 3) : std::string("n/a"); };
