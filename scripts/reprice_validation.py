@@ -9,7 +9,8 @@ Usage: python3 scripts/reprice_validation.py VALIDATE.json CALIB.yaml CONFIG.yam
            [--kernel-us X] [--bin build/experiments/shardgym]
 CONFIG: the simulator config of the run (experiments/fidelity/sim-threads-4.yaml; its world
 is set to the calibration's ranks). Prints the median |sim / live - 1|, Kendall tau of the
-plans' step times, and the median error per micro-batch count.
+plans' step times, the median error per micro-batch count, and the peak memory's median
+error.
 """
 import argparse
 import itertools
@@ -47,14 +48,19 @@ def main():
     config_path = os.path.join(tmp, "sim.yaml")
     open(config_path, "w").write(config)
 
-    pairs, by_m = [], {}
+    pairs, by_m, memory = [], {}, []
     for p in run["plans"]:
         out = subprocess.run([a.bin, "cost", config_path, "--plan", p["plan"], "--json"],
                              capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"reprice_validation: {p['plan']}: {out.stderr.strip()}")
-        sim = json.loads(out.stdout)["step_latency_s"]
+        priced = json.loads(out.stdout)
+        sim = priced["step_latency_s"]
         pairs.append((sim, p["live_step_s"]))
+        peak = priced["peak_memory_bytes"]
+        peak = max(peak) if isinstance(peak, list) else peak
+        if p.get("live_peak_bytes"):
+            memory.append(abs(peak / p["live_peak_bytes"] - 1))
         m = re.search(r"[(,]m=(\d+)", p["plan"])
         by_m.setdefault(int(m.group(1)) if m else 1, []).append(sim / p["live_step_s"] - 1)
     conc = disc = 0
@@ -65,7 +71,9 @@ def main():
     err = statistics.median(abs(s / l - 1) for s, l in pairs)
     print(f"{len(pairs)} plans: step median |sim / live - 1| {100 * err:.1f} %, "
           f"Kendall tau {(conc - disc) / max(1, conc + disc):.3f}; by m: " +
-          ", ".join(f"m={m} {100 * statistics.median(v):+.1f} %" for m, v in sorted(by_m.items())))
+          ", ".join(f"m={m} {100 * statistics.median(v):+.1f} %" for m, v in sorted(by_m.items())) +
+          (f"; peak memory median |sim / live - 1| {100 * statistics.median(memory):.1f} %"
+           if memory else ""))
 
 
 if __name__ == "__main__":
