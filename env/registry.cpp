@@ -302,14 +302,16 @@ std::unique_ptr<Env> make_bare_env(const std::string& id, const ExperimentSpec& 
   return env;
 }
 
+Plan megatron_baseline(const Env& env, const ExperimentSpec& spec) {
+  const int stages = std::max(1, env.spec().pipeline_stages);
+  return resolve_baseline_plan("megatron", env.run(), stages,
+                               std::max(stages, spec.catalog.max_pipeline_stages));
+}
+
 std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec) {
   std::unique_ptr<Env> env = make_bare_env(id, spec);
   if (spec.reward.normalize) {
-    // Megatron-LM's plan at the env's stage count (the actions cannot change it), as `eval`
-    // pairs it; an initial plan that is Megatron's own resolves to the same p.
-    const int stages = std::max(1, env->spec().pipeline_stages);
-    Plan baseline = resolve_baseline_plan("megatron", env->run(), stages,
-                                          std::max(stages, spec.catalog.max_pipeline_stages));
+    Plan baseline = megatron_baseline(*env, spec);
     env = std::make_unique<NormalizeReward>(std::move(env), spec.reward, std::move(baseline));
   }
   if (spec.steps_per_episode > 0) {

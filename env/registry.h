@@ -139,6 +139,11 @@ void set_env_option(ExperimentSpec& spec, const std::string& name, const OptionV
 // Every option of spec.env_id in range, paths that exist, then the env's validate.
 void validate_env_spec(const ExperimentSpec& spec);
 
+// Megatron-LM's plan for `env`'s run at the env's stage count (the actions cannot change it;
+// an initial plan that is Megatron-LM's own resolves to the same p), as `eval` pairs it: the
+// baseline of reward normalisation and of `train`'s Megatron column.
+Plan megatron_baseline(const Env& env, const ExperimentSpec& spec);
+
 // Bare env; throws std::invalid_argument naming the known ids if `id` is unknown.
 std::unique_ptr<Env> make_bare_env(const std::string& id, const ExperimentSpec& spec);
 // The standard stack: TimeLimit(steps_per_episode) ∘ NormalizeReward(megatron) if

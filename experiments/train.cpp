@@ -1,6 +1,5 @@
 #include "experiments/train.h"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -107,11 +106,7 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   std::unique_ptr<Agent> agent = make_agent(spec.agent.id, env->spec(), seed);
   result.agent = agent->name();
   writer->set_agent(result.agent);
-  // Megatron-LM's plan at the env's stage count (an initial plan with p stages keeps p; the
-  // actions cannot change it), as `eval` pairs it.
-  const int stages = std::max(1, env->spec().pipeline_stages);
-  const Plan megatron = resolve_baseline_plan(
-      "megatron", env->run(), stages, std::max(stages, spec.catalog.max_pipeline_stages));
+  const Plan megatron = megatron_baseline(*env, spec);
   Progress* progress = options.progress;
 
   // Learners with vectorised training (PPO) first train for agent.train_steps env steps on
