@@ -1,7 +1,5 @@
 #include "experiments/calibrate.h"
-#include "experiments/calibration_fit.h"
 
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,10 +15,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include <sys/utsname.h>
+
 #include "analysis/stats.h"
 #include "datasets/trace.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
+#include "experiments/calibration_fit.h"
 #include "experiments/config.h"
 #include "experiments/live_measure.h"
 #include "runtime/core/cost.h"
@@ -197,87 +198,108 @@ std::vector<ComputePoint> small_shape_points(const Stepper& step, const Training
   return points;
 }
 
-}  // namespace
-
-CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& o,
-                               const std::string& command_line,
-                               std::vector<std::pair<double, double>>* repeat_pairs) {
-  if (o.warmup < 1) throw std::invalid_argument("--warmup must be at least 1 (the first "
-                                                "iteration after a plan change is not measured)");
-  if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
-  LiveSetup live = open_live(load_experiment(config), config);
-  TrainingRun& run = live.env->run();
-  ExperimentSpec sspec = sim_spec_of(live.spec);
-  sspec.cluster.calibration = {};  // fits are made against the physical model
-  SimRun sim(sspec);
-  const int blocks = live.spec.model.num_blocks(), world = live.spec.cluster.world_size();
-  if (o.passes < 1) throw std::invalid_argument("--passes must be at least 1");
-  // The uniform plans, `passes` times over (pass after pass, so that a slow minute of the
-  // machine falls on one pass of many plans rather than on every pass of one plan).
-  const std::vector<Plan> uniform = calibration_plans(run.catalog(), blocks);
+// What one calibration drives: the live run, the simulator beside it (uncalibrated: the fits
+// are made against the physical model), and the plans in the order they are measured.
+struct Session {
+  LiveSetup live;
+  ExperimentSpec sspec;
+  std::unique_ptr<SimRun> sim;
+  int blocks = 0, world = 0;
+  std::vector<Plan> uniform;  // one plan per catalog strategy (calibration_plans)
+  // The uniform plans `passes` times over (pass after pass, so that a slow minute of the
+  // machine falls on one pass of many plans rather than on every pass of one plan), then the
+  // random plans: mixtures for the fits of what the table does not hold (overhead, memory,
+  // repartition); the table itself comes from the uniform plans only.
   std::vector<Plan> plans;
-  for (int pass = 0; pass < o.passes; ++pass) plans.insert(plans.end(), uniform.begin(), uniform.end());
-  // Random plans after the uniform ones: mixtures for the fits of what the table does not hold
-  // (overhead, memory, repartition); the table itself comes from the uniform plans only.
-  const size_t uniform_plans = plans.size();
-  {
-    std::mt19937_64 rng(o.seed ^ 0xca11b7a7e5eedull);
-    for (const Plan& p : random_plans(run.catalog(), blocks, o.mixed_plans, rng, sim))
-      plans.push_back(p);
-  }
+  size_t uniform_plans = 0;  // plans[0, uniform_plans) are the uniform passes
 
+  TrainingRun& run() const { return live.env->run(); }
+};
+
+Session open_session(const std::string& config, const LiveMeasureOptions& o) {
+  if (o.warmup < 1)
+    throw std::invalid_argument(
+        "--warmup must be at least 1 (the first "
+        "iteration after a plan change is not measured)");
+  if (o.iterations < 1) throw std::invalid_argument("--iterations must be at least 1");
+  if (o.passes < 1) throw std::invalid_argument("--passes must be at least 1");
+  Session s;
+  s.live = open_live(load_experiment(config), config);
+  const ExperimentSpec& spec = s.live.spec;
+  if (spec.cluster.devices.size() != 1 || spec.cluster.links.size() != 1)
+    throw std::invalid_argument(config +
+                                ": calibration fits one device type and one link class; "
+                                "this cluster has " +
+                                std::to_string(spec.cluster.devices.size()) + " and " +
+                                std::to_string(spec.cluster.links.size()));
+  s.sspec = sim_spec_of(spec);
+  s.sspec.cluster.calibration = {};  // fits are made against the physical model
+  s.sim = std::make_unique<SimRun>(s.sspec);
+  s.blocks = spec.model.num_blocks(), s.world = spec.cluster.world_size();
+  s.uniform = calibration_plans(s.run().catalog(), s.blocks);
+  for (int pass = 0; pass < o.passes; ++pass)
+    s.plans.insert(s.plans.end(), s.uniform.begin(), s.uniform.end());
+  s.uniform_plans = s.plans.size();
+  std::mt19937_64 rng(o.seed ^ 0xca11b7a7e5eedull);
+  for (const Plan& p : random_plans(s.run().catalog(), s.blocks, o.mixed_plans, rng, *s.sim))
+    s.plans.push_back(p);
+  s.run().reset(o.seed, s.plans.front());
+  s.sim->reset(o.seed, s.plans.front());
+  return s;
+}
+
+// The file's description of itself: when, how, on what.
+CalibrationFile describe(const Session& s, const std::string& config,
+                         const std::string& command_line, const LiveMeasureOptions& o) {
+  const ExperimentSpec& spec = s.live.spec;
   CalibrationFile c;
   c.created = utc_now();
   c.command = command_line;
   c.config = config;
   describe_machine(c);
-  c.backend = !live.spec.live.backend.empty() ? live.spec.live.backend
-                                               : live.spec.live.device == "cuda" ? "nccl" : "gloo";
-  c.launch = live.spec.live.launch;
-  c.device = live.spec.live.device;
-  c.ranks = world;
-  c.threads_per_rank = live.spec.live.threads_per_rank;
+  c.backend = !spec.live.backend.empty()   ? spec.live.backend
+              : spec.live.device == "cuda" ? "nccl"
+                                           : "gloo";
+  c.launch = spec.live.launch;
+  c.device = spec.live.device;
+  c.ranks = s.world;
+  c.threads_per_rank = spec.live.threads_per_rank;
   c.warmup = o.warmup;
   c.iterations = o.iterations;
   c.passes = o.passes;
-  c.plans = static_cast<int>(plans.size());
-  if (live.spec.cluster.devices.size() != 1 || live.spec.cluster.links.size() != 1)
-    throw std::invalid_argument(config + ": calibration fits one device type and one link class; "
-                                "this cluster has " + std::to_string(live.spec.cluster.devices.size()) +
-                                " and " + std::to_string(live.spec.cluster.links.size()));
-  c.device_name = live.spec.cluster.devices[0].name;
-  c.link_name = live.spec.cluster.links[0].name;
+  c.plans = static_cast<int>(s.plans.size());
+  c.device_name = spec.cluster.devices[0].name;
+  c.link_name = spec.cluster.links[0].name;
+  c.runtime.model_signature = calibration_signature(s.sim->stage_cost_model(0).model(), s.world);
+  return c;
+}
 
-  run.reset(o.seed, plans.front());
-  sim.reset(o.seed, plans.front());
-  RuntimeCalibration& rc = c.runtime;
-  rc.model_signature = calibration_signature(sim.stage_cost_model(0).model(), world);
+void report_plan(const LiveMeasureOptions& o, size_t i, size_t n, const Plan& plan,
+                 const PlanStats& s, const double* reference_s) {
+  if (!o.progress) return;
+  std::ostringstream line;
+  line << "[" << (i + 1) << "/" << n << "] " << plan.to_string() << ": step " << std::fixed
+       << std::setprecision(2) << s.step_s * 1e3 << " ms (spread " << std::setprecision(0)
+       << 100 * s.spread << " %)";
+  if (s.optimizer_s > 0)
+    line << ", optimizer step " << std::setprecision(2) << s.optimizer_s * 1e3 << " ms";
+  if (reference_s) line << ", reference " << std::setprecision(2) << *reference_s * 1e3 << " ms";
+  o.progress(line.str());
+}
 
-  // One row per (block kind, strategy): for each block position, its per-pass medians.
-  struct Row {
-    int kind;
-    Strategy s;
-    std::map<int, std::vector<double>> fwd, bwd, comm;
-    std::vector<double> spread;
-    BlockCost physics;
-    // Per micro-batch, as the physical model counts them (KernelCounter).
-    double kernels = 0, collectives = 0;
-  };
-  const KernelCounter kernels(sspec, o.seed, plans.front());
-  std::map<std::pair<int, std::string>, Row> rows;
-  std::vector<PlanStats> stats;
-  std::vector<std::vector<BlockCost>> physics;
-  std::vector<double> log_dev;
-  // The drift reference (o.drift_reference): the first uniform plan, 1 warm-up and 3 measured
-  // iterations, before the first plan and after every plan (every second random plan: below). Each plan's times are divided by
-  // the mean of the two references around it over their median: the machine's speed while it
-  // was measured. On the 2-core AMD EPYC host the same plan's step differed by a median 9–15 %
-  // between passes a minute apart (7–8 % once divided by the reference: the drift common to
-  // the plans goes, a plan's own window of fast noise stays).
+// Every plan of the session measured in turn (PlanStats::from: the plan the run held before).
+// With the drift reference (o.drift_reference): the first uniform plan, 1 warm-up and 3
+// measured iterations, before the first plan and after every plan (every second random plan:
+// below). Each plan's times are divided by the mean of the two references around it over their
+// median: the machine's speed while it was measured. On the 2-core AMD EPYC host the same
+// plan's step differed by a median 9–15 % between passes a minute apart (7–8 % once divided by
+// the reference: the drift common to the plans goes, a plan's own window of fast noise stays).
+std::vector<PlanStats> measure_plans(const Session& session, const Stepper& step,
+                                     const LiveMeasureOptions& o, CalibrationFile& c) {
+  const std::vector<Plan>& plans = session.plans;
   const Plan reference = plans.front();
   LiveMeasureOptions ref_o = o;
   ref_o.warmup = 1, ref_o.iterations = 3;
-  auto step = [&run](const Plan& p) { return run.step(p); };
   std::vector<double> ref_s;
   if (o.drift_reference) {
     ref_s.push_back(measure(step, reference, ref_o).step_s);
@@ -294,6 +316,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   // byte moves, and the repartition fit, which learns from the random plans' changes, saw no
   // transfer at all (2026-11-25: the bandwidth and per-message terms fitted to nothing, and
   // validate-sim's repartitions were predicted at half their time).
+  std::vector<PlanStats> stats;
   std::vector<size_t> ref_before;  // per plan: the index in ref_s of the reference before it
   Plan held = reference;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -302,55 +325,77 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     PlanStats s = measure(step, plan, o);
     s.from = held;
     held = plan;
-    const bool chained = i >= uniform_plans && (i - uniform_plans) % 2 == 0 && i + 1 < plans.size();
+    const size_t u = session.uniform_plans;
+    const bool chained = i >= u && (i - u) % 2 == 0 && i + 1 < plans.size();
     if (o.drift_reference && !chained) {
       ref_s.push_back(measure(step, reference, ref_o).step_s);
       held = reference;
     }
     stats.push_back(s);
-    if (o.progress) {
-      std::ostringstream line;
-      line << "[" << (i + 1) << "/" << plans.size() << "] " << plan.to_string() << ": step "
-           << std::fixed << std::setprecision(2) << s.step_s * 1e3 << " ms (spread "
-           << std::setprecision(0) << 100 * s.spread << " %)";
-      if (s.optimizer_s > 0)
-        line << ", optimizer step " << std::setprecision(2) << s.optimizer_s * 1e3 << " ms";
-      if (o.drift_reference && ref_s.size() - 1 > ref_before.back())
-        line << ", reference " << std::setprecision(2) << ref_s.back() * 1e3 << " ms";
-      o.progress(line.str());
-    }
+    const bool after = o.drift_reference && ref_s.size() - 1 > ref_before.back();
+    report_plan(o, i, plans.size(), plan, s, after ? &ref_s.back() : nullptr);
   }
-  if (o.drift_reference) {
-    const double typical = median(ref_s);
-    std::vector<double> factors;
-    for (size_t i = 0; i < stats.size(); ++i) {
-      // The references just before and just after the plan (the next one measured).
-      factors.push_back((ref_s[ref_before[i]] + ref_s[ref_before[i] + 1]) / 2 / typical);
-      stats[i].scale_times(factors.back());
-    }
-    c.drift_reference = reference.to_string();
-    c.drift_reference_s = typical;
-    c.drift_spread = quantile(factors, 0.9) - quantile(factors, 0.1);
-    if (o.progress) {
-      std::ostringstream line;
-      line << "drift reference " << reference.to_string() << ": " << std::fixed
-           << std::setprecision(2) << typical * 1e3 << " ms median; the machine's speed factor "
-           << std::setprecision(3) << quantile(factors, 0.1) << " to " << quantile(factors, 0.9)
-           << " (10th to 90th percentile), each plan's times divided by its own";
-      o.progress(line.str());
-    }
+  if (!o.drift_reference) return stats;
+  const double typical = median(ref_s);
+  std::vector<double> factors;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    // The references just before and just after the plan (the next one measured).
+    factors.push_back((ref_s[ref_before[i]] + ref_s[ref_before[i] + 1]) / 2 / typical);
+    stats[i].scale_times(factors.back());
   }
-  // The noise check's pairs (noise_gate.h): each uniform plan against itself a pass later,
-  // after the drift reference — the agreement of what the table is made of.
-  const size_t per_pass = uniform.size();
-  for (size_t i = per_pass; repeat_pairs && i < uniform_plans; ++i)
-    repeat_pairs->emplace_back(stats[i - per_pass].step_s, stats[i].step_s);
-  for (size_t i = 0; i < plans.size(); ++i) {
-    const Plan& plan = plans[i];
+  c.drift_reference = reference.to_string();
+  c.drift_reference_s = typical;
+  c.drift_spread = quantile(factors, 0.9) - quantile(factors, 0.1);
+  if (o.progress) {
+    std::ostringstream line;
+    line << "drift reference " << reference.to_string() << ": " << std::fixed
+         << std::setprecision(2) << typical * 1e3 << " ms median; the machine's speed factor "
+         << std::setprecision(3) << quantile(factors, 0.1) << " to " << quantile(factors, 0.9)
+         << " (10th to 90th percentile), each plan's times divided by its own";
+    o.progress(line.str());
+  }
+  return stats;
+}
+
+// One row of the table per (block kind, strategy): for each block position, its per-pass
+// medians per micro-batch.
+struct Row {
+  int kind;
+  Strategy s;
+  std::map<int, std::vector<double>> fwd, bwd, comm;
+  std::vector<double> spread;
+  BlockCost physics;
+  // Per micro-batch, as the physical model counts them (KernelCounter).
+  double kernels = 0, collectives = 0;
+};
+using Rows = std::map<std::pair<int, std::string>, Row>;
+
+std::vector<double> block_medians(const std::map<int, std::vector<double>>& by_block) {
+  std::vector<double> per_block;
+  for (const auto& [b, passes] : by_block) per_block.push_back(median(passes));
+  return per_block;
+}
+
+// The table's entries: each block's median over the iterations, then over the passes,
+// averaged over every block of that kind and strategy. Not the median over the blocks: the
+// blocks of a plan share the step's time unevenly by position (block 0, last in the backward,
+// waits for the data-parallel gradient reduction to finish: 5.8 ms against 0.4 ms for the
+// other blocks of uniform:dp(recompute=1) on 4 threads), and only the mean keeps the sum over
+// the plan's blocks.
+double mean_of_medians(const std::map<int, std::vector<double>>& by_block) {
+  return mean(block_medians(by_block));
+}
+
+// The uniform plans' blocks as table rows.
+Rows table_rows(const Session& session, const std::vector<PlanStats>& stats,
+                const KernelCounter& kernels) {
+  Rows rows;
+  for (size_t i = 0; i < session.uniform_plans; ++i) {
+    const Plan& plan = session.plans[i];
     const PlanStats& s = stats[i];
-    const IterationBreakdown bd = sim.breakdown(plan);
+    const IterationBreakdown bd = session.sim->breakdown(plan);
     const double m = std::max(1, bd.pipeline.micro_batches);
-    for (int b = 0; b < blocks && i < uniform_plans; ++b) {
+    for (int b = 0; b < session.blocks; ++b) {
       const int kind = static_cast<int>(ModelSpec::block_kind(b));
       auto key = std::make_pair(kind, plan.blocks[b].to_string());
       auto [it, fresh] = rows.emplace(key, Row{kind, plan.blocks[b], {}, {}, {}, {}, bd.blocks[b]});
@@ -361,25 +406,12 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
       r.comm[b].push_back(s.comm[b] / m);
       r.spread.push_back(s.spread);
     }
-    for (double x : s.steps) log_dev.push_back(std::log(x / s.step_s));
-    physics.push_back(bd.blocks);
   }
+  return rows;
+}
 
-  // The table: each block's median over the iterations, then over the passes, averaged over
-  // every block of that kind and strategy. Not the median over the blocks: the blocks of a
-  // plan share the step's time unevenly by position (block 0, last in the backward, waits for
-  // the data-parallel gradient reduction to finish: 5.8 ms against 0.4 ms for the other blocks
-  // of uniform:dp(recompute=1) on 4 threads), and only the mean keeps the sum over the plan's
-  // blocks.
-  auto block_medians = [](const std::map<int, std::vector<double>>& by_block) {
-    std::vector<double> per_block;
-    for (const auto& [b, passes] : by_block) per_block.push_back(median(passes));
-    return per_block;
-  };
-  auto mean_of_medians = [&](const std::map<int, std::vector<double>>& by_block) {
-    return mean(block_medians(by_block));
-  };
-  for (auto& [key, r] : rows) {
+void write_table(const Rows& rows, RuntimeCalibration& rc) {
+  for (const auto& [key, r] : rows) {
     MeasuredBlock e;
     e.kind = r.kind;
     e.strategy = key.second;
@@ -389,251 +421,239 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
     e.spread = median(r.spread);
     rc.blocks.push_back(e);
   }
-  const ModelSpec mb_model = sim.stage_cost_model(0).model();
+}
 
-  // Noise: σ of log(step / the plan's median), pooled over the plans.
-  rc.noise_sigma = log_dev.size() > 1 ? sample_stddev(log_dev) : 0.0;
+// Noise: σ of log(step / the plan's median), pooled over the plans.
+double noise_sigma(const std::vector<PlanStats>& stats) {
+  std::vector<double> log_dev;
+  for (const PlanStats& s : stats)
+    for (double x : s.steps) log_dev.push_back(std::log(x / s.step_s));
+  return log_dev.size() > 1 ? sample_stddev(log_dev) : 0.0;
+}
 
-  // Device: its speed against the catalog's figures (peak FLOP/s and memory bandwidth alike)
-  // and, on CPU ranks, the time each kernel costs the rank's thread (calibration_fit.h), from
-  // the table's rows and, where the shape pass ran, the same plans at a small micro-batch.
-  {
-    std::vector<ComputePoint> points;
-    for (const auto& [key, r] : rows) {
-      const double measured = median(block_medians(r.fwd)) + median(block_medians(r.bwd));
-      points.push_back({measured, r.physics.fwd_s + r.physics.bwd_s, r.kernels, r.collectives});
-    }
-    const bool serial = live.spec.live.device == "cpu" && o.shape_pass;
-    if (serial) {
-      for (const ComputePoint& p : small_shape_points(step, run, uniform, sim, kernels, o))
-        points.push_back(p);
-    }
-    const DeviceFit fit = fit_device(points, serial);
-    const DeviceType& dev = live.spec.cluster.devices[0];
-    c.peak_flops = dev.peak_flops * fit.speed;
-    c.memory_bw = (dev.memory_bw > 0 ? dev.memory_bw : dev.peak_flops) * fit.speed;
-    c.kernel_s = fit.kernel_s;
-    c.collective_s = serial ? fit.collective_s : -1.0;
-    c.compute_fit_error = fit.fit_error;
+// Device: its speed against the catalog's figures (peak FLOP/s and memory bandwidth alike)
+// and, on CPU ranks, the time each kernel costs the rank's thread (calibration_fit.h), from
+// the table's rows and, where the shape pass ran, the same plans at a small micro-batch.
+void fit_device_terms(const Session& session, const Rows& rows, const Stepper& step,
+                      const KernelCounter& kernels, const LiveMeasureOptions& o,
+                      CalibrationFile& c) {
+  std::vector<ComputePoint> points;
+  for (const auto& [key, r] : rows) {
+    const double measured = median(block_medians(r.fwd)) + median(block_medians(r.bwd));
+    points.push_back({measured, r.physics.fwd_s + r.physics.bwd_s, r.kernels, r.collectives});
   }
-  // Link: α per ring step and bandwidth from the blocks without chunked overlap.
-  {
-    std::vector<double> steps, bytes, comm;
-    for (const auto& [key, r] : rows) {
-      if (r.s.chunks > 1) continue;
-      double st = 0, by = 0;
-      comm_volume(mb_model, static_cast<BlockKind>(r.kind), r.s, world, st, by);
-      if (st <= 0) continue;
-      steps.push_back(st);
-      bytes.push_back(by);
-      comm.push_back(mean_of_medians(r.comm));
-    }
-    double alpha = 0, inv_bw = 0;
-    if (!comm.empty()) nonneg_fit2(steps, bytes, comm, alpha, inv_bw);
-    const LinkClass& link = live.spec.cluster.links[0];
-    c.link_latency_s = comm.empty() ? link.latency_s : alpha;
-    c.link_bandwidth = inv_bw > 0 ? 1.0 / inv_bw : link.bandwidth;
-    std::vector<double> err;
-    for (size_t i = 0; i < comm.size(); ++i)
-      err.push_back(rel_error(alpha * steps[i] + inv_bw * bytes[i], comm[i]));
-    c.comm_fit_error = err.empty() ? 0.0 : median(err);
+  const bool serial = session.live.spec.live.device == "cpu" && o.shape_pass;
+  if (serial) {
+    for (const ComputePoint& p :
+         small_shape_points(step, session.run(), session.uniform, *session.sim, kernels, o))
+      points.push_back(p);
   }
-  // Per-step overhead, optimizer seconds per parameter and the redistributions between
-  // layouts: what the simulator calibrated with everything above (table, device, link) leaves
-  // unexplained of each plan's step latency, against the parameters each rank updates, the
-  // plan's changes of activation layout, and the link model's time for those changes (whose
-  // coefficient is the share of it a step shows: on 4 rank threads the modelled transfer
-  // of the last block's activations to the data-parallel LM head was most of what made the
-  // simulator 6 % slow on uniform:tp1d(t=4), with a coefficient fixed at 1).
-  {
-    CalibrationFile zero = c;
-    zero.runtime.step_overhead_s = zero.runtime.optimizer_s_per_param = 0;
-    zero.runtime.redistribution_s = 0, zero.runtime.redistribution_scale = 1;
-    ExperimentSpec cspec = sspec;
-    const std::string why = apply_calibration(zero, "(fit)", cspec.cluster);
-    if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
-    SimRun calibrated(cspec);
-    calibrated.reset(o.seed, plans.front());
-    std::vector<double> ones, params, layouts, transfers, residual, optimizer;
-    for (size_t i = 0; i < plans.size(); ++i) {
-      const auto pred = calibrated.estimate(plans[i]);
-      if (!pred || !pred->ok) throw std::runtime_error("the calibrated simulator cannot run " +
-                                                       plans[i].to_string());
-      const IterationBreakdown bd = calibrated.breakdown(plans[i]);
-      double moved = bd.head_redistribution_s;
-      for (double t : bd.redistribution_s) moved += t;
-      moved *= std::max(1, bd.pipeline.micro_batches);
-      double p = 0;
-      for (int b = 0; b < blocks; ++b) p += physics[i][b].params_per_rank;
-      ones.push_back(1.0);
-      params.push_back(p);
-      layouts.push_back(layout_changes(plans[i]));
-      transfers.push_back(moved);
-      optimizer.push_back(stats[i].optimizer_s);
-      // What the prediction leaves out, with the redistributions taken out of it too.
-      residual.push_back(stats[i].step_s - pred->step_latency_s + moved);
-    }
-    // The optimizer step is timed on the ranks (Measurement::optimizer_s): its seconds per
-    // parameter come from that time against the parameters each rank updates, not from the
-    // step's residual. Fitted from the residual, the cost of a rank's parameters competed with
-    // everything else the residual holds, and on 4 rank threads (AMD EPYC host) the fit put
-    // 0 on it and 4.8 ms on the constant: uniform:tp1d(t=4) 11 % slow, while the measured
-    // time outside its blocks was 1.1–1.9 ms against 3.9–4.4 ms for uniform:dp.
-    double opt_fixed = 0, opt_per_param = 0;
-    const bool timed = *std::max_element(optimizer.begin(), optimizer.end()) > 0;
-    if (timed) {
-      const std::vector<double> ko = nonneg_lstsq({ones, params}, optimizer);
-      opt_fixed = ko[0], opt_per_param = ko[1];
-      for (size_t i = 0; i < plans.size(); ++i) residual[i] -= opt_per_param * params[i];
-    }
-    // Without the ranks' timing (a backend that does not report it), the residual fit
-    // finds the seconds per parameter as before.
-    std::vector<std::vector<double>> columns = {ones, layouts, transfers};
-    if (!timed) columns.push_back(params);
-    const std::vector<double> k = nonneg_lstsq(columns, residual);
-    rc.step_overhead_s = k[0], rc.redistribution_s = k[1], rc.redistribution_scale = k[2];
-    rc.optimizer_s_per_param = timed ? opt_per_param : k[3];
-    std::vector<double> err;
-    for (size_t i = 0; i < plans.size(); ++i)
-      err.push_back(std::abs(k[0] + k[1] * layouts[i] + k[2] * transfers[i] +
-                             (timed ? 0.0 : k[3] * params[i]) - residual[i]) /
-                    stats[i].step_s);
-    c.overhead_fit_error = median(err);
-    if (o.progress && timed) {
-      std::ostringstream line;
-      line << "optimizer step: " << std::fixed << std::setprecision(3) << opt_fixed * 1e3
-           << " ms + " << std::setprecision(2) << opt_per_param * 1e9
-           << " ns per parameter a rank holds (timed on the ranks); per-step overhead "
-           << std::setprecision(3) << k[0] * 1e3 << " ms";
-      o.progress(line.str());
-    }
+  const DeviceFit fit = fit_device(points, serial);
+  const DeviceType& dev = session.live.spec.cluster.devices[0];
+  c.peak_flops = dev.peak_flops * fit.speed;
+  c.memory_bw = (dev.memory_bw > 0 ? dev.memory_bw : dev.peak_flops) * fit.speed;
+  c.kernel_s = fit.kernel_s;
+  c.collective_s = serial ? fit.collective_s : -1.0;
+  c.compute_fit_error = fit.fit_error;
+}
+
+// Link: α per ring step and bandwidth from the blocks without chunked overlap.
+void fit_link_terms(const Session& session, const Rows& rows, CalibrationFile& c) {
+  const ModelSpec mb_model = session.sim->stage_cost_model(0).model();
+  std::vector<double> steps, bytes, comm;
+  for (const auto& [key, r] : rows) {
+    if (r.s.chunks > 1) continue;
+    double st = 0, by = 0;
+    comm_volume(mb_model, static_cast<BlockKind>(r.kind), r.s, session.world, st, by);
+    if (st <= 0) continue;
+    steps.push_back(st);
+    bytes.push_back(by);
+    comm.push_back(mean_of_medians(r.comm));
   }
-  // Memory: the live peak against the simulator's state and activation terms (each alone, by
-  // running the simulator with the other scale at 0) and a constant.
-  {
-    CalibrationFile only_state = c, only_act = c;
-    only_state.runtime.memory_state_scale = 1, only_state.runtime.memory_activation_scale = 0;
-    only_act.runtime.memory_state_scale = 0, only_act.runtime.memory_activation_scale = 1;
-    std::vector<double> state, act, ones, peak;
-    for (size_t i = 0; i < plans.size(); ++i) {
-      state.push_back(sim_peak(sspec, only_state, plans[i], o.seed));
-      act.push_back(sim_peak(sspec, only_act, plans[i], o.seed));
-      ones.push_back(1.0);
-      peak.push_back(stats[i].peak_bytes);
-    }
-    const std::vector<double> k = nonneg_lstsq({state, act, ones}, peak);
-    rc.memory_state_scale = k[0], rc.memory_activation_scale = k[1], rc.memory_base_bytes = k[2];
-    std::vector<double> err;
-    for (size_t i = 0; i < plans.size(); ++i)
-      err.push_back(rel_error(k[0] * state[i] + k[1] * act[i] + k[2], peak[i]));
-    c.memory_fit_error = median(err);
+  const LinkFit fit = fit_link(steps, bytes, comm);
+  const LinkClass& link = session.live.spec.cluster.links[0];
+  c.link_latency_s = comm.empty() ? link.latency_s : fit.alpha;
+  c.link_bandwidth = fit.inv_bandwidth > 0 ? 1.0 / fit.inv_bandwidth : link.bandwidth;
+  c.comm_fit_error = fit.fit_error;
+}
+
+// Per-step overhead, optimizer seconds per parameter and the redistributions between
+// layouts: what the simulator calibrated with everything above (table, device, link) leaves
+// unexplained of each plan's step latency, against the parameters each rank updates, the
+// plan's changes of activation layout, and the link model's time for those changes (whose
+// coefficient is the share of it a step shows: on 4 rank threads the modelled transfer
+// of the last block's activations to the data-parallel LM head was most of what made the
+// simulator 6 % slow on uniform:tp1d(t=4), with a coefficient fixed at 1).
+void fit_step_overheads(const Session& session, const std::vector<PlanStats>& stats,
+                        const LiveMeasureOptions& o, CalibrationFile& c) {
+  CalibrationFile zero = c;
+  zero.runtime.step_overhead_s = zero.runtime.optimizer_s_per_param = 0;
+  zero.runtime.redistribution_s = 0, zero.runtime.redistribution_scale = 1;
+  ExperimentSpec cspec = session.sspec;
+  const std::string why = apply_calibration(zero, "(fit)", cspec.cluster);
+  if (!why.empty()) throw std::logic_error("calibration does not fit its own cluster: " + why);
+  SimRun calibrated(cspec);
+  calibrated.reset(o.seed, session.plans.front());
+  std::vector<double> params, layouts, transfers, residual, optimizer, step_s;
+  for (size_t i = 0; i < session.plans.size(); ++i) {
+    const Plan& plan = session.plans[i];
+    const auto pred = calibrated.estimate(plan);
+    if (!pred || !pred->ok)
+      throw std::runtime_error("the calibrated simulator cannot run " + plan.to_string());
+    const IterationBreakdown bd = calibrated.breakdown(plan);
+    double moved = bd.head_redistribution_s;
+    for (double t : bd.redistribution_s) moved += t;
+    moved *= std::max(1, bd.pipeline.micro_batches);
+    double p = 0;
+    for (const BlockCost& b : session.sim->breakdown(plan).blocks) p += b.params_per_rank;
+    params.push_back(p);
+    layouts.push_back(layout_changes(plan));
+    transfers.push_back(moved);
+    optimizer.push_back(stats[i].optimizer_s);
+    step_s.push_back(stats[i].step_s);
+    // What the prediction leaves out, with the redistributions taken out of it too.
+    residual.push_back(stats[i].step_s - pred->step_latency_s + moved);
   }
-  // Repartition: a fixed time, a time per block whose state moves (each is rebuilt), a time
-  // per message (the most messages one rank sends and receives, summed over those blocks) and
-  // bytes over a bandwidth, from the changes between the random plans. The uniform plans'
-  // changes are left out: each brings strategies not seen before, whose process groups the
-  // live run creates then, once (a cost of the first use, not of a repartition). Why messages:
-  // on 4 rank threads, Megatron-LM's plan to uniform:dp (every rank gathers from 3 peers)
-  // took 9.2 ms for 7.1 MB and to uniform:tp1d(t=2) (from 1 peer) 3.7 ms for 3.6 MB; bytes
-  // and blocks alone priced the first at 5.2 ms. Why only blocks whose state moves: a change
-  // of sp, chunks or recompute alone keeps the tensors (0.27 ms for all 8 blocks, against
-  // 2.4 ms predicted when every changed block counted).
-  {
-    const CostModel& cm = sim.stage_cost_model(0);
-    std::vector<std::vector<double>> x(4);  // 1, blocks moved, messages, bytes
-    std::vector<double> seconds;
-    for (size_t i = uniform_plans + 1; i < plans.size(); ++i) {
-      int changed = 0, moved = 0;
-      double messages = 0;
-      for (int b = 0; b < blocks; ++b) {
-        const Strategy &from = stats[i].from.blocks[b], &to = plans[i].blocks[b];
-        changed += from != to;
-        if (param_layout_key(from) == param_layout_key(to)) continue;
-        ++moved;
-        messages += cm.repartition(ModelSpec::block_kind(b), from, to).max_rank_messages;
-      }
-      if (changed == 0) continue;
-      x[0].push_back(1.0), x[1].push_back(moved), x[2].push_back(messages);
-      x[3].push_back(stats[i].repartition_bytes);
-      seconds.push_back(stats[i].repartition_s);
+  const StepTermsFit f = fit_step_terms(params, layouts, transfers, residual, optimizer, step_s);
+  RuntimeCalibration& rc = c.runtime;
+  rc.step_overhead_s = f.overhead_s, rc.redistribution_s = f.redistribution_s;
+  rc.redistribution_scale = f.redistribution_scale;
+  rc.optimizer_s_per_param = f.optimizer_s_per_param;
+  c.overhead_fit_error = f.fit_error;
+  if (o.progress && f.optimizer_timed) {
+    std::ostringstream line;
+    line << "optimizer step: " << std::fixed << std::setprecision(3) << f.optimizer_fixed_s * 1e3
+         << " ms + " << std::setprecision(2) << f.optimizer_s_per_param * 1e9
+         << " ns per parameter a rank holds (timed on the ranks); per-step overhead "
+         << std::setprecision(3) << f.overhead_s * 1e3 << " ms";
+    o.progress(line.str());
+  }
+}
+
+// Memory: the live peak against the simulator's state and activation terms (each alone, by
+// running the simulator with the other scale at 0) and a constant.
+void fit_memory_terms(const Session& session, const std::vector<PlanStats>& stats, uint64_t seed,
+                      CalibrationFile& c) {
+  CalibrationFile only_state = c, only_act = c;
+  only_state.runtime.memory_state_scale = 1, only_state.runtime.memory_activation_scale = 0;
+  only_act.runtime.memory_state_scale = 0, only_act.runtime.memory_activation_scale = 1;
+  std::vector<double> state, act, peak;
+  for (size_t i = 0; i < session.plans.size(); ++i) {
+    state.push_back(sim_peak(session.sspec, only_state, session.plans[i], seed));
+    act.push_back(sim_peak(session.sspec, only_act, session.plans[i], seed));
+    peak.push_back(stats[i].peak_bytes);
+  }
+  const MemoryFit f = fit_memory(state, act, peak);
+  c.runtime.memory_state_scale = f.state_scale,
+  c.runtime.memory_activation_scale = f.activation_scale;
+  c.runtime.memory_base_bytes = f.base_bytes;
+  c.memory_fit_error = f.fit_error;
+}
+
+// Repartition: a fixed time, a time per block whose state moves (each is rebuilt), a time
+// per message (the most messages one rank sends and receives, summed over those blocks) and
+// bytes over a bandwidth, from the changes between the random plans (fit_repartition). The
+// uniform plans' changes are left out: each brings strategies not seen before, whose process
+// groups the live run creates then, once (a cost of the first use, not of a repartition). Why
+// messages: on 4 rank threads, Megatron-LM's plan to uniform:dp (every rank gathers from 3
+// peers) took 9.2 ms for 7.1 MB and to uniform:tp1d(t=2) (from 1 peer) 3.7 ms for 3.6 MB;
+// bytes and blocks alone priced the first at 5.2 ms. Why only blocks whose state moves: a
+// change of sp, chunks or recompute alone keeps the tensors (0.27 ms for all 8 blocks,
+// against 2.4 ms predicted when every changed block counted).
+void fit_repartition_terms(const Session& session, const std::vector<PlanStats>& stats,
+                           const LiveMeasureOptions& o, CalibrationFile& c) {
+  const CostModel& cm = session.sim->stage_cost_model(0);
+  std::vector<double> moved_blocks, messages, bytes, seconds;
+  for (size_t i = session.uniform_plans + 1; i < session.plans.size(); ++i) {
+    int changed = 0, moved = 0;
+    double sent = 0;
+    for (int b = 0; b < session.blocks; ++b) {
+      const Strategy &from = stats[i].from.blocks[b], &to = session.plans[i].blocks[b];
+      changed += from != to;
+      if (param_layout_key(from) == param_layout_key(to)) continue;
+      ++moved;
+      sent += cm.repartition(ModelSpec::block_kind(b), from, to).max_rank_messages;
     }
-    auto predict = [&](const std::vector<double>& k, size_t i) {
-      double t = 0;
-      for (size_t j = 0; j < x.size(); ++j) t += k[j] * x[j][i];
-      return t;
-    };
-    if (seconds.size() >= x.size()) {
-      std::vector<double> k = nonneg_lstsq(x, seconds);
-      // Each change is measured once, and on 4 rank threads one in about 25 takes ten times
-      // its prediction (34 ms against 3.4: a rank descheduled in the middle of it), which pulls
-      // a least-squares fit of 24 points. So: fit, leave out the changes more than 3 times the
-      // median relative error off (and more than 25 %), fit again on the rest.
-      auto errors = [&](const std::vector<double>& c) {
-        std::vector<double> e;
-        for (size_t i = 0; i < seconds.size(); ++i) e.push_back(rel_error(predict(c, i), seconds[i]));
-        return e;
-      };
-      {
-        const std::vector<double> e = errors(k);
-        const double limit = std::max(0.25, 3 * median(e));
-        std::vector<std::vector<double>> in_x(x.size());
-        std::vector<double> in_seconds;
-        for (size_t i = 0; i < seconds.size(); ++i) {
-          if (e[i] > limit) continue;
-          for (size_t j = 0; j < x.size(); ++j) in_x[j].push_back(x[j][i]);
-          in_seconds.push_back(seconds[i]);
-        }
-        if (in_seconds.size() >= x.size() && in_seconds.size() < seconds.size()) {
-          if (o.progress) {
-            o.progress("repartition fit: " + std::to_string(seconds.size() - in_seconds.size()) +
-                       " of " + std::to_string(seconds.size()) + " changes left out (more than " +
-                       std::to_string(static_cast<int>(100 * limit)) + " % off the first fit)");
-          }
-          k = nonneg_lstsq(in_x, in_seconds);
-        }
-      }
-      rc.repartition_fixed_s = k[0];
-      rc.repartition_per_block_s = k[1];
-      rc.repartition_per_message_s = k[2];
-      // No measurable per-byte cost: bytes take no time (bandwidth far above what moved).
-      rc.repartition_bandwidth = k[3] > 0 ? 1.0 / k[3] : 1e18;
-      c.repartition_fit_error = median(errors(k));  // over every change, those left out too
+    if (changed == 0) continue;
+    moved_blocks.push_back(moved), messages.push_back(sent);
+    bytes.push_back(stats[i].repartition_bytes);
+    seconds.push_back(stats[i].repartition_s);
+  }
+  const RepartitionFit f = fit_repartition(moved_blocks, messages, bytes, seconds);
+  if (!f.fitted) return;
+  if (o.progress && f.left_out > 0) {
+    o.progress("repartition fit: " + std::to_string(f.left_out) + " of " +
+               std::to_string(seconds.size()) + " changes left out (more than " +
+               std::to_string(static_cast<int>(100 * f.left_out_limit)) + " % off the first fit)");
+  }
+  RuntimeCalibration& rc = c.runtime;
+  rc.repartition_fixed_s = f.fixed_s;
+  rc.repartition_per_block_s = f.per_block_s;
+  rc.repartition_per_message_s = f.per_message_s;
+  // No measurable per-byte cost: bytes take no time (bandwidth far above what moved).
+  rc.repartition_bandwidth = f.inv_bandwidth > 0 ? 1.0 / f.inv_bandwidth : 1e18;
+  c.repartition_fit_error = f.fit_error;
+}
+
+// Collectives alone, at three sizes around the model's messages: what the link does without
+// a training step around it (recorded, not used: the link above is fitted from the waits
+// the training step itself sees, which is what the simulator prices).
+void time_collectives_alone(const Session& session, CalibrationFile& c) {
+  const bool native_rs = session.live.spec.live.backend == "nccl";  // Gloo: all-reduce, a slice
+  std::vector<double> steps, bytes, seconds;
+  for (double size : {4096.0, 65536.0, 1048576.0}) {
+    for (const TrainingRun::CollectiveTiming& t : session.run().time_collectives(size, 20)) {
+      CalibrationFile::Collective row;
+      row.op = t.op;
+      for (size_t i = 0; i < t.group.size(); ++i)
+        row.group += (i ? "," : "") + std::to_string(t.group[i]);
+      row.bytes = t.bytes, row.seconds = t.seconds;
+      c.collectives.push_back(row);
+      // Ring steps and bytes each rank sends (NCCL's and Gloo's ring algorithms).
+      const double n = double(t.group.size()), b = t.bytes;
+      const bool reduce = t.op == "all_reduce" || (t.op == "reduce_scatter" && !native_rs);
+      steps.push_back(reduce ? 2 * (n - 1) : n - 1);
+      bytes.push_back(reduce                 ? 2 * (n - 1) / n * b
+                      : t.op == "all_gather" ? (n - 1) * b
+                                             : (n - 1) / n * b);
+      seconds.push_back(t.seconds);
     }
   }
-  // Collectives alone, at three sizes around the model's messages: what the link does without
-  // a training step around it (recorded, not used: the link above is fitted from the waits
-  // the training step itself sees, which is what the simulator prices).
-  {
-    const bool native_rs = live.spec.live.backend == "nccl";  // Gloo: all-reduce and a slice
-    std::vector<double> steps, bytes, seconds;
-    for (double size : {4096.0, 65536.0, 1048576.0}) {
-      for (const TrainingRun::CollectiveTiming& t : run.time_collectives(size, 20)) {
-        CalibrationFile::Collective row;
-        row.op = t.op;
-        for (size_t i = 0; i < t.group.size(); ++i)
-          row.group += (i ? "," : "") + std::to_string(t.group[i]);
-        row.bytes = t.bytes, row.seconds = t.seconds;
-        c.collectives.push_back(row);
-        // Ring steps and bytes each rank sends (NCCL's and Gloo's ring algorithms).
-        const double n = double(t.group.size()), b = t.bytes;
-        const bool reduce = t.op == "all_reduce" || (t.op == "reduce_scatter" && !native_rs);
-        steps.push_back(reduce ? 2 * (n - 1) : n - 1);
-        bytes.push_back(reduce ? 2 * (n - 1) / n * b : t.op == "all_gather" ? (n - 1) * b
-                                                                          : (n - 1) / n * b);
-        seconds.push_back(t.seconds);
-      }
-    }
-    if (!seconds.empty()) {
-      double alpha = 0, inv_bw = 0;
-      nonneg_fit2(steps, bytes, seconds, alpha, inv_bw);
-      c.collective_latency_s = alpha;
-      c.collective_bandwidth = inv_bw > 0 ? 1.0 / inv_bw : 1e18;
-      std::vector<double> err;
-      for (size_t i = 0; i < seconds.size(); ++i)
-        err.push_back(rel_error(alpha * steps[i] + inv_bw * bytes[i], seconds[i]));
-      c.collective_fit_error = median(err);
-    }
-  }
+  if (seconds.empty()) return;
+  const LinkFit f = fit_link(steps, bytes, seconds);
+  c.collective_latency_s = f.alpha;
+  c.collective_bandwidth = f.inv_bandwidth > 0 ? 1.0 / f.inv_bandwidth : 1e18;
+  c.collective_fit_error = f.fit_error;
+}
+
+}  // namespace
+
+// Measure (measure_plans, the shape pass, the collectives alone), then fit the terms in the
+// order each needs the ones before it: table, noise, device, link, step overheads, memory,
+// repartition.
+CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& o,
+                               const std::string& command_line,
+                               std::vector<std::pair<double, double>>* repeat_pairs) {
+  const Session session = open_session(config, o);
+  CalibrationFile c = describe(session, config, command_line, o);
+  const KernelCounter kernels(session.sspec, o.seed, session.plans.front());
+  TrainingRun& run = session.run();
+  const Stepper step = [&run](const Plan& p) { return run.step(p); };
+  const std::vector<PlanStats> stats = measure_plans(session, step, o, c);
+  // The noise check's pairs (noise_gate.h): each uniform plan against itself a pass later,
+  // after the drift reference — the agreement of what the table is made of.
+  const size_t per_pass = session.uniform.size();
+  for (size_t i = per_pass; repeat_pairs && i < session.uniform_plans; ++i)
+    repeat_pairs->emplace_back(stats[i - per_pass].step_s, stats[i].step_s);
+  const Rows rows = table_rows(session, stats, kernels);
+  write_table(rows, c.runtime);
+  c.runtime.noise_sigma = noise_sigma(stats);
+  fit_device_terms(session, rows, step, kernels, o, c);
+  fit_link_terms(session, rows, c);
+  fit_step_overheads(session, stats, o, c);
+  fit_memory_terms(session, stats, o.seed, c);
+  fit_repartition_terms(session, stats, o, c);
+  time_collectives_alone(session, c);
   return c;
 }
 

@@ -6,6 +6,9 @@
 
 namespace shardgym {
 
+// |predicted / measured − 1| (1 where only the measurement is 0, 0 where both are).
+double rel_error(double predicted, double measured);
+
 // Non-negative least squares y ≈ Σ_j c_j·x_j for up to 6 columns: the unconstrained solution
 // on every subset of the columns (the others at 0), the best one with all c_j ≥ 0. Throws
 // std::logic_error outside 1 to 6 columns.
@@ -37,5 +40,56 @@ struct DeviceFit {
   double speed = 1, kernel_s = 0, collective_s = 0, fit_error = 0;
 };
 DeviceFit fit_device(const std::vector<ComputePoint>& points, bool kernels);
+
+// seconds ≈ α · steps + bytes / bandwidth over a link's exchanges (ring steps and bytes each
+// rank sends; non-negative). inv_bandwidth 0 where bytes explain nothing. fit_error: the
+// median relative error over the points (0 without points).
+struct LinkFit {
+  double alpha = 0, inv_bandwidth = 0, fit_error = 0;
+};
+LinkFit fit_link(const std::vector<double>& steps, const std::vector<double>& bytes,
+                 const std::vector<double>& seconds);
+
+// What the calibrated simulator leaves unexplained of each plan's step (`residual`, seconds),
+// per plan: the parameters each rank updates, its changes of activation layout and the link
+// model's time for them. With the optimizer timed on the ranks (`optimizer` not all 0), its
+// fixed time and seconds per parameter are fitted from that time and taken out of the
+// residual first; without it, the residual's fit finds the seconds per parameter.
+// fit_error: the median |fit − residual| over the plan's step (`step_s`).
+struct StepTermsFit {
+  double overhead_s = 0, redistribution_s = 0, redistribution_scale = 0;
+  double optimizer_fixed_s = 0, optimizer_s_per_param = 0;
+  bool optimizer_timed = false;
+  double fit_error = 0;
+};
+StepTermsFit fit_step_terms(const std::vector<double>& params, const std::vector<double>& layouts,
+                            const std::vector<double>& transfers, std::vector<double> residual,
+                            const std::vector<double>& optimizer,
+                            const std::vector<double>& step_s);
+
+// peak ≈ state_scale · state + activation_scale · activations + base_bytes (each ≥ 0).
+struct MemoryFit {
+  double state_scale = 0, activation_scale = 0, base_bytes = 0, fit_error = 0;
+};
+MemoryFit fit_memory(const std::vector<double>& state, const std::vector<double>& activations,
+                     const std::vector<double>& peak);
+
+// seconds ≈ fixed + per_block · blocks + per_message · messages + bytes / bandwidth over the
+// measured repartitions. Each is measured once, and on 4 rank threads one in about 25 takes
+// ten times its prediction (a rank descheduled in the middle of it), which pulls a
+// least-squares fit: fit, leave out the changes more than 3 times the median relative error
+// off (and more than 25 %), fit again on the rest. fit_error: the median over every change,
+// those left out too. fitted false (and the rest 0) with fewer changes than terms.
+struct RepartitionFit {
+  bool fitted = false;
+  double fixed_s = 0, per_block_s = 0, per_message_s = 0, inv_bandwidth = 0;
+  int left_out = 0;
+  double left_out_limit = 0;  // relative error past which a change was left out
+  double fit_error = 0;
+};
+RepartitionFit fit_repartition(const std::vector<double>& blocks,
+                               const std::vector<double>& messages,
+                               const std::vector<double>& bytes,
+                               const std::vector<double>& seconds);
 
 }  // namespace shardgym

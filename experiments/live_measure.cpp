@@ -163,8 +163,4 @@ ErrorSummary summarize(const std::vector<double>& rel) {
   return e;
 }
 
-double rel_error(double predicted, double measured) {
-  return measured > 0 ? std::abs(predicted / measured - 1) : (predicted > 0 ? 1.0 : 0.0);
-}
-
 }  // namespace shardgym::detail

@@ -12,6 +12,7 @@
 
 #include "env/env.h"
 #include "experiments/calibrate.h"
+#include "experiments/calibration_fit.h"
 #include "runtime/core/experiment_spec.h"
 #include "runtime/core/measurement.h"
 #include "runtime/core/plan.h"
@@ -70,6 +71,5 @@ std::vector<Plan> random_pipelined_plans(const StrategyCatalog& cat, const Model
                                          const std::function<bool(const Plan&)>& admit);
 
 ErrorSummary summarize(const std::vector<double>& rel);
-double rel_error(double predicted, double measured);
 
 }  // namespace shardgym::detail
