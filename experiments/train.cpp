@@ -3,16 +3,16 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fstream>
-#include <limits>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 
 #include "agents/agent.h"
-#include "analysis/table.h"
 #include "agents/evaluate.h"
+#include "analysis/table.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
@@ -47,12 +47,12 @@ class LearningLog {
     if (!f_) throw std::runtime_error("cannot write " + path);
     f_ << "update,training_steps,env_steps,wall_s,eval_return,train_return\n" << std::flush;
   }
-  void row(int update, int64_t training_steps, int64_t env_steps, double wall_s,
-           double eval_return, double train_return) {
+  void row(int update, int64_t training_steps, int64_t env_steps, double wall_s, double eval_return,
+           double train_return) {
     char line[256];
     std::snprintf(line, sizeof line, "%d,%lld,%lld,%.3f,%.9g,", update,
-                  static_cast<long long>(training_steps), static_cast<long long>(env_steps),
-                  wall_s, eval_return);
+                  static_cast<long long>(training_steps), static_cast<long long>(env_steps), wall_s,
+                  eval_return);
     f_ << line;
     if (std::isfinite(train_return)) {
       std::snprintf(line, sizeof line, "%.9g", train_return);
@@ -75,6 +75,172 @@ std::string restart_line(const TrainProgress& p) {
          " s, after " + after + " s without improvement";
 }
 
+namespace {
+
+struct OutputPaths {
+  std::string trace, checkpoint, learning;
+};
+
+// `--out` and the files written in it are not followed when they are symbolic links: a
+// link would make train overwrite whatever it points to (docs/robustness.md).
+OutputPaths prepare_out_dir(const std::string& out_dir) {
+  if (fs::is_symlink(out_dir))
+    throw std::invalid_argument("--out '" + out_dir +
+                                "' is a symbolic link; give the folder itself");
+  fs::create_directories(out_dir);
+  OutputPaths paths{(fs::path(out_dir) / "trace.h5").string(),
+                    (fs::path(out_dir) / "agent.ckpt").string(),
+                    (fs::path(out_dir) / "learning.csv").string()};
+  for (const std::string& file : {paths.trace, paths.checkpoint, paths.learning})
+    if (fs::is_symlink(file))
+      throw std::invalid_argument("'" + file +
+                                  "' is a symbolic link; train does not write through links");
+  return paths;
+}
+
+std::string training_line(const std::string& agent, size_t envs, const TrainProgress& p,
+                          int64_t train_steps, double eval_return, double best_return) {
+  return "training " + agent + " on " + std::to_string(envs) +
+         " envs: " + std::to_string(p.env_steps) + "/" + std::to_string(train_steps) + " steps, " +
+         fixed(p.wall_s, 0) + " s, mean episode return " +
+         (std::isnan(p.mean_episode_return) ? std::string("-") : fixed(p.mean_episode_return, 2)) +
+         ", greedy " + fixed(eval_return, 2) + " (best " + fixed(best_return, 2) + ")";
+}
+
+// Learners with vectorised training (PPO) first train for agent.train_steps env steps on
+// `train_envs` copies of the env; the recorded episodes then continue from there. Returns
+// whether the agent trained so (the episodes then evaluate the policy).
+bool train_vectorised(const ExperimentSpec& spec, const TrainOptions& options, uint64_t seed,
+                      Agent& agent, const OutputPaths& paths, TrainResult& result) {
+  Progress* progress = options.progress;
+  // A task with drawn events (core/scenario_draw.h) trains on other instances than the
+  // recorded episodes play (the config's `instance`): env k on instance + 1,000,003 + k.
+  const bool drawn = !spec.scenario.draws.empty();
+  const uint64_t instance = spec.scenario.instance;
+  // Every env step is counted where it happens: rollouts, the learner's own searches and
+  // the greedy evaluations below (they pick the policy kept) — learning.csv's env_steps.
+  const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
+  const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
+  VectorEnv envs(options.train_envs, [&](int k) {
+    return std::make_unique<CountSteps>(
+        make_env(spec.env_id, drawn ? with_instance(spec, instance + 1'000'003 + k) : spec),
+        trained_steps);
+  });
+  // After every update one greedy episode on a held-out seed; the best policy is kept (PPO
+  // does not improve monotonically: the last update is not always the best one).
+  std::unique_ptr<Env> eval_env = std::make_unique<CountSteps>(
+      make_env(spec.env_id, drawn ? with_instance(spec, instance + 2'000'003) : spec),
+      evaluated_steps);
+  LearningLog log(paths.learning);
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t eval_seed = kHeldOutSeedBase + seed;
+  // The best policy goes to agent.ckpt as soon as it is picked (each save: temporary
+  // file, fsync, rename), so a kill at any later moment leaves it there.
+  bool saved_best = false;
+  double best_return = -std::numeric_limits<double>::infinity();
+  int reported = 0;
+  int restarts_reported = 0;
+  const bool vectorised =
+      agent.train_vectorized(envs, spec.agent.train_steps, [&](const TrainProgress& p) {
+        result.training.push_back(p);
+        const double eval_return =
+            run_episode(*eval_env, agent, eval_seed, /*learn=*/false).total_reward;
+        agent.set_training(true);
+        agent.note_evaluation(eval_return);  // restart on stall (ppo restart_s) reads it
+        log.row(p.update, p.env_steps, trained_steps->load() + evaluated_steps->load(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                eval_return, p.mean_episode_return);
+        if (progress && p.restarts > restarts_reported) {
+          progress->line(restart_line(p));
+          restarts_reported = p.restarts;
+        }
+        if (progress)
+          for (const std::string& note : p.notes) progress->line(note);
+        // The best across restarts: a restart starts a new network, never a new best.
+        if (eval_return > best_return) {
+          best_return = eval_return;
+          result.best_update = p.update;
+          agent.save(paths.checkpoint);
+          saved_best = true;
+        }
+        if (progress) {
+          const std::string text = training_line(result.agent, envs.size(), p,
+                                                 spec.agent.train_steps, eval_return, best_return);
+          // A permanent line every 10 s or so, the rest on a terminal only.
+          if (p.wall_s >= 10.0 * (reported + 1)) {
+            progress->line(text);
+            reported = static_cast<int>(p.wall_s / 10.0);
+          } else {
+            progress->update(text);
+          }
+        }
+        return true;
+      });
+  if (vectorised && saved_best) agent.load(paths.checkpoint);
+  if (!vectorised && progress) {
+    progress->line("agent " + result.agent +
+                   " has no vectorised training; agent.train_steps is ignored and it learns "
+                   "during the episodes only");
+  }
+  return vectorised;
+}
+
+// A reset whose plan does not fit memory is a config problem, not a runtime failure: reported
+// like the loader would, at the key's line; without the key, the default plan's model is what
+// does not fit.
+void refuse_oom_initial_plan(const ExperimentSpec& spec, const ResetResult& reset) {
+  if (!reset.info.measurement.oom) return;
+  const bool given = spec.key_lines.count("initial_plan") > 0;
+  const auto line = spec.key_lines.find(given ? "initial_plan" : "model");
+  throw ConfigError(spec.source_path, "initial_plan",
+                    line != spec.key_lines.end() ? line->second : 0,
+                    "plan '" + reset.info.plan.to_string() + "'" +
+                        (given ? "" : " (the default initial plan, megatron)") +
+                        " does not fit device memory (check it with `shardgym cost`)");
+}
+
+// Recorded episode k, with Megatron-LM's throughput under the same conditions beside it.
+EpisodeStats play_episode(const ExperimentSpec& spec, Env& env, Agent& agent, const Plan& megatron,
+                          int k, uint64_t seed, bool learn, Progress* progress) {
+  EpisodeStats stats;
+  stats.episode = k;
+  stats.seed = seed + static_cast<uint64_t>(k);
+  double megatron_tokens = 0, megatron_time_s = 0;
+  const std::string head = "episode " + std::to_string(k + 1) + "/" + std::to_string(spec.episodes);
+  EpisodeHooks hooks;
+  hooks.on_reset = [&](const ResetResult& reset) { refuse_oom_initial_plan(spec, reset); };
+  hooks.on_step = [&](const StepResult& r, const EpisodeSummary& so_far) {
+    const Measurement& m = r.info.measurement;
+    if (r.info.error.empty() && m.ok && !m.oom) {
+      const double lpt = megatron_latency_per_token(r, env.run(), megatron);
+      if (lpt > 0) megatron_tokens += m.tokens, megatron_time_s += m.tokens * lpt;
+    }
+    if (progress) {
+      progress->update(head + "  step " + std::to_string(so_far.steps) + "/" +
+                       std::to_string(spec.steps_per_episode) + "  mean reward " +
+                       fixed(so_far.total_reward / so_far.steps, 4));
+    }
+  };
+  const EpisodeSummary s = run_episode(env, agent, stats.seed, learn, hooks);
+  stats.steps = s.steps;
+  stats.failed_steps = s.failed_steps;
+  stats.error = s.error;
+  stats.final_plan = s.final_plan;
+  stats.repartition_s = s.repartition_s;
+  stats.mean_reward = s.total_reward / s.steps;
+  stats.mean_throughput = s.throughput;
+  // Over the steps where the baseline could be evaluated.
+  stats.megatron_throughput = megatron_time_s > 0 ? megatron_tokens / megatron_time_s : 0;
+  if (progress) {
+    progress->line(head + ": " + std::to_string(stats.steps) + " steps, mean reward " +
+                   fixed(stats.mean_reward, 4) +
+                   (stats.failed_steps ? ", ended by a failed step" : std::string()));
+  }
+  return stats;
+}
+
+}  // namespace
+
 TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   if (options.seed) spec.seeds = {*options.seed};
   if (options.episodes) spec.episodes = *options.episodes;
@@ -84,22 +250,10 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   if (spec.steps_per_episode < 1) throw std::invalid_argument("steps must be at least 1");
   const uint64_t seed = spec.seeds.empty() ? 0 : spec.seeds.front();
 
-  // `--out` and the files written in it are not followed when they are symbolic links: a
-  // link would make train overwrite whatever it points to (docs/robustness.md).
-  if (fs::is_symlink(options.out_dir))
-    throw std::invalid_argument("--out '" + options.out_dir +
-                                "' is a symbolic link; give the folder itself");
-  fs::create_directories(options.out_dir);
+  const OutputPaths paths = prepare_out_dir(options.out_dir);
   TrainResult result;
   result.env_id = spec.env_id;
-  result.trace_path = (fs::path(options.out_dir) / "trace.h5").string();
-  const std::string checkpoint_path = (fs::path(options.out_dir) / "agent.ckpt").string();
-  const std::string learning_path = (fs::path(options.out_dir) / "learning.csv").string();
-  for (const std::string& file : {result.trace_path, checkpoint_path, learning_path})
-    if (fs::is_symlink(file))
-      throw std::invalid_argument("'" + file +
-                                  "' is a symbolic link; train does not write through links");
-
+  result.trace_path = paths.trace;
   auto writer =
       std::make_shared<TraceWriter>(result.trace_path, make_trace_metadata(spec, options.git_sha));
   auto env = std::make_unique<RecordTrace>(make_env(spec.env_id, spec), writer);
@@ -107,147 +261,21 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options) {
   result.agent = agent->name();
   writer->set_agent(result.agent);
   const Plan megatron = megatron_baseline(*env, spec);
-  Progress* progress = options.progress;
 
-  // Learners with vectorised training (PPO) first train for agent.train_steps env steps on
-  // `train_envs` copies of the env; the recorded episodes below then continue from there.
-  bool trained = false;  // by vectorised training: the episodes then evaluate the policy
-  if (agent->learns() && spec.agent.train_steps > 0) {
-    // A task with drawn events (core/scenario_draw.h) trains on other instances than the
-    // recorded episodes play (the config's `instance`): env k on instance + 1,000,003 + k.
-    const bool drawn = !spec.scenario.draws.empty();
-    const uint64_t instance = spec.scenario.instance;
-    // Every env step is counted where it happens: rollouts, the learner's own searches and
-    // the greedy evaluations below (they pick the policy kept) — learning.csv's env_steps.
-    const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
-    const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
-    VectorEnv envs(options.train_envs, [&](int k) {
-      return std::make_unique<CountSteps>(
-          make_env(spec.env_id, drawn ? with_instance(spec, instance + 1'000'003 + k) : spec),
-          trained_steps);
-    });
-    // After every update one greedy episode on a held-out seed; the best policy is kept (PPO
-    // does not improve monotonically: the last update is not always the best one).
-    std::unique_ptr<Env> eval_env = std::make_unique<CountSteps>(
-        make_env(spec.env_id, drawn ? with_instance(spec, instance + 2'000'003) : spec),
-        evaluated_steps);
-    LearningLog log(learning_path);
-    const auto t0 = std::chrono::steady_clock::now();
-    const uint64_t eval_seed = kHeldOutSeedBase + seed;
-    // The best policy goes to agent.ckpt as soon as it is picked (each save: temporary
-    // file, fsync, rename), so a kill at any later moment leaves it there.
-    bool saved_best = false;
-    double best_return = -std::numeric_limits<double>::infinity();
-    int reported = 0;
-    int restarts_reported = 0;
-    const bool vectorised = agent->train_vectorized(
-        envs, spec.agent.train_steps, [&](const TrainProgress& p) {
-          result.training.push_back(p);
-          const double eval_return =
-              run_episode(*eval_env, *agent, eval_seed, /*learn=*/false).total_reward;
-          agent->set_training(true);
-          agent->note_evaluation(eval_return);  // restart on stall (ppo restart_s) reads it
-          log.row(p.update, p.env_steps, trained_steps->load() + evaluated_steps->load(),
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                  eval_return, p.mean_episode_return);
-          if (progress && p.restarts > restarts_reported) {
-            progress->line(restart_line(p));
-            restarts_reported = p.restarts;
-          }
-          if (progress)
-            for (const std::string& note : p.notes) progress->line(note);
-          // The best across restarts: a restart starts a new network, never a new best.
-          if (eval_return > best_return) {
-            best_return = eval_return;
-            result.best_update = p.update;
-            agent->save(checkpoint_path);
-            saved_best = true;
-          }
-          if (progress) {
-            const std::string text =
-                "training " + result.agent + " on " + std::to_string(envs.size()) +
-                " envs: " + std::to_string(p.env_steps) + "/" +
-                std::to_string(spec.agent.train_steps) + " steps, " + fixed(p.wall_s, 0) +
-                " s, mean episode return " +
-                (std::isnan(p.mean_episode_return) ? std::string("-")
-                                                   : fixed(p.mean_episode_return, 2)) +
-                ", greedy " + fixed(eval_return, 2) + " (best " + fixed(best_return, 2) + ")";
-            // A permanent line every 10 s or so, the rest on a terminal only.
-            if (p.wall_s >= 10.0 * (reported + 1)) {
-              progress->line(text);
-              reported = static_cast<int>(p.wall_s / 10.0);
-            } else {
-              progress->update(text);
-            }
-          }
-          return true;
-        });
-    trained = vectorised;
-    if (vectorised && saved_best) agent->load(checkpoint_path);
-    if (!vectorised && progress) {
-      progress->line("agent " + result.agent +
-                     " has no vectorised training; agent.train_steps is ignored and it learns "
-                     "during the episodes only");
-    }
-  }
-
+  const bool trained = agent->learns() && spec.agent.train_steps > 0 &&
+                       train_vectorised(spec, options, seed, *agent, paths, result);
   for (int k = 0; k < spec.episodes; ++k) {
-    EpisodeStats stats;
-    stats.episode = k;
-    stats.seed = seed + static_cast<uint64_t>(k);
-    double megatron_tokens = 0, megatron_time_s = 0;
-    const std::string head =
-        "episode " + std::to_string(k + 1) + "/" + std::to_string(spec.episodes);
-    EpisodeHooks hooks;
-    hooks.on_reset = [&](const ResetResult& reset) {
-      if (!reset.info.measurement.oom) return;
-      // A config problem, not a runtime failure: report it like the loader would, at the
-      // key's line; without the key, the default plan's model is what does not fit.
-      const bool given = spec.key_lines.count("initial_plan") > 0;
-      const auto line = spec.key_lines.find(given ? "initial_plan" : "model");
-      throw ConfigError(spec.source_path, "initial_plan",
-                        line != spec.key_lines.end() ? line->second : 0,
-                        "plan '" + reset.info.plan.to_string() + "'" +
-                            (given ? "" : " (the default initial plan, megatron)") +
-                            " does not fit device memory (check it with `shardgym cost`)");
-    };
-    hooks.on_step = [&](const StepResult& r, const EpisodeSummary& so_far) {
-      const Measurement& m = r.info.measurement;
-      if (r.info.error.empty() && m.ok && !m.oom) {
-        const double lpt = megatron_latency_per_token(r, env->run(), megatron);
-        if (lpt > 0) megatron_tokens += m.tokens, megatron_time_s += m.tokens * lpt;
-      }
-      if (progress) {
-        progress->update(head + "  step " + std::to_string(so_far.steps) + "/" +
-                         std::to_string(spec.steps_per_episode) + "  mean reward " +
-                         fixed(so_far.total_reward / so_far.steps, 4));
-      }
-    };
-    const EpisodeSummary s =
-        run_episode(*env, *agent, stats.seed, agent->learns() && !trained, hooks);
-    stats.steps = s.steps;
-    stats.failed_steps = s.failed_steps;
-    stats.error = s.error;
-    stats.final_plan = s.final_plan;
-    stats.repartition_s = s.repartition_s;
-    stats.mean_reward = s.total_reward / s.steps;
-    stats.mean_throughput = s.throughput;
-    // Over the steps where the baseline could be evaluated.
-    stats.megatron_throughput = megatron_time_s > 0 ? megatron_tokens / megatron_time_s : 0;
-    if (progress) {
-      progress->line(head + ": " + std::to_string(stats.steps) + " steps, mean reward " +
-                     fixed(stats.mean_reward, 4) +
-                     (stats.failed_steps ? ", ended by a failed step" : std::string()));
-    }
-    result.episodes.push_back(stats);
+    const bool learn = agent->learns() && !trained;
+    result.episodes.push_back(
+        play_episode(spec, *env, *agent, megatron, k, seed, learn, options.progress));
     // A learner that learns during the episodes: its state after each one.
-    if (agent->learns() && !trained) agent->save(checkpoint_path);
+    if (learn) agent->save(paths.checkpoint);
   }
   env.reset();  // closes the last episode: RecordTrace flushes it
   writer->close();
 
   if (agent->learns()) {
-    result.checkpoint_path = checkpoint_path;
+    result.checkpoint_path = paths.checkpoint;
     agent->save(result.checkpoint_path);
   }
   return result;
