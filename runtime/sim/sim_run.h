@@ -308,6 +308,24 @@ class SimRun : public TrainingRun {
   OuterMove price_outer_move(int from_stage_world) const;
   RepartitionSums price_group_join(const std::vector<int>& idx, int donor, int joiner,
                                    int g) const;
+  // evaluate()'s parts: the per-stage sums over stage_acc_ (12 arrays of one value per
+  // stage), the energy terms, the blocks summed into them, the schedule with its stage-to-stage
+  // transfers (p > 1; `schedule_s` set to the same without them where `bd` asks), the
+  // iteration's tail after the flush, and each rank's peak memory.
+  struct StageSums {
+    double *mb, *fwd1, *bwd1, *sync, *gather, *opt, *params, *redist, *host, *hop, *fwd_share,
+        *waits;
+  };
+  struct Energy {
+    double busy_j = 0, link_j = 0, redist_j = 0;
+  };
+  void sum_blocks(const std::vector<int>& idx, LogNormalNoise* noise, double m,
+                  const StageSums& acc, Measurement& out, Energy& e) const;
+  double latency_with_transfers(const StageSums& acc, int p, IterationBreakdown* bd,
+                                double& schedule_s) const;
+  double iteration_tail(const std::vector<int>& idx, const StageSums& acc, int p, double nh,
+                        IterationBreakdown* bd) const;
+  void fill_memory(Measurement& out) const;
   // Fills `out` for running `idx` after `from` (nullptr: no repartition), whose blocks were
   // on the stages `from_stage` of `from_stage_world` ranks each (the pipeline in force before,
   // which may have another stage count). noise: nullptr = none.

@@ -2,22 +2,20 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <map>
-#include <stdexcept>
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <stdexcept>
 #include <unordered_map>
 
-#include <cmath>
-
 #include "runtime/core/cost.h"
+#include "runtime/core/placement.h"
 #include "runtime/sim/layout.h"
 #include "runtime/sim/pipeline_model.h"
 #include "runtime/sim/sim_run.h"
-
-#include "runtime/core/placement.h"
 
 namespace shardgym {
 namespace {
@@ -142,7 +140,8 @@ int SimRun::entry_of(const Strategy& s, uint64_t key) const {
 
 std::string SimRun::why_invalid(int kind, int entry) const {
   const BlockKind bk = kind == 0 ? BlockKind::kAttention : BlockKind::kMlp;
-  std::string why = strategy_invalid_reason(entries_[entry], stage_cost_[0].model(), bk, stage_world_);
+  std::string why =
+      strategy_invalid_reason(entries_[entry], stage_cost_[0].model(), bk, stage_world_);
   const int n = static_cast<int>(pipe_.shares.size());
   if (why.empty() && n > 0 && (stage_world_ / n) % entries_[entry].degree() != 0)
     why = "degree " + std::to_string(entries_[entry].degree()) +
@@ -155,8 +154,9 @@ void SimRun::ensure_shapes() const {
   // Shapes depend on the stage's world, the share groups, the (micro-)batch and the catalog,
   // not on the shares' weights, the speeds or the links: a change of those keeps them.
   const ModelSpec& m = stage_cost_[0].model();
-  const std::array<int64_t, 6> sig = {stage_world_, int64_t(pipe_.shares.size()), m.seq,
-                                      m.global_batch, m.micro_batch, int64_t(entries_.size())};
+  const std::array<int64_t, 6> sig = {stage_world_,  int64_t(pipe_.shares.size()),
+                                      m.seq,         m.global_batch,
+                                      m.micro_batch, int64_t(entries_.size())};
   if (shape_valid_ && sig == shape_sig_) {
     shape_gen_ = gen_;
     return;
@@ -204,8 +204,8 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
   for (int b = 0; b < blocks_; ++b) {
     if ((trusted && idx[b] == idx_[b]) || shape_ok_[b & 1][idx[b]]) continue;
     const BlockKind kind = ModelSpec::block_kind(b);
-    return "block " + std::to_string(b) + " (" + block_kind_name(kind) + "): " +
-           entries_[idx[b]].to_string() + " is not valid: " + why_invalid(b & 1, idx[b]);
+    return "block " + std::to_string(b) + " (" + block_kind_name(kind) +
+           "): " + entries_[idx[b]].to_string() + " is not valid: " + why_invalid(b & 1, idx[b]);
   }
   return "";
 }
@@ -398,31 +398,9 @@ double SimRun::memory_of(const std::vector<int>& idx) const {
   return *std::max_element(stage_scratch_.begin(), stage_scratch_.end());
 }
 
-void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
-                      const std::vector<int>& from_stage, int from_stage_world,
-                      LogNormalNoise* noise, Measurement& out, IterationBreakdown* bd) const {
+void SimRun::sum_blocks(const std::vector<int>& idx, LogNormalNoise* noise, double m,
+                        const StageSums& acc, Measurement& out, Energy& e) const {
   auto draw = [noise]() { return noise ? noise->next() : 1.0; };
-  const HeadCost& h = head();
-  const int p = static_cast<int>(stage_cost_.size());
-  const double m = std::max(1, pipe_.micro_batches);
-  out.block_fwd_s.resize(blocks_);
-  out.block_bwd_s.resize(blocks_);
-  out.block_comm_s.resize(blocks_);
-  // Per stage: one micro-batch's time, the last micro-batch's backward and first forward
-  // (the overlap windows), gradient / parameter / optimizer work of the iteration.
-  // Peak memory per stage (stage_memory's sum, fused into this loop).
-  // host: the time the stage's host needs to issue one micro-batch (docs/design.md §4).
-  // hop, fwd_share: the point-to-point transfer over each stage boundary, the forward's share
-  // of each stage's micro-batch (pipeline_time_with_transfers); waits: the part of it spent
-  // in collectives (the blocks' exposed exchanges and the redistributions).
-  stage_acc_.assign(12 * size_t(p), 0.0);
-  double* mb = stage_acc_.data();
-  double *fwd1 = mb + p, *bwd1 = mb + 2 * p, *sync = mb + 3 * p, *gather = mb + 4 * p,
-         *opt = mb + 5 * p, *params = mb + 6 * p, *redist = mb + 7 * p, *host = mb + 8 * p,
-         *hop = mb + 9 * p, *fwd_share = mb + 10 * p, *waits = mb + 11 * p;
-  stage_scratch_.assign(p, 0.0);
-  edge_memory(idx, stage_scratch_);
-  double busy_j = 0, link_j = h.link_energy_j * m, redist_j = 0;
   for (int b = 0; b < blocks_; ++b) {
     const int kind = b & 1, st = block_stage_[b];
     const BlockSlot& c = block(st, kind, idx[b]);
@@ -431,81 +409,77 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
     out.block_fwd_s[b] = m * fwd;
     out.block_bwd_s[b] = m * bwd;
     out.block_comm_s[b] = m * comm + c.grad_sync * nm;
-    mb[st] += fwd + bwd + comm;
-    waits[st] += comm;
-    fwd1[st] += fwd;
-    bwd1[st] += bwd;
-    sync[st] += c.grad_sync * nm;
-    gather[st] += c.param_gather * nm;
-    opt[st] += c.optimizer;
-    params[st] += c.params;
-    host[st] += c.host;
+    acc.mb[st] += fwd + bwd + comm;
+    acc.waits[st] += comm;
+    acc.fwd1[st] += fwd;
+    acc.bwd1[st] += bwd;
+    acc.sync[st] += c.grad_sync * nm;
+    acc.gather[st] += c.param_gather * nm;
+    acc.opt[st] += c.optimizer;
+    acc.params[st] += c.params;
+    acc.host[st] += c.host;
     const bool after_recompute = kind && recomputes_[idx[b - 1]];
     stage_scratch_[st] += c.state + in_flight_[st] * (after_recompute ? c.act_prev : c.act);
-    busy_j += m * c.busy_j * nc;
-    link_j += m * c.link_j;
+    e.busy_j += m * c.busy_j * nc;
+    e.link_j += m * c.link_j;
     // Embedding output takes block 0's layout for free (token ids are everywhere); later
     // boundaries inside a stage, and the data-parallel LM head, move activations if the
     // layouts differ. A stage boundary sends the activations point to point instead.
     const int prev = b > 0 ? idx[b - 1] : -1;
     if (prev >= 0 && block_stage_[b - 1] == st && act_id_[prev] != act_id_[idx[b]]) {
       const TransferSlot& r = redistribution(st, prev, idx[b]);
-      redist[st] += r.time, redist_j += m * r.energy;
+      acc.redist[st] += r.time, e.redist_j += m * r.energy;
     }
   }
+  const int p = static_cast<int>(stage_cost_.size());
   if (act_id_[idx[blocks_ - 1]] != act_id_[dp_entry_]) {
     const TransferSlot& r = redistribution(p - 1, idx[blocks_ - 1], dp_entry_);
-    redist[p - 1] += r.time, redist_j += m * r.energy;
+    acc.redist[p - 1] += r.time, e.redist_j += m * r.energy;
   }
-  const double nr = draw(), nh = draw(), np = draw();
-  for (int s = 0; s < p; ++s) mb[s] += redist[s] * nr, waits[s] += redist[s] * nr;
-  mb[p - 1] += h.compute_s * nh;
-  // A micro-batch on a stage takes at least what its host needs to issue it (the GPU waits
-  // for kernels the host has not launched yet): the blocks' kernels, the embedding and head on
-  // the last stage, and the framework's own work per micro-batch.
-  host[p - 1] += h.host_s;
-  const bool serial = cost_.cluster().calibration.serial_host;  // CPU ranks: no overlap
-  for (int s = 0; s < p; ++s)
-    mb[s] = serial ? mb[s] + host[s] + h.loop_host_s : std::max(mb[s], host[s] + h.loop_host_s);
-  busy_j += m * h.busy_energy_j * nh;
-  double schedule_s =
-      pipeline_time(mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
-  double latency = schedule_s;
-  if (p > 1) {
-    // Point-to-point activations and their gradients between stages: every rank of a stage
-    // sends its part to the same position of the next stage at once; the slowest pair sets a
-    // boundary's time. hop[p − 1]: the last stage to the first (interleaved chunks wrap).
-    const ModelSpec& mm = stage_cost_[0].model();  // per micro-batch (and sequence part)
-    const double bytes = double(mm.global_batch) / stage_world_ * mm.seq * model_.hidden *
-                         dtype_bytes(model_.dtype);
-    const LinkState& ls = cost_.links();
-    for (int b = 0; b < p; ++b) {
-      const int from = b * stage_world_, to = ((b + 1) % p) * stage_world_;
-      hop[b] = 0;
-      for (int k = 0; k < stage_world_; ++k) {
-        const int l = ls.link_of(from + k, to + k);
-        if (l < 0) continue;
-        const double bw = ls.bw(from + k, to + k) * ls.classes[l].bus_efficiency;
-        hop[b] = std::max(hop[b], ls.lat(from + k, to + k) + (bw > 0 ? bytes / bw : 0.0));
-      }
-    }
-    for (int s = 0; s < p; ++s)
-      fwd_share[s] = fwd1[s] + bwd1[s] > 0 ? fwd1[s] / (fwd1[s] + bwd1[s]) : 1.0 / 3;
-    // Live CPU ranks share the calibration machine's cores (RuntimeCalibration::host_cores);
-    // a pass holds them except while its ranks wait in collectives (pipeline_replay).
-    const int cores = cost_.cluster().calibration.host_cores;
-    for (int s = 0; s < p; ++s) waits[s] = mb[s] > 0 ? waits[s] / mb[s] : 0.0;
-    latency = pipeline_time_with_transfers(mb, fwd_share, hop, p, pipe_.micro_batches,
-                                           pipe_.schedule, pipe_.virtual_stages,
-                                           model_.overlap_p2p_comm, stage_world_, cores, waits);
-    if (bd) {  // the same schedule without transfers, for the breakdown's p2p share
-      std::vector<double> none(p, 0.0);
-      schedule_s = pipeline_time_with_transfers(mb, fwd_share, none.data(), p,
-                                                pipe_.micro_batches, pipe_.schedule,
-                                                pipe_.virtual_stages, model_.overlap_p2p_comm,
-                                                stage_world_, cores, waits);
+}
+
+double SimRun::latency_with_transfers(const StageSums& acc, int p, IterationBreakdown* bd,
+                                      double& schedule_s) const {
+  // Point-to-point activations and their gradients between stages: every rank of a stage
+  // sends its part to the same position of the next stage at once; the slowest pair sets a
+  // boundary's time. hop[p − 1]: the last stage to the first (interleaved chunks wrap).
+  const ModelSpec& mm = stage_cost_[0].model();  // per micro-batch (and sequence part)
+  const double bytes =
+      double(mm.global_batch) / stage_world_ * mm.seq * model_.hidden * dtype_bytes(model_.dtype);
+  const LinkState& ls = cost_.links();
+  for (int b = 0; b < p; ++b) {
+    const int from = b * stage_world_, to = ((b + 1) % p) * stage_world_;
+    acc.hop[b] = 0;
+    for (int k = 0; k < stage_world_; ++k) {
+      const int l = ls.link_of(from + k, to + k);
+      if (l < 0) continue;
+      const double bw = ls.bw(from + k, to + k) * ls.classes[l].bus_efficiency;
+      acc.hop[b] = std::max(acc.hop[b], ls.lat(from + k, to + k) + (bw > 0 ? bytes / bw : 0.0));
     }
   }
+  for (int s = 0; s < p; ++s) {
+    const double f = acc.fwd1[s], w = acc.bwd1[s];
+    acc.fwd_share[s] = f + w > 0 ? f / (f + w) : 1.0 / 3;
+  }
+  // Live CPU ranks share the calibration machine's cores (RuntimeCalibration::host_cores);
+  // a pass holds them except while its ranks wait in collectives (pipeline_replay).
+  const int cores = cost_.cluster().calibration.host_cores;
+  for (int s = 0; s < p; ++s) acc.waits[s] = acc.mb[s] > 0 ? acc.waits[s] / acc.mb[s] : 0.0;
+  const double latency = pipeline_time_with_transfers(
+      acc.mb, acc.fwd_share, acc.hop, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages,
+      model_.overlap_p2p_comm, stage_world_, cores, acc.waits);
+  if (bd) {  // the same schedule without transfers, for the breakdown's p2p share
+    std::vector<double> none(p, 0.0);
+    schedule_s = pipeline_time_with_transfers(
+        acc.mb, acc.fwd_share, none.data(), p, pipe_.micro_batches, pipe_.schedule,
+        pipe_.virtual_stages, model_.overlap_p2p_comm, stage_world_, cores, acc.waits);
+  }
+  return latency;
+}
+
+double SimRun::iteration_tail(const std::vector<int>& idx, const StageSums& acc, int p, double nh,
+                              IterationBreakdown* bd) const {
+  const HeadCost& h = head();
   // Iteration tail: the data-parallel work of the slowest stage. Megatron-LM's buckets hold
   // max(40M, 1M·DP) parameters (distributed/distributed_data_parallel.py); state / bytes per
   // parameter gives the stage's parameter count.
@@ -520,59 +494,114 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   if (p > 1 && h.grad_sync_s > 0) {
     const double bytes = double(model_.vocab) * model_.hidden / t_last * model_.grad_bytes();
     const std::vector<int> pair = {0, (p - 1) * stage_world_};
-    embedding_sync = collective_time(CollOp::kAllReduce, bytes,
-                                     describe_group(pair, cost_.links())) * nh;
+    embedding_sync =
+        collective_time(CollOp::kAllReduce, bytes, describe_group(pair, cost_.links())) * nh;
     tail += embedding_sync;
   }
-  const double p2p_s = latency - schedule_s;
   double tail_max = 0;
   if (bd) bd->stages.assign(p, StageTimes{});
   for (int s = 0; s < p; ++s) {
-    const int buckets = std::max(1, static_cast<int>(std::ceil(params[s] / 4e7)));
+    const int buckets = std::max(1, static_cast<int>(std::ceil(acc.params[s] / 4e7)));
     const double v = pipe_.schedule == Schedule::kInterleaved ? pipe_.virtual_stages : 1;
-    const double g = model_.overlap_grad_reduce ? overlapped_exposed(sync[s], bwd1[s] / v, buckets)
-                                               : sync[s];
-    const double a = model_.overlap_param_gather ? overlapped_exposed(gather[s], fwd1[s] / v, buckets)
-                                                 : gather[s];
-    tail_max = std::max(tail_max, g + a + opt[s]);
+    const double g = model_.overlap_grad_reduce
+                         ? overlapped_exposed(acc.sync[s], acc.bwd1[s] / v, buckets)
+                         : acc.sync[s];
+    const double a = model_.overlap_param_gather
+                         ? overlapped_exposed(acc.gather[s], acc.fwd1[s] / v, buckets)
+                         : acc.gather[s];
+    tail_max = std::max(tail_max, g + a + acc.opt[s]);
     if (bd) {
       StageTimes& st = bd->stages[s];
-      st.micro_batch_s = mb[s];
-      st.host_s = host[s] + h.loop_host_s;
-      st.grad_sync_s = sync[s], st.param_gather_s = gather[s], st.optimizer_s = opt[s];
-      st.tail_s = g + a + opt[s];
+      st.micro_batch_s = acc.mb[s];
+      st.host_s = acc.host[s] + h.loop_host_s;
+      st.grad_sync_s = acc.sync[s], st.param_gather_s = acc.gather[s], st.optimizer_s = acc.opt[s];
+      st.tail_s = g + a + acc.opt[s];
     }
   }
-  latency += tail + tail_max + h.iteration_s;
-  if (bd) {
-    bd->schedule_s = schedule_s, bd->p2p_s = p2p_s, bd->head_sync_s = tail;
-    bd->embedding_sync_s = embedding_sync;
-    bd->head_s = h.compute_s;
-    bd->step_latency_s = latency;
-  }
+  if (bd) bd->head_sync_s = tail, bd->embedding_sync_s = embedding_sync;
+  return tail + tail_max + h.iteration_s;
+}
 
-  const RepartitionSums rep = price_repartition(idx, from, from_stage, from_stage_world);
+// Peak memory per rank: its stage's (an excluded share group holds no state); out of memory
+// where a stage exceeds its capacity.
+void SimRun::fill_memory(Measurement& out) const {
+  const int p = static_cast<int>(stage_cost_.size());
   const std::vector<int>& now = pipe_.shares;
-  out.step_latency_s = latency;
-  out.repartition_s = rep.seconds * np;
-  out.repartition_bytes = rep.bytes;
-  out.repartition_peak_bytes = rep.peak_bytes;
-  out.energy_j =
-      idle_power_w_ * (latency + out.repartition_s) + busy_j + link_j + redist_j + rep.energy_j;
-  out.tokens = double(effective_global_batch(cost_.model(), world_)) * cost_.model().seq;
   if (p == 1) {
     out.peak_memory_bytes.assign(world_, stage_scratch_[0]);
   } else {
     out.peak_memory_bytes.resize(world_);
     for (int r = 0; r < world_; ++r) out.peak_memory_bytes[r] = stage_scratch_[r / stage_world_];
   }
-  if (!now.empty()) {  // an excluded share group holds no state
+  if (!now.empty()) {
     const int n = static_cast<int>(now.size()), g = stage_world_ / n;
     for (int r = 0; r < world_; ++r)
       if (now[std::min(n - 1, (r % stage_world_) / g)] == 0) out.peak_memory_bytes[r] = 0;
   }
   out.oom = false;
   for (int s = 0; s < p; ++s) out.oom = out.oom || stage_scratch_[s] > stage_capacity_[s];
+}
+
+void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
+                      const std::vector<int>& from_stage, int from_stage_world,
+                      LogNormalNoise* noise, Measurement& out, IterationBreakdown* bd) const {
+  auto draw = [noise]() { return noise ? noise->next() : 1.0; };
+  const HeadCost& h = head();
+  const int p = static_cast<int>(stage_cost_.size());
+  const double m = std::max(1, pipe_.micro_batches);
+  out.block_fwd_s.resize(blocks_);
+  out.block_bwd_s.resize(blocks_);
+  out.block_comm_s.resize(blocks_);
+  // Per stage (StageSums): one micro-batch's time, the last micro-batch's backward and first
+  // forward (the overlap windows), gradient / parameter / optimizer work of the iteration.
+  // Peak memory per stage (stage_memory's sum, fused into the block loop).
+  // host: the time the stage's host needs to issue one micro-batch (docs/design.md §4).
+  // hop, fwd_share: the point-to-point transfer over each stage boundary, the forward's share
+  // of each stage's micro-batch (pipeline_time_with_transfers); waits: the part of it spent
+  // in collectives (the blocks' exposed exchanges and the redistributions).
+  stage_acc_.assign(12 * size_t(p), 0.0);
+  double* base = stage_acc_.data();
+  const StageSums acc{base,         base + p,     base + 2 * p,  base + 3 * p,
+                      base + 4 * p, base + 5 * p, base + 6 * p,  base + 7 * p,
+                      base + 8 * p, base + 9 * p, base + 10 * p, base + 11 * p};
+  stage_scratch_.assign(p, 0.0);
+  edge_memory(idx, stage_scratch_);
+  Energy e;
+  e.link_j = h.link_energy_j * m;
+  sum_blocks(idx, noise, m, acc, out, e);
+  const double nr = draw(), nh = draw(), np = draw();
+  for (int s = 0; s < p; ++s) acc.mb[s] += acc.redist[s] * nr, acc.waits[s] += acc.redist[s] * nr;
+  acc.mb[p - 1] += h.compute_s * nh;
+  // A micro-batch on a stage takes at least what its host needs to issue it (the GPU waits
+  // for kernels the host has not launched yet): the blocks' kernels, the embedding and head on
+  // the last stage, and the framework's own work per micro-batch.
+  acc.host[p - 1] += h.host_s;
+  const bool serial = cost_.cluster().calibration.serial_host;  // CPU ranks: no overlap
+  for (int s = 0; s < p; ++s) {
+    const double issue = acc.host[s] + h.loop_host_s;
+    acc.mb[s] = serial ? acc.mb[s] + issue : std::max(acc.mb[s], issue);
+  }
+  e.busy_j += m * h.busy_energy_j * nh;
+  double schedule_s =
+      pipeline_time(acc.mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);
+  double latency = p > 1 ? latency_with_transfers(acc, p, bd, schedule_s) : schedule_s;
+  const double p2p_s = latency - schedule_s;
+  latency += iteration_tail(idx, acc, p, nh, bd);
+  if (bd) {
+    bd->schedule_s = schedule_s, bd->p2p_s = p2p_s;
+    bd->head_s = h.compute_s;
+    bd->step_latency_s = latency;
+  }
+
+  const RepartitionSums rep = price_repartition(idx, from, from_stage, from_stage_world);
+  out.step_latency_s = latency;
+  out.repartition_s = rep.seconds * np;
+  out.repartition_bytes = rep.bytes;
+  out.repartition_peak_bytes = rep.peak_bytes;
+  out.energy_j = idle_power_w_ * (latency + out.repartition_s) + e.busy_j + e.link_j + e.redist_j +
+                 rep.energy_j;
+  out.tokens = double(effective_global_batch(cost_.model(), world_)) * cost_.model().seq;
+  fill_memory(out);
   out.ok = true;
   out.latency_source = out.memory_source = out.energy_source = "model";
 }
