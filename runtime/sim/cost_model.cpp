@@ -24,8 +24,8 @@ std::string calibration_signature(const ModelSpec& m, int world) {
   std::ostringstream o;
   o << "layers=" << m.layers << " hidden=" << m.hidden << " heads=" << m.heads
     << " ffn=" << m.ffn_size() << " seq=" << m.seq << " batch=" << effective_global_batch(m, world)
-    << " vocab=" << m.vocab << " dtype=" << dtype_name(m.dtype)
-    << " flash=" << m.flash_attention << " world=" << world;
+    << " vocab=" << m.vocab << " dtype=" << dtype_name(m.dtype) << " flash=" << m.flash_attention
+    << " world=" << world;
   // Llama's traits, only where set, so GPT calibrations written before them still match.
   if (m.kv_head_count() != m.heads) o << " kv_heads=" << m.kv_heads;
   if (m.rmsnorm) o << " rmsnorm=1";
@@ -51,9 +51,12 @@ const MeasuredBlock* same_shape_row(const RuntimeCalibration& rc, int kind, cons
     std::istringstream in(sig);
     std::string token, dims;
     while (in >> token) {
-      if (token.rfind("batch=", 0) == 0) batch = std::atof(token.c_str() + 6);
-      else if (token.rfind("world=", 0) == 0) w = std::atoi(token.c_str() + 6);
-      else if (token.rfind("layers=", 0) != 0) dims += token + " ";
+      if (token.rfind("batch=", 0) == 0)
+        batch = std::atof(token.c_str() + 6);
+      else if (token.rfind("world=", 0) == 0)
+        w = std::atoi(token.c_str() + 6);
+      else if (token.rfind("layers=", 0) != 0)
+        dims += token + " ";
     }
     return dims;
   };
@@ -84,8 +87,8 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTe
   for (int r = 0; r < world_; ++r) {
     const DeviceType& d = cluster_.devices[rank_device_[r]];
     host_kernel_s_ = std::max(host_kernel_s_, d.host_kernel_s);
-    host_collective_s_ = std::max(
-        host_collective_s_, d.host_collective_s >= 0 ? d.host_collective_s : d.host_kernel_s);
+    host_collective_s_ = std::max(host_collective_s_,
+                                  d.host_collective_s >= 0 ? d.host_collective_s : d.host_kernel_s);
     host_micro_batch_s_ = std::max(host_micro_batch_s_, d.host_micro_batch_s);
   }
   cond_.link_factor.assign(cluster_.links.size(), 1.0);
@@ -124,9 +127,12 @@ std::vector<GroupShape> CostModel::active_group_shapes(const Strategy& s, CommAx
       if (work(q) > 0) ranks.push_back(q);
     }
     const GroupLinks g = describe_group(ranks, links_);
-    auto it = std::find_if(out.begin(), out.end(), [&](const GroupShape& x) { return x.links == g; });
-    if (it == out.end()) out.push_back({g, 1});
-    else ++it->count;
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const GroupShape& x) { return x.links == g; });
+    if (it == out.end())
+      out.push_back({g, 1});
+    else
+      ++it->count;
   }
   return out;
 }
@@ -182,16 +188,15 @@ std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, con
     // The core: a part's queries against the whole sequence's keys (context parallelism).
     const double keys = double(m.full_seq());
     return {{n, h / a, double(m.qkv_width()) / c, k},  // QKV (3h wide without GQA)
-            {n, h / c, h / a, k},                  // attention out
-            {double(m.seq), dh, keys, b * heads},   // Q·Kᵀ per head
-            {double(m.seq), keys, dh, b * heads}};  // softmax·V per head
+            {n, h / c, h / a, k},                      // attention out
+            {double(m.seq), dh, keys, b * heads},      // Q·Kᵀ per head
+            {double(m.seq), keys, dh, b * heads}};     // softmax·V per head
   }
   return {{n, h / a, double(m.fc1_width()) / c, k}, {n, f / c, h / a, k}};  // fc1, fc2
 }
 
-void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
-                              const std::string& kind, double& slowest_s,
-                              double& busy_j) const {
+void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
+                              double& slowest_s, double& busy_j) const {
   double gemm_flops = 0;
   for (const auto& g : gemms) gemm_flops += g.flops();
   const int elem = dtype_bytes(cond_.model.dtype);
@@ -203,8 +208,8 @@ void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops,
     const DeviceType& dev = cluster_.devices[d];
     if (per_device[d] < 0) {
       // The GEMMs' roofline sets the device's efficiency; it applies to all the FLOPs.
-      const double t = gemm_time(gemms, dev.peak_flops, dev.memory_bw, elem, calib_, dev.name,
-                                 kind);
+      const double t =
+          gemm_time(gemms, dev.peak_flops, dev.memory_bw, elem, calib_, dev.name, kind);
       per_device[d] = t * flops / gemm_flops;
     }
     const double t = per_device[d] * cond_.slowdown[r] * work(r);
@@ -230,8 +235,10 @@ double CostModel::collectives_time(const std::vector<Collective>& cs, const Stra
     for (const auto& g : shapes[ax]) {
       t = std::max(t, collective_time(c.op, bytes, g.links));
       const LinkBytes lb = collective_link_bytes(c.op, bytes, g.links);
-      const double e_a = g.links.intra_link >= 0 ? cluster_.links[g.links.intra_link].energy_per_byte : 0;
-      const double e_e = g.links.inter_link >= 0 ? cluster_.links[g.links.inter_link].energy_per_byte : 0;
+      const double e_a =
+          g.links.intra_link >= 0 ? cluster_.links[g.links.intra_link].energy_per_byte : 0;
+      const double e_e =
+          g.links.inter_link >= 0 ? cluster_.links[g.links.inter_link].energy_per_byte : 0;
       energy_j += double(g.count) * g.links.size * (lb.intra * e_a + lb.inter * e_e);
     }
     total += t;
@@ -265,12 +272,10 @@ int block_kernels(const ModelSpec& m, BlockKind kind, const Strategy& s, int col
   return std::max(1, s.chunks) * per_chunk + collectives;
 }
 
-BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) const {
-  const ModelSpec& m = cond_.model;
-  BlockCost out;
-  out.flops_per_rank = block_rank_flops(m, kind, s, world_);
+std::vector<CostModel::PassShape> CostModel::pass_shapes(BlockKind kind, const Strategy& s) const {
   // The forward's GEMMs: dense ones, and (attention) the batched QKᵀ and ·V of the core; one
   // set for every rank, or one per position of an uneven tensor group (its ranks' heads differ).
+  const ModelSpec& m = cond_.model;
   const double b = local_batch(m, s, world_);
   std::vector<PassShape> pass(s.uneven() ? s.degree() : 1);
   for (int i = 0; i < static_cast<int>(pass.size()); ++i) {
@@ -282,6 +287,13 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     ps.core_flops = attention_core_flops(m, kind, b) * head_part(s, pos) / s.degree();
     ps.mem = block_memory_bound_bytes(m, kind, s, world_, pos);
   }
+  return pass;
+}
+
+CostModel::PassWork CostModel::compute_passes(BlockKind kind, const Strategy& s,
+                                              const std::vector<PassShape>& pass,
+                                              BlockCost& out) const {
+  const ModelSpec& m = cond_.model;
   const std::string name = block_kind_name(kind);
   // Pass weights: backward = 2× forward (flash's core: 2.5×, its QKᵀ recomputed); full
   // recomputation replays the forward in the backward, selective the core and its softmax.
@@ -301,60 +313,39 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     busy_b += busy_sel;
   }
   out.busy_energy_j = busy_f + busy_b;
+  return bwd_w;
+}
 
-  auto* list = detail ? &out.collectives : nullptr;
-  const auto tp = block_collectives(m, kind, s, world_);
-  out.tp_comm_fwd_s = collectives_time(tp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
-  double async_bwd = 0;
-  out.tp_comm_bwd_s = collectives_time(tp, s, false, out.comm_bytes_per_rank, out.link_energy_j,
-                                       list, &async_bwd);
-  // The input-gradient collective of the column-parallel GEMM (QKV, fc1) runs under that
-  // GEMM's weight-gradient GEMM, which has the forward GEMM's FLOPs (Collective::under_wgrad).
-  double& hidden_bwd = out.tp_comm_bwd_hidden_s;
-  if (async_bwd > 0) {
-    double busy_w = 0;
-    std::vector<PassShape> in_gemm(pass.size());
-    for (size_t i = 0; i < pass.size(); ++i) in_gemm[i].dense = {pass[i].dense[0]};
-    const double wgrad = slowest_pass(in_gemm, name, {1, 0, 0}, busy_w);
-    hidden_bwd = std::min(async_bwd, wgrad);
-  }
-  // The host issues the block's kernels one by one; a GPU faster than that waits (SimRun
-  // bounds each stage's micro-batch by its host's time).
-  bool unfused = false;  // any position of an uneven group (the slowest host sets the pace)
-  for (int i = 0; i < static_cast<int>(pass.size()); ++i)
-    unfused = unfused || softmax_unfused(m, s, world_, s.uneven() ? i : -1);
-  out.host_s = host_kernel_s_ * block_kernels(m, kind, s, 0, unfused) +
-               host_collective_s_ * static_cast<double>(tp.size());
-  // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
-  const int k = m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree())
-                                                                  : s.chunks;
-  auto tp_exposed = [&] {
-    return exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
-           exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
-  };
-  const double tp_exposed_model = tp_exposed();
-  out.comm_s = tp_exposed_model;
-  // Context parallelism's ring (plan.h @cp(c)): c − 1 steps, each under the attention of the
-  // chunk a rank already has, so only what outlasts the core's compute shows (the first step's
-  // transfer is exposed, as in `exposed` with c pieces). Each step is one more attention kernel
-  // each way and one send-receive per ring pass for the host to issue.
-  if (const auto cp = block_context_collectives(m, kind, s, world_); !cp.empty()) {
-    const int c = m.context_parallel;
-    const double cp_f = collectives_time(cp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
-    const double cp_b = collectives_time(cp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
-    double busy_core = 0;  // counted in the passes above already
-    const double core_f = slowest_pass(pass, name, {0, 1, 0}, busy_core);
-    const double core_b = slowest_pass(pass, name, {0, bwd_w.core, 0}, busy_core);
-    out.comm_s += exposed(cp_f, core_f, c) + exposed(cp_b, core_b, c);
-    out.host_s += host_kernel_s_ * 2.0 * (c - 1) +
-                  host_collective_s_ * double(c - 1) * cp.size();
-  }
+// Context parallelism's ring (plan.h @cp(c)): c − 1 steps, each under the attention of the
+// chunk a rank already has, so only what outlasts the core's compute shows (the first step's
+// transfer is exposed, as in `exposed` with c pieces). Each step is one more attention kernel
+// each way and one send-receive per ring pass for the host to issue.
+void CostModel::add_context_ring(BlockKind kind, const Strategy& s,
+                                 const std::vector<PassShape>& pass, double core_bwd,
+                                 BlockCost& out, std::vector<CollectiveCost>* list) const {
+  const ModelSpec& m = cond_.model;
+  const auto cp = block_context_collectives(m, kind, s, world_);
+  if (cp.empty()) return;
+  const int c = m.context_parallel;
+  const std::string name = block_kind_name(kind);
+  const double cp_f =
+      collectives_time(cp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
+  const double cp_b =
+      collectives_time(cp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+  double busy_core = 0;  // counted in the passes already
+  const double core_f = slowest_pass(pass, name, {0, 1, 0}, busy_core);
+  const double core_b = slowest_pass(pass, name, {0, core_bwd, 0}, busy_core);
+  out.comm_s += exposed(cp_f, core_f, c) + exposed(cp_b, core_b, c);
+  out.host_s += host_kernel_s_ * 2.0 * (c - 1) + host_collective_s_ * double(c - 1) * cp.size();
+}
 
-  // Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype.
-  // (64-bit: replicas × ranks passes 2^31 from 2^16 ranks on.)
-  const BlockMemory memory = block_memory(kind, s);
+// Per iteration: gradient reduction over the replicas with a share, in the gradients' dtype
+// (64-bit: replicas × ranks passes 2^31 from 2^16 ranks on), the distributed optimizer's
+// parameter gather, and the optimizer step as a memory-bound pass.
+void CostModel::add_data_parallel(BlockKind kind, const Strategy& s, const BlockMemory& memory,
+                                  BlockCost& out, std::vector<CollectiveCost>* list) const {
+  const ModelSpec& m = cond_.model;
   const int dp = memory.dp;
-  const double params = memory.params_per_rank;
   if (dp > 1) {
     const auto sync = block_grad_sync(m, kind, s, world_);
     const double scale = double(m.grad_bytes()) / dtype_bytes(m.dtype);
@@ -363,7 +354,8 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
       c.elements *= scale;  // collectives_time counts elements in the model dtype
       if (m.distributed_optimizer) c.op = CollOp::kReduceScatter;
     }
-    out.grad_sync_s = collectives_time(grads, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
+    out.grad_sync_s =
+        collectives_time(grads, s, false, out.comm_bytes_per_rank, out.link_energy_j, list);
     if (m.distributed_optimizer) {
       std::vector<Collective> gather = sync;
       for (auto& c : gather) c.op = CollOp::kAllGather;
@@ -378,37 +370,93 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     double bw = 0;
     for (const auto& d : cluster_.devices)
       if (d.memory_bw > 0 && d.memory_efficiency > 0)
-        bw = bw > 0 ? std::min(bw, d.memory_bw * d.memory_efficiency) : d.memory_bw * d.memory_efficiency;
+        bw = bw > 0 ? std::min(bw, d.memory_bw * d.memory_efficiency)
+                    : d.memory_bw * d.memory_efficiency;
     if (bw > 0)
-      out.optimizer_s = params * (m.optimizer_bytes_per_param() / owners + m.grad_bytes()) / bw;
+      out.optimizer_s =
+          memory.params_per_rank * (m.optimizer_bytes_per_param() / owners + m.grad_bytes()) / bw;
   }
+}
 
+// A block the calibration measured (cluster.calibration): its row's times replace the
+// model's; a row of the same shapes elsewhere gives the compute, with this world's collectives
+// exposed past it (`tp_exposed`: their exposure given the block's passes in `out`).
+void CostModel::apply_measured_row(BlockKind kind, const Strategy& s, double params,
+                                   const std::function<double()>& tp_exposed,
+                                   BlockCost& out) const {
   const RuntimeCalibration& rc = cluster_.calibration;
-  if (!rc.empty()) {
-    double slow = 0;
-    for (int r = 0; r < world_; ++r) slow = std::max(slow, cond_.slowdown[r] * work(r));
-    const std::string signature = calibration_signature(m, world_);
-    if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(), signature)) {
-      out.fwd_s = e->fwd_s * slow;
-      out.bwd_s = e->bwd_s * slow;
-      out.comm_s = e->comm_s;
-      out.tp_comm_bwd_hidden_s = 0;
-      out.grad_sync_s = out.param_gather_s = 0;
-      out.optimizer_s = rc.optimizer_s_per_param * params;
-      out.host_s = 0;  // measured: the host's time is in the row
-    } else if (const MeasuredBlock* e =
-                   same_shape_row(rc, static_cast<int>(kind), s, signature, world_)) {
-      // The same shapes elsewhere: the measured compute, with the host's time in it; the
-      // collectives and the gradient synchronisation are this world's, as modelled, exposed
-      // past the measured compute.
-      out.fwd_s = e->fwd_s * slow;
-      out.bwd_s = e->bwd_s * slow;
-      out.comm_s += tp_exposed() - tp_exposed_model;
-      out.host_s = 0;
-    }
+  if (rc.empty()) return;
+  const ModelSpec& m = cond_.model;
+  double slow = 0;
+  for (int r = 0; r < world_; ++r) slow = std::max(slow, cond_.slowdown[r] * work(r));
+  const std::string signature = calibration_signature(m, world_);
+  if (const MeasuredBlock* e = rc.find(static_cast<int>(kind), s.to_string(), signature)) {
+    out.fwd_s = e->fwd_s * slow;
+    out.bwd_s = e->bwd_s * slow;
+    out.comm_s = e->comm_s;
+    out.tp_comm_bwd_hidden_s = 0;
+    out.grad_sync_s = out.param_gather_s = 0;
+    out.optimizer_s = rc.optimizer_s_per_param * params;
+    out.host_s = 0;  // measured: the host's time is in the row
+  } else if (const MeasuredBlock* e =
+                 same_shape_row(rc, static_cast<int>(kind), s, signature, world_)) {
+    // The same shapes elsewhere: the measured compute, with the host's time in it; the
+    // collectives and the gradient synchronisation are this world's, as modelled, exposed
+    // past the measured compute.
+    const double modelled = tp_exposed();
+    out.fwd_s = e->fwd_s * slow;
+    out.bwd_s = e->bwd_s * slow;
+    out.comm_s += tp_exposed() - modelled;
+    out.host_s = 0;
   }
+}
 
-  out.params_per_rank = params;
+BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) const {
+  const ModelSpec& m = cond_.model;
+  BlockCost out;
+  out.flops_per_rank = block_rank_flops(m, kind, s, world_);
+  const std::vector<PassShape> pass = pass_shapes(kind, s);
+  const PassWork bwd_w = compute_passes(kind, s, pass, out);
+
+  auto* list = detail ? &out.collectives : nullptr;
+  const auto tp = block_collectives(m, kind, s, world_);
+  out.tp_comm_fwd_s =
+      collectives_time(tp, s, true, out.comm_bytes_per_rank, out.link_energy_j, list);
+  double async_bwd = 0;
+  out.tp_comm_bwd_s =
+      collectives_time(tp, s, false, out.comm_bytes_per_rank, out.link_energy_j, list, &async_bwd);
+  // The input-gradient collective of the column-parallel GEMM (QKV, fc1) runs under that
+  // GEMM's weight-gradient GEMM, which has the forward GEMM's FLOPs (Collective::under_wgrad).
+  if (async_bwd > 0) {
+    double busy_w = 0;
+    std::vector<PassShape> in_gemm(pass.size());
+    for (size_t i = 0; i < pass.size(); ++i) in_gemm[i].dense = {pass[i].dense[0]};
+    const double wgrad = slowest_pass(in_gemm, block_kind_name(kind), {1, 0, 0}, busy_w);
+    out.tp_comm_bwd_hidden_s = std::min(async_bwd, wgrad);
+  }
+  // The host issues the block's kernels one by one; a GPU faster than that waits (SimRun
+  // bounds each stage's micro-batch by its host's time).
+  bool unfused = false;  // any position of an uneven group (the slowest host sets the pace)
+  for (int i = 0; i < static_cast<int>(pass.size()); ++i)
+    unfused = unfused || softmax_unfused(m, s, world_, s.uneven() ? i : -1);
+  out.host_s = host_kernel_s_ * block_kernels(m, kind, s, 0, unfused) +
+               host_collective_s_ * static_cast<double>(tp.size());
+  // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
+  const int k =
+      m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree()) : s.chunks;
+  const double hidden_bwd = out.tp_comm_bwd_hidden_s;
+  const auto tp_exposed = [&] {
+    return exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
+           exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
+  };
+  out.comm_s = tp_exposed();
+  add_context_ring(kind, s, pass, bwd_w.core, out, list);
+
+  const BlockMemory memory = block_memory(kind, s);
+  add_data_parallel(kind, s, memory, out, list);
+  apply_measured_row(kind, s, memory.params_per_rank, tp_exposed, out);
+
+  out.params_per_rank = memory.params_per_rank;
   out.state_bytes = memory.state_bytes;
   out.activation_bytes = memory.activation_bytes;
   out.activation_bytes_prev_recompute = memory.activation_bytes_prev_recompute;
@@ -422,7 +470,8 @@ CostModel::BlockMemory CostModel::block_memory(BlockKind kind, const Strategy& s
   out.params_per_rank = rank_param_elements(m, kind, s);  // core/placement.h boxes
   out.state_bytes = m.state_bytes_per_param(out.dp) * out.params_per_rank;
   out.activation_bytes = max_work_ * block_activation_bytes(m, kind, s, world_, false);
-  out.activation_bytes_prev_recompute = max_work_ * block_activation_bytes(m, kind, s, world_, true);
+  out.activation_bytes_prev_recompute =
+      max_work_ * block_activation_bytes(m, kind, s, world_, true);
   return out;
 }
 
@@ -457,7 +506,8 @@ HeadCost CostModel::head_cost() const {
   if (measured) out.compute_s = rc.step_overhead_s, out.host_s = out.loop_host_s = 0;
   // Files with a kernel time (calibration_fit.h) price small shapes physically; their per-step
   // residual then stays per step.
-  else if (!rc.empty() && rc.serial_host) out.iteration_s = rc.step_overhead_s;
+  else if (!rc.empty() && rc.serial_host)
+    out.iteration_s = rc.step_overhead_s;
   std::vector<int> all;  // the ranks with a data share
   all.reserve(world_);
   for (int r = 0; r < world_; ++r)
@@ -470,8 +520,9 @@ HeadCost CostModel::head_cost() const {
   const double e_e = g.inter_link >= 0 ? cluster_.links[g.inter_link].energy_per_byte : 0;
   out.link_energy_j = double(all.size()) * (lb.intra * e_a + lb.inter * e_e);
   // Embedding output in the model dtype, logits kept in fp32 for the loss.
-  out.memory_bytes = double(m.embedding_params()) * m.state_bytes_per_param() +
-                     max_work_ * n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
+  out.memory_bytes =
+      double(m.embedding_params()) * m.state_bytes_per_param() +
+      max_work_ * n * (double(m.hidden) * dtype_bytes(m.dtype) + double(m.vocab) * 4.0);
   out.host_s = measured ? 0.0 : host_kernel_s_ * kHeadKernels;  // measured: in the row
   out.loop_host_s = measured ? 0.0 : host_micro_batch_s_;
   out.memory_capacity = cluster_.devices.empty() ? 0 : cluster_.device_of(0).memory_bytes;
@@ -500,8 +551,7 @@ TransferCost CostModel::redistribution(const Strategy& from, const Strategy& to)
 
 TransferCost CostModel::repartition(BlockKind kind, const Strategy& from,
                                     const Strategy& to) const {
-  return repartition_cost(cond_.model, kind, from, to, moved_bytes_per_param(), cluster_,
-                          links_);
+  return repartition_cost(cond_.model, kind, from, to, moved_bytes_per_param(), cluster_, links_);
 }
 
 }  // namespace shardgym

@@ -42,6 +42,7 @@
 // Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -83,35 +84,35 @@ struct CostTerms {
 
 struct BlockCost {
   double flops_per_rank = 0;
-  double fwd_s = 0, bwd_s = 0;            // compute of the slowest rank (+ memory-bound)
+  double fwd_s = 0, bwd_s = 0;                  // compute of the slowest rank (+ memory-bound)
   double tp_comm_fwd_s = 0, tp_comm_bwd_s = 0;  // Σ collective times per pass, all chunks
-  double grad_sync_s = 0;                 // per iteration (not in comm_s)
-  double param_gather_s = 0;              // per iteration, distributed optimizer only
-  double optimizer_s = 0;                 // per iteration
-  double tp_comm_bwd_hidden_s = 0;        // of tp_comm_bwd_s, hidden under the wgrad GEMM
+  double grad_sync_s = 0;                       // per iteration (not in comm_s)
+  double param_gather_s = 0;                    // per iteration, distributed optimizer only
+  double optimizer_s = 0;                       // per iteration
+  double tp_comm_bwd_hidden_s = 0;              // of tp_comm_bwd_s, hidden under the wgrad GEMM
   double host_s = 0;  // per micro-batch: the host's time to issue its kernels (block_kernels)
-  double comm_s = 0;                      // exposed TP communication, after overlap
-  double comm_bytes_per_rank = 0;         // tensor-parallel + grad sync, sent per rank
-  double busy_energy_j = 0;               // Σ_ranks (busy_w − idle_w)·compute time
-  double link_energy_j = 0;               // all ranks' bytes × energy_per_byte
+  double comm_s = 0;  // exposed TP communication, after overlap
+  double comm_bytes_per_rank = 0;  // tensor-parallel + grad sync, sent per rank
+  double busy_energy_j = 0;        // Σ_ranks (busy_w − idle_w)·compute time
+  double link_energy_j = 0;        // all ranks' bytes × energy_per_byte
   double params_per_rank = 0;
-  double state_bytes = 0;                 // params + grads + optimizer state, per rank
-  double activation_bytes = 0;            // per rank (MLP: its attention does not recompute)
+  double state_bytes = 0;                      // params + grads + optimizer state, per rank
+  double activation_bytes = 0;                 // per rank (MLP: its attention does not recompute)
   double activation_bytes_prev_recompute = 0;  // MLP whose attention recomputes
   std::vector<CollectiveCost> collectives;     // filled only with `detail`
 };
 
 // Plan-independent part of an iteration: embedding + LM head (data-parallel over the world).
 struct HeadCost {
-  double compute_s = 0;      // LM head GEMM fwd + bwd + cross-entropy, slowest rank, per micro-batch
-  double grad_sync_s = 0;    // all-reduce of the embedding + head gradients over the world
+  double compute_s = 0;    // LM head GEMM fwd + bwd + cross-entropy, slowest rank, per micro-batch
+  double grad_sync_s = 0;  // all-reduce of the embedding + head gradients over the world
   double busy_energy_j = 0;
   double link_energy_j = 0;
-  double memory_bytes = 0;   // per rank: state + embedding output + fp32 logits
-  double idle_power_w = 0;   // Σ_ranks idle_w
+  double memory_bytes = 0;     // per rank: state + embedding output + fp32 logits
+  double idle_power_w = 0;     // Σ_ranks idle_w
   double memory_capacity = 0;  // smallest device memory
-  double host_s = 0;       // per micro-batch: the host's time to issue the embedding and head
-  double loop_host_s = 0;  // per micro-batch and stage: the framework's own work
+  double host_s = 0;           // per micro-batch: the host's time to issue the embedding and head
+  double loop_host_s = 0;      // per micro-batch and stage: the framework's own work
   // Per iteration: the calibration's per-step overhead where the table does not hold the
   // micro-batch (it was fitted per step, RuntimeCalibration::step_overhead_s; a measured head
   // carries it in compute_s instead).
@@ -182,14 +183,24 @@ class CostModel {
   };
   double slowest_pass(const std::vector<PassShape>& by_pos, const std::string& kind,
                       const PassWork& w, double& busy_j) const;
+  // block_cost's parts (cost_model.cpp): the passes' shapes, their times (returns the
+  // backward's weights), the context-parallel ring, the data-parallel terms, a measured row.
+  std::vector<PassShape> pass_shapes(BlockKind kind, const Strategy& s) const;
+  PassWork compute_passes(BlockKind kind, const Strategy& s, const std::vector<PassShape>& pass,
+                          BlockCost& out) const;
+  void add_context_ring(BlockKind kind, const Strategy& s, const std::vector<PassShape>& pass,
+                        double core_bwd, BlockCost& out, std::vector<CollectiveCost>* list) const;
+  void add_data_parallel(BlockKind kind, const Strategy& s, const BlockMemory& memory,
+                         BlockCost& out, std::vector<CollectiveCost>* list) const;
+  void apply_measured_row(BlockKind kind, const Strategy& s, double params,
+                          const std::function<double()>& tp_exposed, BlockCost& out) const;
   double work(int r) const { return cond_.work.empty() ? 1.0 : cond_.work[r]; }
   // The groups of `axis` (as group_shapes) without the excluded ranks.
   std::vector<GroupShape> active_group_shapes(const Strategy& s, CommAxis axis,
                                               int context = 1) const;
   double collectives_time(const std::vector<Collective>& cs, const Strategy& s, bool forward,
                           double& bytes_per_rank, double& energy_j,
-                          std::vector<CollectiveCost>* detail,
-                          double* under_wgrad = nullptr) const;
+                          std::vector<CollectiveCost>* detail, double* under_wgrad = nullptr) const;
 
   ClusterSpec cluster_;
   Calibration calib_;
@@ -201,7 +212,7 @@ class CostModel {
   double max_work_ = 1;           // the largest data share (Conditions::work)
   // The slowest host's (DeviceType): per kernel, per collective, per micro-batch.
   double host_kernel_s_ = 0, host_collective_s_ = 0, host_micro_batch_s_ = 0;
-  int active_ranks_ = 0;          // ranks with a share
+  int active_ranks_ = 0;  // ranks with a share
 };
 
 }  // namespace shardgym
