@@ -288,6 +288,17 @@ class SimRun : public TrainingRun {
   };
   RepartitionSums price_repartition(const std::vector<int>& idx, const std::vector<int>* from,
                                     const std::vector<int>& from_stage, int from_stage_world) const;
+  // price_repartition's running sums, and its two kinds of block move: to another stage's
+  // ranks, and a new layout on the same ranks. held: what the blocks moved so far added to
+  // every rank (transit_held_ per rank instead once per_rank).
+  struct TransitSums {
+    double seconds = 0, bytes = 0, energy_j = 0, peak = 0, held = 0, messages = 0;
+    bool per_rank = false;
+    int changed = 0, moved_blocks = 0;  // strategies changed; blocks whose state moved
+  };
+  void price_stage_move(int b, int a, int z, int from_st, int from_stage_world, double both,
+                        TransitSums& t) const;
+  void price_block_move(int b, int a, int z, double both, TransitSums& t) const;
   // A block of `kind` (0 attention, 1 MLP) moving from entry `from` on the ranks
   // [from_first, from_first + from_size) to entry `to` on [to_first, to_first + P/p)
   // (layout.h, stage_move_cost), cached per move: bytes received in all, by the rank that

@@ -13,27 +13,89 @@
 
 namespace shardgym {
 
+// Its stage's ranks changed (a boundary move, or a new stage count): every rank of the new
+// stage receives what it lacks of its new boxes from the old stage's ranks (layout.h,
+// stage_move_cost: the live exchange's geometry). The old stage's first rank counts in the old
+// pipeline's stage size: with another stage count, the new size put it past the world (ASan:
+// heap-buffer-overflow in LinkState::link_of).
+void SimRun::price_stage_move(int b, int a, int z, int from_st, int from_stage_world, double both,
+                              TransitSums& t) const {
+  const LinkState& ls = cost_.links();
+  const int st = block_stage_[b];
+  const int src = from_st * from_stage_world, dst = st * stage_world_;
+  const StageMove& mv = stage_move(b & 1, a, src, from_stage_world, z, dst);
+  const int l = ls.link_of(src, dst);
+  const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
+  t.seconds += ls.lat(src, dst) + (bw > 0 ? mv.max_rank_bytes / bw : 0.0);
+  t.bytes += mv.bytes * both;
+  t.energy_j += mv.bytes * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
+  ++t.moved_blocks, t.messages += mv.messages;
+  // Per rank of the world: its new state (none where it keeps every box) and its largest
+  // message, then its old state (unless kept) and its gradients are freed.
+  std::vector<double>& held_r = transit_held_;
+  if (!t.per_rank) held_r.assign(world_, t.held), t.per_rank = true;
+  const double moved = stage_cost_[st].moved_bytes_per_param();
+  for (int q = 0; q < world_ && q < static_cast<int>(mv.ranks.size()); ++q) {
+    const RankMove& r = mv.ranks[q];
+    const double f = r.keeps ? 0.0 : moved * r.new_elements;
+    t.peak = std::max(t.peak, held_r[q] + f + r.message_bytes);
+    held_r[q] +=
+        f - (r.keeps ? 0.0 : moved * r.old_elements) - model_.grad_bytes() * r.old_elements;
+  }
+}
+
+// A block that stays on its stage's ranks and changes its parameters' layout (a → z).
+void SimRun::price_block_move(int b, int a, int z, double both, TransitSums& t) const {
+  const int st = block_stage_[b];
+  const TransferSlot& r = repartition(st, b & 1, a, z);
+  t.seconds += r.time, t.bytes += r.bytes * both, t.energy_j += r.energy * both;
+  ++t.moved_blocks, t.messages += r.messages;
+  const double moved = stage_cost_[st].moved_bytes_per_param();
+  const double fresh = moved * block(st, b & 1, z).params;
+  // The old strategy may not fit this stage when the pipeline changed shape with it.
+  const int ta = entries_[a].degree();
+  const double old_params =
+      ta > 0 && stage_world_ % ta == 0
+          ? block(st, b & 1, a).params
+          : rank_param_elements(model_, b & 1 ? BlockKind::kMlp : BlockKind::kAttention,
+                                entries_[a]);
+  std::vector<double>& held_r = transit_held_;
+  if (r.ranks && !t.per_rank) held_r.assign(world_, t.held), t.per_rank = true;
+  if (!t.per_rank) {
+    t.peak = std::max(t.peak, t.held + fresh + r.message);
+    t.held += fresh - (moved + model_.grad_bytes()) * old_params;
+    return;
+  }
+  // Each rank: its new state (none where it keeps every box) and its largest message, then
+  // its old state (unless kept) and its gradients are freed.
+  double* h = held_r.data() + st * stage_world_;
+  const bool each = r.ranks && static_cast<int>(r.ranks->size()) == stage_world_;
+  for (int q = 0; q < stage_world_; ++q) {
+    if (each) {
+      const RankMove& mv = (*r.ranks)[q];
+      const double f = mv.keeps ? 0.0 : moved * mv.new_elements;
+      t.peak = std::max(t.peak, h[q] + f + mv.message_bytes);
+      h[q] +=
+          f - (mv.keeps ? 0.0 : moved * mv.old_elements) - model_.grad_bytes() * mv.old_elements;
+    } else {
+      t.peak = std::max(t.peak, h[q] + fresh + r.message);
+      h[q] += fresh - (moved + model_.grad_bytes()) * old_params;
+    }
+  }
+}
+
 SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
                                                   const std::vector<int>* from,
                                                   const std::vector<int>& from_stage,
                                                   int from_stage_world) const {
-  double rep_s = 0, rep_bytes = 0, rep_j = 0;
   // Memory in transit (layout.h): blocks move in order, each holding its new state and one
   // message before its old state (with its gradients) is freed; `held` is what the blocks
   // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
-  double rep_peak = 0, held = 0, messages = 0;
   // Per rank (transit_held_, world_ entries) from the first block whose move involves an
   // uneven layout on: before it every rank had added the same (layout.h).
-  std::vector<double>& held_r = transit_held_;
-  bool per_rank = false;
+  TransitSums t;
   // With stages a rank moves its own stage's blocks only: kept per rank from the start.
-  if (from && stage_world_ < world_) held_r.assign(world_, 0.0), per_rank = true;
-  auto held_max = [&](int st) {
-    if (!per_rank) return held;
-    const auto first = held_r.begin() + st * stage_world_;
-    return *std::max_element(first, first + stage_world_);
-  };
-  int changed = 0, moved_blocks = 0;  // strategies changed; blocks whose state moved
+  if (from && stage_world_ < world_) transit_held_.assign(world_, 0.0), t.per_rank = true;
   // Share groups (data_shares.h) active before and now: only ranks of groups that train in
   // both plans receive what their new boxes lack; a group that leaves receives nothing and a
   // group that joins receives all of its new state (below). Every group holds the same boxes
@@ -43,7 +105,8 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
   const int groups = static_cast<int>(std::max(before.size(), now.size()));
   auto had = [&](int i) { return before.empty() || before[i] > 0; };
   auto has = [&](int i) { return now.empty() || now[i] > 0; };
-  const bool comparable = groups > 0 && (before.empty() || now.empty() || before.size() == now.size());
+  const bool comparable =
+      groups > 0 && (before.empty() || now.empty() || before.size() == now.size());
   double both = 1.0;  // the fraction of every stage's ranks that train before and now
   if (comparable) {
     int n_both = 0;
@@ -52,73 +115,14 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
   }
   // Nothing moves when every block keeps its strategy and stage.
   if (from && !(*from == idx && &from_stage == &block_stage_)) {
-    const LinkState& ls = cost_.links();
     for (int b = 0; b < blocks_; ++b) {
       const int a = (*from)[b], z = idx[b], st = block_stage_[b];
-      if (a != z || (b < static_cast<int>(from_stage.size()) && from_stage[b] != st)) ++changed;
-      if (b < static_cast<int>(from_stage.size()) &&
-          (from_stage[b] != st || from_stage_world != stage_world_)) {
-        // Its stage's ranks changed (a boundary move, or a new stage count): every rank of the
-        // new stage receives what it lacks of its new boxes from the old stage's ranks
-        // (layout.h, stage_move_cost: the live exchange's geometry). The old stage's first
-        // rank counts in the old pipeline's stage size: with another stage count, the new
-        // size put it past the world (ASan: heap-buffer-overflow in LinkState::link_of).
-        const int src = from_stage[b] * from_stage_world, dst = st * stage_world_;
-        const StageMove& mv = stage_move(b & 1, a, src, from_stage_world, z, dst);
-        const int l = ls.link_of(src, dst);
-        const double bw = ls.bw(src, dst) * (l >= 0 ? ls.classes[l].bus_efficiency : 1.0);
-        rep_s += ls.lat(src, dst) + (bw > 0 ? mv.max_rank_bytes / bw : 0.0);
-        rep_bytes += mv.bytes * both;
-        rep_j += mv.bytes * both * (l >= 0 ? ls.classes[l].energy_per_byte : 0.0);
-        ++moved_blocks, messages += mv.messages;
-        // Per rank of the world: its new state (none where it keeps every box) and its largest
-        // message, then its old state (unless kept) and its gradients are freed.
-        if (!per_rank) held_r.assign(world_, held), per_rank = true;
-        const double moved = stage_cost_[st].moved_bytes_per_param();
-        for (int q = 0; q < world_ && q < static_cast<int>(mv.ranks.size()); ++q) {
-          const RankMove& r = mv.ranks[q];
-          const double f = r.keeps ? 0.0 : moved * r.new_elements;
-          rep_peak = std::max(rep_peak, held_r[q] + f + r.message_bytes);
-          held_r[q] += f - (r.keeps ? 0.0 : moved * r.old_elements) -
-                       model_.grad_bytes() * r.old_elements;
-        }
-        continue;
-      }
-      if (a == z || param_id_[a] == param_id_[z]) continue;
-      const TransferSlot& r = repartition(block_stage_[b], b & 1, a, z);
-      rep_s += r.time, rep_bytes += r.bytes * both, rep_j += r.energy * both;
-      ++moved_blocks, messages += r.messages;
-      const double moved = stage_cost_[st].moved_bytes_per_param();
-      const double fresh = moved * block(st, b & 1, z).params;
-      // The old strategy may not fit this stage when the pipeline changed shape with it.
-      const int ta = entries_[a].degree();
-      const double old_params = ta > 0 && stage_world_ % ta == 0
-                                    ? block(st, b & 1, a).params
-                                    : rank_param_elements(model_, b & 1 ? BlockKind::kMlp
-                                                                        : BlockKind::kAttention,
-                                                          entries_[a]);
-      if (r.ranks && !per_rank) held_r.assign(world_, held), per_rank = true;
-      if (!per_rank) {
-        rep_peak = std::max(rep_peak, held + fresh + r.message);
-        held += fresh - (moved + model_.grad_bytes()) * old_params;
-        continue;
-      }
-      // Each rank: its new state (none where it keeps every box) and its largest message,
-      // then its old state (unless kept) and its gradients are freed.
-      double* h = held_r.data() + st * stage_world_;
-      const bool each = r.ranks && static_cast<int>(r.ranks->size()) == stage_world_;
-      for (int q = 0; q < stage_world_; ++q) {
-        if (each) {
-          const RankMove& mv = (*r.ranks)[q];
-          const double f = mv.keeps ? 0.0 : moved * mv.new_elements;
-          rep_peak = std::max(rep_peak, h[q] + f + mv.message_bytes);
-          h[q] += f - (mv.keeps ? 0.0 : moved * mv.old_elements) -
-                  model_.grad_bytes() * mv.old_elements;
-        } else {
-          rep_peak = std::max(rep_peak, h[q] + fresh + r.message);
-          h[q] += fresh - (moved + model_.grad_bytes()) * old_params;
-        }
-      }
+      const bool staged = b < static_cast<int>(from_stage.size());
+      if (a != z || (staged && from_stage[b] != st)) ++t.changed;
+      if (staged && (from_stage[b] != st || from_stage_world != stage_world_))
+        price_stage_move(b, a, z, from_stage[b], from_stage_world, both, t);
+      else if (a != z && param_id_[a] != param_id_[z])
+        price_block_move(b, a, z, both, t);
     }
   }
   // Share groups that leave a weight of 0 receive every block's state (parameters and
@@ -133,9 +137,9 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
     for (int i = 0; i < groups && donor >= 0; ++i) {
       if (had(i) || !has(i)) continue;
       const RepartitionSums j = price_group_join(idx, donor, i, g);
-      rep_s += j.seconds, rep_bytes += j.bytes, rep_j += j.energy_j;
-      rep_peak = std::max(rep_peak, j.peak_bytes);
-      ++changed;
+      t.seconds += j.seconds, t.bytes += j.bytes, t.energy_j += j.energy_j;
+      t.peak = std::max(t.peak, j.peak_bytes);
+      ++t.changed;
     }
   }
   // A new stage count changes the first and the last stage's ranks: the embedding, the final
@@ -144,28 +148,28 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
   if (from && from_stage_world > 0 && from_stage_world != stage_world_) {
     const OuterMove o = price_outer_move(from_stage_world);
     if (o.bytes > 0) {
-      rep_s += o.seconds, rep_bytes += o.bytes * both, rep_j += o.energy_j * both;
+      t.seconds += o.seconds, t.bytes += o.bytes * both, t.energy_j += o.energy_j * both;
       // A rank that joins holds the new tensors and the message that brings them.
       for (int q = 0; q < world_; ++q)
-        rep_peak = std::max(rep_peak, (per_rank ? held_r[q] : held) + 2 * o.received[q]);
-      ++changed, ++moved_blocks, messages += 1;
+        t.peak = std::max(t.peak, (t.per_rank ? transit_held_[q] : t.held) + 2 * o.received[q]);
+      ++t.changed, ++t.moved_blocks, t.messages += 1;
     }
   }
   const RuntimeCalibration& cal = cost_.cluster().calibration;
   // Measured: a block whose strategy changes but whose parameters stay (only sp, chunks or
   // recompute differ) keeps its tensors, and costs nothing but the fixed part.
-  if (cal.repartition_bandwidth > 0 && changed > 0)
-    rep_s = cal.repartition_fixed_s + cal.repartition_per_block_s * moved_blocks +
-            cal.repartition_per_message_s * messages + rep_bytes / cal.repartition_bandwidth;
+  if (cal.repartition_bandwidth > 0 && t.changed > 0)
+    t.seconds = cal.repartition_fixed_s + cal.repartition_per_block_s * t.moved_blocks +
+                cal.repartition_per_message_s * t.messages + t.bytes / cal.repartition_bandwidth;
   RepartitionSums out;
-  out.seconds = rep_s, out.bytes = rep_bytes, out.energy_j = rep_j, out.peak_bytes = rep_peak;
+  out.seconds = t.seconds, out.bytes = t.bytes, out.energy_j = t.energy_j, out.peak_bytes = t.peak;
   return out;
 }
 
 // Share group `joiner` (weight 0 before, > 0 now) receives its state from group `donor`: see
 // price_repartition. g: ranks per group and stage.
-SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, int donor,
-                                                 int joiner, int g) const {
+SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, int donor, int joiner,
+                                                 int g) const {
   const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
   const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
   const double edge = double(model_.embedding_params());
@@ -220,8 +224,8 @@ const SimRun::StageMove& SimRun::stage_move(int kind, int from, int from_first, 
   if (auto it = stage_moves_.find(key); it != stage_moves_.end()) return it->second;
   const double moved = stage_cost_.front().moved_bytes_per_param();
   const TransferCost c = stage_move_cost(
-      model_, kind ? BlockKind::kMlp : BlockKind::kAttention, entries_[from], from_first,
-      from_size, entries_[to], to_first, stage_world_, moved, cost_.cluster(), cost_.links());
+      model_, kind ? BlockKind::kMlp : BlockKind::kAttention, entries_[from], from_first, from_size,
+      entries_[to], to_first, stage_world_, moved, cost_.cluster(), cost_.links());
   StageMove mv;
   mv.bytes = c.bytes, mv.max_rank_bytes = c.max_rank_bytes;
   mv.messages = c.max_rank_messages;
