@@ -62,11 +62,9 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << (c.kernel_s > 0 ? ", kernel_s: " + num(c.kernel_s) : std::string())
     << (c.kernel_s > 0 && c.collective_s >= 0 ? ", collective_s: " + num(c.collective_s)
                                               : std::string())
-    << ", fit_error: " << num(c.compute_fit_error)
-    << "}\n"
+    << ", fit_error: " << num(c.compute_fit_error) << "}\n"
     << "link: {name: " << quoted(c.link_name) << ", latency_s: " << num(c.link_latency_s)
-    << ", bandwidth: " << num(c.link_bandwidth) << ", fit_error: " << num(c.comm_fit_error)
-    << "}\n"
+    << ", bandwidth: " << num(c.link_bandwidth) << ", fit_error: " << num(c.comm_fit_error) << "}\n"
     << "overhead: {step_s: " << num(r.step_overhead_s)
     << ", optimizer_s_per_param: " << num(r.optimizer_s_per_param)
     << ", redistribution_s: " << num(r.redistribution_s)
@@ -94,8 +92,7 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
       o << "    - {op: " << t.op << ", group: " << quoted(t.group) << ", bytes: " << num(t.bytes)
         << ", seconds: " << num(t.seconds) << "}\n";
   }
-  o
-    << "# Seconds per micro-batch, slowest rank, median over the iterations.\n"
+  o << "# Seconds per micro-batch, slowest rank, median over the iterations.\n"
     << "blocks:\n";
   for (const MeasuredBlock& b : r.blocks) {
     o << "  - {kind: " << (b.kind == 0 ? "attention" : "mlp")
@@ -107,21 +104,10 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
   return o.str();
 }
 
-CalibrationFile parse_calibration_file(const std::string& text, const std::string& file) {
-  using config_detail::parse_yaml_text;
-  YamlField root(parse_yaml_text(text, file), file, "", 1);
-  if (!root.is_map()) root.fail("a calibration file is a map (see docs/calibration.md)");
-  root.check_keys({"format", "version", "created", "command", "config", "machine", "live",
-                   "measurement", "device", "link", "overhead", "noise", "memory",
-                   "repartition", "model_signature", "blocks", "collectives"});
-  YamlField format = root.child("format");
-  if (format.as_string() != kFormat)
-    format.fail("'" + format.as_string() + "' is not a calibration file (format: " + kFormat + ")");
-  YamlField version = root.child("version");
-  if (version.as_int() != CalibrationFile::kVersion)
-    version.fail("version " + version.as_string() + " is not supported (this build reads " +
-                 std::to_string(CalibrationFile::kVersion) + ")");
-  CalibrationFile c;
+namespace {
+
+// The file's sections (docs/calibration.md), each into `c`.
+void parse_provenance(const YamlField& root, CalibrationFile& c) {
   c.created = root.child("created").as_string();
   if (auto f = root.optional("command")) c.command = f->as_string();
   if (auto f = root.optional("config")) c.config = f->as_string();
@@ -152,6 +138,9 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     if (auto f = m->optional("drift_spread")) c.drift_spread = f->as_double(0, 100);
     if (auto f = m->optional("drift_reference_s")) c.drift_reference_s = f->as_double(0, 1e6);
   }
+}
+
+void parse_device_and_link(const YamlField& root, CalibrationFile& c) {
   YamlField dev = root.child("device");
   dev.check_keys({"name", "peak_flops", "memory_bw", "kernel_s", "collective_s", "fit_error"});
   if (auto f = dev.optional("kernel_s")) c.kernel_s = f->as_double(0, 1.0);
@@ -166,6 +155,9 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   c.link_latency_s = link.child("latency_s").as_double(0, 1e3);
   c.link_bandwidth = link.child("bandwidth").as_positive_double();
   if (auto f = link.optional("fit_error")) c.comm_fit_error = f->as_double(0);
+}
+
+void parse_step_fits(const YamlField& root, CalibrationFile& c) {
   RuntimeCalibration& r = c.runtime;
   YamlField over = root.child("overhead");
   over.check_keys(
@@ -194,6 +186,9 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     r.repartition_bandwidth = rp->child("bandwidth").as_double(0, 1e18);
     if (auto f = rp->optional("fit_error")) c.repartition_fit_error = f->as_double(0);
   }
+}
+
+void parse_collectives(const YamlField& root, CalibrationFile& c) {
   if (auto co = root.optional("collectives")) {
     co->check_keys({"fit", "timings"});
     YamlField fit = co->child("fit");
@@ -217,6 +212,9 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
       c.collectives.push_back(std::move(t));
     }
   }
+}
+
+void parse_blocks(const YamlField& root, RuntimeCalibration& r) {
   r.model_signature = root.child("model_signature").as_string();
   YamlField blocks = root.child("blocks");
   blocks.expect_sequence();
@@ -240,6 +238,30 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
     if (auto sp = f.optional("spread")) b.spread = sp->as_double(0);
     r.blocks.push_back(b);
   }
+}
+
+}  // namespace
+
+CalibrationFile parse_calibration_file(const std::string& text, const std::string& file) {
+  using config_detail::parse_yaml_text;
+  YamlField root(parse_yaml_text(text, file), file, "", 1);
+  if (!root.is_map()) root.fail("a calibration file is a map (see docs/calibration.md)");
+  root.check_keys({"format", "version", "created", "command", "config", "machine", "live",
+                   "measurement", "device", "link", "overhead", "noise", "memory", "repartition",
+                   "model_signature", "blocks", "collectives"});
+  YamlField format = root.child("format");
+  if (format.as_string() != kFormat)
+    format.fail("'" + format.as_string() + "' is not a calibration file (format: " + kFormat + ")");
+  YamlField version = root.child("version");
+  if (version.as_int() != CalibrationFile::kVersion)
+    version.fail("version " + version.as_string() + " is not supported (this build reads " +
+                 std::to_string(CalibrationFile::kVersion) + ")");
+  CalibrationFile c;
+  parse_provenance(root, c);
+  parse_device_and_link(root, c);
+  parse_step_fits(root, c);
+  parse_collectives(root, c);
+  parse_blocks(root, c.runtime);
   return c;
 }
 
