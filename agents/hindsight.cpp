@@ -17,6 +17,54 @@ bool same_candidates(const ChainProblem& a, const ChainProblem& b) {
   return a.candidates == b.candidates;
 }
 
+// The phases' chain problems (the same candidates around one reference) summed with their
+// weights. Memory must fit in every phase: the sum's memory terms are the phases' largest,
+// term by term, which bounds every phase's memory from above; `memory_exact` says whether the
+// phases' terms were all equal.
+ChainProblem weighted_sum(const std::vector<ChainProblem>& problems,
+                          const std::vector<double>& weight, bool& memory_exact) {
+  ChainProblem sum = problems[0];
+  for (auto* table : {&sum.cost, &sum.pair_cost})
+    for (auto& row : *table)
+      for (double& v : row) v *= weight[0];
+  sum.constant_cost *= weight[0];
+  memory_exact = true;
+  for (size_t k = 1; k < problems.size(); ++k) {
+    const ChainProblem& p = problems[k];
+    if (!same_candidates(sum, p))
+      throw std::runtime_error("hindsight-static: the phases allow different catalog entries");
+    for (size_t b = 0; b < p.cost.size(); ++b) {
+      for (size_t i = 0; i < p.cost[b].size(); ++i) {
+        sum.cost[b][i] += weight[k] * p.cost[b][i];
+        memory_exact = memory_exact && p.mem[b][i] == sum.mem[b][i];
+        sum.mem[b][i] = std::max(sum.mem[b][i], p.mem[b][i]);
+      }
+      for (size_t i = 0; i < p.pair_cost[b].size(); ++i) {
+        sum.pair_cost[b][i] += weight[k] * p.pair_cost[b][i];
+        memory_exact = memory_exact && p.pair_mem[b][i] == sum.pair_mem[b][i];
+        sum.pair_mem[b][i] = std::max(sum.pair_mem[b][i], p.pair_mem[b][i]);
+      }
+    }
+    sum.constant_cost += weight[k] * p.constant_cost;
+    memory_exact = memory_exact && p.constant_mem == sum.constant_mem;
+    sum.constant_mem = std::max(sum.constant_mem, p.constant_mem);
+  }
+  return sum;
+}
+
+// Every uniform plan valid for both block kinds, with `pipeline`.
+std::vector<Plan> uniform_plans(const StrategyCatalog& cat, int blocks, const Pipeline& pipeline) {
+  std::vector<Plan> out;
+  for (int e = 0; e < cat.size(); ++e) {
+    if (!cat.why_invalid(BlockKind::kAttention, e).empty()) continue;
+    if (!cat.why_invalid(BlockKind::kMlp, e).empty()) continue;
+    Plan p = Plan::uniform(cat.at(e), blocks);
+    p.pipeline = pipeline;
+    out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<EpisodePhase> episode_phases(const TrainingRun& run, int horizon) {
@@ -38,8 +86,8 @@ std::vector<EpisodePhase> episode_phases(const TrainingRun& run, int horizon) {
 }
 
 // The best static block plan in hindsight within the pipeline and shares in force.
-static HindsightResult hindsight_blocks(const TrainingRun& run, const RewardSpec& weights, int horizon,
-                                 const OracleOptions& options) {
+static HindsightResult hindsight_blocks(const TrainingRun& run, const RewardSpec& weights,
+                                        int horizon, const OracleOptions& options) {
   HindsightResult result;
   if (horizon <= 0) throw std::invalid_argument("hindsight-static: empty horizon");
   const std::vector<EpisodePhase> phases = episode_phases(run, horizon);
@@ -70,47 +118,21 @@ static HindsightResult hindsight_blocks(const TrainingRun& run, const RewardSpec
     return sum;
   };
 
-  // One chain problem per phase around the same reference, summed with the weights. Memory
-  // must fit in every phase: the sum's memory terms are the phases' largest, term by term,
-  // which bounds every phase's memory from above (exact when one phase dominates, e.g. when
-  // the phases differ in links and clocks only, as the memory model does not see those).
+  // One chain problem per phase around the same reference, summed with the weights
+  // (weighted_sum; its memory bound is exact when one phase dominates, e.g. when the phases
+  // differ in links and clocks only, as the memory model does not see those).
   Plan reference = run.plan();
   const OracleResult first = static_oracle(*phases[0].start, objective[0], options);
   result.estimates += first.estimates;
   for (int b = 0; b < blocks; ++b) {
     if (cat.index_of(reference.blocks[b]) < 0) reference.blocks[b] = first.plan.blocks[b];
   }
-  ChainProblem sum;
+  std::vector<ChainProblem> problems;
+  for (size_t k = 0; k < phases.size(); ++k)
+    problems.push_back(
+        decompose_run(*phases[k].start, objective[k], reference, options, &result.estimates));
   bool memory_exact = true;
-  for (size_t k = 0; k < phases.size(); ++k) {
-    ChainProblem p = decompose_run(*phases[k].start, objective[k], reference, options,
-                                   &result.estimates);
-    if (k == 0) {
-      sum = p;
-      for (auto* table : {&sum.cost, &sum.pair_cost})
-        for (auto& row : *table)
-          for (double& v : row) v *= weight[0];
-      sum.constant_cost *= weight[0];
-      continue;
-    }
-    if (!same_candidates(sum, p))
-      throw std::runtime_error("hindsight-static: the phases allow different catalog entries");
-    for (size_t b = 0; b < p.cost.size(); ++b) {
-      for (size_t i = 0; i < p.cost[b].size(); ++i) {
-        sum.cost[b][i] += weight[k] * p.cost[b][i];
-        memory_exact = memory_exact && p.mem[b][i] == sum.mem[b][i];
-        sum.mem[b][i] = std::max(sum.mem[b][i], p.mem[b][i]);
-      }
-      for (size_t i = 0; i < p.pair_cost[b].size(); ++i) {
-        sum.pair_cost[b][i] += weight[k] * p.pair_cost[b][i];
-        memory_exact = memory_exact && p.pair_mem[b][i] == sum.pair_mem[b][i];
-        sum.pair_mem[b][i] = std::max(sum.pair_mem[b][i], p.pair_mem[b][i]);
-      }
-    }
-    sum.constant_cost += weight[k] * p.constant_cost;
-    memory_exact = memory_exact && p.constant_mem == sum.constant_mem;
-    sum.constant_mem = std::max(sum.constant_mem, p.constant_mem);
-  }
+  ChainProblem sum = weighted_sum(problems, weight, memory_exact);
 
   double best = kInf;
   for (double shrink : {0.0, 1e-9, 1e-6, 1e-3}) {
@@ -135,13 +157,8 @@ static HindsightResult hindsight_blocks(const TrainingRun& run, const RewardSpec
     result.estimates += r.estimates;
     others.push_back({r.plan, "phase optimum"});
   }
-  for (int e = 0; e < cat.size(); ++e) {
-    if (!cat.why_invalid(BlockKind::kAttention, e).empty()) continue;
-    if (!cat.why_invalid(BlockKind::kMlp, e).empty()) continue;
-    Plan p = Plan::uniform(cat.at(e), blocks);
-    p.pipeline = reference.pipeline;
+  for (const Plan& p : uniform_plans(cat, blocks, reference.pipeline))
     others.push_back({p, "uniform"});
-  }
   for (const auto& [plan, by] : others) {
     const double c = total(plan);
     if (c < best * (1 - options.rel_tol)) {
