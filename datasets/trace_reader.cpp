@@ -1,15 +1,15 @@
 #include "datasets/trace_reader.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <cctype>
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+
+#include <sys/stat.h>
 
 #include "datasets/global_heap_check.h"
 #include "datasets/h5_util.h"
@@ -35,6 +35,8 @@ struct FileReader {
   void read_strategies();
   void list_episodes();
   TraceEpisode read(const TraceEpisodeInfo& info);
+  // The episode's reset measurement (its group's `reset` attributes).
+  Measurement read_reset(hid_t episode, const std::string& name);
   // Takes `elements` × `bytes_each` out of the budget, or fails naming `what`.
   void charge(const std::string& what, uint64_t elements, uint64_t bytes_each);
 };
@@ -70,7 +72,7 @@ uint64_t read_budget(uint64_t file_bytes) {
 
 IsolationLimits isolation_limits(uint64_t budget) {
   IsolationLimits limits;
-  limits.max_reply_bytes = budget + (64u << 20);  // data plus the encoding's lengths
+  limits.max_reply_bytes = budget + (64u << 20);              // data plus the encoding's lengths
   limits.max_extra_memory_bytes = 2 * budget + (512u << 20);  // data, its copy, HDF5's caches
   if (const char* t = std::getenv("SHARDGYM_TRACE_READ_TIMEOUT_S")) {
     char* end = nullptr;
@@ -86,7 +88,8 @@ void FileReader::charge(const std::string& what, uint64_t elements, uint64_t byt
   if (elements > budget / bytes_each) {
     err.fail(what + " declares " + std::to_string(elements) + " elements of " +
              std::to_string(bytes_each) + " bytes, more than this file can hold (at most " +
-             std::to_string(budget) + " bytes of data left for this read: 1032 × the file "
+             std::to_string(budget) +
+             " bytes of data left for this read: 1032 × the file "
              "size, deflate's largest expansion, capped at 4 GiB)");
   }
   budget -= elements * bytes_each;
@@ -220,8 +223,8 @@ namespace {
 
 // Runs `body` on the opened file in the reading child; returns what it encoded.
 template <typename Body>
-std::string read_in_child(const std::string& path, uint64_t budget,
-                          const IsolationLimits& limits, Body body) {
+std::string read_in_child(const std::string& path, uint64_t budget, const IsolationLimits& limits,
+                          Body body) {
   return read_isolated("trace '" + path + "'", limits, [&](std::string& out) {
     h5::silence_hdf5();
     FileReader f(path, budget);
@@ -239,17 +242,17 @@ TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>
   // Global heap objects HDF5 1.10 would loop on or copy out of bounds from: refused here,
   // before any child parses the file (see global_heap_check.h).
   if (const std::string why = check_global_heaps_of_file(path); !why.empty()) {
-    err.fail("the file is damaged: " + why + " (HDF5 1.10 would loop or read out of bounds "
+    err.fail("the file is damaged: " + why +
+             " (HDF5 1.10 would loop or read out of bounds "
              "on it, so it was not parsed)");
   }
   impl_->limits = isolation_limits(impl_->budget);
-  const std::string bytes =
-      read_in_child(path, impl_->budget, impl_->limits, [](FileReader& f) {
-        f.read_root();
-        f.read_strategies();
-        f.list_episodes();
-        return encode(f.header);
-      });
+  const std::string bytes = read_in_child(path, impl_->budget, impl_->limits, [](FileReader& f) {
+    f.read_root();
+    f.read_strategies();
+    f.list_episodes();
+    return encode(f.header);
+  });
   try {
     impl_->header = decode_header(bytes);
   } catch (const std::runtime_error& e) {
@@ -263,9 +266,7 @@ TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
 
 const std::string& TraceReader::path() const { return impl_->path; }
 const TraceAttributes& TraceReader::attributes() const { return impl_->header.attributes; }
-const std::vector<std::string>& TraceReader::strategies() const {
-  return impl_->header.strategies;
-}
+const std::vector<std::string>& TraceReader::strategies() const { return impl_->header.strategies; }
 const std::vector<TraceEpisodeInfo>& TraceReader::episodes() const {
   return impl_->header.episodes;
 }
@@ -294,6 +295,28 @@ TraceEpisode TraceReader::read_episode(int index) const {
   }
   err.fail("no episode_" + std::to_string(index) + " (the trace has " +
            std::to_string(impl_->header.episodes.size()) + " episodes)");
+}
+
+Measurement FileReader::read_reset(hid_t episode, const std::string& name) {
+  h5::H5Id rg(err.check_id(H5Gopen2(episode, "reset", H5P_DEFAULT), "open " + name + "/reset"));
+  Measurement m;
+  m.step_latency_s = h5::read_attr_double(err, rg.get(), "step_latency_s");
+  m.repartition_s = h5::read_attr_double(err, rg.get(), "repartition_s");
+  m.repartition_bytes = h5::read_attr_double(err, rg.get(), "repartition_bytes");
+  m.energy_j = h5::read_attr_double(err, rg.get(), "energy_j");
+  m.tokens = h5::read_attr_double(err, rg.get(), "tokens");
+  m.loss = h5::read_attr_double(err, rg.get(), "loss");
+  m.block_fwd_s = h5::read_attr_doubles(err, rg.get(), "block_fwd_s");
+  m.block_bwd_s = h5::read_attr_doubles(err, rg.get(), "block_bwd_s");
+  m.block_comm_s = h5::read_attr_doubles(err, rg.get(), "block_comm_s");
+  m.peak_memory_bytes = h5::read_attr_doubles(err, rg.get(), "peak_memory_bytes");
+  m.ok = h5::read_attr_int64(err, rg.get(), "ok") != 0;
+  m.oom = h5::read_attr_int64(err, rg.get(), "oom") != 0;
+  m.error = h5::read_attr_string(err, rg.get(), "error");
+  m.latency_source = h5::read_attr_string(err, rg.get(), "latency_source");
+  m.memory_source = h5::read_attr_string(err, rg.get(), "memory_source");
+  m.energy_source = h5::read_attr_string(err, rg.get(), "energy_source");
+  return m;
 }
 
 TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
@@ -391,24 +414,7 @@ TraceEpisode FileReader::read(const TraceEpisodeInfo& info) {
     }
   }
 
-  h5::H5Id rg(err.check_id(H5Gopen2(gid, "reset", H5P_DEFAULT), "open " + info.name + "/reset"));
-  Measurement& m = ep.initial;
-  m.step_latency_s = h5::read_attr_double(err, rg.get(), "step_latency_s");
-  m.repartition_s = h5::read_attr_double(err, rg.get(), "repartition_s");
-  m.repartition_bytes = h5::read_attr_double(err, rg.get(), "repartition_bytes");
-  m.energy_j = h5::read_attr_double(err, rg.get(), "energy_j");
-  m.tokens = h5::read_attr_double(err, rg.get(), "tokens");
-  m.loss = h5::read_attr_double(err, rg.get(), "loss");
-  m.block_fwd_s = h5::read_attr_doubles(err, rg.get(), "block_fwd_s");
-  m.block_bwd_s = h5::read_attr_doubles(err, rg.get(), "block_bwd_s");
-  m.block_comm_s = h5::read_attr_doubles(err, rg.get(), "block_comm_s");
-  m.peak_memory_bytes = h5::read_attr_doubles(err, rg.get(), "peak_memory_bytes");
-  m.ok = h5::read_attr_int64(err, rg.get(), "ok") != 0;
-  m.oom = h5::read_attr_int64(err, rg.get(), "oom") != 0;
-  m.error = h5::read_attr_string(err, rg.get(), "error");
-  m.latency_source = h5::read_attr_string(err, rg.get(), "latency_source");
-  m.memory_source = h5::read_attr_string(err, rg.get(), "memory_source");
-  m.energy_source = h5::read_attr_string(err, rg.get(), "energy_source");
+  ep.initial = read_reset(gid, info.name);
   return ep;
 }
 
