@@ -100,9 +100,9 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   stages_ = initial_plan_.stages();
   groups_ = spec.data_share_groups;
   if (groups_ > 0 && (world_ / stages_) % groups_ != 0)
-    throw std::invalid_argument("PartitionEnv '" + id + "': data_shares.groups = " +
-                                std::to_string(groups_) + " does not split a stage's " +
-                                std::to_string(world_ / stages_) + " ranks");
+    throw std::invalid_argument(
+        "PartitionEnv '" + id + "': data_shares.groups = " + std::to_string(groups_) +
+        " does not split a stage's " + std::to_string(world_ / stages_) + " ranks");
   pp_moves_ = pipeline_choices(stages_);
   moves_ = plan_component_choices(stages_, groups_);
   pipeline_ = initial_plan_.pipeline;
@@ -126,8 +126,8 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   spec_.id = std::move(id);
   spec_.backend = run_->backend();
   spec_.description = spec_.backend + " run of " + model.name + " (" +
-                      std::to_string(model.layers) + " layers) on " + run_->cluster().name +
-                      " (" + std::to_string(world_) + " ranks)";
+                      std::to_string(model.layers) + " layers) on " + run_->cluster().name + " (" +
+                      std::to_string(world_) + " ranks)";
   spec_.observation_space =
       Space::box("observation", {dim}, 0.0, std::numeric_limits<double>::infinity());
   spec_.observation_space.deterministic = deterministic;
@@ -260,7 +260,6 @@ void PartitionEnv::ensure_pipeline_row() const {
   pipeline_epoch_ = epoch_;
 }
 
-
 std::vector<uint8_t> PartitionEnv::action_mask() const {
   require_started();
   for (int b = 0; b < blocks_; ++b) ensure_row(b);
@@ -329,8 +328,8 @@ void PartitionEnv::check_action(const Action& action) const {
   const StrategyCatalog& catalog = run_->catalog();
   auto reject = [&](int b, int32_t a, const std::string& why) {
     throw std::invalid_argument("PartitionEnv::step(" + spec_.id + "): " + block_name(b) +
-                                ": index " + std::to_string(a) + " (" +
-                                catalog.at(a).to_string() + ") " + why);
+                                ": index " + std::to_string(a) + " (" + catalog.at(a).to_string() +
+                                ") " + why);
   };
   // A block kept as it is only needs a valid shape: keeping a plan in force that a scenario
   // change pushed out of memory is allowed and ends the episode at the step (out of memory),
@@ -360,6 +359,45 @@ StepResult PartitionEnv::step(const Action& action) {
   return r;
 }
 
+// Each component of a step is masked with the others as they are. A share choice that the
+// blocks chosen in the same step do not admit (a degree spanning share groups) takes those
+// blocks narrowed by the rule the mask offered it under (admitted_with_shares: the widest
+// allowed entry that divides a group; info scalar "blocks_narrowed"), so that one plan-level
+// choice leaves a lost group out. Where even that does not fit, it is not applied: the shares
+// in force stay, which every block the mask allowed admits ("plan_choice_refused").
+void PartitionEnv::admit_share_choice(bool& refused, bool& narrowed) {
+  const int n = static_cast<int>(pending_.pipeline.shares.size());
+  if (n == 0 || pending_.pipeline.shares == pipeline_.shares) return;
+  const int g = world_ / stages_ / n;
+  bool spans = false;
+  for (int b = 0; b < blocks_ && !spans; ++b) spans = g % pending_.blocks[b].degree() != 0;
+  if (!spans) return;
+  if (std::optional<Plan> admitted = admitted_with_shares(*run_, pending_)) {
+    pending_.blocks = std::move(admitted->blocks);
+    narrowed = true;
+  } else {
+    pending_.pipeline = pipeline_;
+    refused = true;
+  }
+}
+
+// Exactly these scalars; entries of a reused r are updated in place, others erased.
+void PartitionEnv::write_scalars(const Measurement& m, bool refused, bool narrowed,
+                                 StepResult& r) const {
+  std::map<std::string, double>& scalars = r.info.scalars;
+  const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
+  for (auto it = scalars.begin(); it != scalars.end();) {
+    const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread") ||
+                      (refused && it->first == "plan_choice_refused") ||
+                      (narrowed && it->first == "blocks_narrowed");
+    it = ours ? std::next(it) : scalars.erase(it);
+  }
+  scalars["raw_reward"] = r.reward;
+  if (refused) scalars["plan_choice_refused"] = 1;
+  if (narrowed) scalars["blocks_narrowed"] = 1;
+  if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
+}
+
 void PartitionEnv::step_into(const Action& action, StepResult& r) {
   if (!failure_.empty()) {
     throw std::logic_error("PartitionEnv::step(" + spec_.id +
@@ -376,27 +414,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   bool refused = false, narrowed = false;
   if (moves_ > 0) {
     pending_.pipeline = apply_plan_choice(action[blocks_]);
-    // Each component is masked with the others as they are. A share choice that the blocks
-    // chosen in the same step do not admit (a degree spanning share groups) takes those blocks
-    // narrowed by the rule the mask offered it under (admitted_with_shares: the widest allowed
-    // entry that divides a group; info scalar "blocks_narrowed"), so that one plan-level
-    // choice leaves a lost group out. Where even that does not fit, it is not applied: the
-    // shares in force stay, which every block the mask allowed admits ("plan_choice_refused").
-    const int n = static_cast<int>(pending_.pipeline.shares.size());
-    if (n > 0 && !(pending_.pipeline.shares == pipeline_.shares)) {
-      const int g = world_ / stages_ / n;
-      bool spans = false;
-      for (int b = 0; b < blocks_ && !spans; ++b) spans = g % pending_.blocks[b].degree() != 0;
-      if (spans) {
-        if (std::optional<Plan> admitted = admitted_with_shares(*run_, pending_)) {
-          pending_.blocks = std::move(admitted->blocks);
-          narrowed = true;
-        } else {
-          pending_.pipeline = pipeline_;
-          refused = true;
-        }
-      }
-    }
+    admit_share_choice(refused, narrowed);
   }
 
   // Written straight into r (reusing its buffers); every field of r is set below as a fresh
@@ -442,8 +460,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
       // row's entry for the plan in force says "does not fit"), so the episode ends.
       char buf[160];
       std::snprintf(buf, sizeof buf, "out of memory: peak %.2f GiB per rank > capacity %.2f GiB",
-                    max_of(m.peak_memory_bytes) / double(1 << 30),
-                    capacity(ctx) / double(1 << 30));
+                    max_of(m.peak_memory_bytes) / double(1 << 30), capacity(ctx) / double(1 << 30));
       failure_ = buf;
       r.truncated = true;
       r.info.error = failure_;
@@ -458,19 +475,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   observe(m, ctx, r.obs);
   r.info.plan_indices = current_;
   if (r.lean_info) return;  // the caller reads neither the plan nor the scalars
-  // Exactly these scalars; entries of a reused r are updated in place, others erased.
-  std::map<std::string, double>& scalars = r.info.scalars;
-  const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
-  for (auto it = scalars.begin(); it != scalars.end();) {
-    const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread") ||
-                      (refused && it->first == "plan_choice_refused") ||
-                      (narrowed && it->first == "blocks_narrowed");
-    it = ours ? std::next(it) : scalars.erase(it);
-  }
-  scalars["raw_reward"] = r.reward;
-  if (refused) scalars["plan_choice_refused"] = 1;
-  if (narrowed) scalars["blocks_narrowed"] = 1;
-  if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
+  write_scalars(m, refused, narrowed, r);
   r.info.plan = run_->plan();
 }
 
@@ -534,15 +539,14 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
   g[4] = kept[0], g[5] = kept[1];
   kept += 2;
   for (int l = 0; l < links_; ++l) {
-    g[kGlobalFixed + l] = l < static_cast<int>(ctx.link_bw_factor.size())
-                              ? nonneg(ctx.link_bw_factor[l])
-                              : 1.0f;
+    g[kGlobalFixed + l] =
+        l < static_cast<int>(ctx.link_bw_factor.size()) ? nonneg(ctx.link_bw_factor[l]) : 1.0f;
   }
   if (groups_ > 0) {  // per share group: share / even, speed, can train (share_action.h)
     float* sh = g + kGlobalFixed + links_;
     const int gb = effective_global_batch(run_->model(), world_);
-    const std::vector<int> seqs = apportion(
-        gb, pipeline_.shares.empty() ? std::vector<int>(groups_, 1) : pipeline_.shares);
+    const std::vector<int> seqs =
+        apportion(gb, pipeline_.shares.empty() ? std::vector<int>(groups_, 1) : pipeline_.shares);
     const std::vector<double> can = share_speeds(ctx);
     const std::vector<double> speed =
         share_group_speeds(groups_, run_->cluster(), stages_, ctx.rank_slowdown, {});
@@ -575,7 +579,7 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
 }
 
 std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int links, int moves,
-                                                            int groups) {
+                                                             int groups) {
   std::vector<ObservationPart> parts;
   int64_t offset = 0;
   auto add = [&](const char* name, std::vector<int64_t> shape, const char* meaning) {
@@ -640,9 +644,9 @@ Action PartitionEnv::action_from_plan(const Plan& plan) const {
   if (moves_ > 0) {
     int c = pipeline_choice_toward(pipeline_, plan.pipeline, blocks_ / 2);
     if (groups_ > 0 && c == 0 && plan.pipeline.shares != pipeline_.shares) {
-      const int s = share_choice_toward(pipeline_.shares, plan.pipeline.shares, groups_,
-                                        effective_global_batch(run_->model(), world_),
-                                        share_speeds(ctx_));
+      const int s =
+          share_choice_toward(pipeline_.shares, plan.pipeline.shares, groups_,
+                              effective_global_batch(run_->model(), world_), share_speeds(ctx_));
       if (s >= 0) c = share_choice_offset(stages_) + s;
     }
     if (!(apply_plan_choice(c) == plan.pipeline)) {

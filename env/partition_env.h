@@ -24,8 +24,8 @@
 //               + w_energy·energy/tokens); NormalizeReward turns it into "1.0 = Megatron".
 // A failed step (Measurement::ok == false), and a step whose plan ran out of memory (ok with
 // oom: the run installed it, so no action is valid any more), have reward 0, truncated = true
-// and info.error set; step() then throws std::logic_error until reset(). reset() measures one iteration of the
-// initial plan (the reference; returned as info.measurement).
+// and info.error set; step() then throws std::logic_error until reset(). reset() measures one
+// iteration of the initial plan (the reference; returned as info.measurement).
 //
 // Action: B catalog indices, then with p > 1 stages or data shares the plan-level component
 // (pipeline_action.h, share_action.h: keep, the 2p − 2 boundary moves, the share choices):
@@ -103,6 +103,10 @@ class PartitionEnv : public Env {
   Pipeline apply_plan_choice(int c) const;
   std::vector<double> share_speeds(const RunContext& ctx) const;
   void sync_indices_from_plan();
+  // step_into's parts: a share choice the step's blocks do not admit (pending_), and the
+  // info scalars.
+  void admit_share_choice(bool& refused, bool& narrowed);
+  void write_scalars(const Measurement& m, bool refused, bool narrowed, StepResult& r) const;
   void strategy_features(const Strategy& s, int index, float* out) const;
   void observe(const Measurement& m, const RunContext& ctx, Observation& obs);
   double raw_reward(const Measurement& m, const RunContext& ctx) const;
@@ -126,11 +130,11 @@ class PartitionEnv : public Env {
   // K × kStrategyFeatures, immutable and shared by the envs whose tables come out the same
   // (a vector env's: one copy read by all, instead of a 4.8 KB table each at K = 172).
   std::shared_ptr<const std::vector<float>> catalog_features_;
-  std::vector<double> ref_inv_;          // B × 3: 1 / reference (fwd, bwd, comm)
-  std::vector<uint8_t> shape_ok_;        // 2 × K: the catalog's attention and MLP shape masks
-  Plan pending_;                         // reused buffer for the requested plan
-  bool pending_in_force_ = false;        // pending_ is the plan in force (current_)
-  std::vector<int32_t> current_;         // catalog index per block of the plan in force, -1
+  std::vector<double> ref_inv_;    // B × 3: 1 / reference (fwd, bwd, comm)
+  std::vector<uint8_t> shape_ok_;  // 2 × K: the catalog's attention and MLP shape masks
+  Plan pending_;                   // reused buffer for the requested plan
+  bool pending_in_force_ = false;  // pending_ is the plan in force (current_)
+  std::vector<int32_t> current_;   // catalog index per block of the plan in force, -1
   // The measured entries of the last observation (per block fwd, bwd, comm; peak memory and
   // latency; with pipelines each stage's peak), in that order: a failed step keeps them. Kept
   // apart so that a step does not copy its whole observation (2.6 KB at 64 blocks) aside.
@@ -138,7 +142,7 @@ class PartitionEnv : public Env {
   int dim_ = 0;     // observation size
   RunContext ctx_;  // the run's context after the last reset or step
 
-  mutable std::vector<uint8_t> mask_;       // B × K, row b valid if row_epoch_[b] == epoch_
+  mutable std::vector<uint8_t> mask_;  // B × K, row b valid if row_epoch_[b] == epoch_
   mutable std::vector<uint64_t> row_epoch_;
   mutable uint64_t pipeline_epoch_ = 0;  // the pipeline row (mask_'s tail) is valid at epoch_
   mutable uint64_t direct_epoch_ = 0;    // epoch_ of action_mask_into's last uncached call
