@@ -1,8 +1,6 @@
 // Top level of the experiment schema: file handling, `include:`, plans, agent and env ids.
 #include "experiments/config.h"
 
-#include "env/share_action.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -92,8 +90,7 @@ Embedded embedded_files(const std::string& text) {
   for (std::string line; std::getline(in, line);) {
     if (line.rfind(kHead, 0) == 0 && line.size() > kHead.size() + kTail.size() &&
         line.compare(line.size() - kTail.size(), kTail.size(), kTail) == 0) {
-      const std::string name =
-          line.substr(kHead.size(), line.size() - kHead.size() - kTail.size());
+      const std::string name = line.substr(kHead.size(), line.size() - kHead.size() - kTail.size());
       current = files.count(name) ? nullptr : &files[name];  // the first copy counts
       continue;
     }
@@ -109,13 +106,15 @@ Embedded embedded_files(const std::string& text) {
 
 // The file an include or calibration names: from disk, or from `embedded` (recorded configs).
 std::string read_named(const std::string& name, const std::string& path, const Embedded* embedded,
-                       const std::string& error_file, const std::string& error_key, int error_line) {
+                       const std::string& error_file, const std::string& error_key,
+                       int error_line) {
   if (!embedded) return read_file(path, error_file, error_key, error_line);
   const auto it = embedded->find(name);
   if (it == embedded->end()) {
     throw ConfigError(error_file, error_key, error_line,
-                      "'" + name + "' is not recorded in the config's text (a recorded config "
-                      "reads no file)");
+                      "'" + name +
+                          "' is not recorded in the config's text (a recorded config "
+                          "reads no file)");
   }
   return it->second;
 }
@@ -311,14 +310,66 @@ HardwareCatalog load_hardware_catalog(const std::string& path, DType dtype) {
 
 namespace {
 
+// The run's name: the file's stem, or `name:`, which becomes runs/<name>/: one plain path
+// component, nothing that leaves runs/.
+std::string run_name(const YamlField& root, const std::string& file) {
+  std::string out = fs::path(file).stem().string();
+  if (auto name = root.optional("name")) {
+    out = name->as_string();
+    const bool plain =
+        !out.empty() && out != "." && out != ".." &&
+        std::all_of(out.begin(), out.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+        });
+    if (!plain)
+      name->fail("'" + out +
+                 "' is not a plain run name (letters, digits, '-', '_', '.'); "
+                 "it becomes the folder runs/<name>/");
+  }
+  return out;
+}
+
+// `cluster.calibration: FILE`, relative to the config file like `include:`: read, checked
+// against the cluster and applied to it; its text goes into the spec's source text.
+void apply_calibration_key(const YamlField& cal, const std::string& base_dir,
+                           const Embedded* embedded, ExperimentSpec& spec) {
+  const fs::path given(cal.as_string());
+  const std::string path =
+      given.is_absolute() ? given.string() : (fs::path(base_dir) / given).string();
+  CalibrationFile file;
+  try {
+    const std::string text =
+        read_named("calibration " + cal.as_string(), path, embedded, path, "", 0);
+    file = parse_calibration_file(text, path);
+    spec.source_text += commented("calibration " + cal.as_string(), text);
+  } catch (const ConfigError& e) {
+    cal.fail("calibration file: " + std::string(e.what()));
+  }
+  const std::string why = apply_calibration(file, path, spec.cluster);
+  if (!why.empty()) cal.fail("'" + path + "' does not fit this cluster: " + why);
+}
+
+// `replay_trace: FILE`, relative to the config file like `include:`; it must exist before
+// anything runs. The error_code form: the throwing one let a filesystem_error (a name too
+// long for the OS, found by fuzz/config_fuzz) escape instead of a ConfigError.
+std::string replay_trace_path(const YamlField& trace, const std::string& base_dir) {
+  const fs::path path = fs::path(base_dir) / trace.as_string();
+  const std::string out = path.lexically_normal().string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    trace.fail("no trace file at '" + out + "'" + (ec ? " (" + ec.message() + ")" : std::string()));
+  return out;
+}
+
 ExperimentSpec parse_impl(const std::string& text, const std::string& file,
                           const std::string& base_dir, const Embedded* embedded) {
   YamlField root(parse_yaml(text, file), file, "", 1);
   if (!root.node().IsDefined() || root.node().IsNull()) root.fail("the file is empty");
   const std::vector<std::string> keys = {
-      "name", "env", "include", "model", "cluster", "scenario", "reward", "agent", "catalog",
-      "live", "episodes", "steps_per_episode", "seeds", "initial_plan", "replay_trace",
-      "training", "published", "data_shares", "instance"};
+      "name",    "env",          "include",      "model",    "cluster",   "scenario",
+      "reward",  "agent",        "catalog",      "live",     "episodes",  "steps_per_episode",
+      "seeds",   "initial_plan", "replay_trace", "training", "published", "data_shares",
+      "instance"};
   root.check_keys(keys);
   ExperimentSpec spec;
   spec.source_path = file;
@@ -326,19 +377,7 @@ ExperimentSpec parse_impl(const std::string& text, const std::string& file,
   for (const std::string& key : keys) {
     if (auto f = root.optional(key)) spec.key_lines[key] = f->line();
   }
-  spec.name = fs::path(file).stem().string();
-  if (auto name = root.optional("name")) {
-    spec.name = name->as_string();
-    // The name becomes runs/<name>/: one plain path component, nothing that leaves runs/.
-    const bool plain = !spec.name.empty() && spec.name != "." && spec.name != ".." &&
-                       std::all_of(spec.name.begin(), spec.name.end(), [](char c) {
-                         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-                                c == '_' || c == '.';
-                       });
-    if (!plain)
-      name->fail("'" + spec.name + "' is not a plain run name (letters, digits, '-', '_', '.'); "
-                 "it becomes the folder runs/<name>/");
-  }
+  spec.name = run_name(root, file);
   if (auto env = root.optional("env")) spec.env_id = check_env_id(*env);
 
   spec.model = parse_model(root.child("model"));
@@ -350,26 +389,13 @@ ExperimentSpec parse_impl(const std::string& text, const std::string& file,
   }
   spec.cluster = parse_cluster(root.child("cluster"), spec.model.dtype, included);
   if (spec.cluster.name.empty()) spec.cluster.name = spec.name;
-  if (auto cal = root.child("cluster").optional("calibration")) {
-    // Relative to the config file, like `include:`.
-    const fs::path given(cal->as_string());
-    const std::string path = given.is_absolute() ? given.string() : (fs::path(base_dir) / given).string();
-    CalibrationFile file;
-    try {
-      const std::string text =
-          read_named("calibration " + cal->as_string(), path, embedded, path, "", 0);
-      file = parse_calibration_file(text, path);
-      spec.source_text += commented("calibration " + cal->as_string(), text);
-    } catch (const ConfigError& e) {
-      cal->fail("calibration file: " + std::string(e.what()));
-    }
-    const std::string why = apply_calibration(file, path, spec.cluster);
-    if (!why.empty()) cal->fail("'" + path + "' does not fit this cluster: " + why);
-  }
+  if (auto cal = root.child("cluster").optional("calibration"))
+    apply_calibration_key(*cal, base_dir, embedded, spec);
   if (auto s = root.optional("scenario")) spec.scenario = parse_scenario(*s, spec.cluster);
   // Which instance of the scenario's draws to run (with_instance; `compare` and `suite` set
   // it per seed). Without draws it changes nothing.
-  if (auto i = root.optional("instance")) spec.scenario.instance = static_cast<uint64_t>(i->as_int(0));
+  if (auto i = root.optional("instance"))
+    spec.scenario.instance = static_cast<uint64_t>(i->as_int(0));
   if (auto r = root.optional("reward")) spec.reward = parse_reward(*r);
   if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
   check_catalog(root.optional("catalog").value_or(root), spec);
@@ -379,18 +405,8 @@ ExperimentSpec parse_impl(const std::string& text, const std::string& file,
     if (auto extra = l->optional("extra")) parse_env_options(*extra, "live.extra", base_dir, spec);
   }
   if (auto a = root.optional("agent")) spec.agent = parse_agent(*a, spec.model, spec.cluster);
-  if (auto trace = root.optional("replay_trace")) {
-    // Relative to the config file, like `include:`; it must exist before anything runs.
-    const fs::path path = fs::path(base_dir) / trace->as_string();
-    spec.replay_trace = path.lexically_normal().string();
-    // The error_code form: the throwing one let a filesystem_error (a name too long for the
-    // OS, found by fuzz/config_fuzz) escape instead of a ConfigError.
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) {
-      trace->fail("no trace file at '" + spec.replay_trace + "'" +
-                  (ec ? " (" + ec.message() + ")" : std::string()));
-    }
-  }
+  if (auto trace = root.optional("replay_trace"))
+    spec.replay_trace = replay_trace_path(*trace, base_dir);
   const std::optional<YamlField> plan_field = root.optional("initial_plan");
   if (plan_field) spec.initial_plan = plan_field->as_string();
   check_plan(plan_field ? *plan_field : root, spec.initial_plan, spec.model, spec.cluster);
@@ -426,7 +442,7 @@ ExperimentSpec parse_experiment(const std::string& text, const std::string& file
 }
 
 ExperimentSpec parse_recorded_experiment(const std::string& text, const std::string& file,
-                                        const std::string& base_dir) {
+                                         const std::string& base_dir) {
   const Embedded embedded = embedded_files(text);
   return parse_impl(text, file, base_dir, &embedded);
 }
