@@ -48,27 +48,19 @@ bool checkpoint_has_plan_rows(const RecordFile& f, const std::string& where) {
   return header_of(f, where)[9] != 0;
 }
 
-CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout& l,
-                                    const std::string& where) {
-  const std::vector<int64_t> h = header_of(f, where);
-  const bool saved_plan = h[9] != 0;
-  if (saved_plan != (l.plan_row >= 0))
-    throw std::runtime_error(where + " was saved " + (saved_plan ? "with" : "without") +
-                             " plan rows; load it into ppo(plan=" + (saved_plan ? "1" : "0") +
-                             ")");
-  if (h[1] != l.blocks || h[2] != l.catalog || h[3] != l.obs_dim || h[4] != l.hidden)
-    throw std::runtime_error(where + " is for " + std::to_string(h[1]) + " blocks × " +
-                             std::to_string(h[2]) + " entries, obs " + std::to_string(h[3]) +
-                             ", hidden " + std::to_string(h[4]) + "; this agent has " +
-                             std::to_string(l.blocks) + " × " + std::to_string(l.catalog) +
-                             ", obs " + std::to_string(l.obs_dim) + ", hidden " +
-                             std::to_string(l.hidden));
-  CheckpointContents c;
-  c.updates = static_cast<int>(h[5]);
-  c.env_steps = h[6];
-  c.pending = h[7] != 0;
-  c.have_next = h[8] != 0;
+namespace {
 
+// Record `name` as at most `max` finite floats.
+std::vector<float> finite_floats(const RecordFile& f, const std::string& name, int64_t max,
+                                 const std::string& where) {
+  std::vector<float> v = f.vec<float>(name, Elem::kF32, max, where);
+  checkpoint::require_finite(f.records.at(name), name, where);
+  return v;
+}
+
+// The network's parameters and, where saved, their Adam moments.
+void read_network(const RecordFile& f, const CheckpointLayout& l, const std::string& where,
+                  CheckpointContents& c) {
   for (size_t i = 0; i < l.params.size(); ++i) {
     const auto& [key, shape] = l.params[i];
     const std::string name = "net/" + key;
@@ -86,14 +78,52 @@ CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout&
     checkpoint::require_finite(sq, a + "exp_avg_sq", where);
     c.moments.push_back({i, step[0], &avg, &sq});
   }
+}
+
+// The plan search's substitution tables and the condition keys they are filed under.
+void read_substitutions(const RecordFile& f, const CheckpointLayout& l, const std::string& where,
+                        CheckpointContents& c) {
+  auto floats = [&](const std::string& name, int64_t max) {
+    return finite_floats(f, name, max, where);
+  };
+  const size_t C = std::max<size_t>(1, l.conditions);
+  c.keys = floats("sub_keys", static_cast<int64_t>(C) * kMaxPolishKeys);
+  c.sub = f.vec<int32_t>("sub", Elem::kI32,
+                         2 * static_cast<int64_t>(l.catalog) * (1 + kMaxPolishKeys), where);
+  const size_t tables = 1 + c.keys.size() / C;
+  if (c.keys.size() % C != 0 || c.sub.size() != 2 * static_cast<size_t>(l.catalog) * tables ||
+      std::any_of(c.sub.begin(), c.sub.end(), [&](int32_t e) { return e < 0 || e >= l.catalog; }))
+    throw std::runtime_error(where + " has a damaged substitution table");
+}
+
+}  // namespace
+
+CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout& l,
+                                    const std::string& where) {
+  const std::vector<int64_t> h = header_of(f, where);
+  const bool saved_plan = h[9] != 0;
+  if (saved_plan != (l.plan_row >= 0))
+    throw std::runtime_error(where + " was saved " + (saved_plan ? "with" : "without") +
+                             " plan rows; load it into ppo(plan=" + (saved_plan ? "1" : "0") + ")");
+  if (h[1] != l.blocks || h[2] != l.catalog || h[3] != l.obs_dim || h[4] != l.hidden)
+    throw std::runtime_error(
+        where + " is for " + std::to_string(h[1]) + " blocks × " + std::to_string(h[2]) +
+        " entries, obs " + std::to_string(h[3]) + ", hidden " + std::to_string(h[4]) +
+        "; this agent has " + std::to_string(l.blocks) + " × " + std::to_string(l.catalog) +
+        ", obs " + std::to_string(l.obs_dim) + ", hidden " + std::to_string(l.hidden));
+  CheckpointContents c;
+  c.updates = static_cast<int>(h[5]);
+  c.env_steps = h[6];
+  c.pending = h[7] != 0;
+  c.have_next = h[8] != 0;
+
+  read_network(f, l, where, c);
   c.generator = &f.get("generator", Elem::kU8, {l.generator_bytes}, where);
 
   const int64_t rollout = std::max(1, l.rollout), D = l.obs_dim, R = l.rows;
   const int64_t mask_w = static_cast<int64_t>(l.blocks) * l.catalog + l.moves;
   auto floats = [&](const std::string& name, int64_t max) {
-    std::vector<float> v = f.vec<float>(name, Elem::kF32, max, where);
-    checkpoint::require_finite(f.records.at(name), name, where);
-    return v;
+    return finite_floats(f, name, max, where);
   };
   c.value = floats("buf_value", rollout);
   const int64_t n = static_cast<int64_t>(c.value.size());
@@ -139,14 +169,7 @@ CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout&
     throw std::runtime_error(where + ": the pending step's arrays do not fit this agent's config");
   c.pending_value = pending_value[0];
 
-  const size_t C = std::max<size_t>(1, l.conditions);
-  c.keys = floats("sub_keys", static_cast<int64_t>(C) * kMaxPolishKeys);
-  c.sub = f.vec<int32_t>("sub", Elem::kI32,
-                         2 * static_cast<int64_t>(l.catalog) * (1 + kMaxPolishKeys), where);
-  const size_t tables = 1 + c.keys.size() / C;
-  if (c.keys.size() % C != 0 || c.sub.size() != 2 * static_cast<size_t>(l.catalog) * tables ||
-      std::any_of(c.sub.begin(), c.sub.end(), [&](int32_t e) { return e < 0 || e >= l.catalog; }))
-    throw std::runtime_error(where + " has a damaged substitution table");
+  read_substitutions(f, l, where, c);
   return c;
 }
 
