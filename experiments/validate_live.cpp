@@ -124,6 +124,15 @@ Stepper env_stepper(Env& env, TraceWriter* trace, const bool& recording, int blo
   };
 }
 
+// --traces PREFIX: PREFIX + suffix for one of the two runs (none without --traces).
+std::shared_ptr<TraceWriter> open_trace(const LiveValidationOptions& o, const char* suffix,
+                                        const ExperimentSpec& spec) {
+  if (o.traces.empty()) return nullptr;
+  auto w = std::make_shared<TraceWriter>(o.traces + suffix, make_trace_metadata(spec, o.git_sha));
+  w->set_agent("validate-sim");
+  return w;
+}
+
 // --pipelines: plan to plan on the run itself.
 Stepper run_stepper(TrainingRun& run) {
   return [&run](const Plan& p) { return run.step(p); };
@@ -283,14 +292,8 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
   // Both runs step through their bare envs (an env step is its run's step plus the
   // observation), so that --traces can record them: every iteration of the first pass, warm-up
   // included, live and simulated, the same plans step for step (the repeat pass is not recorded).
-  std::shared_ptr<TraceWriter> live_trace, sim_trace;
-  if (!o.traces.empty()) {
-    live_trace =
-        std::make_shared<TraceWriter>(o.traces + ".live.h5", make_trace_metadata(spec, o.git_sha));
-    sim_trace =
-        std::make_shared<TraceWriter>(o.traces + ".sim.h5", make_trace_metadata(sspec, o.git_sha));
-    for (auto* w : {live_trace.get(), sim_trace.get()}) w->set_agent("validate-sim");
-  }
+  const std::shared_ptr<TraceWriter> live_trace = open_trace(o, ".live.h5", spec);
+  const std::shared_ptr<TraceWriter> sim_trace = open_trace(o, ".sim.h5", sspec);
   bool recording = true;
   const Stepper live_step = o.pipelines
                                 ? run_stepper(live_run)

@@ -12,12 +12,12 @@
 
 #include "datasets/text/corpus.h"
 #include "runtime/core/plan.h"
-#include "runtime/live/comm/gloo.h"
 #include "runtime/live/comm/device.h"
-#include "runtime/live/launch/group_sets.h"
-#include "runtime/live/launch/thread_ranks.h"
+#include "runtime/live/comm/gloo.h"
 #include "runtime/live/driver/meters.h"
 #include "runtime/live/driver/rank_protocol.h"
+#include "runtime/live/launch/group_sets.h"
+#include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/rank_trainer.h"
 
 namespace shardgym::live {
@@ -121,6 +121,73 @@ at::Tensor to_tensor(const std::vector<int32_t>& v, int rows, int cols) {
   return at::from_blob(const_cast<int32_t*>(v.data()), {rows, cols}, at::kInt).to(at::kLong);
 }
 
+// Every group a strategy can use, created once now in one canonical order: repartitions
+// later only look groups up, they never rendezvous. (The loop of create_standard_groups, with
+// a progress mark before each rendezvous.)
+void create_groups(CommWorld& world, const std::vector<std::vector<int>>& sets,
+                   RankChannel& channel) {
+  const int rank = world.rank();
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (!std::binary_search(sets[i].begin(), sets[i].end(), rank)) continue;
+    // Singletons need no rendezvous; the world group exists since the world was made.
+    if (sets[i].size() > 1 && static_cast<int>(sets[i].size()) < world.world_size()) {
+      channel.progress(ProgressMark::group(static_cast<int>(i), format_ranks(sets[i])));
+    }
+    world.group(sets[i]);
+  }
+}
+
+std::unique_ptr<RankTrainer> make_trainer(const LiveRankConfig& config, const RankCommand& cmd,
+                                          CommWorld& world, const c10::Device& device) {
+  const ModelSpec& model = config.model;
+  TrainerOptions opts;
+  opts.seed = cmd.seed;
+  opts.dtype = model.dtype == DType::kFloat64 ? at::kDouble : at::kFloat;
+  opts.lr = config.lr;
+  opts.weight_decay = config.weight_decay;
+  opts.clip = config.clip;
+  opts.threads = config.threads;
+  opts.device = device;
+  return std::make_unique<RankTrainer>(model, Plan::parse(cmd.plan, model.num_blocks()), world,
+                                       opts);
+}
+
+// Moves the trainer to `next` where it differs, with the repartition's time, bytes and the
+// memory it held in transit in `rep`.
+void repartition_to(RankTrainer& trainer, const Plan& next, const c10::Device& device, int rank,
+                    RankReport& rep) {
+  if (next == trainer.plan()) return;
+  // The peak above what the rank held before: the command's peak was reset to the current
+  // figure when it began, and nothing was allocated since.
+  const int64_t held =
+      device.is_cuda() ? cuda_allocated_bytes(device.index()) : MemoryMeter::current_bytes(rank);
+  const RepartitionStats rs = trainer.repartition(next);
+  rep.repartition_peak_bytes =
+      static_cast<double>((device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
+                                            : MemoryMeter::peak_bytes(rank)) -
+                          held);
+  rep.repartition_s = rs.seconds;
+  rep.repartition_bytes = rs.bytes_received;
+  rep.blocks_changed = rs.blocks_changed;
+}
+
+// One training iteration on batch `b`, its loss and times in `rep`.
+void train_step(RankTrainer& trainer, const text::TokenBatch& b, const RankCommand& cmd, int rank,
+                RankReport& rep) {
+  const at::Tensor tokens = to_tensor(b.tokens, b.batch, b.seq);
+  const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
+  BlockTimes times;
+  trainer.set_compute_stretch(rank < static_cast<int>(cmd.slowdown.size()) ? cmd.slowdown[rank]
+                                                                           : 1.0);
+  const Stopwatch sw;
+  rep.loss = trainer.train_step(tokens, targets, &times, cmd.micro_batches);
+  rep.step_s = sw.elapsed_s();
+  rep.fwd_s = times.fwd_s;
+  rep.bwd_s = times.bwd_s;
+  rep.comm_s = times.comm_s;
+  rep.optimizer_s = times.optimizer_s;
+}
+
 }  // namespace
 
 void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel) {
@@ -132,22 +199,13 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       model.global_batch > 0 ? model.global_batch : model.micro_batch * world.world_size();
   text::TextCorpus corpus = config.corpus.empty() ? text::TextCorpus::load_default()
                                                   : text::TextCorpus::load({config.corpus});
-  // Every group a strategy can use, created once now in one canonical order: repartitions
-  // later only look groups up, they never rendezvous.
-  // (The loop of create_standard_groups, with a progress mark before each rendezvous.)
   const auto sets = standard_group_sets(world.world_size());
-  for (size_t i = 0; i < sets.size(); ++i) {
-    if (!std::binary_search(sets[i].begin(), sets[i].end(), rank)) continue;
-    // Singletons need no rendezvous; the world group exists since the world was made.
-    if (sets[i].size() > 1 && static_cast<int>(sets[i].size()) < world.world_size()) {
-      channel.progress(ProgressMark::group(static_cast<int>(i), format_ranks(sets[i])));
-    }
-    world.group(sets[i]);
-  }
+  create_groups(world, sets, channel);
   const FaultSpec fault = parse_fault(config.fault);
   const c10::Device device =
       config.device == "cuda"
-          ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_cuda_index(world.local_rank())))
+          ? c10::Device(c10::kCUDA,
+                        static_cast<c10::DeviceIndex>(local_cuda_index(world.local_rank())))
           : c10::Device(c10::kCPU);
   std::unique_ptr<RankTrainer> trainer;
   std::unique_ptr<text::BatchSampler> sampler;
@@ -170,16 +228,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
     try {
       if (cmd.op == RankOp::kReset) {
         trainer.reset();
-        TrainerOptions opts;
-        opts.seed = cmd.seed;
-        opts.dtype = model.dtype == DType::kFloat64 ? at::kDouble : at::kFloat;
-        opts.lr = config.lr;
-        opts.weight_decay = config.weight_decay;
-        opts.clip = config.clip;
-        opts.threads = config.threads;
-        opts.device = device;
-        trainer = std::make_unique<RankTrainer>(model, Plan::parse(cmd.plan, model.num_blocks()),
-                                                world, opts);
+        trainer = make_trainer(config, cmd, world, device);
         // Every rank draws the same global batches; each block takes its replica's rows.
         sampler = std::make_unique<text::BatchSampler>(corpus, text::Split::kTrain, global_batch,
                                                        model.seq, cmd.seed ^ 0x5eedda7aull);
@@ -189,35 +238,9 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       } else if (!trainer) {
         throw std::logic_error("rank received a command before reset");
       } else if (cmd.op == RankOp::kStep) {
-        const Plan next = Plan::parse(cmd.plan, model.num_blocks());
-        if (next != trainer->plan()) {
-          // The peak above what the rank held before: the command's peak was reset to
-          // the current figure when it began, and nothing was allocated since.
-          const int64_t held = device.is_cuda() ? cuda_allocated_bytes(device.index())
-                                                : MemoryMeter::current_bytes(rank);
-          const RepartitionStats rs = trainer->repartition(next);
-          rep.repartition_peak_bytes =
-              static_cast<double>((device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
-                                                    : MemoryMeter::peak_bytes(rank)) -
-                                  held);
-          rep.repartition_s = rs.seconds;
-          rep.repartition_bytes = rs.bytes_received;
-          rep.blocks_changed = rs.blocks_changed;
-        }
+        repartition_to(*trainer, Plan::parse(cmd.plan, model.num_blocks()), device, rank, rep);
         maybe_fault(fault, rank, steps++, channel, cmd.seq);
-        const text::TokenBatch b = sampler->next();
-        const at::Tensor tokens = to_tensor(b.tokens, b.batch, b.seq);
-        const at::Tensor targets = to_tensor(b.targets, b.batch, b.seq);
-        BlockTimes times;
-        trainer->set_compute_stretch(
-            rank < static_cast<int>(cmd.slowdown.size()) ? cmd.slowdown[rank] : 1.0);
-        const Stopwatch sw;
-        rep.loss = trainer->train_step(tokens, targets, &times, cmd.micro_batches);
-        rep.step_s = sw.elapsed_s();
-        rep.fwd_s = times.fwd_s;
-        rep.bwd_s = times.bwd_s;
-        rep.comm_s = times.comm_s;
-        rep.optimizer_s = times.optimizer_s;
+        train_step(*trainer, sampler->next(), cmd, rank, rep);
       } else {
         const text::TokenBatch b = text::sequential_batch(corpus, text::Split::kValidation,
                                                           global_batch, model.seq, cmd.eval_index);
@@ -235,8 +258,9 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       throw std::runtime_error(rep.error);
     }
     rep.busy_s = thread_cpu_now_s() - cpu0;
-    rep.peak_bytes = static_cast<double>(device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
-                                                          : MemoryMeter::peak_bytes(rank));
+    rep.peak_bytes =
+        static_cast<double>(device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
+                                             : MemoryMeter::peak_bytes(rank));
     channel.reply(rep);
   }
 }
