@@ -40,6 +40,8 @@
 // in each, then picks per segment one plan among those optima and the plan in force by a
 // small DP whose transition cost is the repartition the env would charge (measured with
 // estimate() on clones that hold the previous plan).
+//
+// Length: each oracle's guarantee (what it bounds, and when it is exact) is stated here.
 #pragma once
 
 #include <cstdint>

@@ -63,6 +63,8 @@
 // Determinism: the agent draws from its own generator, seeded with its seed; parameters are
 // initialised after torch::manual_seed(seed). With at::set_num_threads(1) the same seed gives
 // the same learning curve bit for bit on the simulator.
+//
+// Length: the id's parameters are PPO's user interface, and each is documented here.
 #pragma once
 
 #include <cstdint>

@@ -47,6 +47,8 @@
 // runs out of memory and ends the episode, as it would end the job.
 // PartitionEnv tracks the plan through its own reset/step: after driving the run directly
 // (env.run().step(...)), call reset().
+//
+// Length: the observation's layout is documented field by field at its definition.
 #pragma once
 
 #include <memory>

@@ -17,6 +17,8 @@
 //     return t;
 //   }
 //   REGISTER_SHARDGYM_ENV(replay_type());
+//
+// Length: the registration's data types (options, flags, type) and the registry's calls.
 #pragma once
 
 #include <cstdint>

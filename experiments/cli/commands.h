@@ -1,6 +1,9 @@
 // The `shardgym` subcommands as functions: parsed arguments in, text on the given streams
-// out, exit code back. main.cpp parses the command line and maps exceptions to exit codes:
-// ConfigError and BadInput → 2, any other exception → 1.
+// out, exit code back. command_table.cpp binds each to its subcommand's options; main.cpp
+// parses the command line and maps exceptions to exit codes: ConfigError and BadInput → 2,
+// any other exception → 1.
+//
+// Length: one argument struct and one call per subcommand, the CLI's whole interface.
 #pragma once
 
 #include <cstdint>

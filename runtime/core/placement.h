@@ -36,6 +36,8 @@
 // every parameter box depends on q mod t alone, and an activation box on q mod t and the
 // replica q / t (batch rows). place_block_mesh() computes the mesh position without the data
 // group (O(t) work, not O(P/t)).
+//
+// Length: the one placement geometry, used by both the live runtime and the simulator.
 #pragma once
 
 #include <cstdint>

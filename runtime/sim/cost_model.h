@@ -40,6 +40,8 @@
 //   gradient reduction runs over the remaining replicas and the distributed optimizer shards
 //   over them.
 // Energy above idle: Σ_ranks (busy_w − idle_w)·compute time, plus bytes × energy_per_byte.
+//
+// Length: every cost term is stated where it is declared; docs/design.md §4 derives them.
 #pragma once
 
 #include <functional>

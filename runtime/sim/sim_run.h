@@ -45,6 +45,9 @@
 // Noise. Per block one compute factor (fwd and bwd) and one communication factor, one factor
 // each for redistribution, LM head and repartition, and one per link class for the measured
 // bandwidths: log-normal, mean 1, σ = Scenario::noise (noise.h), seeded by reset(seed).
+//
+// Length: SimRun's cache tables and their inline lookups are declared here so that the step's
+// hot path inlines them (`bench sim`); splitting the run from a shared pricer is open work.
 #pragma once
 
 #include <array>

@@ -9,6 +9,8 @@
 // device around a collective so that wall-clock waits cover the communication and not the
 // compute queued before it; see comm/nccl.cpp), and the flat all-gather / reduce-scatter,
 // which are built from all_gather and all_reduce here and native in NCCL.
+//
+// Length: a template over the backend class, so its definitions live in the header.
 #pragma once
 
 #include <algorithm>

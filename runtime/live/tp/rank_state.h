@@ -1,5 +1,7 @@
 // Internal to runtime/live/tp: what a RankTrainer holds, shared by rank_trainer.cpp (steps,
 // gradients, optimizer), tp_model.cpp (the forward pass) and repartition.cpp.
+//
+// Length: the one state three files of the rank trainer share, kept in one place.
 #pragma once
 
 #include <cstdint>
