@@ -14,7 +14,6 @@
 
 namespace shardgym {
 
-
 // A rollout, time-major and flat: step t of env i is row t·envs + i.
 struct PPORollout {
   int envs = 1;
@@ -80,7 +79,7 @@ struct PPO::Impl {
   std::vector<uint8_t> pending_mask;
   std::vector<int64_t> pending_act;  // the policy's rows (R)
   Action pending_env_act;            // what the env got
-  std::vector<float> pending_logp;  // per row
+  std::vector<float> pending_logp;   // per row
   float pending_value = 0;
   bool have_next = false;
   std::vector<float> next_obs;
@@ -101,6 +100,23 @@ struct PPO::Impl {
   torch::Tensor used_rows(const torch::Tensor& act) const;
   // Values of observations (no grad), [rows].
   std::vector<float> values(const std::vector<float>& flat, int64_t rows);
+
+  // One step of a vector rollout: the envs' observations and usable masks, flattened, and
+  // the actions sampled for them with their per-row log-probabilities and values.
+  struct Sampled {
+    std::vector<float> obs;
+    std::vector<uint8_t> mask;
+    torch::Tensor a, logp, value;
+  };
+  Sampled sample(const std::vector<std::vector<float>>& obs,
+                 const std::vector<std::vector<uint8_t>>& masks);
+  // Time-limit truncations bootstrap from the value of their final observation: per env,
+  // γ·V(final) for a truncated episode that did not fail (one batch), else 0.
+  std::vector<double> truncation_bootstrap(const std::vector<uint8_t>& terminated,
+                                           const std::vector<uint8_t>& truncated,
+                                           const std::vector<bool>& failed,
+                                           const std::vector<std::vector<float>>& final_obs,
+                                           double gamma);
 
   // GAE over the rollout (next_values: one per env, after the last step), then the clipped
   // PPO update. Returns the update's figures.

@@ -14,6 +14,44 @@
 
 namespace shardgym {
 
+PPO::Impl::Sampled PPO::Impl::sample(const std::vector<std::vector<float>>& obs,
+                                     const std::vector<std::vector<uint8_t>>& masks) {
+  const int n = static_cast<int>(obs.size());
+  Sampled out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<uint8_t> usable = usable_mask(obs[i], masks[i]);
+    out.obs.insert(out.obs.end(), obs[i].begin(), obs[i].end());
+    out.mask.insert(out.mask.end(), usable.begin(), usable.end());
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor mask_t = mask_tensor(out.mask, n);
+  auto fwd = net->forward(obs_tensor(out.obs, n), mask_t);
+  ppo_detail::PlanDistribution dist = ppo_detail::distribution(fwd.first, mask_t);
+  out.a = dist.sample(gen);
+  out.logp = dist.block_log_prob(out.a).contiguous();
+  out.value = fwd.second;
+  return out;
+}
+
+std::vector<double> PPO::Impl::truncation_bootstrap(
+    const std::vector<uint8_t>& terminated, const std::vector<uint8_t>& truncated,
+    const std::vector<bool>& failed, const std::vector<std::vector<float>>& final_obs,
+    double gamma) {
+  const size_t n = terminated.size();
+  std::vector<int> boot;
+  std::vector<float> final_flat;
+  for (size_t i = 0; i < n; ++i)
+    if (truncated[i] && !terminated[i] && !failed[i] && !final_obs[i].empty()) {
+      boot.push_back(static_cast<int>(i));
+      final_flat.insert(final_flat.end(), final_obs[i].begin(), final_obs[i].end());
+    }
+  std::vector<double> out(n, 0.0);
+  if (boot.empty()) return out;
+  const std::vector<float> v = values(final_flat, static_cast<int64_t>(boot.size()));
+  for (size_t j = 0; j < boot.size(); ++j) out[boot[j]] = gamma * v[j];
+  return out;
+}
+
 PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
                           const std::function<bool(const PPOUpdate&)>& on_update) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -44,57 +82,35 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
     int ended = 0;
     double ended_sum = 0;
     for (int t = 0; t < config_.rollout; ++t) {
-      std::vector<std::vector<uint8_t>> masks = envs.action_masks();
-      std::vector<float> flat_obs;
-      std::vector<uint8_t> flat_mask;
-      for (int i = 0; i < n; ++i) {
-        std::vector<uint8_t> usable = m.usable_mask(obs[i], masks[i]);
-        flat_obs.insert(flat_obs.end(), obs[i].begin(), obs[i].end());
-        flat_mask.insert(flat_mask.end(), usable.begin(), usable.end());
-      }
-      torch::Tensor a, logp, value;
-      {
-        torch::NoGradGuard no_grad;
-        torch::Tensor mask_t = m.mask_tensor(flat_mask, n);
-        auto out = m.net->forward(m.obs_tensor(flat_obs, n), mask_t);
-        ppo_detail::PlanDistribution dist = ppo_detail::distribution(out.first, mask_t);
-        a = dist.sample(m.gen);
-        logp = dist.block_log_prob(a).contiguous();
-        value = out.second;
-      }
+      Impl::Sampled smp = m.sample(obs, envs.action_masks());
+      const torch::Tensor& a = smp.a;
+      const torch::Tensor& logp = smp.logp;
+      const torch::Tensor& value = smp.value;
       std::vector<Action> actions(n);
       for (int i = 0; i < n; ++i) actions[i] = m.env_action(a[i].data_ptr<int64_t>());
       VectorStep s = envs.step(actions);
-      // Time-limit truncations bootstrap from the final observation's value (one batch).
-      std::vector<int> boot;
-      std::vector<float> final_flat;
+      std::vector<bool> failed(n);
       for (int i = 0; i < n; ++i)
-        if (s.truncated[i] && !s.terminated[i] && s.infos[i].error.empty() &&
-            !s.infos[i].measurement.oom && !s.final_obs[i].empty()) {
-          boot.push_back(i);
-          final_flat.insert(final_flat.end(), s.final_obs[i].begin(), s.final_obs[i].end());
-        }
-      std::vector<float> boot_v = boot.empty()
-                                      ? std::vector<float>{}
-                                      : m.values(final_flat, static_cast<int64_t>(boot.size()));
+        failed[i] = !s.infos[i].error.empty() || s.infos[i].measurement.oom;
+      const std::vector<double> bootstrap =
+          m.truncation_bootstrap(s.terminated, s.truncated, failed, s.final_obs, config_.gamma);
+      const std::vector<float>& flat_obs = smp.obs;
+      const std::vector<uint8_t>& flat_mask = smp.mask;
       r.obs.insert(r.obs.end(), flat_obs.begin(), flat_obs.end());
       r.mask.insert(r.mask.end(), flat_mask.begin(), flat_mask.end());
       r.act.insert(r.act.end(), a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + n * m.rows);
       for (int i = 0; i < n; ++i) {
-        const bool failed = !s.infos[i].error.empty() || s.infos[i].measurement.oom;
-        double reward = failed ? config_.fail_reward : s.rewards[i];
-        for (size_t j = 0; j < boot.size(); ++j)
-          if (boot[j] == i) reward += config_.gamma * boot_v[j];
-        const bool done = s.terminated[i] || s.truncated[i] || failed;
-        r.logp.insert(r.logp.end(), logp[i].data_ptr<float>(),
-                      logp[i].data_ptr<float>() + m.rows);
+        double reward = failed[i] ? config_.fail_reward : s.rewards[i];
+        if (bootstrap[i] != 0) reward += bootstrap[i];
+        const bool done = s.terminated[i] || s.truncated[i] || failed[i];
+        r.logp.insert(r.logp.end(), logp[i].data_ptr<float>(), logp[i].data_ptr<float>() + m.rows);
         r.value.push_back(value[i].item<float>());
         r.reward.push_back(static_cast<float>(reward));
         r.done.push_back(done ? 1 : 0);
         running[i] += s.rewards[i];
         // Out of memory ends the episode here even if the env would go on: with a plan in
         // force that does not fit, no action is valid.
-        if (failed && !s.terminated[i] && !s.truncated[i]) s.obs[i] = envs.env(i).reset().obs;
+        if (failed[i] && !s.terminated[i] && !s.truncated[i]) s.obs[i] = envs.env(i).reset().obs;
         if (done) {
           result.episode_returns.push_back(running[i]);
           ended_sum += running[i];
