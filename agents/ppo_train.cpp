@@ -275,6 +275,25 @@ bool overridden(std::vector<int32_t>& sub, int t, int kind, int f, int K) {
 
 }  // namespace
 
+namespace {
+
+// The search's line in TrainProgress::notes.
+std::string polish_note(int updates, int episodes, double wall_s, int kept, int kept_keyed,
+                        int keys, double first, double last) {
+  char keyed_part[80] = "";
+  if (keys > 0)
+    std::snprintf(keyed_part, sizeof keyed_part, " (%d of them for one of %d conditions)",
+                  kept_keyed, keys);
+  char line[240];
+  std::snprintf(line, sizeof line,
+                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept%s, greedy "
+                "return %.2f -> %.2f (training seed)",
+                updates, episodes, wall_s, kept, kept == 1 ? "" : "s", keyed_part, first, last);
+  return line;
+}
+
+}  // namespace
+
 int PPO::polish(Env& env) {
   Impl& m = *impl_;
   const int K = m.catalog;
@@ -372,18 +391,10 @@ int PPO::polish(Env& env) {
     ++episodes, ++kept;
     kept_keyed += keyed;
   }
-  char keyed_part[80] = "";
-  if (m.keys() > 0)
-    std::snprintf(keyed_part, sizeof keyed_part, " (%d of them for one of %d conditions)",
-                  kept_keyed, m.keys());
-  char line[240];
-  std::snprintf(line, sizeof line,
-                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept%s, greedy "
-                "return %.2f -> %.2f (training seed)",
-                m.updates, episodes,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), kept,
-                kept == 1 ? "" : "s", keyed_part, first, base);
-  notes_.push_back(line);
+  notes_.push_back(
+      polish_note(m.updates, episodes,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  kept, kept_keyed, m.keys(), first, base));
   return kept;
 }
 
