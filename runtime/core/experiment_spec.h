@@ -42,7 +42,7 @@ struct AgentSpec {
 };
 
 // `live.extra`: typed options of the live env, declared with their meanings by its
-// registration (runtime/live/driver/live_env.cpp; `shardgym envs` lists them). The defaults
+// registration (backends/live_env.cpp; `shardgym envs` lists them). The defaults
 // are those of RankTrainer (runtime/live/tp/rank_trainer.h): AdamW with GPT-3's weight decay
 // 0.1 and gradient-norm clip 1.0 (Brown et al. 2020, appendix B); lr 1e-3 for the small
 // CPU models of the live tests.

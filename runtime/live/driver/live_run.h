@@ -119,7 +119,7 @@ class LiveRun : public TrainingRun {
   LiveRankConfig config_;
   LiveSpec live_;
   ClusterSpec cluster_;
-  Scenario scenario_;  // drawn(): the instance's events (straggler events only, live_env.cpp)
+  Scenario scenario_;  // drawn(): the instance's events (straggler events only; backends/)
   // Each rank's compute stretch at env step `step` from the scenario's straggler events.
   std::vector<double> slowdown_at(int step) const;
   double memory_capacity() const;  // the smallest device's memory, bytes
