@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/core/text.h"
+
 namespace shardgym {
 namespace {
 
@@ -20,13 +22,6 @@ struct Entry {
 std::map<std::string, Entry>& agent_registry() {
   static std::map<std::string, Entry> registry;
   return registry;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
 }
 
 std::string known_agents() {

@@ -10,16 +10,10 @@
 #include "runtime/core/catalog.h"
 #include "runtime/core/cost.h"
 #include "runtime/core/data_shares.h"
+#include "runtime/core/text.h"
 
 namespace shardgym {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;

@@ -6,15 +6,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/core/text.h"
+
 namespace shardgym {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 double parse_number(const std::string& text, const std::string& where, const char* column) {
   size_t used = 0;
