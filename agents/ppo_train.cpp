@@ -82,29 +82,25 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
     int ended = 0;
     double ended_sum = 0;
     for (int t = 0; t < config_.rollout; ++t) {
-      Impl::Sampled smp = m.sample(obs, envs.action_masks());
-      const torch::Tensor& a = smp.a;
-      const torch::Tensor& logp = smp.logp;
-      const torch::Tensor& value = smp.value;
+      const Impl::Sampled smp = m.sample(obs, envs.action_masks());
       std::vector<Action> actions(n);
-      for (int i = 0; i < n; ++i) actions[i] = m.env_action(a[i].data_ptr<int64_t>());
+      for (int i = 0; i < n; ++i) actions[i] = m.env_action(smp.a[i].data_ptr<int64_t>());
       VectorStep s = envs.step(actions);
       std::vector<bool> failed(n);
       for (int i = 0; i < n; ++i)
         failed[i] = !s.infos[i].error.empty() || s.infos[i].measurement.oom;
       const std::vector<double> bootstrap =
           m.truncation_bootstrap(s.terminated, s.truncated, failed, s.final_obs, config_.gamma);
-      const std::vector<float>& flat_obs = smp.obs;
-      const std::vector<uint8_t>& flat_mask = smp.mask;
-      r.obs.insert(r.obs.end(), flat_obs.begin(), flat_obs.end());
-      r.mask.insert(r.mask.end(), flat_mask.begin(), flat_mask.end());
-      r.act.insert(r.act.end(), a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + n * m.rows);
+      r.obs.insert(r.obs.end(), smp.obs.begin(), smp.obs.end());
+      r.mask.insert(r.mask.end(), smp.mask.begin(), smp.mask.end());
+      r.act.insert(r.act.end(), smp.a.data_ptr<int64_t>(), smp.a.data_ptr<int64_t>() + n * m.rows);
       for (int i = 0; i < n; ++i) {
         double reward = failed[i] ? config_.fail_reward : s.rewards[i];
-        if (bootstrap[i] != 0) reward += bootstrap[i];
+        reward += bootstrap[i];  // 0 where the episode did not end by a time limit
         const bool done = s.terminated[i] || s.truncated[i] || failed[i];
-        r.logp.insert(r.logp.end(), logp[i].data_ptr<float>(), logp[i].data_ptr<float>() + m.rows);
-        r.value.push_back(value[i].item<float>());
+        r.logp.insert(r.logp.end(), smp.logp[i].data_ptr<float>(),
+                      smp.logp[i].data_ptr<float>() + m.rows);
+        r.value.push_back(smp.value[i].item<float>());
         r.reward.push_back(static_cast<float>(reward));
         r.done.push_back(done ? 1 : 0);
         running[i] += s.rewards[i];

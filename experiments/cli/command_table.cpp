@@ -31,6 +31,18 @@ void add_noise_options(CLI::App* cmd, shardgym::cli::NoiseArgs& a) {
       ->check(CLI::Range(0.001, 10.0));
 }
 
+// The call of a subcommand whose options were parsed into *a.
+template <class Args>
+Command bind(CLI::App* cmd, std::shared_ptr<Args> a,
+             int (*run)(const Args&, std::ostream&, std::ostream&)) {
+  return {cmd, [a, run](std::ostream& out, std::ostream& err) { return run(*a, out, err); }};
+}
+// The same for a command that writes to `out` only.
+template <class Args>
+Command bind(CLI::App* cmd, std::shared_ptr<Args> a, int (*run)(const Args&, std::ostream&)) {
+  return {cmd, [a, run](std::ostream& out, std::ostream&) { return run(*a, out); }};
+}
+
 Command add_envs(CLI::App& parent, const Context&) {
   auto a = std::make_shared<FlagArgs>();
   auto* cmd = parent.add_subcommand(
@@ -41,10 +53,7 @@ Command add_envs(CLI::App& parent, const Context&) {
       "(measurements depend on this machine), needs_libtorch, needs_trace (plays back a\n"
       "recorded trace), real_run (steps train for real). Options: the experiment YAML's\n"
       "config key, or gymnasium.make(id, config=..., name=value) in Python.");
-  return {cmd, [a](std::ostream& out, std::ostream& err) {
-            (void)err;
-            return run_envs(a->json, out);
-          }};
+  return {cmd, [a](std::ostream& out, std::ostream&) { return run_envs(a->json, out); }};
 }
 
 Command add_train(CLI::App& parent, const Context&) {
@@ -70,7 +79,7 @@ Command add_train(CLI::App& parent, const Context&) {
                   "Env steps of vectorised training before the episodes (learners such as "
                   "ppo; default: the config's agent.train_steps; 0 = none)")
       ->check(CLI::NonNegativeNumber);
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_train(*a, out, err); }};
+  return bind(cmd, a, run_train);
 }
 
 Command add_inspect(CLI::App& parent, const Context&) {
@@ -83,10 +92,8 @@ Command add_inspect(CLI::App& parent, const Context&) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", a->json, "Print JSON (config text included)");
-  return {cmd, [a](std::ostream& out, std::ostream& err) {
-            (void)err;
-            return run_inspect(a->trace, a->json, out);
-          }};
+  return {cmd,
+          [a](std::ostream& out, std::ostream&) { return run_inspect(a->trace, a->json, out); }};
 }
 
 Command add_replay(CLI::App& parent, const Context&) {
@@ -116,10 +123,7 @@ Command add_replay(CLI::App& parent, const Context&) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--per-step", a->per_step, "Print every step's drift");
   cmd->add_flag("--json", a->json, "Print JSON");
-  return {cmd, [a](std::ostream& out, std::ostream& err) {
-            (void)err;
-            return run_replay(*a, out);
-          }};
+  return bind(cmd, a, run_replay);
 }
 
 Command add_cost(CLI::App& parent, const Context&) {
@@ -136,10 +140,7 @@ Command add_cost(CLI::App& parent, const Context&) {
                   "(notation: README, Strategies)")
       ->required();
   cmd->add_flag("--json", a->json, "Print JSON instead of a table");
-  return {cmd, [a](std::ostream& out, std::ostream& err) {
-            (void)err;
-            return run_cost(*a, out);
-          }};
+  return bind(cmd, a, run_cost);
 }
 
 Command add_validate_sim(CLI::App& parent, const Context&) {
@@ -188,8 +189,7 @@ Command add_validate_sim(CLI::App& parent, const Context&) {
                 "Skip the live run's second visit of every plan (the noise floor)");
   cmd->add_flag("--json", a->json, "Print JSON instead of a table");
   add_noise_options(cmd, a->noise);
-  return {cmd,
-          [a](std::ostream& out, std::ostream& err) { return run_validate_sim(*a, out, err); }};
+  return bind(cmd, a, run_validate_sim);
 }
 
 Command add_calibrate(CLI::App& parent, const Context& context) {
@@ -233,7 +233,7 @@ Command add_calibrate(CLI::App& parent, const Context& context) {
   cmd->add_option("--seed", a->seed, "Seed of the run");
   add_noise_options(cmd, a->noise);
   a->command_line = context.command_line;
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_calibrate(*a, out, err); }};
+  return bind(cmd, a, run_calibrate);
 }
 
 Command add_bench_sim(CLI::App& parent, const Context&) {
@@ -246,7 +246,7 @@ Command add_bench_sim(CLI::App& parent, const Context&) {
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->add_option("--seconds", a->seconds, "Timed seconds per phase (default 2)")
       ->check(CLI::PositiveNumber);
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_bench_sim(*a, out, err); }};
+  return bind(cmd, a, run_bench_sim);
 }
 
 Command add_bench_live(CLI::App& parent, const Context&) {
@@ -271,7 +271,7 @@ Command add_bench_live(CLI::App& parent, const Context&) {
   cmd->add_option("--python", a->python,
                   "Python with PyTorch for the eager side (default /usr/bin/python3)");
   add_noise_options(cmd, a->noise);
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_bench_live(*a, out, err); }};
+  return bind(cmd, a, run_bench_live);
 }
 
 Command add_bench_pipeline(CLI::App& parent, const Context&) {
@@ -296,8 +296,7 @@ Command add_bench_pipeline(CLI::App& parent, const Context&) {
   cmd->add_option("--python", a->python,
                   "Python with PyTorch for the eager side (default /usr/bin/python3)");
   add_noise_options(cmd, a->noise);
-  return {cmd,
-          [a](std::ostream& out, std::ostream& err) { return run_bench_pipeline(*a, out, err); }};
+  return bind(cmd, a, run_bench_pipeline);
 }
 
 Command add_bench_learn(CLI::App& parent, const Context&) {
@@ -333,7 +332,7 @@ Command add_bench_learn(CLI::App& parent, const Context&) {
   cmd->add_option("--save", a->save,
                   "Save the agent here whenever its evaluation return is the best so far");
   cmd->add_flag("--json", a->json, "Print JSON (with the learning curve)");
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_bench_learn(*a, out, err); }};
+  return bind(cmd, a, run_bench_learn);
 }
 
 Command add_eval(CLI::App& parent, const Context&) {
@@ -364,7 +363,7 @@ Command add_eval(CLI::App& parent, const Context&) {
                   "next to the measured one")
       ->check(CLI::ExistingFile);
   add_noise_options(cmd, a->noise);
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_eval(*a, out, err); }};
+  return bind(cmd, a, run_eval);
 }
 
 Command add_compare(CLI::App& parent, const Context&) {
@@ -417,7 +416,7 @@ Command add_compare(CLI::App& parent, const Context&) {
       ->check(CLI::Range(0, 64));
   cmd->add_option("--out", a->out,
                   "Record every evaluation episode to DIR/<agent>.h5 (default: none)");
-  return {cmd, [a](std::ostream& out, std::ostream& err) { return run_compare(*a, out, err); }};
+  return bind(cmd, a, run_compare);
 }
 
 Command add_suite(CLI::App& parent, const Context&) {
@@ -460,8 +459,7 @@ Command add_suite(CLI::App& parent, const Context&) {
   cmd->add_flag("--markdown", a->markdown, "Print markdown tables");
   cmd->add_flag("--json", a->json, "Print JSON (rows, overall rows, every episode)");
   cmd->add_option("--out", a->out, "Also write the JSON to this file");
-  return {cmd,
-          [a](std::ostream& out, std::ostream& err) { return run_suite_command(*a, out, err); }};
+  return bind(cmd, a, run_suite_command);
 }
 
 Command add_report(CLI::App& parent, const Context&) {
@@ -492,10 +490,7 @@ Command add_report(CLI::App& parent, const Context&) {
   cmd->add_option("--seed", a->seed, "Seed of the bootstrap (default 0)");
   cmd->add_flag("--skip-damaged", a->skip_damaged,
                 "Leave damaged traces out (listed in the report) instead of failing");
-  return {cmd, [a](std::ostream& out, std::ostream& err) {
-            (void)err;
-            return run_report(*a, out);
-          }};
+  return bind(cmd, a, run_report);
 }
 
 // `bench`'s subcommands hang off this group; one of them is required.

@@ -18,6 +18,13 @@ double exposed(double comm, double compute, int k) {
   return comm / k + (k - 1.0) / k * std::max(0.0, comm - compute);
 }
 
+// The block's tensor-parallel collectives left exposed past its passes, each pass's exchange in
+// k pieces; the backward's part hidden under the weight-gradient GEMM is not.
+double tp_exposed(const BlockCost& out, int k) {
+  return exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
+         exposed(out.tp_comm_bwd_s - out.tp_comm_bwd_hidden_s, out.bwd_s, k);
+}
+
 }  // namespace
 
 std::string calibration_signature(const ModelSpec& m, int world) {
@@ -380,9 +387,8 @@ void CostModel::add_data_parallel(BlockKind kind, const Strategy& s, const Block
 
 // A block the calibration measured (cluster.calibration): its row's times replace the
 // model's; a row of the same shapes elsewhere gives the compute, with this world's collectives
-// exposed past it (`tp_exposed`: their exposure given the block's passes in `out`).
-void CostModel::apply_measured_row(BlockKind kind, const Strategy& s, double params,
-                                   const std::function<double()>& tp_exposed,
+// exposed past it (tp_exposed, in `pieces`).
+void CostModel::apply_measured_row(BlockKind kind, const Strategy& s, double params, int pieces,
                                    BlockCost& out) const {
   const RuntimeCalibration& rc = cluster_.calibration;
   if (rc.empty()) return;
@@ -403,10 +409,10 @@ void CostModel::apply_measured_row(BlockKind kind, const Strategy& s, double par
     // The same shapes elsewhere: the measured compute, with the host's time in it; the
     // collectives and the gradient synchronisation are this world's, as modelled, exposed
     // past the measured compute.
-    const double modelled = tp_exposed();
+    const double modelled = tp_exposed(out, pieces);
     out.fwd_s = e->fwd_s * slow;
     out.bwd_s = e->bwd_s * slow;
-    out.comm_s += tp_exposed() - modelled;
+    out.comm_s += tp_exposed(out, pieces) - modelled;
     out.host_s = 0;
   }
 }
@@ -444,17 +450,12 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
   // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
   const int k =
       m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree()) : s.chunks;
-  const double hidden_bwd = out.tp_comm_bwd_hidden_s;
-  const auto tp_exposed = [&] {
-    return exposed(out.tp_comm_fwd_s, out.fwd_s, k) +
-           exposed(out.tp_comm_bwd_s - hidden_bwd, out.bwd_s, k);
-  };
-  out.comm_s = tp_exposed();
+  out.comm_s = tp_exposed(out, k);
   add_context_ring(kind, s, pass, bwd_w.core, out, list);
 
   const BlockMemory memory = block_memory(kind, s);
   add_data_parallel(kind, s, memory, out, list);
-  apply_measured_row(kind, s, memory.params_per_rank, tp_exposed, out);
+  apply_measured_row(kind, s, memory.params_per_rank, k, out);
 
   out.params_per_rank = memory.params_per_rank;
   out.state_bytes = memory.state_bytes;

@@ -44,7 +44,6 @@
 // Length: every cost term is stated where it is declared; docs/design.md §4 derives them.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -194,8 +193,8 @@ class CostModel {
                         double core_bwd, BlockCost& out, std::vector<CollectiveCost>* list) const;
   void add_data_parallel(BlockKind kind, const Strategy& s, const BlockMemory& memory,
                          BlockCost& out, std::vector<CollectiveCost>* list) const;
-  void apply_measured_row(BlockKind kind, const Strategy& s, double params,
-                          const std::function<double()>& tp_exposed, BlockCost& out) const;
+  void apply_measured_row(BlockKind kind, const Strategy& s, double params, int pieces,
+                          BlockCost& out) const;
   double work(int r) const { return cond_.work.empty() ? 1.0 : cond_.work[r]; }
   // The groups of `axis` (as group_shapes) without the excluded ranks.
   std::vector<GroupShape> active_group_shapes(const Strategy& s, CommAxis axis,
