@@ -12,6 +12,7 @@
 #include "agents/analytic_cost.h"
 #include "agents/objective.h"
 #include "env/pipeline_action.h"
+#include "runtime/core/strategy_family.h"
 
 namespace shardgym {
 namespace {
@@ -26,7 +27,7 @@ std::vector<Strategy> atp_meshes(const StrategyCatalog& catalog) {
   for (int k = 0; k < catalog.size(); ++k) {
     const Strategy& s = catalog.at(k);
     if (s.chunks != 1 || s.recompute || s.sp || s.degree() < 2) continue;
-    if (s.kind != StrategyKind::kTP2D && s.kind != StrategyKind::kTP1D) continue;
+    if (!family_of(s).atp_mesh()) continue;
     if (!catalog.why_invalid(BlockKind::kAttention, k).empty()) continue;
     if (!catalog.why_invalid(BlockKind::kMlp, k).empty()) continue;
     out.push_back(s);

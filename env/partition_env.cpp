@@ -14,6 +14,7 @@
 #include "env/share_action.h"
 #include "runtime/core/cost.h"
 #include "runtime/core/data_shares.h"
+#include "runtime/core/strategy_family.h"
 
 namespace shardgym {
 namespace {
@@ -147,9 +148,9 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
 void PartitionEnv::strategy_features(const Strategy& s, int index, float* out) const {
   out[0] = index >= 0 ? static_cast<float>(index) / static_cast<float>(choices_) : 1.0f;
   out[1] = static_cast<float>(s.degree()) / static_cast<float>(world_);
-  out[2] = s.kind == StrategyKind::kTP1D ? 1.0f : 0.0f;
-  out[3] = s.kind == StrategyKind::kTP2D ? 1.0f : 0.0f;
-  out[4] = s.sp ? 1.0f : 0.0f;
+  const StrategyFamily& family = family_of(s);
+  family.kind_features(out + 2);
+  out[4] = family.sequence_parallel(s) ? 1.0f : 0.0f;
   out[5] = s.chunks > 1 ? 1.0f : 0.0f;
   out[6] = s.recompute ? 1.0f : 0.0f;
 }

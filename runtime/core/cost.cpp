@@ -4,83 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "runtime/core/strategy_family.h"
+
 namespace shardgym {
-namespace {
-
-// Collectives over a group of one rank move nothing: they are left out.
-void add(std::vector<Collective>& out, CollOp op, CommAxis axis, int group, double x, bool fwd,
-         const char* what, int chunks, bool under_wgrad = false) {
-  if (group <= 1 || x <= 0) return;
-  for (int c = 0; c < chunks; ++c)
-    out.push_back({op, axis, group, x / chunks, fwd, what, under_wgrad});
-}
-
-// Megatron 1D (Shoeybi et al.; SP: Korthikanti et al.). Per block: f before the
-// column-parallel GEMM (identity fwd / all-reduce bwd) and g after the row-parallel GEMM
-// (all-reduce fwd / identity bwd); with SP, g = all-gather fwd / reduce-scatter bwd before,
-// ḡ = reduce-scatter fwd / all-gather bwd after. Both move 4·N·h·(t−1)/t per rank per block.
-void megatron_1d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, double n,
-                 double h, int k) {
-  const bool attn = kind == BlockKind::kAttention;
-  const int t = s.t;
-  auto fwd = [&](bool recompute_pass) {
-    const bool f = !recompute_pass;  // a recompute replays the forward inside backward
-    if (s.sp) {
-      add(out, CollOp::kAllGather, CommAxis::kTensor, t, n * h, f, attn ? "attn.in g(ag)" : "mlp.in g(ag)", k);
-      add(out, CollOp::kReduceScatter, CommAxis::kTensor, t, n * h, f, attn ? "attn.out g~(rs)" : "mlp.out g~(rs)", k);
-    } else {
-      add(out, CollOp::kAllReduce, CommAxis::kTensor, t, n * h, f, attn ? "attn.out g" : "mlp.fc2 g", k);
-    }
-  };
-  fwd(false);
-  if (s.recompute) fwd(true);
-  if (s.sp) {
-    add(out, CollOp::kReduceScatter, CommAxis::kTensor, t, n * h, false, attn ? "attn.in g(rs) bwd" : "mlp.in g(rs) bwd", k, true);
-    add(out, CollOp::kAllGather, CommAxis::kTensor, t, n * h, false, attn ? "attn.out g~(ag) bwd" : "mlp.out g~(ag) bwd", k);
-  } else {
-    add(out, CollOp::kAllReduce, CommAxis::kTensor, t, n * h, false, attn ? "attn.qkv f bwd" : "mlp.fc1 f bwd", k, true);
-  }
-}
-
-// ATP 2D (Cheng et al. 2023, reconstructed from the authors' public code). The all-reduce of
-// the QKV / fc1 input gradient over d1 is marked under_wgrad as Megatron's is: it does not
-// depend on that GEMM's weight gradient, so the same overlap applies (not checked against
-// ATP's code; both schemes get it so that neither is favoured). Weights
-// A[in,out] placed [Shard(0) on one axis, Shard(1) on the other]; the residual stream is
-// [N, h/d2], sharded over the d2 axis, replicated over d1.
-// Widths: `q` of the QKV output (3h without GQA), `f1` of fc1's (2·ffn for SwiGLU); `stats`
-// per token of the norm (mean and mean square, or RMSNorm's mean square alone).
-void atp_2d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, double n, double h,
-            double q, double f1, double stats, int k) {
-  const int d1 = s.d1, d2 = s.d2;
-  const auto D1 = CommAxis::kMeshD1, D2 = CommAxis::kMeshD2;
-  auto fwd = [&](bool fw) {
-    // The norm over a hidden dim sharded on d2: its statistics all-reduced.
-    add(out, CollOp::kAllReduce, D2, d2, stats * n, fw, "ln stats", k);
-    if (kind == BlockKind::kAttention) {
-      add(out, CollOp::kReduceScatter, D2, d2, n * q / d1, fw, "attn.qkv rs(d2)", k);
-      add(out, CollOp::kAllGather, D2, d2, n * h / d1, fw, "attn.out ag(d2)", k);
-      add(out, CollOp::kAllReduce, D1, d1, n * h / d2, fw, "attn.out ar(d1)", k);
-    } else {
-      add(out, CollOp::kAllReduce, D2, d2, n * f1 / d1, fw, "mlp.fc1 ar(d2)", k);
-      add(out, CollOp::kAllReduce, D1, d1, n * h / d2, fw, "mlp.fc2 ar(d1)", k);
-    }
-  };
-  fwd(true);
-  if (s.recompute) fwd(false);
-  add(out, CollOp::kAllReduce, D2, d2, stats * n, false, "ln stats bwd", k);
-  if (kind == BlockKind::kAttention) {
-    add(out, CollOp::kReduceScatter, D2, d2, n * h / d1, false, "attn.out rs(d2) bwd", k);
-    add(out, CollOp::kAllGather, D2, d2, n * q / d1, false, "attn.qkv ag(d2) bwd", k);
-    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "attn.qkv ar(d1) bwd", k, true);
-  } else {
-    add(out, CollOp::kAllReduce, D2, d2, n * f1 / d1, false, "mlp.fc2 ar(d2) bwd", k);
-    add(out, CollOp::kAllReduce, D1, d1, n * h / d2, false, "mlp.fc1 ar(d1) bwd", k, true);
-  }
-}
-
-}  // namespace
-
 const char* coll_op_name(CollOp op) {
   switch (op) {
     case CollOp::kAllReduce: return "all_reduce";
@@ -120,18 +46,14 @@ std::vector<Collective> block_collectives(const ModelSpec& m, BlockKind kind, co
                                           int world) {
   std::vector<Collective> out;
   const double n = double(local_batch(m, s, world)) * m.seq;
-  const double h = m.hidden;
-  if (s.kind == StrategyKind::kTP1D) megatron_1d(out, kind, s, n, h, s.chunks);
-  if (s.kind == StrategyKind::kTP2D)
-    atp_2d(out, kind, s, n, h, double(m.qkv_width()), double(m.fc1_width()),
-           m.rmsnorm ? 1.0 : 2.0, s.chunks);
+  family_of(s).collectives(out, m, kind, s, n);
   return out;
 }
 
 std::vector<Collective> block_grad_sync(const ModelSpec& m, BlockKind kind, const Strategy& s,
                                         int world) {
   std::vector<Collective> out;
-  add(out, CollOp::kAllReduce, CommAxis::kData, s.replicas(world), block_rank_params(m, kind, s),
+  add_collective(out, CollOp::kAllReduce, CommAxis::kData, s.replicas(world), block_rank_params(m, kind, s),
       false, "grad sync", 1);
   return out;
 }
@@ -147,10 +69,11 @@ std::vector<Collective> block_context_collectives(const ModelSpec& m, BlockKind 
   const double n = double(local_batch(m, s, world)) * m.seq;
   const double kv = 2.0 * m.kv_head_count() * m.head_dim() * s.max_part() / s.degree();
   const double x = c * n * kv;  // the gathered whole: every part's K and V
-  add(out, CollOp::kAllGather, CommAxis::kContext, c, x, true, "attn.kv ring", 1);
-  if (s.recompute) add(out, CollOp::kAllGather, CommAxis::kContext, c, x, false, "attn.kv ring (recompute)", 1);
-  add(out, CollOp::kAllGather, CommAxis::kContext, c, x, false, "attn.kv ring bwd", 1);
-  add(out, CollOp::kReduceScatter, CommAxis::kContext, c, x, false, "attn.dkv ring bwd", 1);
+  add_collective(out, CollOp::kAllGather, CommAxis::kContext, c, x, true, "attn.kv ring", 1);
+  if (s.recompute)
+    add_collective(out, CollOp::kAllGather, CommAxis::kContext, c, x, false, "attn.kv ring (recompute)", 1);
+  add_collective(out, CollOp::kAllGather, CommAxis::kContext, c, x, false, "attn.kv ring bwd", 1);
+  add_collective(out, CollOp::kReduceScatter, CommAxis::kContext, c, x, false, "attn.dkv ring bwd", 1);
   return out;
 }
 
@@ -198,9 +121,7 @@ double block_memory_bound_bytes(const ModelSpec& m, BlockKind kind, const Strate
   const double h = m.hidden, f = m.ffn_size(), t = s.degree(), e = dtype_bytes(m.dtype);
   const double th = t / head_part(s, pos);  // the head-split terms' divisor
   // The residual stream is sharded by sequence parallelism (tp1d sp) and over d2 (tp2d).
-  double hs = h;
-  if (s.kind == StrategyKind::kTP1D && s.sp) hs = h / t;
-  if (s.kind == StrategyKind::kTP2D) hs = h / s.d2;
+  const double hs = h / family_of(s).residual_divisor(s);
   // The norm (read, write; LayerNorm and RMSNorm alike) and (bias +) dropout + residual add
   // (read 2, write 1, with dropout a 1-byte mask).
   double elems = 2 * hs + (3 + (m.dropout ? 1 / e : 0.0)) * hs;
@@ -249,16 +170,7 @@ double block_rank_params(const ModelSpec& m, BlockKind kind, const Strategy& s, 
   const double in_w = h * in_n, in_b = bias * in_n;
   const double out_w = attn ? h * h : f * h, out_b = bias * h;  // out / fc2
   const double norm = m.norm_params_per_hidden() * h;
-  switch (s.kind) {
-    case StrategyKind::kDP: return norm + in_w + in_b + out_w + out_b;
-    case StrategyKind::kTP1D: return norm + (in_w + in_b + out_w) * head_part(s, pos) / s.t + out_b;
-    case StrategyKind::kTP2D: {
-      const double t = s.d1 * s.d2;
-      const double in_bias = attn ? in_b / t : in_b / s.d1;  // QKV bias follows the RS over d2
-      return norm / s.d2 + (in_w + out_w) / t + in_bias + out_b / s.d2;
-    }
-  }
-  return 0;
+  return family_of(s).rank_params({norm, in_w, in_b, out_w, out_b, attn}, s, head_part(s, pos));
 }
 
 double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy& s, int world,
@@ -275,7 +187,7 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
   const double scale = dtype_bytes(m.dtype) / 2.0;  // the paper counts 16-bit activations
   const bool attn = kind == BlockKind::kAttention;
   const double t = s.degree(), th = t / head_part(s, pos);  // th: the head-split terms' divisor
-  const bool sharded_seq = s.kind == StrategyKind::kTP1D && s.sp;
+  const bool sharded_seq = family_of(s).sequence_parallel(s);
   // Selective recomputation and flash attention keep no a·s² scores (Korthikanti Table 2:
   // the 5·a·s/h term goes); flash keeps its output and log-sum-exp, counted in the s·b·h terms.
   const double scores = (s.selective || m.flash_attention) ? 0.0 : 1.0;
@@ -285,29 +197,15 @@ double block_activation_bytes(const ModelSpec& m, BlockKind kind, const Strategy
     if (!attn && prev_recomputes) return 0;
     return scale * 2 * sbh / (sharded_seq ? t : 1);
   }
-  double bytes = 0;
   // Unfused, the softmax output is kept in fp32 (4 bytes, not the 2 of the paper's 5·as²b).
   const double e = dtype_bytes(m.dtype);
   const double fp32_probs =
       attn && scores > 0 && softmax_unfused(m, s, world, pos) ? (4 - e) / scale : 0;
-  switch (s.kind) {
-    case StrategyKind::kDP:  // 13·sbh + 5·as²b (attention incl. LN1), 21·sbh (MLP incl. LN2)
-      bytes = attn ? (edge + qkv + 2) * sbh + (score_units + fp32_probs) * scores * as2b
-                   : (edge + mlp) * sbh;
-      break;
-    case StrategyKind::kTP1D:
-      // 13 = 5 (LayerNorm, dropout, residual: sequence-split with sp, else whole) + 8 (QKV
-      // output, core, projection input: head-split); 21 = 5 + 16 (fc1 output, GeLU: columns).
-      bytes = edge * sbh / (sharded_seq ? t : 1) + (attn ? qkv + 2 : mlp) * sbh / th +
-              (attn ? (score_units + fp32_probs) * scores * as2b / th : 0);
-      break;
-    case StrategyKind::kTP2D:  // replicated parts sharded over d2; GEMM inputs as placed
-      bytes = attn ? edge * sbh / s.d2 + qkv * sbh / t + 2 * sbh / s.d1 +
-                         (score_units + fp32_probs) * scores * as2b / t
-                   : edge * sbh / s.d2 + mlp * sbh / s.d1;
-      break;
-  }
-  return scale * bytes;
+  ActivationTerms a;
+  a.sbh = sbh, a.as2b = as2b, a.edge = edge, a.qkv = qkv, a.mlp = mlp;
+  a.scores = (score_units + fp32_probs) * scores;
+  a.t = t, a.th = th, a.attention = attn;
+  return scale * family_of(s).stored_activation_units(a, s);
 }
 
 double layer_activation_bytes(const ModelSpec& m, const Strategy& attn, const Strategy& mlp,
@@ -332,17 +230,21 @@ std::vector<int> comm_group(const Strategy& s, CommAxis axis, int rank, int worl
     for (int r = local; r < world; r += t) g.push_back(r);
     return g;
   }
-  if (axis == CommAxis::kTensor || s.kind != StrategyKind::kTP2D) {
-    if (axis == CommAxis::kMeshD2) return {rank};  // a 1D group has d2 = 1
+  // The family's mesh (strategy_family.h). A t × 1 mesh (tp1d, dp) is the whole group on d1
+  // and {rank} on d2, whichever axis comes first.
+  const Mesh mesh = family_of(s).mesh(s);
+  if (axis == CommAxis::kTensor || (mesh.d2 == 1 && axis == CommAxis::kMeshD1)) {
     for (int r = base; r < base + t; ++r) g.push_back(r);
     return g;
   }
-  // Mesh: first=row puts d2 on consecutive ranks (local = i·d2 + j), first=col puts d1 there
+  if (mesh.d2 == 1) return {rank};
+  // first=row puts d2 on consecutive ranks (local = i·d2 + j), first=col puts d1 there
   // (local = j·d1 + i).
-  const int d1 = s.d1, d2 = s.d2;
-  const int i = s.row_first ? local / d2 : local % d1;
-  const int j = s.row_first ? local % d2 : local / d1;
-  auto at = [&](int ii, int jj) { return base + (s.row_first ? ii * d2 + jj : jj * d1 + ii); };
+  const int d1 = mesh.d1, d2 = mesh.d2;
+  const bool row_first = mesh.row_first;
+  const int i = row_first ? local / d2 : local % d1;
+  const int j = row_first ? local % d2 : local / d1;
+  auto at = [&](int ii, int jj) { return base + (row_first ? ii * d2 + jj : jj * d1 + ii); };
   if (axis == CommAxis::kMeshD2) {
     for (int jj = 0; jj < d2; ++jj) g.push_back(at(i, jj));
   } else {

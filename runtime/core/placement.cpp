@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "runtime/core/cost.h"
+#include "runtime/core/strategy_family.h"
 
 namespace shardgym {
 namespace {
@@ -109,7 +110,7 @@ BlockPlacement place(const Strategy& s, int rank, int world, bool with_data) {
       << world;
     throw std::invalid_argument(m.str());
   }
-  if (s.uneven() && (s.kind != StrategyKind::kTP1D || static_cast<int>(s.heads().size()) != t))
+  if (s.uneven() && (!family_of(s).splits_heads_unevenly() || static_cast<int>(s.heads().size()) != t))
     throw std::invalid_argument(s.to_string() + ": heads= needs tp1d with one count per rank");
   BlockPlacement p;
   p.strategy = s;
@@ -121,7 +122,6 @@ BlockPlacement place(const Strategy& s, int rank, int world, bool with_data) {
   p.g1 = comm_group(s, CommAxis::kMeshD1, rank, world);
   p.g2 = comm_group(s, CommAxis::kMeshD2, rank, world);
   if (with_data) p.data = comm_group(s, CommAxis::kData, rank, world);
-  if (s.kind == StrategyKind::kDP) p.g1 = {rank};  // dp has no tensor axis
   p.n1 = static_cast<int>(p.g1.size());
   p.n2 = static_cast<int>(p.g2.size());
   p.i1 = index_in(p.g1, rank);
@@ -166,7 +166,7 @@ std::pair<int64_t, int64_t> head_range(const ModelSpec& m, const Strategy& s, in
     if (static_cast<int>(k) < i) lo += heads[k];
     sum += heads[k];
   }
-  if (s.kind != StrategyKind::kTP1D || static_cast<int>(heads.size()) != s.t)
+  if (!family_of(s).splits_heads_unevenly() || static_cast<int>(heads.size()) != s.degree())
     throw std::invalid_argument("heads= lists " + std::to_string(heads.size()) +
                                 " ranks for t=" + std::to_string(s.t) + " (tp1d only)");
   if (*std::min_element(heads.begin(), heads.end()) < 1)

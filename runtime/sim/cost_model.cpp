@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "runtime/core/placement.h"
+#include "runtime/core/strategy_family.h"
 
 namespace shardgym {
 namespace {
@@ -187,9 +188,10 @@ std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, con
   const double b = local_batch(m, s, world), k = s.chunks;
   const double n = b * m.seq / k;  // tokens per chunk
   const double h = m.hidden, f = m.ffn_size();
-  double a = 1, c = 1;  // input-dim and output-dim shards of the in-GEMM (tp1d: 1 and t)
-  if (s.kind == StrategyKind::kTP1D) c = s.t / head_part(s, pos);  // uneven: the rank's heads
-  if (s.kind == StrategyKind::kTP2D) a = s.d2, c = s.d1;
+  // Input-dim and output-dim shards of the in-GEMM: the mesh's d2 and d1 (strategy_family.h;
+  // tp1d: 1 and t, an uneven rank's by its heads).
+  const Mesh mesh = family_of(s).mesh(s);
+  const double a = mesh.d2, c = mesh.d1 / head_part(s, pos);
   if (kind == BlockKind::kAttention) {
     const double heads = double(m.heads) * head_part(s, pos) / s.degree(), dh = h / m.heads;
     // The core: a part's queries against the whole sequence's keys (context parallelism).

@@ -8,6 +8,7 @@
 
 #include "runtime/core/exchange_geometry.h"
 #include "runtime/core/placement.h"
+#include "runtime/core/strategy_family.h"
 
 namespace shardgym {
 namespace {
@@ -298,11 +299,9 @@ TransferCost stage_move_cost(const ModelSpec& m, BlockKind kind, const Strategy&
 }
 
 uint64_t strategy_key(const Strategy& s) {
-  uint64_t a = 0, b = 0, sp = 0, row = 0;
-  if (s.kind == StrategyKind::kTP1D) a = uint64_t(s.t), sp = s.sp ? 1 : 0;
-  if (s.kind == StrategyKind::kTP2D) a = uint64_t(s.d1), b = uint64_t(s.d2), row = s.row_first;
-  // An uneven tp1d split (strategy.h heads=) rides in tp2d's unused d2 bits, by its id.
-  if (s.kind == StrategyKind::kTP1D) b = s.heads_id;
+  // The family's fields (strategy_family.h KeyFields): two numbers and two flags.
+  const KeyFields f = family_of(s).key(s);
+  const uint64_t a = f.a, b = f.b, sp = f.flag0 ? 1 : 0, row = f.flag1 ? 1 : 0;
   const uint64_t chunks = uint64_t(s.chunks);
   if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
   return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |
@@ -310,20 +309,21 @@ uint64_t strategy_key(const Strategy& s) {
 }
 
 uint32_t activation_layout_key(const Strategy& s) {
-  const uint32_t t = s.degree();
-  const uint32_t d2 = s.kind == StrategyKind::kTP2D ? s.d2 : 1;
-  const uint32_t d1 = s.kind == StrategyKind::kTP2D ? s.d1 : 1;
-  const uint32_t sp = s.kind == StrategyKind::kTP1D && s.sp && t > 1 ? 1 : 0;
-  const uint32_t first = d1 > 1 && d2 > 1 && !s.row_first ? 1 : 0;
+  const StrategyFamily& family = family_of(s);
+  const Mesh mesh = family.mesh(s);
+  const uint32_t t = s.degree(), d1 = mesh.d1, d2 = mesh.d2;
+  const uint32_t sp = family.sequence_parallel(s) && t > 1 ? 1 : 0;
+  const uint32_t first = d1 > 1 && d2 > 1 && !mesh.row_first ? 1 : 0;
   return t | d2 << 12 | sp << 24 | first << 25;
 }
 
 uint64_t param_layout_key(const Strategy& s) {
-  const uint32_t d1 = s.kind == StrategyKind::kTP2D ? s.d1 : s.degree();
-  const uint32_t d2 = s.kind == StrategyKind::kTP2D ? s.d2 : 1;
-  const uint32_t first = d1 > 1 && d2 > 1 && !s.row_first ? 1 : 0;
+  const StrategyFamily& family = family_of(s);
+  const Mesh mesh = family.mesh(s);
+  const uint32_t d1 = mesh.d1, d2 = mesh.d2;
+  const uint32_t first = d1 > 1 && d2 > 1 && !mesh.row_first ? 1 : 0;
   // An uneven split's boxes differ from the even one's: its interned id (strategy.h).
-  const uint64_t uneven = s.kind == StrategyKind::kTP1D ? s.heads_id : 0;
+  const uint64_t uneven = family.splits_heads_unevenly() ? s.heads_id : 0;
   return uint64_t(d1) | uint64_t(d2) << 12 | uint64_t(first) << 24 | uneven << 25;
 }
 

@@ -61,39 +61,6 @@ TEST(SimLayout, LayoutKeysAreEqualExactlyWhenEveryRanksBoxesAre) {
   }
 }
 
-// The simulator's caches index strategies by strategy_key: equal keys exactly where
-// Strategy::operator== holds, over catalogs with every option (sp, tp2d, chunks, full and
-// selective recomputation, uneven heads), and every entry's text form parses back to it.
-// A field too large for its bits is kUnpackable (looked up by comparison instead).
-TEST(SimLayout, StrategyKeyIsEqualExactlyWhereStrategiesAre) {
-  ModelSpec m = testing::gpt(2, 256, 16, 64, 1);
-  m.global_batch = 64;
-  std::vector<Strategy> all;
-  for (int world : {4, 8, 16}) {
-    CatalogOptions o;
-    o.chunks = {1, 2, 4};
-    o.uneven_heads_max_degree = 8;
-    StrategyCatalog cat(m, world, o);
-    for (int i = 0; i < cat.size(); ++i) all.push_back(cat.at(i));
-  }
-  for (Strategy s : std::vector<Strategy>(all)) {  // selective variants where they exist
-    if (s.recompute) continue;
-    s.selective = true;
-    all.push_back(s);
-  }
-  ASSERT_GT(all.size(), 100u);
-  for (const Strategy& a : all) {
-    ASSERT_NE(strategy_key(a), kUnpackable) << a.to_string();
-    EXPECT_EQ(Strategy::parse(a.to_string()), a) << a.to_string();
-    for (const Strategy& b : all)
-      EXPECT_EQ(strategy_key(a) == strategy_key(b), a == b)
-          << a.to_string() << " vs " << b.to_string();
-  }
-  Strategy huge = Strategy::tp1d(8);
-  huge.chunks = 1 << 18;
-  EXPECT_EQ(strategy_key(huge), kUnpackable);
-}
-
 TEST(SimLayout, BytesAreTheGeometrysElementsTimesBytesPerElement) {
   const ModelSpec m = model();
   const int world = 8;

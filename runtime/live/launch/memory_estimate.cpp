@@ -4,6 +4,7 @@
 
 #include "runtime/core/cost.h"
 #include "runtime/core/data_shares.h"
+#include "runtime/core/strategy_family.h"
 
 namespace shardgym::live {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 // all-gathered GEMM input [s, b, h] stays saved for the backward (Megatron gathers it again
 // instead), i.e. 2·sbh·(1 − 1/t) more than the paper's sharded 2·sbh/t.
 double kept_gather_bytes(const ModelSpec& m, const Strategy& s, int world) {
-  if (s.recompute || s.kind != StrategyKind::kTP1D || !s.sp) return 0;
+  if (s.recompute || !family_of(s).sequence_parallel(s)) return 0;
   const double sbh = double(m.seq) * local_batch(m, s, world) * m.hidden;
   return dtype_bytes(m.dtype) / 2.0 * 2 * sbh * (1 - 1.0 / s.degree());
 }
