@@ -8,6 +8,7 @@ namespace {
 
 class DataParallel final : public StrategyFamily {
  public:
+  DataParallel() : StrategyFamily(Field::kNone, Field::kNone, Field::kNone, Field::kNone) {}
   StrategyKind kind() const override { return StrategyKind::kDP; }
   const char* name() const override { return "dp"; }
   bool same(const Strategy&, const Strategy&) const override { return true; }
@@ -33,7 +34,6 @@ class DataParallel final : public StrategyFamily {
     return a.attention ? (a.edge + a.qkv + a.proj) * a.sbh + a.scores * a.as2b
                        : (a.edge + a.mlp) * a.sbh;
   }
-  KeyFields key(const Strategy&) const override { return {}; }
 };
 
 }  // namespace

@@ -44,6 +44,8 @@ void megatron_1d(std::vector<Collective>& out, BlockKind kind, const Strategy& s
 
 class Megatron1D final : public StrategyFamily {
  public:
+  // The key: the degree, the uneven split by its interned id, sequence parallelism.
+  Megatron1D() : StrategyFamily(Field::kT, Field::kHeadsId, Field::kSp, Field::kNone) {}
   StrategyKind kind() const override { return StrategyKind::kTP1D; }
   const char* name() const override { return "tp1d"; }
 
@@ -174,10 +176,6 @@ class Megatron1D final : public StrategyFamily {
            (a.attention ? a.scores * a.as2b / a.th : 0);
   }
 
-  KeyFields key(const Strategy& s) const override {
-    // An uneven split rides in b by its interned id.
-    return {uint64_t(s.t), s.heads_id, s.sp, false};
-  }
   void kind_features(float out[2]) const override { out[0] = 1.0f, out[1] = 0.0f; }
 };
 

@@ -50,6 +50,7 @@ void atp_2d(std::vector<Collective>& out, BlockKind kind, const Strategy& s, dou
 
 class Atp2D final : public StrategyFamily {
  public:
+  Atp2D() : StrategyFamily(Field::kD1, Field::kD2, Field::kNone, Field::kRowFirst) {}
   StrategyKind kind() const override { return StrategyKind::kTP2D; }
   const char* name() const override { return "tp2d"; }
 
@@ -137,9 +138,6 @@ class Atp2D final : public StrategyFamily {
                        : a.edge * a.sbh / s.d2 + a.mlp * a.sbh / s.d1;
   }
 
-  KeyFields key(const Strategy& s) const override {
-    return {uint64_t(s.d1), uint64_t(s.d2), false, s.row_first};
-  }
   void kind_features(float out[2]) const override { out[0] = 0.0f, out[1] = 1.0f; }
 };
 

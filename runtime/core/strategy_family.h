@@ -14,6 +14,9 @@
 // Length: the family interface with the small value types its answers use.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,13 +35,6 @@ struct CatalogOptions;
 struct Mesh {
   int d1 = 1, d2 = 1;
   bool row_first = true;
-};
-
-// The family's fields of a strategy as the simulator's strategy_key packs them
-// (runtime/sim/layout.cpp): two numbers below 2^20 and two flags.
-struct KeyFields {
-  uint64_t a = 0, b = 0;
-  bool flag0 = false, flag1 = false;
 };
 
 // A block's parameter terms before any split (cost.cpp block_rank_params): the norm, the
@@ -117,12 +113,54 @@ class StrategyFamily {
   virtual double rank_params(const BlockParamTerms& p, const Strategy& s, double part) const = 0;
   virtual double stored_activation_units(const ActivationTerms& a, const Strategy& s) const = 0;
 
-  // The simulator's canonical key fields; injective on the family's strategies together
-  // with kind, chunks and recompute (checked by the conformance test).
-  virtual KeyFields key(const Strategy& s) const = 0;
+  // The simulator's canonical key of the family's fields (runtime/sim/layout.cpp strategy_key
+  // adds kind, chunks and recomputation): two numbers below 2^20 and two flags, named as data
+  // by the family's constructor (so the hot path reads fields, no virtual call), injective on
+  // the family's strategies (checked by the conformance test). kNoKey: a number too large.
+  enum class Field : uint8_t { kNone, kT, kD1, kD2, kHeadsId, kSp, kRowFirst };
+  static constexpr uint64_t kNoKey = ~uint64_t(0);
+  uint64_t key(const Strategy& s) const {
+    const uint64_t a = read(s, key_[0]), b = read(s, key_[1]);
+    if (a >= (1u << 20) || b >= (1u << 20)) return kNoKey;
+    return a | b << 20 | read(s, key_[2]) << 40 | read(s, key_[3]) << 41;
+  }
+
   // The observation's per-block kind features (partition_env.h): one-dimensional tensor
   // split, two-dimensional mesh.
   virtual void kind_features(float out[2]) const { out[0] = out[1] = 0.0f; }
+
+ protected:
+  StrategyFamily(Field a, Field b, Field flag0, Field flag1)
+      : key_{slot(a), slot(b), slot(flag0), slot(flag1)} {}
+
+ private:
+  // A field as (byte offset in Strategy, mask): read without a branch on the hot path
+  // (SimRun::resolve keys every block of every step). kNone reads t under a zero mask.
+  struct Slot {
+    uint32_t offset;
+    uint32_t mask;
+  };
+  static Slot slot(Field f) {
+    switch (f) {
+      case Field::kNone: return {offsetof(Strategy, t), 0};
+      case Field::kT: return {offsetof(Strategy, t), ~0u};
+      case Field::kD1: return {offsetof(Strategy, d1), ~0u};
+      case Field::kD2: return {offsetof(Strategy, d2), ~0u};
+      case Field::kHeadsId: return {offsetof(Strategy, heads_id), ~0u};
+      case Field::kSp: return {offsetof(Strategy, sp), 1u};
+      case Field::kRowFirst: return {offsetof(Strategy, row_first), 1u};
+    }
+    return {offsetof(Strategy, t), 0};
+  }
+  static uint64_t read(const Strategy& s, Slot f) {
+    // 1-byte fields (bools) are read alone: a 4-byte read could pass the struct's end.
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&s) + f.offset;
+    uint32_t v = 0;
+    if (f.mask == 1u) return *p & 1u;
+    std::memcpy(&v, p, sizeof v);
+    return v & f.mask;
+  }
+  Slot key_[4];
 };
 
 // Every family, in StrategyKind order (the catalog lists their entries in this order).

@@ -299,12 +299,11 @@ TransferCost stage_move_cost(const ModelSpec& m, BlockKind kind, const Strategy&
 }
 
 uint64_t strategy_key(const Strategy& s) {
-  // The family's fields (strategy_family.h KeyFields): two numbers and two flags.
-  const KeyFields f = family_of(s).key(s);
-  const uint64_t a = f.a, b = f.b, sp = f.flag0 ? 1 : 0, row = f.flag1 ? 1 : 0;
+  // The family's fields (StrategyFamily::key: 42 bits) from bit 2, after the kind.
+  const uint64_t f = family_of(s).key(s);
   const uint64_t chunks = uint64_t(s.chunks);
-  if (a >= (1u << 20) || b >= (1u << 20) || chunks >= (1u << 18)) return kUnpackable;
-  return uint64_t(s.kind) | a << 2 | b << 22 | sp << 42 | row << 43 | chunks << 44 |
+  if (f == StrategyFamily::kNoKey || chunks >= (1u << 18)) return kUnpackable;
+  return uint64_t(s.kind) | f << 2 | chunks << 44 |
          uint64_t(s.selective ? 1 : 0) << 62 | uint64_t(s.recompute ? 1 : 0) << 63;
 }
 

@@ -196,9 +196,16 @@ std::string SimRun::resolve(const Plan& plan, std::vector<int>& idx) const {
   const bool have = idx_keys_.size() == static_cast<size_t>(blocks_);
   const bool trusted = have && idx_gen_ == gen_;
   for (int b = 0; b < blocks_; ++b) {
-    const uint64_t key = strategy_key(plan.blocks[b]);
+    const Strategy& s = plan.blocks[b];
+    // Byte for byte the entry in force: no key needed (padding that differs only sends an
+    // equal strategy the long way, through its key).
+    if (have && std::memcmp(&s, &entries_[idx_[b]], sizeof(Strategy)) == 0) {
+      idx[b] = idx_[b];
+      continue;
+    }
+    const uint64_t key = strategy_key(s);
     const bool same = have && key != kUnpackable && key == idx_keys_[b];
-    idx[b] = same ? idx_[b] : entry_of(plan.blocks[b], key);
+    idx[b] = same ? idx_[b] : entry_of(s, key);
   }
   ensure_shapes();
   for (int b = 0; b < blocks_; ++b) {
