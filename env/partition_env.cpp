@@ -119,7 +119,20 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
     }
     shape_ok_.insert(shape_ok_.end(), shape.begin(), shape.end());
   }
-  const int dim = blocks_ * kBlockFeatures + kGlobalFixed + links_ + 3 * groups_ + pp_moves_;
+  // The layout has one source, observation_parts(): the size and where observe() writes each
+  // part come from it.
+  const std::vector<ObservationPart> parts = observation_parts(blocks_, links_, pp_moves_, groups_);
+  auto at = [&](const char* name) -> int64_t {
+    for (const ObservationPart& p : parts)
+      if (p.name == name) return p.offset;
+    return -1;
+  };
+  at_global_ = at("global"), at_links_ = at("links"), at_shares_ = at("shares");
+  at_pipeline_ = at("pipeline");
+  const ObservationPart& last = parts.back();
+  int64_t last_size = 1;
+  for (int64_t d : last.shape) last_size *= d;
+  const int dim = static_cast<int>(last.offset + last_size);
   dim_ = dim;
   last_measured_.assign(size_t(blocks_) * 3 + 2 + (pp_moves_ > 0 ? stages_ : 0), 0.0f);
 
@@ -136,7 +149,7 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   std::vector<int64_t> nvec(blocks_, choices_);
   if (moves_ > 0) nvec.push_back(moves_);
   spec_.action_space = Space::multi_discrete("action", std::move(nvec));
-  spec_.observation_parts = observation_parts(blocks_, links_, pp_moves_, groups_);
+  spec_.observation_parts = parts;
   spec_.num_blocks = blocks_;
   spec_.catalog_size = choices_;
   spec_.pipeline_stages = stages_;
@@ -528,7 +541,7 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
     out[7] = k[0], out[8] = k[1], out[9] = k[2];
   }
   kept += 3 * static_cast<size_t>(blocks_);
-  float* g = obs.data() + static_cast<size_t>(blocks_) * kBlockFeatures;
+  float* g = obs.data() + at_global_;
   g[0] = nonneg(static_cast<double>(steps_) / std::max(1, experiment_.steps_per_episode));
   g[1] = nonneg(static_cast<double>(ctx.phase) / std::max(1, ctx.num_phases));
   g[2] = nonneg(ctx.seq_factor);
@@ -539,12 +552,11 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
   }
   g[4] = kept[0], g[5] = kept[1];
   kept += 2;
-  for (int l = 0; l < links_; ++l) {
-    g[kGlobalFixed + l] =
-        l < static_cast<int>(ctx.link_bw_factor.size()) ? nonneg(ctx.link_bw_factor[l]) : 1.0f;
-  }
+  float* links = obs.data() + at_links_;
+  for (int l = 0; l < links_; ++l)
+    links[l] = l < static_cast<int>(ctx.link_bw_factor.size()) ? nonneg(ctx.link_bw_factor[l]) : 1.0f;
   if (groups_ > 0) {  // per share group: share / even, speed, can train (share_action.h)
-    float* sh = g + kGlobalFixed + links_;
+    float* sh = obs.data() + at_shares_;
     const int gb = effective_global_batch(run_->model(), world_);
     const std::vector<int> seqs =
         apportion(gb, pipeline_.shares.empty() ? std::vector<int>(groups_, 1) : pipeline_.shares);
@@ -558,7 +570,7 @@ void PartitionEnv::observe(const Measurement& m, const RunContext& ctx, Observat
     }
   }
   if (pp_moves_ > 0) {  // boundaries, then each stage's peak memory (pipeline_action.h)
-    float* pp = g + kGlobalFixed + links_ + 3 * groups_;
+    float* pp = obs.data() + at_pipeline_;
     const std::vector<int> per = pipeline_.layers_per_stage(blocks_ / 2);
     int first = 0;
     for (int s = 0; s + 1 < stages_; ++s) {

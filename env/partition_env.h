@@ -1,7 +1,8 @@
 // PartitionEnv: the env over any TrainingRun. Owns the episode: applies an action as a new
 // plan, asks the run for a Measurement, turns it into observation and raw reward.
 //
-// Observation layout (float32, D = B·kBlockFeatures + kGlobalFixed + L):
+// Observation layout (float32; observation_parts() is its one source: the spec's named parts,
+// the size and observe()'s writes all come from it):
 //   per block b (kBlockFeatures): [catalog index / K (1.0 when the strategy is outside the
 //     catalog), degree / P, is_tp1d, is_tp2d, sp, chunks > 1, recompute,
 //     fwd_s / ref, bwd_s / ref, comm_s / ref]  (ref: the block's time under the initial plan
@@ -142,6 +143,8 @@ class PartitionEnv : public Env {
   // apart so that a step does not copy its whole observation (2.6 KB at 64 blocks) aside.
   std::vector<float> last_measured_;
   int dim_ = 0;     // observation size
+  // Where each part of the observation starts (observation_parts(); -1: absent).
+  int64_t at_global_ = 0, at_links_ = 0, at_shares_ = -1, at_pipeline_ = -1;
   RunContext ctx_;  // the run's context after the last reset or step
 
   mutable std::vector<uint8_t> mask_;  // B × K, row b valid if row_epoch_[b] == epoch_
