@@ -449,9 +449,9 @@ BlockCost CostModel::block_cost(BlockKind kind, const Strategy& s, bool detail) 
     unfused = unfused || softmax_unfused(m, s, world_, s.uneven() ? i : -1);
   out.host_s = host_kernel_s_ * block_kernels(m, kind, s, 0, unfused) +
                host_collective_s_ * static_cast<double>(tp.size());
-  // Megatron-Core's TP overlap pipelines a tp1d block's collectives in t pieces under its GEMMs.
-  const int k =
-      m.tp_comm_overlap && s.kind != StrategyKind::kDP ? std::max(s.chunks, s.degree()) : s.chunks;
+  // Megatron-Core's TP overlap pipelines a tensor-parallel block's collectives in t pieces
+  // under its GEMMs (degree 1, dp among them, has none to pipeline: max(chunks, 1) = chunks).
+  const int k = m.tp_comm_overlap ? std::max(s.chunks, s.degree()) : s.chunks;
   out.comm_s = tp_exposed(out, k);
   add_context_ring(kind, s, pass, bwd_w.core, out, list);
 
