@@ -38,15 +38,24 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (globals < PartitionEnv::kGlobalFixed)
     throw std::invalid_argument("ppo: observation of " + std::to_string(obs_dim) +
                                 " values is too short for " + std::to_string(blocks) + " blocks");
-  // Polish's conditions among the globals (partition_env.h): sequence factor, compute
-  // slowdown, the link classes (up to the pipeline part).
-  const int64_t g0 = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
-  for (int64_t i : {2, 3}) cond_index.push_back(g0 + i);
-  // The pipeline part ends the observation (partition_env.h); the data-share part before it
-  // counts among the conditions.
+  // Polish's conditions, read by the observation's part names (PartitionEnv::observation_parts):
+  // the global part's sequence factor and compute slowdown, every link class, every share.
+  auto part = [&](const char* name) -> const ObservationPart* {
+    for (const ObservationPart& p : spec.observation_parts)
+      if (p.name == name) return &p;
+    return nullptr;
+  };
+  const ObservationPart* global = part("global");
+  if (!global)
+    throw std::invalid_argument("ppo: the env names no 'global' observation part (PartitionEnv layout)");
+  for (int64_t i : {2, 3}) cond_index.push_back(global->offset + i);
+  for (const char* name : {"links", "shares"}) {
+    const ObservationPart* p = part(name);
+    int64_t size = 1;
+    for (int64_t d : p ? p->shape : std::vector<int64_t>{0}) size *= d;
+    for (int64_t i = 0; i < size; ++i) cond_index.push_back(p->offset + i);
+  }
   const int pipeline_obs = pipeline_choices(spec.pipeline_stages);
-  for (int64_t i = PartitionEnv::kGlobalFixed; i < globals - pipeline_obs; ++i)
-    cond_index.push_back(g0 + i);
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
                               cfg.keep, moves, cfg.plan ? cfg.plan_p : 0.0, pipeline_obs);
