@@ -2,7 +2,13 @@
 // every action against the env's mask before stepping.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -13,6 +19,21 @@
 #include "tests/env/test_specs.h"
 
 namespace shardgym::agent_tests {
+
+// A path in the temp directory unique to this process: <prefix><pid>_<tag>.
+inline std::string temp_path(const std::string& prefix, const std::string& tag) {
+  return (std::filesystem::temp_directory_path() /
+          (prefix + std::to_string(::getpid()) + "_" + tag))
+      .string();
+}
+
+// A file's bytes.
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // A tiny GPT on 4 simulated GPUs with a link drop halfway through the episode.
 inline ExperimentSpec sim_spec(int layers = 2, int steps = 12) {

@@ -24,17 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_path(const std::string& tag) {
-  return (fs::temp_directory_path() /
-          ("shardgym_ckpt_test_" + std::to_string(::getpid()) + "_" + tag))
-      .string();
+  return agent_tests::temp_path("shardgym_ckpt_test_", tag);
 }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using agent_tests::slurp;
 
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -25,17 +25,9 @@ namespace {
 const char* kId = "ppo(rollout=8,minibatches=2,epochs=1,hidden=8)";
 
 std::string temp_path(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() /
-          ("shardgym_ppo_ckpt_" + std::to_string(::getpid()) + "_" + tag))
-      .string();
+  return agent_tests::temp_path("shardgym_ppo_ckpt_", tag);
 }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using agent_tests::slurp;
 
 class PPOCheckpoint : public ::testing::Test {
  protected:

@@ -26,19 +26,6 @@ namespace {
 using namespace tracetest;
 namespace fs = std::filesystem;
 
-// The message of the runtime_error that opening `path` throws ("" if none was thrown).
-std::string open_error(const std::string& path) {
-  try {
-    TraceReader r(path);
-    for (const auto& info : r.episodes()) {
-      if (info.complete) r.read_episode(info.index);
-    }
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 void expect_error(const std::string& path, const std::string& part) {
   const std::string what = open_error(path);
   ASSERT_FALSE(what.empty()) << path << " opened without error";

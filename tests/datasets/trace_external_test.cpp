@@ -22,17 +22,6 @@ namespace {
 using namespace tracetest;
 namespace fs = std::filesystem;
 
-std::string open_error(const std::string& path) {
-  try {
-    TraceReader r(path);
-    for (const auto& info : r.episodes())
-      if (info.complete) r.read_episode(info.index);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 class TraceExternal : public ::testing::Test {
  protected:
   void SetUp() override {

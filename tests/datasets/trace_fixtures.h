@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "datasets/trace.h"
+#include "datasets/trace_reader.h"
 #include "datasets/trace_writer.h"
 #include "env/env.h"
 
@@ -195,6 +197,19 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The message of the runtime_error that opening `path` and reading its complete episodes
+// throws ("" if none was thrown).
+inline std::string open_error(const std::string& path) {
+  try {
+    TraceReader r(path);
+    for (const auto& info : r.episodes())
+      if (info.complete) r.read_episode(info.index);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace shardgym::tracetest

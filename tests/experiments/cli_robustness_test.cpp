@@ -20,28 +20,15 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include "tests/experiments/cli_runner.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct CliResult {
-  int code = -1;
-  std::string output;
-};
-
-CliResult shardgym_cli(const std::string& args) {
-  const std::string cmd = std::string("'") + SHARDGYM_CLI_PATH + "' " + args + " 2>&1 </dev/null";
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using shardgym::testing::CliResult;
+using shardgym::testing::shardgym_cli;
 
 std::string src(const std::string& rel) { return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel; }
 

@@ -1,0 +1,32 @@
+// Runs the built `shardgym` CLI (SHARDGYM_CLI_PATH, set by tests/experiments/CMakeLists.txt)
+// with stdin closed and returns its exit code and output, stdout and stderr together. Shared by
+// the CLI tests.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace shardgym::testing {
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+inline CliResult shardgym_cli(const std::string& args) {
+  const std::string cmd = std::string("'") + SHARDGYM_CLI_PATH + "' " + args + " 2>&1 </dev/null";
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace shardgym::testing
