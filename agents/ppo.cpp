@@ -51,9 +51,7 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   for (int64_t i : {2, 3}) cond_index.push_back(global->offset + i);
   for (const char* name : {"links", "shares"}) {
     const ObservationPart* p = part(name);
-    int64_t size = 1;
-    for (int64_t d : p ? p->shape : std::vector<int64_t>{0}) size *= d;
-    for (int64_t i = 0; i < size; ++i) cond_index.push_back(p->offset + i);
+    for (int64_t i = 0; p && i < p->size(); ++i) cond_index.push_back(p->offset + i);
   }
   const int pipeline_obs = pipeline_choices(spec.pipeline_stages);
   torch::manual_seed(seed);

@@ -69,6 +69,12 @@ struct ObservationPart {
   int64_t offset = 0;
   std::vector<int64_t> shape;
   std::string meaning;
+
+  int64_t size() const {  // entries: the product of the shape
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
 };
 
 // Immutable description of an env: id, spaces, limits (EnvPool's EnvSpec).

@@ -129,10 +129,7 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   };
   at_global_ = at("global"), at_links_ = at("links"), at_shares_ = at("shares");
   at_pipeline_ = at("pipeline");
-  const ObservationPart& last = parts.back();
-  int64_t last_size = 1;
-  for (int64_t d : last.shape) last_size *= d;
-  const int dim = static_cast<int>(last.offset + last_size);
+  const int dim = static_cast<int>(parts.back().offset + parts.back().size());
   dim_ = dim;
   last_measured_.assign(size_t(blocks_) * 3 + 2 + (pp_moves_ > 0 ? stages_ : 0), 0.0f);
 
@@ -596,10 +593,8 @@ std::vector<ObservationPart> PartitionEnv::observation_parts(int blocks, int lin
   std::vector<ObservationPart> parts;
   int64_t offset = 0;
   auto add = [&](const char* name, std::vector<int64_t> shape, const char* meaning) {
-    int64_t size = 1;
-    for (int64_t d : shape) size *= d;
     parts.push_back({name, offset, std::move(shape), meaning});
-    offset += size;
+    offset += parts.back().size();
   };
   add("blocks", {blocks, kBlockFeatures},
       "per block: catalog index / K, degree / P, is_tp1d, is_tp2d, sp, chunks > 1, recompute, "
