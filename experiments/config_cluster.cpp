@@ -42,7 +42,7 @@ double parse_peak_flops(const YamlField& f, DType dtype, std::string& missing) {
 DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
   f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w",
                 "gemm_efficiency", "attention_efficiency", "memory_efficiency", "host_kernel_us",
-                "host_micro_batch_us"});
+                "host_micro_batch_us", "host_overlap_exponent"});
   DeviceType d;
   d.name = f.child("name").as_string();
   d.peak_flops = parse_peak_flops(f.child("peak_tflops"), dtype, missing);
@@ -66,6 +66,8 @@ DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
   if (auto e = f.optional("host_kernel_us")) d.host_kernel_s = e->as_double(0, 1e6) * kMicro;
   if (auto e = f.optional("host_micro_batch_us"))
     d.host_micro_batch_s = e->as_double(0, 1e6) * kMicro;
+  // 1 adds host and GPU time; beyond 64 the combination is max(G, H) to 1 % or better.
+  if (auto e = f.optional("host_overlap_exponent")) d.host_overlap_exponent = e->as_double(1, 64);
   return d;
 }
 

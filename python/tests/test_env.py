@@ -319,7 +319,9 @@ def test_run_agent_oracle_beats_megatron(quickstart):
     megatron = shardgym.run_agent("megatron", quickstart, seed=0)
     assert oracle["steps"] == megatron["steps"] == 50
     assert megatron["return"] == pytest.approx(50.0, rel=0.01), "1.0 per step = Megatron"
-    assert oracle["return"] > 1.3 * megatron["return"]
+    # The static oracle's plan is 1.21x Megatron-LM's on the quickstart (seed 0; 1.34x before
+    # the host's overlap exponent, docs/simulator-fidelity.md): a margin, not the figure.
+    assert oracle["return"] > 1.15 * megatron["return"]
     with pytest.raises(ValueError, match="unknown agent"):
         shardgym.run_agent("orakel", quickstart)
 

@@ -35,6 +35,10 @@ struct DeviceType {
   // stage takes at least the time its host needs to issue it. 0 = not stated (no bound).
   double host_kernel_s = 0;
   double host_micro_batch_s = 0;
+  // How a micro-batch's GPU time G and its host's issue time H combine (docs/design.md §4):
+  // (G^q + H^q)^(1/q). q = 1 adds them (a host that waits for every kernel); a large q is
+  // max(G, H) (a host that always runs ahead of its GPU). 0 = not stated: max(G, H).
+  double host_overlap_exponent = 0;
   // A collective's own time on the host, where it is stated apart from a kernel's (a CPU
   // rank's calibration: argument checks, contiguous copies and the call into the backend on
   // the rank's thread); < 0: a collective costs host_kernel_s like a kernel.

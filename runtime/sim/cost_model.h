@@ -143,6 +143,10 @@ class CostModel {
   const LinkState& links() const { return links_; }
   const Calibration& calibration() const { return calib_; }
   int world() const { return world_; }
+  // A micro-batch's time from its GPU time and its host's issue time (docs/design.md §4, "Host
+  // issue"): (gpu^q + host^q)^(1/q) with the hosts' DeviceType::host_overlap_exponent q;
+  // max(gpu, host) where no device states one, the sum on serial CPU ranks (q = 1).
+  double with_host(double gpu_s, double host_s) const;
 
   BlockCost block_cost(BlockKind kind, const Strategy& s, bool detail = false) const;
   // The memory fields of block_cost alone (params_per_rank, state_bytes, the activation bytes),
@@ -213,6 +217,7 @@ class CostModel {
   double max_work_ = 1;           // the largest data share (Conditions::work)
   // The slowest host's (DeviceType): per kernel, per collective, per micro-batch.
   double host_kernel_s_ = 0, host_collective_s_ = 0, host_micro_batch_s_ = 0;
+  double host_overlap_ = 0;  // the smallest stated DeviceType::host_overlap_exponent; 0: max
   int active_ranks_ = 0;  // ranks with a share
 };
 

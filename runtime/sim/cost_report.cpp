@@ -266,7 +266,9 @@ std::string to_table(const CostReport& r, bool collectives) {
     const StageReport& st = r.stage_reports[0];
     o << "host issue     " << fmt("%10.3f ms", st.host_s * 1e3)
       << " per micro-batch (a micro-batch " << fmt("%.3f ms", st.micro_batch_s * 1e3)
-      << (st.host_s >= st.micro_batch_s ? ": bound by its host)\n" : ": its GPUs are busier)\n");
+      << (st.host_s >= st.micro_batch_s ? ": bound by its host)\n"
+                                        : ": its GPU time and this, combined by the host's "
+                                          "overlap, docs/design.md §4)\n");
   }
   o << "iteration      " << fmt("%10.3f ms", r.step_latency_s * 1e3) << (staged ? "  (Σ stages: compute " : "  (compute ")
     << fmt("%.3f", r.compute_s * 1e3) << ", comm " << fmt("%.3f", r.comm_s * 1e3)

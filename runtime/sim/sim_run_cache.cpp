@@ -581,13 +581,10 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   acc.mb[p - 1] += h.compute_s * nh;
   // A micro-batch on a stage takes at least what its host needs to issue it (the GPU waits
   // for kernels the host has not launched yet): the blocks' kernels, the embedding and head on
-  // the last stage, and the framework's own work per micro-batch.
+  // the last stage, and the framework's own work per micro-batch; how much of the issue the
+  // GPU's work hides is the hosts' overlap exponent (CostModel::with_host).
   acc.host[p - 1] += h.host_s;
-  const bool serial = cost_.cluster().calibration.serial_host;  // CPU ranks: no overlap
-  for (int s = 0; s < p; ++s) {
-    const double issue = acc.host[s] + h.loop_host_s;
-    acc.mb[s] = serial ? acc.mb[s] + issue : std::max(acc.mb[s], issue);
-  }
+  for (int s = 0; s < p; ++s) acc.mb[s] = cost_.with_host(acc.mb[s], acc.host[s] + h.loop_host_s);
   e.busy_j += m * h.busy_energy_j * nh;
   double schedule_s =
       pipeline_time(acc.mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);

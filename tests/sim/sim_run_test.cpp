@@ -448,10 +448,11 @@ namespace {
 // it. A tiny layer at TP 8 is bound by it exactly; a large one is not, and is priced as
 // without the host figures.
 IterationBreakdown stage_times(const ModelSpec& m, double host_kernel_s, double host_mb_s,
-                               const std::string& plan) {
+                               const std::string& plan, double overlap_exponent = 0) {
   DeviceType dev = testing::h100_sxm();
   dev.host_kernel_s = host_kernel_s;
   dev.host_micro_batch_s = host_mb_s;
+  dev.host_overlap_exponent = overlap_exponent;
   const SimRun run(testing::experiment(m, testing::cluster(1, 8, dev, testing::nvswitch())));
   return run.breakdown(Plan::parse(plan, m.num_blocks()));
 }
@@ -487,6 +488,31 @@ TEST(SimRun, HostIssueBoundsATinyLayerAndNotALargeOne) {
   const IterationBreakdown big = stage_times(large, 20e-6, 1e-3, plan);
   EXPECT_GT(big.stages[0].micro_batch_s, 5 * big.stages[0].host_s);
   EXPECT_EQ(big.step_latency_s, stage_times(large, 0, 0, plan).step_latency_s);
+}
+
+// The host's overlap exponent q (docs/design.md §4): a micro-batch takes (G^q + H^q)^(1/q) of
+// its GPU time G and its host's issue time H. Unstated it is max(G, H); q = 1 adds them; q = 2
+// is their Euclidean norm, on a layer where neither hides the other and on one where the GPU
+// dominates (there q = 2 still adds H² / 2G, against nothing for max).
+TEST(SimRun, HostOverlapExponentCombinesGpuAndHostTime) {
+  const std::string plan = "uniform:tp1d(t=8,recompute=1)@pp(m=4)";
+  for (int hidden : {1024, 8192}) {
+    ModelSpec m = testing::gpt(2, hidden, 16, 1024, 1);
+    m.global_batch = 4;
+    const double gpu = stage_times(m, 0, 0, plan).stages[0].micro_batch_s;
+    const IterationBreakdown at_max = stage_times(m, 30e-6, 1e-3, plan);
+    const double host = at_max.stages[0].host_s;
+    ASSERT_GT(host, 0);
+    SCOPED_TRACE("hidden " + std::to_string(hidden) + ": GPU " + std::to_string(gpu) +
+                 " s, host " + std::to_string(host) + " s");
+    EXPECT_DOUBLE_EQ(at_max.stages[0].micro_batch_s, std::max(gpu, host));
+    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 1).stages[0].micro_batch_s, gpu + host,
+                1e-12);
+    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 2).stages[0].micro_batch_s,
+                std::hypot(gpu, host), 1e-12);
+    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 64).stages[0].micro_batch_s,
+                std::max(gpu, host), 0.012 * std::max(gpu, host));
+  }
 }
 
 // A collective's host time stated apart (a CPU rank's calibration, host_collective_s) prices
