@@ -562,6 +562,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"include_missing.yaml", "include_missing.yaml", "include", 1, "cannot read"},
         BadCase{"host_kernel_absurd.yaml", "host_kernel_absurd.yaml",
                 "cluster.devices[0].host_kernel_us", 6, "must be between 0 and 1e+06"},
+        BadCase{"host_overlap_below_one.yaml", "host_overlap_below_one.yaml",
+                "cluster.devices[0].host_overlap_exponent", 7, "must be between 1 and 64"},
         // Reported where a node uses the board (a catalog may hold boards this model
         // cannot run on); the message names the peak_tflops line.
         BadCase{"missing_dtype_flops.yaml", "missing_dtype_flops.yaml",
