@@ -40,17 +40,12 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
                                 " values is too short for " + std::to_string(blocks) + " blocks");
   // Polish's conditions, read by the observation's part names (PartitionEnv::observation_parts):
   // the global part's sequence factor and compute slowdown, every link class, every share.
-  auto part = [&](const char* name) -> const ObservationPart* {
-    for (const ObservationPart& p : spec.observation_parts)
-      if (p.name == name) return &p;
-    return nullptr;
-  };
-  const ObservationPart* global = part("global");
+  const ObservationPart* global = find_part(spec.observation_parts, "global");
   if (!global)
     throw std::invalid_argument("ppo: the env names no 'global' observation part (PartitionEnv layout)");
   for (int64_t i : {2, 3}) cond_index.push_back(global->offset + i);
   for (const char* name : {"links", "shares"}) {
-    const ObservationPart* p = part(name);
+    const ObservationPart* p = find_part(spec.observation_parts, name);
     for (int64_t i = 0; p && i < p->size(); ++i) cond_index.push_back(p->offset + i);
   }
   const int pipeline_obs = pipeline_choices(spec.pipeline_stages);

@@ -77,6 +77,14 @@ struct ObservationPart {
   }
 };
 
+// The part of `parts` named `name`; nullptr if there is none.
+inline const ObservationPart* find_part(const std::vector<ObservationPart>& parts,
+                                        const std::string& name) {
+  for (const ObservationPart& p : parts)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
 // Immutable description of an env: id, spaces, limits (EnvPool's EnvSpec).
 struct EnvSpec {
   std::string id;

@@ -123,9 +123,8 @@ PartitionEnv::PartitionEnv(std::string id, std::unique_ptr<TrainingRun> run,
   // part come from it.
   const std::vector<ObservationPart> parts = observation_parts(blocks_, links_, pp_moves_, groups_);
   auto at = [&](const char* name) -> int64_t {
-    for (const ObservationPart& p : parts)
-      if (p.name == name) return p.offset;
-    return -1;
+    const ObservationPart* p = find_part(parts, name);
+    return p ? p->offset : -1;
   };
   at_global_ = at("global"), at_links_ = at("links"), at_shares_ = at("shares");
   at_pipeline_ = at("pipeline");

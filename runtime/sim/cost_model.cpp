@@ -1,8 +1,8 @@
 #include "runtime/sim/cost_model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -99,9 +99,7 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTe
     host_collective_s_ = std::max(host_collective_s_,
                                   d.host_collective_s >= 0 ? d.host_collective_s : d.host_kernel_s);
     host_micro_batch_s_ = std::max(host_micro_batch_s_, d.host_micro_batch_s);
-    if (d.host_overlap_exponent > 0)
-      host_overlap_ = host_overlap_ > 0 ? std::min(host_overlap_, d.host_overlap_exponent)
-                                        : d.host_overlap_exponent;
+    if (d.host_overlap_exponent > 0) host_overlap_ = std::min(host_overlap_, d.host_overlap_exponent);
   }
   if (cluster_.calibration.serial_host) host_overlap_ = 1;  // CPU ranks: no overlap
   cond_.link_factor.assign(cluster_.links.size(), 1.0);
@@ -426,7 +424,7 @@ void CostModel::apply_measured_row(BlockKind kind, const Strategy& s, double par
 
 double CostModel::with_host(double gpu_s, double host_s) const {
   if (host_s <= 0) return gpu_s;
-  if (host_overlap_ <= 0) return std::max(gpu_s, host_s);
+  if (std::isinf(host_overlap_)) return std::max(gpu_s, host_s);
   if (host_overlap_ == 1) return gpu_s + host_s;
   const double hi = std::max(gpu_s, host_s), lo = std::min(gpu_s, host_s);
   return hi * std::pow(1 + std::pow(lo / hi, host_overlap_), 1 / host_overlap_);

@@ -44,6 +44,7 @@
 // Length: every cost term is stated where it is declared; docs/design.md §4 derives them.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -217,7 +218,8 @@ class CostModel {
   double max_work_ = 1;           // the largest data share (Conditions::work)
   // The slowest host's (DeviceType): per kernel, per collective, per micro-batch.
   double host_kernel_s_ = 0, host_collective_s_ = 0, host_micro_batch_s_ = 0;
-  double host_overlap_ = 0;  // the smallest stated DeviceType::host_overlap_exponent; 0: max
+  // The smallest stated DeviceType::host_overlap_exponent; none stated: ∞, i.e. max(G, H).
+  double host_overlap_ = std::numeric_limits<double>::infinity();
   int active_ranks_ = 0;  // ranks with a share
 };
 
