@@ -93,7 +93,8 @@ step() {  # step NAME SECONDS COMMAND...: runs it, its output to $out/NAME.log
 }
 # Which steps (GPU_CHECKS, default "tests bench gemm"); "fidelity" adds the simulator against
 # live CPU ranks on pipelined plans, 2 and 4 ranks, threads and processes
-# (scripts/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine.
+# (scripts/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine;
+# "memory" a step near the GPU's memory capacity (scripts/gpu_memory_pressure.py, Python only).
 # Limits that keep the whole run inside a 10-minute lease command.
 checks=" ${GPU_CHECKS:-tests bench gemm} "
 if [[ $checks == *" tests "* ]]; then
@@ -105,6 +106,13 @@ if [[ $checks == *" bench "* ]]; then
 fi
 if [[ $checks == *" gemm "* ]]; then
   step gemm_sweep 120 "$py" scripts/gpu_gemm_sweep.py --out "$out/gemm_sweep.csv"
+fi
+if [[ $checks == *" memory "* ]]; then
+  # A step near the GPU's memory capacity (scripts/gpu_memory_pressure.py), with PyTorch's
+  # default allocator and with expandable segments.
+  step memory_pressure 240 "$py" scripts/gpu_memory_pressure.py --quick --out "$out/memory_pressure.csv"
+  step memory_pressure_expandable 240 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+    "$py" scripts/gpu_memory_pressure.py --quick --out "$out/memory_pressure_expandable.csv"
 fi
 if [[ $checks == *" fidelity "* ]]; then
   # LIVE_FIDELITY_CASES: some of threads-2 threads-4 processes-2 processes-4 (default: all).
@@ -121,6 +129,9 @@ for f in cuda_equivalence live_cuda; do
     "$out/$f.log" | sed 's/^/  /'
 done
 [[ -f $out/bench_live.log ]] && grep -A12 -iE 'step|eager' "$out/bench_live.log" | head -30
+for f in memory_pressure memory_pressure_expandable; do
+  [[ -f $out/$f.csv ]] && { echo "  $f:"; column -s, -t < "$out/$f.csv" | sed 's/^/    /'; }
+done
 [[ -f $out/live_fidelity.log ]] && grep -E '^== |^step |^peak memory|^Kendall|^live noise' "$out/live_fidelity.log"
 cat "$out/summary.txt"
 exit $status
