@@ -14,6 +14,7 @@ AgentFactory static_plan(const std::string& plan) {
 }
 
 void static_params(const ParsedId& id) { id.check_keys({"plan"}); }
+void check_dynamic_oracle_params(const ParsedId& id) { dynamic_oracle_totals(id); }
 
 REGISTER_SHARDGYM_AGENT("random", "uniform over each block's allowed entries (seeded)",
                         make_random_agent, no_agent_params);
@@ -38,9 +39,10 @@ REGISTER_SHARDGYM_AGENT("oracle",
                         "starting conditions (needs estimate())",
                         make_oracle_agent, no_agent_params);
 REGISTER_SHARDGYM_AGENT("dynamic-oracle",
-                        "re-plans per scenario phase knowing the future, paying repartitions "
-                        "(needs estimate() and a cloneable run)",
-                        make_dynamic_oracle_agent, no_agent_params);
+                        "re-plans per scenario phase knowing the future, paying repartitions, "
+                        "for the least episode time (objective=return: the env's return, the "
+                        "sum of per-token times) (needs estimate() and a cloneable run)",
+                        make_dynamic_oracle_agent, check_dynamic_oracle_params);
 REGISTER_SHARDGYM_AGENT("hindsight-static",
                         "the best static plan in hindsight: one plan for the whole episode, "
                         "chosen knowing its phases (needs estimate() and a cloneable run)",

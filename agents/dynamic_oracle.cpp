@@ -55,6 +55,12 @@ class ScheduleSearch {
   double boundary_walk(const TrainingRun& holder, const PlanObjective& obj, const Plan& x,
                        const Plan& y, int d) const;
   void price_segment(size_t k);
+  // The objective under a segment's conditions, per step or per token as the caller's.
+  PlanObjective objective_at(const TrainingRun& at) const {
+    PlanObjective o = objective_for(at, objective_.weights);
+    o.per_token = objective_.per_token;
+    return o;
+  }
 
   const TrainingRun& run_;
   const PlanObjective& objective_;
@@ -77,7 +83,7 @@ class ScheduleSearch {
 void ScheduleSearch::collect_candidates(int horizon) {
   cand_ = {run_.plan()};
   for (const EpisodePhase& s : segs_) {
-    const PlanObjective obj = objective_for(*s.start, objective_.weights);
+    const PlanObjective obj = objective_at(*s.start);
     const Plan p = static_oracle(*s.start, obj, options_).plan;
     add(p);
     if (groups_ <= 0) continue;
@@ -227,7 +233,7 @@ double ScheduleSearch::boundary_walk(const TrainingRun& holder, const PlanObject
 void ScheduleSearch::price_segment(size_t k) {
   const size_t n = cand_.size();
   const EpisodePhase& seg = segs_[k];
-  const PlanObjective obj = objective_for(*seg.start, objective_.weights);
+  const PlanObjective obj = objective_at(*seg.start);
   for (size_t x = 0; x < n; ++x) {
     std::unique_ptr<TrainingRun> holder;
     if (k == 0) {
@@ -349,6 +355,8 @@ class OracleAgent : public Agent {
     options_.search_split = spec.pipeline_stages > 1;
   }
   std::string name() const override { return name_; }
+  // Whether the dynamic oracle minimises the episode's time (throughput) or its return.
+  void set_episode_totals(bool totals) { episode_totals_ = totals; }
 
   void begin_episode(Env& env) override {
     env_ = &env;
@@ -375,7 +383,8 @@ class OracleAgent : public Agent {
  private:
   void plan() {
     TrainingRun& run = env_->run();
-    const PlanObjective objective = objective_for(*env_);
+    PlanObjective objective = objective_for(*env_);
+    if (mode_ == Mode::kDynamic) objective.per_token = !episode_totals_;
     start_ = env_->elapsed_steps();
     starts_.clear();
     plans_.clear();
@@ -412,6 +421,7 @@ class OracleAgent : public Agent {
   std::vector<Plan> plans_;  // the same targets as plans (their data shares)
   std::vector<int> starts_;
   OracleOptions options_;
+  bool episode_totals_ = false;
 };
 
 }  // namespace
@@ -421,10 +431,20 @@ std::unique_ptr<Agent> make_oracle_agent(const ParsedId& id, const EnvSpec& spec
   return std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kStatic);
 }
 
+bool dynamic_oracle_totals(const ParsedId& id) {
+  id.check_keys({"objective"});
+  const std::string o = id.get("objective", std::string("time"));
+  if (o != "time" && o != "return")
+    throw std::invalid_argument(id.to_string() + ": objective must be time (the episode's, "
+                                "what throughput compares) or return (the env's), not " + o);
+  return o == "time";
+}
+
 std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSpec& spec,
                                                  uint64_t) {
-  id.check_keys({});
-  return std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kDynamic);
+  auto agent = std::make_unique<OracleAgent>(id.to_string(), spec, OracleAgent::Mode::kDynamic);
+  agent->set_episode_totals(dynamic_oracle_totals(id));
+  return agent;
 }
 
 std::unique_ptr<Agent> make_hindsight_static_agent(const ParsedId& id, const EnvSpec& spec,

@@ -17,9 +17,10 @@ double PlanObjective::raw_cost(const Measurement& m, bool with_repartition) cons
   double c = 0;
   const double tokens = m.tokens > 0 ? m.tokens : 1.0;
   const double latency = m.step_latency_s + (with_repartition ? m.repartition_s : 0.0);
-  if (weights.latency != 0) c += weights.latency * latency / tokens * 1e6;
+  const double per = per_token ? tokens : 1.0;
+  if (weights.latency != 0) c += weights.latency * latency / per * 1e6;
   if (weights.memory != 0 && memory_capacity > 0) c += weights.memory * memory_fraction(m);
-  if (weights.energy != 0) c += weights.energy * m.energy_j / tokens;
+  if (weights.energy != 0) c += weights.energy * m.energy_j / per;
   return c;
 }
 

@@ -7,7 +7,9 @@
 //   cost = w_lat·latency/tokens·1e6 + w_mem·peak/capacity + w_energy·energy/tokens
 // With NormalizeReward and latency as the only weight, minimising this maximises the reward
 // exactly; with several weights the normalised reward is a sum of ratios and this linear
-// cost is the planners' stand-in for it.
+// cost is the planners' stand-in for it. With per_token false the latency and energy terms
+// are a whole step's (× tokens): summed over an episode's steps that is its time and energy,
+// what throughput weighs (and hindsight-static), where the env's return sums per-token times.
 #pragma once
 
 #include "env/env.h"
@@ -20,6 +22,7 @@ namespace shardgym {
 struct PlanObjective {
   RewardSpec weights;
   double memory_capacity = 0;  // bytes; the smallest device (RunContext::memory_capacity)
+  bool per_token = true;       // false: latency and energy of the whole step (see above)
 
   // +inf for a measurement that failed or ran out of memory. with_repartition: charge the
   // repartition time too (then this is exactly the env's raw cost, sign flipped).

@@ -109,7 +109,12 @@ struct DynamicSchedule {
   double total_cost = 0;  // Σ steady costs + transitions (PlanObjective units)
 };
 
-// `horizon`: env steps left in the episode. Throws std::runtime_error if the run cannot
+// `horizon`: env steps left in the episode. With objective.per_token false the schedule
+// minimises the sum of its steps' whole costs: the episode's time, i.e. the most tokens a
+// second, what the suite and the agents' tables compare and what hindsight-static minimises;
+// with true (objective_for's) the sum of per-token costs, the env's return. The two part only
+// where tokens per step change (sequence or batch changes), where the return weighs a short
+// step's time per token as much as a long step's. Throws std::runtime_error if the run cannot
 // estimate or be cloned.
 DynamicSchedule dynamic_oracle(const TrainingRun& run, const PlanObjective& objective, int horizon,
                                const OracleOptions& options = {});
@@ -156,6 +161,10 @@ std::unique_ptr<Agent> make_dynamic_oracle_agent(const ParsedId& id, const EnvSp
 std::unique_ptr<Agent> make_hindsight_static_agent(const ParsedId& id, const EnvSpec& spec,
                                                    uint64_t seed);
 std::unique_ptr<Agent> make_replan_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed);
+// dynamic-oracle(objective=time|return): true for time, the default (the agent's schedule
+// then minimises with PlanObjective::per_token false); throws std::invalid_argument on
+// another key or value.
+bool dynamic_oracle_totals(const ParsedId& id);
 std::unique_ptr<Agent> make_phase_oracle_agent(const ParsedId& id, const EnvSpec& spec,
                                                uint64_t seed);
 

@@ -283,12 +283,9 @@ TEST(HindsightStatic, OnePhaseEqualsTheStaticOracle) {
   EXPECT_NEAR(obj.cost_of(run, h.plan), static_oracle(run, obj).cost, 1e-9);
 }
 
-// The phase oracle runs each phase's static optimum from that phase's first step.
-// The global batch grows (a batch ramp): a plan whose chunks do not divide the local batch of
-// one phase is valid in the next. The dynamic oracle must still be able to choose it there,
-// so its schedule is never dearer than following each phase's own optimum from the phase's
-// start (the phase oracle), walked step by step with every move charged.
-TEST(DynamicOracle, ReachesPlansValidOnlyFromTheirPhaseOn) {
+// A batch ramp (2 → 3 → 4 → 6 sequences every 3 steps) on one node of 4: tokens per step
+// change, and a plan whose chunks do not divide one phase's local batch is valid in the next.
+ExperimentSpec batch_ramp_spec() {
   ExperimentSpec spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/4, /*nodes=*/1);
   spec.model.micro_batch = 1;
   spec.model.global_batch = 2;
@@ -301,6 +298,16 @@ TEST(DynamicOracle, ReachesPlansValidOnlyFromTheirPhaseOn) {
     e.value = batch;
     test_specs::add_event(spec, e);
   }
+  return spec;
+}
+
+// The phase oracle runs each phase's static optimum from that phase's first step.
+// The global batch grows (a batch ramp): a plan whose chunks do not divide the local batch of
+// one phase is valid in the next. The dynamic oracle must still be able to choose it there,
+// so its schedule is never dearer than following each phase's own optimum from the phase's
+// start (the phase oracle), walked step by step with every move charged.
+TEST(DynamicOracle, ReachesPlansValidOnlyFromTheirPhaseOn) {
+  const ExperimentSpec spec = batch_ramp_spec();
   auto env = agent_tests::sim_env(spec);
   env->reset(0);
   TrainingRun& run = env->run();
@@ -330,6 +337,51 @@ TEST(DynamicOracle, ReachesPlansValidOnlyFromTheirPhaseOn) {
   ASSERT_TRUE(std::isfinite(phase_total));
   EXPECT_LE(dyn.total_cost, phase_total * (1 + 1e-9));
   EXPECT_NEAR(walked(dyn), dyn.total_cost, 1e-9 * dyn.total_cost);
+}
+
+// With tokens per step changing (the ramp), the schedule for the episode's time and the one
+// for the env's return can differ; each must be at least as good as the other on its own
+// measure, walked step by step with every move charged, and the time schedule's own total
+// must be its walked time. The best static plan in hindsight (which minimises time) must not
+// beat the time schedule on time: the dynamic oracle bounds the throughput columns.
+TEST(DynamicOracle, TimeScheduleBoundsThroughputWhereTokensPerStepChange) {
+  auto env = agent_tests::sim_env(batch_ramp_spec());
+  env->reset(0);
+  TrainingRun& run = env->run();
+  const PlanObjective per_token = objective_for(*env);
+  PlanObjective per_step = per_token;
+  per_step.per_token = false;
+  struct Walked {
+    double seconds = 0, per_token = 0, per_step = 0;
+  };
+  auto walk = [&](const std::vector<std::pair<Plan, int>>& segments) {
+    std::unique_ptr<TrainingRun> w = run.clone();
+    Walked out;
+    for (const auto& [plan, steps] : segments)
+      for (int i = 0; i < steps; ++i) {
+        const Measurement m = *w->estimate(plan);
+        out.seconds += m.step_latency_s + m.repartition_s;
+        out.per_token += per_token.cost(m, true);
+        out.per_step += per_step.cost(m, true);
+        w->step(plan);
+      }
+    return out;
+  };
+  auto segments = [](const DynamicSchedule& d) {
+    std::vector<std::pair<Plan, int>> out;
+    for (const auto& s : d.segments) out.emplace_back(s.plan, s.steps);
+    return out;
+  };
+  const DynamicSchedule by_time = dynamic_oracle(run, per_step, 12);
+  const DynamicSchedule by_return = dynamic_oracle(run, per_token, 12);
+  const Walked t = walk(segments(by_time)), r = walk(segments(by_return));
+  ASSERT_TRUE(std::isfinite(t.seconds) && std::isfinite(r.seconds));
+  EXPECT_NEAR(t.per_step, by_time.total_cost, 1e-9 * t.per_step);
+  EXPECT_NEAR(t.per_step, 1e6 * t.seconds, 1e-9 * t.per_step);  // latency weight 1
+  EXPECT_LE(t.seconds, r.seconds * (1 + 1e-9));
+  EXPECT_LE(r.per_token, t.per_token * (1 + 1e-9));
+  const Plan hs = hindsight_static(run, per_token.weights, 12).plan;
+  EXPECT_LE(t.seconds, walk({{hs, 12}}).seconds * (1 + 1e-9));
 }
 
 TEST(PhaseOracle, FollowsEachPhasesOptimum) {
