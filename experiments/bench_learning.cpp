@@ -52,7 +52,12 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
   r.envs = options.envs;
   r.threshold = options.threshold;
 
-  const EpisodeSummary oracle = play(spec, options.oracle_id, options.eval_seed);
+  // The threshold is a return: the dynamic oracle's reference is its return-optimal schedule
+  // (its default minimises the episode's time, agents/oracle.h; the two part where tokens per
+  // step change).
+  const std::string oracle_id =
+      options.oracle_id == "dynamic-oracle" ? "dynamic-oracle(objective=return)" : options.oracle_id;
+  const EpisodeSummary oracle = play(spec, oracle_id, options.eval_seed);
   const EpisodeSummary megatron = play(spec, "megatron", options.eval_seed);
   const EpisodeSummary atp = play(spec, "atp", options.eval_seed);
   r.oracle_return = oracle.total_reward, r.oracle_throughput = oracle.throughput;
@@ -62,7 +67,7 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
     throw std::runtime_error("bench learn: the oracle's return is " + fixed(r.oracle_return, 3) +
                              "; a fraction of it is no target (use a normalised reward)");
   say("evaluation episode (seed " + std::to_string(options.eval_seed) + ", " +
-      std::to_string(oracle.steps) + " steps): return " + options.oracle_id + " " +
+      std::to_string(oracle.steps) + " steps): return " + oracle_id + " " +
       fixed(r.oracle_return, 2) +
       ", atp " + fixed(r.atp_return, 2) + ", megatron " + fixed(r.megatron_return, 2) +
       "; target " + fixed(options.threshold * r.oracle_return, 2));

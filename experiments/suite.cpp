@@ -93,7 +93,8 @@ Interval stratified_mean_ci(const std::vector<std::vector<double>>& strata,
 SuiteEpisode play(const ExperimentSpec& task, Agent& agent, uint64_t instance) {
   std::unique_ptr<Env> env = make_env(task.env_id, with_instance(task, instance));
   const EpisodeSummary s = run_episode(*env, agent, instance, /*learn=*/false);
-  return {instance, s.throughput, s.repartition_s, s.wall_s, s.failed_steps > 0};
+  return {instance, s.throughput, s.repartition_s, s.wall_s, s.failed_steps > 0,
+          s.failed_steps > 0 ? (s.error.empty() ? "out of memory" : s.error) : ""};
 }
 
 // A training env that plays the next of its training instances at every reset: env k of n
@@ -304,7 +305,7 @@ SuiteResult run_suite(const SuiteSpec& suite, std::vector<std::string> agents,
           const SuiteEpisode& e = run.episodes.back();
           say(task.name + ": " + id + (learns ? " seed " + std::to_string(seed) : "") +
               " instance " + std::to_string(inst) + ": " + fixed(e.throughput, 0) +
-              " tokens/s" + (e.failed ? " (ended by a failed step)" : "") + ", " +
+              " tokens/s" + (e.failed ? " (ended by a failed step: " + e.error + ")" : "") + ", " +
               fixed(e.wall_s, 1) + " s");
         }
         t.runs.push_back(std::move(run));
@@ -350,7 +351,10 @@ TaskLogs task_logs(const SuiteTask& t, const std::string& agent) {
       L.repartition_s += e.repartition_s;
       L.eval_wall_s += e.wall_s;
       ++episodes;
-      if (!refs) continue;
+      // An episode a failed step ended is not a throughput: it stopped before the rest of the
+      // episode's work (a node-loss episode that fails before the loss skips its dearest
+      // part). Counted in `failed`, left out of the ratios.
+      if (!refs || e.failed) continue;
       const double m = log_ratio(e.throughput, meg->episodes[i].throughput);
       const double h = log_ratio(e.throughput, hs->episodes[i].throughput);
       const double d = log_ratio(dyn->episodes[i].throughput, hs->episodes[i].throughput);
@@ -506,7 +510,9 @@ std::string format_suite(const SuiteResult& r, TableFormat format, const Bootstr
       << "; overall: stratified by task). share of oracle gain: sum of log(agent / "
          "hindsight-static) over sum of log(dynamic-oracle / hindsight-static); '-' where the "
          "oracle gains under 0.1 %. Learners: runs = training seeds, pooled; seeds min-max = "
-         "each seed's x hindsight-static. Simulator figures: its error against published runs "
+         "each seed's x hindsight-static. failed: episodes a failed step ended (out of memory, "
+         "an invalid plan), left out of the ratios. Simulator figures: its error against "
+         "published runs "
          "is in docs/simulator-fidelity.md.\n";
   return out.str();
 }

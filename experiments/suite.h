@@ -59,7 +59,8 @@ struct SuiteEpisode {
   double throughput = 0;     // tokens/s, repartitions included
   double repartition_s = 0;  // in the episode
   double wall_s = 0;
-  bool failed = false;       // ended by a failed step
+  bool failed = false;       // ended by a failed step: left out of the ratios (task_logs)
+  std::string error;         // the failed step's error (progress lines; not in the JSON)
 };
 
 struct SuiteRun {            // one agent (one training seed of a learner) on one task

@@ -315,7 +315,7 @@ Command add_bench_learn(CLI::App& parent, const Context&) {
                   "Learning agent id (default: the config's agent if it learns, else ppo)");
   cmd->add_option("--oracle", a->oracle,
                   "Reference agent: oracle (static, default) or dynamic-oracle "
-                  "(scenarios with events)");
+                  "(scenarios with events; its return-optimal schedule, objective=return)");
   cmd->add_option("--envs", a->envs, "Training envs (default 8)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-steps", a->max_steps, "Env-step budget, summed over envs (default 400000)")
       ->check(CLI::PositiveNumber);

@@ -31,6 +31,7 @@ def normalised_scores(data):
                             "of improvement"]
     notes = []
     ref, eps = {}, collections.defaultdict(dict)  # (task, instance) -> throughput
+    failed = collections.Counter()
     for e in episodes:
         try:
             key = (str(e["task"]), int(e["instance"]))
@@ -39,9 +40,18 @@ def normalised_scores(data):
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"an episode record without task / instance / throughput / "
                              f"agent: {str(e)[:120]}") from None
+        if e.get("failed") is True:
+            # A failed step ended the episode before the rest of its work: its throughput
+            # over the steps it played is no score (the suite's table leaves it out; a
+            # profile needs every episode, so it scores 0 here and is counted in the notes).
+            failed[agent] += 1
+            value = 0.0
         if agent == REFERENCE:
             ref[key] = value
         eps[agent][(key[0], seed, key[1])] = value
+    for agent, n in sorted(failed.items()):
+        notes.append(f"{agent}: {n} episode{'s' if n != 1 else ''} ended by a failed step, "
+                     f"scored 0")
     if not ref:
         return {}, [], [], [f"no {REFERENCE} episodes to normalise by: no profiles or "
                             f"probabilities of improvement"]

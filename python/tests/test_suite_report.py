@@ -105,6 +105,16 @@ def test_scores_are_normalised_per_instance_by_hindsight_static(synthetic):
     assert np.allclose(scores["ppo(polish=0)"][6:], 0.95)
 
 
+def test_an_episode_a_failed_step_ended_scores_zero(synthetic):
+    data = suite_report.load(synthetic)
+    e = next(e for e in data["episodes"] if e["agent"] == "megatron")
+    e["throughput"] *= 100  # it stopped early: what it played looks fast
+    e["failed"] = True
+    scores, _, _, notes = suite_rliable.normalised_scores(data)
+    assert np.count_nonzero(scores["megatron"] == 0.0) == 1
+    assert notes == ["megatron: 1 episode ended by a failed step, scored 0"]
+
+
 def test_probability_of_improvement_and_profiles_are_rliables():
     """The vectorised functions the bootstrap calls equal rliable's own, ties included."""
     from rliable import library, metrics

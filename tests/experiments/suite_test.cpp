@@ -199,7 +199,7 @@ TEST(SuiteOverall, PartialAgentsHaveNoOverallAndSeedsSpanTheirMeans) {
     SuiteRun r;
     r.agent = agent;
     r.training_seed = seed;
-    for (double t : tps) r.episodes.push_back({0, t, 0, 0, false});
+    for (double t : tps) r.episodes.push_back({0, t, 0, 0, false, ""});
     return r;
   };
   SuiteResult r;
@@ -226,6 +226,35 @@ TEST(SuiteOverall, PartialAgentsHaveNoOverallAndSeedsSpanTheirMeans) {
       EXPECT_NEAR(row.vs_hindsight.point, std::sqrt(0.5), 1e-12);  // pooled seeds
     }
   }
+}
+
+// An episode a failed step ended stopped before the rest of its work (a node-loss episode
+// that fails before the loss skips its dearest part): counted as failed, not in the ratios.
+TEST(SuiteOverall, EpisodesEndedByAFailedStepStayOutOfTheRatios) {
+  auto run = [](const std::string& agent, std::vector<double> tps, std::vector<bool> failed) {
+    SuiteRun r;
+    r.agent = agent;
+    for (size_t i = 0; i < tps.size(); ++i)
+      r.episodes.push_back({i, tps[i], 0, 0, failed[i], failed[i] ? "out of memory" : ""});
+    return r;
+  };
+  SuiteResult r;
+  r.agents = {"megatron", "hindsight-static", "dynamic-oracle", "agent"};
+  SuiteTask t;
+  t.name = "a";
+  t.runs = {run("megatron", {1, 1}, {false, false}), run("hindsight-static", {2, 2}, {false, false}),
+            run("dynamic-oracle", {4, 4}, {false, false}),
+            run("agent", {1, 100}, {false, true})};  // the failed one looks 50x faster
+  r.tasks.push_back(t);
+  bool seen = false;
+  for (const SuiteRow& row : suite_overall(r)) {
+    if (row.agent != "agent") continue;
+    seen = true;
+    EXPECT_EQ(row.failed, 1);
+    EXPECT_NEAR(row.vs_hindsight.point, 0.5, 1e-12);
+    EXPECT_NEAR(row.vs_megatron.point, 1.0, 1e-12);
+  }
+  EXPECT_TRUE(seen);
 }
 
 }  // namespace
