@@ -370,7 +370,8 @@ StepResult PartitionEnv::step(const Action& action) {
 }
 
 // Each component of a step is masked with the others as they are. A share choice that the
-// blocks chosen in the same step do not admit (a degree spanning share groups) takes those
+// blocks chosen in the same step do not admit (a degree spanning share groups, or together
+// more memory than a rank has) takes those
 // blocks narrowed by the rule the mask offered it under (admitted_with_shares: the widest
 // allowed entry that divides a group; info scalar "blocks_narrowed"), so that one plan-level
 // choice leaves a lost group out. Where even that does not fit, it is not applied: the shares
@@ -381,10 +382,12 @@ void PartitionEnv::admit_share_choice(bool& refused, bool& narrowed) {
   const int g = world_ / stages_ / n;
   bool spans = false;
   for (int b = 0; b < blocks_ && !spans; ++b) spans = g % pending_.blocks[b].degree() != 0;
-  if (!spans) return;
+  // The mask offered the shares with the blocks in force; blocks changed in the same step may
+  // not fit them (a group's doubled batch with a block that now keeps more activations).
+  if (!spans && plan_fits(*run_, pending_)) return;
   if (std::optional<Plan> admitted = admitted_with_shares(*run_, pending_)) {
+    narrowed = admitted->blocks != pending_.blocks;
     pending_.blocks = std::move(admitted->blocks);
-    narrowed = true;
   } else {
     pending_.pipeline = pipeline_;
     refused = true;

@@ -21,8 +21,8 @@
 // valid and fits memory, or when it would with every block whose degree spans a share group
 // narrowed to an allowed one that does not (the blocks of the same step can move with the
 // shares: leaving a lost rank's group out in one step). A share choice that the blocks chosen
-// in the same step do not admit (a degree that spans share groups) takes them narrowed by that
-// rule (admitted_with_shares; the step's info has the scalar "blocks_narrowed"); where that
+// in the same step do not admit (a degree that spans share groups, or together more memory
+// than a rank has) takes them narrowed by that rule (admitted_with_shares; the step's info has the scalar "blocks_narrowed"); where that
 // does not fit either, it is not applied: the shares in force stay ("plan_choice_refused",
 // PartitionEnv).
 //

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "tests/env/conformance.h"
@@ -189,6 +190,49 @@ TEST(ShareAction, AShareChoiceAloneNarrowsTheBlocksThatSpanAGroup) {
   EXPECT_EQ(again.info.scalars.count("blocks_narrowed"), 0u);
   EXPECT_EQ(again.info.plan.blocks[0].degree(), 2);
   EXPECT_EQ(again.info.measurement.repartition_s, 0.0);
+}
+
+// Each component is masked with the others as they are: blocks that fit with the shares in
+// force and a share choice that fits with the blocks in force may not fit together. Then the
+// share choice is not applied (the shares in force stay, which the blocks admit), rather than
+// the step running out of memory: here every block moves to dp (more state a rank) while
+// group 0 is left out (a third more sequences on the others).
+TEST(ShareAction, AShareChoiceTheSameStepsBlocksDoNotFitIsRefused) {
+  ExperimentSpec spec = spec_with_shares();
+  const int B = 4;
+  // Each step's peak as the env runs it, with room to spare: blocks to dp, group 0 left out
+  // (share choice 2, component index 3), both.
+  auto peak_of = [&](bool blocks_to_dp, bool without0) {
+    auto env = sim_env(spec);
+    auto [obs, info] = env->reset(0);
+    Action a = info.plan_indices;
+    if (blocks_to_dp) a.assign(B, env->run().catalog().index_of(Strategy::dp()));
+    a.push_back(without0 ? 3 : 0);
+    const StepResult r = env->step(a);
+    const auto& p = r.info.measurement.peak_memory_bytes;
+    return *std::max_element(p.begin(), p.end());
+  };
+  const double dp_even = peak_of(true, false), t2_without = peak_of(false, true),
+               dp_without = peak_of(true, true);
+  ASSERT_GT(dp_without, std::max(dp_even, t2_without));
+  spec.cluster.devices[0].memory_bytes = 0.5 * (std::max(dp_even, t2_without) + dp_without);
+  auto env = sim_env(spec);
+  auto [obs, info] = env->reset(0);
+  const int K = env->spec().catalog_size;
+  const int dp = env->run().catalog().index_of(Strategy::dp());
+  ASSERT_GE(dp, 0);
+  const std::vector<uint8_t> mask = env->action_mask();
+  for (int b = 0; b < B; ++b) ASSERT_EQ(mask[b * K + dp], 1) << "block " << b;
+  ASSERT_EQ(mask[B * K + 3], 1) << "group 0 out is offered with the blocks in force";
+  Action both(B, dp);
+  both.push_back(3);
+  const StepResult r = env->step(both);
+  ASSERT_TRUE(r.info.error.empty()) << r.info.error;
+  EXPECT_FALSE(r.info.measurement.oom);
+  EXPECT_EQ(r.info.scalars.count("plan_choice_refused"), 1u);
+  EXPECT_TRUE(r.info.plan.pipeline.shares.empty() ||
+              r.info.plan.pipeline.shares == std::vector<int>(4, 4));
+  EXPECT_EQ(r.info.plan.blocks[0].degree(), 1);
 }
 
 TEST(ShareAction, PassesTheConformanceSuite) {
