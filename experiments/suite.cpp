@@ -365,10 +365,23 @@ TaskLogs task_logs(const SuiteTask& t, const std::string& agent) {
       seed_sum += h;
       ++seed_n;
     }
-    if (seed_n) L.seed_vs_hindsight.push_back(seed_sum / seed_n);
+    // NaN for a seed whose every episode failed: the seeds stay aligned across tasks.
+    if (refs) L.seed_vs_hindsight.push_back(seed_n ? seed_sum / seed_n : NAN);
   }
   if (episodes) L.repartition_s /= episodes;
   return L;
+}
+
+// Seeds min-max: exp of the least and largest of `logs` / n, the seeds without a figure (NaN:
+// every episode failed) left out; NaN where no seed has one.
+void set_seed_range(const std::vector<double>& logs, int n, SuiteRow& row) {
+  row.seed_low = row.seed_high = NAN;
+  for (double l : logs) {
+    if (std::isnan(l)) continue;
+    const double v = std::exp(l / n);
+    row.seed_low = std::isnan(row.seed_low) ? v : std::min(row.seed_low, v);
+    row.seed_high = std::isnan(row.seed_high) ? v : std::max(row.seed_high, v);
+  }
 }
 
 SuiteRow row_of(const std::string& task, const std::string& agent, const TaskLogs& L,
@@ -387,8 +400,7 @@ SuiteRow row_of(const std::string& task, const std::string& agent, const TaskLog
   }
   row.vs_megatron = exp_interval(bootstrap_ci(L.vs_megatron, Statistic::kMean, b));
   row.vs_hindsight = exp_interval(bootstrap_ci(L.vs_hindsight, Statistic::kMean, b));
-  row.seed_low = std::exp(*std::min_element(L.seed_vs_hindsight.begin(), L.seed_vs_hindsight.end()));
-  row.seed_high = std::exp(*std::max_element(L.seed_vs_hindsight.begin(), L.seed_vs_hindsight.end()));
+  set_seed_range(L.seed_vs_hindsight, 1, row);
   double gained = 0, possible = 0;
   for (size_t i = 0; i < L.vs_hindsight.size(); ++i) {
     gained += L.vs_hindsight[i];
@@ -453,10 +465,7 @@ std::vector<SuiteRow> suite_overall(const SuiteResult& r, const BootstrapOptions
     // Each training seed's overall figure: the mean over tasks of its mean log ratio (tasks
     // weigh equally, as in the stratified mean).
     row.seed_low = row.seed_high = row.vs_hindsight.point;
-    if (!seed_sum.empty()) {
-      row.seed_low = std::exp(*std::min_element(seed_sum.begin(), seed_sum.end()) / tasks);
-      row.seed_high = std::exp(*std::max_element(seed_sum.begin(), seed_sum.end()) / tasks);
-    }
+    if (!seed_sum.empty()) set_seed_range(seed_sum, tasks, row);
     row.gain_share = possible > 1e-3 * double(meg.size()) ? gained / possible : NAN;
     rows.push_back(row);
   }
@@ -494,7 +503,9 @@ std::string format_suite(const SuiteResult& r, TableFormat format, const Bootstr
     const bool any = row.vs_megatron.n > 0;
     t.add_row({row.task, row.agent, std::to_string(row.runs), any ? ci_text(row.vs_megatron) : "-",
                any ? ci_text(row.vs_hindsight) : "-",
-               row.runs > 1 && any ? fixed(row.seed_low, 3) + "-" + fixed(row.seed_high, 3) : "",
+               row.runs > 1 && any && !std::isnan(row.seed_low)
+                   ? fixed(row.seed_low, 3) + "-" + fixed(row.seed_high, 3)
+                   : "",
                row.agent == "megatron" || row.agent == "hindsight-static"
                    ? std::string()  // references: their share is not a result
                    : share_text(row.gain_share),
@@ -511,7 +522,8 @@ std::string format_suite(const SuiteResult& r, TableFormat format, const Bootstr
          "hindsight-static) over sum of log(dynamic-oracle / hindsight-static); '-' where the "
          "oracle gains under 0.1 %. Learners: runs = training seeds, pooled; seeds min-max = "
          "each seed's x hindsight-static. failed: episodes a failed step ended (out of memory, "
-         "an invalid plan), left out of the ratios. Simulator figures: its error against "
+         "an invalid plan), left out of the ratios (and a seed with none left on a task, out of "
+         "the seeds' range). Simulator figures: its error against "
          "published runs "
          "is in docs/simulator-fidelity.md.\n";
   return out.str();

@@ -257,5 +257,39 @@ TEST(SuiteOverall, EpisodesEndedByAFailedStepStayOutOfTheRatios) {
   EXPECT_TRUE(seen);
 }
 
+// A seed whose every episode of a task failed has no figure there: it leaves the seeds' range
+// (per task and overall) instead of shifting the other seeds onto the wrong runs.
+TEST(SuiteOverall, ASeedWithEveryEpisodeFailedLeavesTheSeedsRange) {
+  auto run = [](const std::string& agent, int seed, double tp, bool failed) {
+    SuiteRun r;
+    r.agent = agent;
+    r.training_seed = seed;
+    for (uint64_t i = 0; i < 2; ++i) r.episodes.push_back({i, tp, 0, 0, failed, ""});
+    return r;
+  };
+  SuiteResult r;
+  r.agents = {"megatron", "hindsight-static", "dynamic-oracle", "learner"};
+  for (const char* name : {"a", "b"}) {
+    SuiteTask t;
+    t.name = name;
+    t.runs = {run("megatron", -1, 1, false), run("hindsight-static", -1, 2, false),
+              run("dynamic-oracle", -1, 4, false)};
+    // seed 0 at half of hindsight-static's throughput; seed 1 at it, but failing on task a
+    t.runs.push_back(run("learner", 0, 1, false));
+    t.runs.push_back(run("learner", 1, 2, t.name == std::string("a")));
+    r.tasks.push_back(t);
+  }
+  for (const SuiteRow& row : suite_rows(r))
+    if (row.agent == "learner" && row.task == "a") {
+      EXPECT_NEAR(row.seed_low, 0.5, 1e-12);
+      EXPECT_NEAR(row.seed_high, 0.5, 1e-12);
+    }
+  for (const SuiteRow& row : suite_overall(r))
+    if (row.agent == "learner") {
+      EXPECT_NEAR(row.seed_low, 0.5, 1e-12);  // seed 1 has no overall figure
+      EXPECT_NEAR(row.seed_high, 0.5, 1e-12);
+    }
+}
+
 }  // namespace
 }  // namespace shardgym
