@@ -2,6 +2,9 @@
 // (episode, step, index), so a test (or tests/datasets/read_trace.py, which repeats the same
 // formulas) can check a file element by element without keeping what was written.
 // No simulator and no env implementation: EnvSpec / ResetResult / StepResult are built here.
+//
+// Length: the closed forms and the writers that use them stay together, since
+// read_trace.py repeats the same formulas and a reader checks them side by side.
 #pragma once
 
 #include <cmath>

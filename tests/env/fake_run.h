@@ -6,6 +6,9 @@
 // Time as in SimRun: step() call k (0-based; k = 0 is PartitionEnv's reference iteration at
 // reset, k = j is env step j) runs under every event with step ≤ k; context(), estimate() and
 // action_mask() describe the step about to be taken.
+//
+// Length: a whole TrainingRun in one header-only test double, every switch next to the
+// behaviour it turns on.
 #pragma once
 
 #include <algorithm>

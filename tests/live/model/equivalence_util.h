@@ -1,6 +1,9 @@
 // Shared by the equivalence tests (CPU: equivalence_test.cpp, CUDA: cuda_equivalence_test.cpp):
 // plans to check and the comparison of P ranks' loss and gathered gradients with the
 // single-rank reference GPT from the same initial weights.
+//
+// Length: one header both test binaries include (the CUDA one is built apart), holding the
+// plan lists and the comparison they must share to check the same thing.
 #pragma once
 
 #include <algorithm>
