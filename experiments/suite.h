@@ -77,6 +77,12 @@ struct SuiteTask {
   std::vector<SuiteRun> runs;  // references first (megatron, hindsight-static, dynamic-oracle)
 };
 
+// The reference agents every suite table needs, in table order.
+inline constexpr const char* kSuiteReferences[] = {"megatron", "hindsight-static",
+                                                   "dynamic-oracle"};
+// The first run of `agent` in the task; nullptr when it has none.
+const SuiteRun* find_suite_run(const SuiteTask& t, const std::string& agent);
+
 struct SuiteResult {
   std::string name;
   std::vector<uint64_t> test_instances;
