@@ -421,7 +421,7 @@ class OracleAgent : public Agent {
   std::vector<Plan> plans_;  // the same targets as plans (their data shares)
   std::vector<int> starts_;
   OracleOptions options_;
-  bool episode_totals_ = false;
+  bool episode_totals_ = true;  // objective=time, the default
 };
 
 }  // namespace

@@ -371,10 +371,9 @@ StepResult PartitionEnv::step(const Action& action) {
 
 // Each component of a step is masked with the others as they are. A share choice that the
 // blocks chosen in the same step do not admit (a degree spanning share groups, or together
-// more memory than a rank has) takes those
-// blocks narrowed by the rule the mask offered it under (admitted_with_shares: the widest
-// allowed entry that divides a group; info scalar "blocks_narrowed"), so that one plan-level
-// choice leaves a lost group out. Where even that does not fit, it is not applied: the shares
+// more memory than a rank has) takes those blocks narrowed by the rule the mask offered it
+// under (admitted_with_shares: the widest allowed entry that divides a group; info scalar
+// "blocks_narrowed"), so that one plan-level choice leaves a lost group out. Where even that does not fit, it is not applied: the shares
 // in force stay, which every block the mask allowed admits ("plan_choice_refused").
 void PartitionEnv::admit_share_choice(bool& refused, bool& narrowed) {
   const int n = static_cast<int>(pending_.pipeline.shares.size());

@@ -22,9 +22,9 @@
 // narrowed to an allowed one that does not (the blocks of the same step can move with the
 // shares: leaving a lost rank's group out in one step). A share choice that the blocks chosen
 // in the same step do not admit (a degree that spans share groups, or together more memory
-// than a rank has) takes them narrowed by that rule (admitted_with_shares; the step's info has the scalar "blocks_narrowed"); where that
-// does not fit either, it is not applied: the shares in force stay ("plan_choice_refused",
-// PartitionEnv).
+// than a rank has) takes them narrowed by that rule (admitted_with_shares; the step's info
+// has the scalar "blocks_narrowed"); where that does not fit either, it is not applied: the
+// shares in force stay ("plan_choice_refused", PartitionEnv).
 //
 // The observation gets a "shares" part before the pipeline part: per group, its share over the
 // even one, its speed and whether it can train (3 entries per group).

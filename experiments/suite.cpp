@@ -521,9 +521,8 @@ std::string format_suite(const SuiteResult& r, TableFormat format, const Bootstr
          "oracle gains under 0.1 %. Learners: runs = training seeds, pooled; seeds min-max = "
          "each seed's x hindsight-static. failed: episodes a failed step ended (out of memory, "
          "an invalid plan), left out of the ratios (and a seed with none left on a task, out of "
-         "the seeds' range). Simulator figures: its error against "
-         "published runs "
-         "is in docs/simulator-fidelity.md.\n";
+         "the seeds' range). Simulator figures: its error against published runs is in "
+         "docs/simulator-fidelity.md.\n";
   return out.str();
 }
 
