@@ -1,7 +1,7 @@
 // Agent: anything that picks per-block strategies from observations (docs/design.md §1).
 //
 //   auto agent = make_agent("ppo(lr=3e-4)", env->spec(), seed);
-//   Action a = agent->act(obs, env->action_mask());
+//   Action a = agent->act(obs, env->action_mask(), info.plan_indices);
 //   agent->observe({obs, a, r.reward, r.obs, r.terminated, r.truncated});
 //   agent->update();   // learners learn here; others do nothing
 //
@@ -55,8 +55,12 @@ class Agent {
  public:
   virtual ~Agent() = default;
   virtual std::string name() const = 0;
-  // mask: flattened block-major, mask[b*K + k] (Env::action_mask()).
-  virtual Action act(const Observation& obs, const std::vector<uint8_t>& mask) = 0;
+  // mask: flattened block-major, mask[b*K + k] (Env::action_mask()). plan: the plan in
+  // force as catalog indices, one per block (Info::plan_indices of the reset or step that
+  // gave `obs`; -1 where a block's strategy is not in the catalog): exact, where the
+  // observation's first block feature is index / K as a float.
+  virtual Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+                     const std::vector<int32_t>& plan) = 0;
   virtual void observe(const Transition& t) {}
   // Learn from what was observed; returns true when parameters changed.
   virtual bool update() { return false; }

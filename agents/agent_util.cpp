@@ -81,18 +81,12 @@ bool action_allowed(const Action& a, const std::vector<uint8_t>& mask, int catal
   return true;
 }
 
-Action current_action(const Observation& obs, int blocks, int catalog) {
-  const int64_t need = static_cast<int64_t>(blocks) * PartitionEnv::kBlockFeatures;
-  if (static_cast<int64_t>(obs.size()) < need)
-    throw std::invalid_argument(
-        "observation has " + std::to_string(obs.size()) +
-        " values, fewer than blocks*kBlockFeatures = " + std::to_string(need));
-  Action a(blocks);
-  for (int b = 0; b < blocks; ++b) {
-    long k = std::lround(obs[static_cast<size_t>(b) * PartitionEnv::kBlockFeatures] * catalog);
-    a[b] = static_cast<int32_t>(std::min<long>(std::max<long>(k, 0), catalog - 1));
-  }
-  return a;
+Action current_action(const std::vector<int32_t>& plan, int blocks) {
+  if (blocks < 0 || plan.size() < static_cast<size_t>(blocks))
+    throw std::invalid_argument("the plan in force has " + std::to_string(plan.size()) +
+                                " catalog indices, fewer than the " + std::to_string(blocks) +
+                                " blocks");
+  return Action(plan.begin(), plan.begin() + blocks);
 }
 
 Action respect_mask(const Action& wanted, const Action& current, const std::vector<uint8_t>& mask,

@@ -28,9 +28,10 @@ std::vector<int> allowed_moves(const std::vector<uint8_t>& mask, int blocks, int
 // `a` (B entries, or B + 1 with a pipeline choice) lies in the space and the mask.
 bool action_allowed(const Action& a, const std::vector<uint8_t>& mask, int catalog);
 
-// The plan in force, read from the observation (PartitionEnv layout: feature 0 of block b is
-// catalog index / K). Throws if the observation is too short.
-Action current_action(const Observation& obs, int blocks, int catalog);
+// The plan in force as an action: the first `blocks` entries of `plan` (Agent::act's plan,
+// Info::plan_indices), -1 kept where a block's strategy is not in the catalog (respect_mask
+// replaces it). Throws if `plan` has fewer entries.
+Action current_action(const std::vector<int32_t>& plan, int blocks);
 
 // Per block (current.size() blocks): `wanted` where the mask allows it, else `current` where
 // allowed, else the first allowed entry (else `current`: a block with no allowed entry cannot

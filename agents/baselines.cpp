@@ -163,7 +163,8 @@ class RandomAgent : public Agent {
         moves_(agents_detail::pipeline_moves(spec)),
         rng_(seed) {}
   std::string name() const override { return name_; }
-  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+             const std::vector<int32_t>& plan) override {
     auto allowed = agents_detail::allowed_entries(mask, blocks_, catalog_, moves_);
     Action a(blocks_);
     for (int b = 0; b < blocks_; ++b) {
@@ -205,18 +206,19 @@ class StaticAgent : public Agent {
     target_.clear();
   }
 
-  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+             const std::vector<int32_t>& plan) override {
     if (target_.empty()) resolve();
     // Where a block's target is masked now (memory with the other blocks as they are), keep
     // that block as it is; the next steps finish the move.
     const int blocks = static_cast<int>(target_.size());
-    Action current = current_action(obs, blocks, catalog_);
+    Action current = current_action(plan, blocks);
     Action wanted = target_;
     if (stages_ > 1 || groups_ > 0) {  // the plan-level component: keep unless ...
       int c = 0;
       if (stages_ > 1) {  // one boundary move per step towards the plan's split
         Pipeline now = target_pipeline_;
-        now.split = split_from_observation(obs, stages_, blocks / 2);
+        now.split = env_->run().plan().pipeline.layers_per_stage(blocks / 2);
         c = pipeline_choice_toward(now, target_pipeline_, blocks / 2);
       }
       if (c == 0 && groups_ > 0) {  // ... the shares differ from the plan's (none: even)

@@ -363,7 +363,8 @@ class OracleAgent : public Agent {
     targets_.clear();
   }
 
-  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+             const std::vector<int32_t>& in_force) override {
     if (!env_)
       throw std::logic_error(name_ +
                              ": act() before begin_episode(env): the oracle plans on "
@@ -373,7 +374,7 @@ class OracleAgent : public Agent {
     size_t k = 0;
     while (k + 1 < targets_.size() && t >= starts_[k + 1]) ++k;
     const int blocks = static_cast<int>(targets_[k].size());
-    Action current = agents_detail::current_action(obs, blocks, catalog_);
+    Action current = agents_detail::current_action(in_force, blocks);
     Action wanted = targets_[k];
     // The stage boundaries, then the shares, go toward the target's, one move a step.
     if (moves_ > 0) wanted.push_back(agents_detail::plan_choice_toward(*env_, plans_[k]));

@@ -18,11 +18,12 @@ EpisodeRun::EpisodeRun(Env& env, Agent& agent, uint64_t seed, bool learn,
   agent.begin_episode(env);  // after reset: static agents read the run's state there
   agent.set_training(learn);
   obs_ = std::move(reset.obs);
+  plan_ = std::move(reset.info.plan_indices);
 }
 
 void EpisodeRun::step() {
   if (done_) return;
-  const Action action = agent_.act(obs_, env_.action_mask());
+  const Action action = agent_.act(obs_, env_.action_mask(), plan_);
   StepResult r = env_.step(action);
   ++s_.steps;
   s_.total_reward += r.reward;
@@ -53,6 +54,7 @@ void EpisodeRun::step() {
     hooks_.on_step(r, s_);
   }
   obs_ = std::move(r.obs);
+  plan_ = std::move(r.info.plan_indices);
   if (r.terminated || r.truncated || failed) {
     done_ = true;
     s_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();

@@ -84,6 +84,7 @@ class EpisodeRun {
   EpisodeHooks hooks_;
   std::chrono::steady_clock::time_point t0_;
   Observation obs_;
+  std::vector<int32_t> plan_;  // the plan in force for obs_ (Info::plan_indices)
   EpisodeSummary s_;
   double last_ok_latency_s_ = -1;  // the step before's latency; < 0: it failed or none
   bool done_ = false;

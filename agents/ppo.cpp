@@ -134,7 +134,7 @@ void PPO::Impl::clear_tables() {
   set_keys({});
 }
 
-std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,
+std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<int32_t>& plan,
                                             const std::vector<uint8_t>& mask) const {
   std::vector<uint8_t> out(mask);
   if (static_cast<int64_t>(mask.size()) != static_cast<int64_t>(blocks) * catalog + moves)
@@ -146,8 +146,8 @@ std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<float>& obs,
     bool any = false;
     for (int k = 0; k < catalog && !any; ++k) any = mask[b * catalog + k] != 0;
     if (any) continue;
-    if (current.empty()) current = agents_detail::current_action(obs, blocks, catalog);
-    out[b * catalog + current[b]] = 1;
+    if (current.empty()) current = agents_detail::current_action(plan, blocks);
+    out[b * catalog + (current[b] >= 0 && current[b] < catalog ? current[b] : catalog - 1)] = 1;
   }
   return out;
 }
@@ -322,13 +322,14 @@ int64_t PPO::parameter_count() const {
   return n;
 }
 
-Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
+Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask,
+                const std::vector<int32_t>& plan) {
   Impl& m = *impl_;
   if (static_cast<int>(obs.size()) != m.obs_dim)
     throw std::invalid_argument("ppo: observation of " + std::to_string(obs.size()) +
                                 " values, the env spec says " + std::to_string(m.obs_dim));
   torch::NoGradGuard no_grad;
-  std::vector<uint8_t> usable = m.usable_mask(obs, mask);
+  std::vector<uint8_t> usable = m.usable_mask(plan, mask);
   torch::Tensor mask_t = m.mask_tensor(usable, 1);
   // decode=pref reads the bonus-free logits: one forward pass either way.
   const bool pref = !training_ && config_.decode_pref && config_.keep;
@@ -341,7 +342,7 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
     // The preferred entry, taken only with a margin over the entry in force (or when the
     // entry in force is masked).
     a = logits.argmax(2);
-    const Action current = agents_detail::current_action(obs, m.blocks, m.catalog);
+    const Action current = agents_detail::current_action(plan, m.blocks);
     auto acc = a.accessor<int64_t, 2>();
     auto p = logits.accessor<float, 3>();
     for (int b = 0; b < m.blocks; ++b) {
@@ -362,7 +363,7 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
     // by more than `margin` nats; the other kind keeps its blocks' own decisions. The sampled
     // policy drifts there too: a plan move goes to the entry rows' draw, then the blocks keep
     // it.
-    const Action current = agents_detail::current_action(obs, m.blocks, m.catalog);
+    const Action current = agents_detail::current_action(plan, m.blocks);
     auto acc = a.accessor<int64_t, 2>();
     auto p = logits.accessor<float, 3>();
     for (int kind = 0; kind < 2 && kind < m.blocks; ++kind) {
@@ -372,8 +373,10 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask) {
         if (p[0][row][k] > p[0][row][best]) best = k;
       double in_force = 0;
       int n = 0;
-      for (int b = kind; b < m.blocks; b += 2, ++n) in_force += p[0][row][current[b]];
-      if (p[0][row][best] - in_force / n <= config_.margin) continue;  // −inf: masked, move
+      for (int b = kind; b < m.blocks; b += 2)  // blocks outside the catalog do not count
+        if (current[b] >= 0 && current[b] < m.catalog) in_force += p[0][row][current[b]], ++n;
+      // −inf: masked, move; none in the catalog: move
+      if (n > 0 && p[0][row][best] - in_force / n <= config_.margin) continue;
       bool allowed = true;  // (a row with nothing allowed holds a placeholder)
       for (int b = kind; b < m.blocks && allowed; b += 2)
         allowed = usable[static_cast<size_t>(b) * m.catalog + best] != 0;

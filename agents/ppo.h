@@ -218,7 +218,8 @@ class PPO : public Agent {
   ~PPO() override;
 
   std::string name() const override { return name_; }
-  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override;
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+             const std::vector<int32_t>& plan) override;
   void observe(const Transition& t) override;
   bool update() override;
   bool learns() const override { return true; }

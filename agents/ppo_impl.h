@@ -84,9 +84,10 @@ struct PPO::Impl {
   bool have_next = false;
   std::vector<float> next_obs;
 
-  // The env's mask with every empty block row given the block's current entry (a block with
-  // nothing allowed cannot be helped; this keeps the distribution defined).
-  std::vector<uint8_t> usable_mask(const std::vector<float>& obs,
+  // The env's mask with every empty block row given the block's entry in force (`plan`,
+  // Agent::act's), or the last entry where that strategy is outside the catalog: a block with
+  // nothing allowed cannot be helped; this keeps the distribution defined.
+  std::vector<uint8_t> usable_mask(const std::vector<int32_t>& plan,
                                    const std::vector<uint8_t>& mask) const;
   torch::Tensor obs_tensor(const std::vector<float>& flat, int64_t rows) const;
   // The env's masks (n × (B·K + M)) as bool [n, R, W].
@@ -109,7 +110,8 @@ struct PPO::Impl {
     torch::Tensor a, logp, value;
   };
   Sampled sample(const std::vector<std::vector<float>>& obs,
-                 const std::vector<std::vector<uint8_t>>& masks);
+                 const std::vector<std::vector<uint8_t>>& masks,
+                 const std::vector<std::vector<int32_t>>& plans);
   // Time-limit truncations bootstrap from the value of their final observation: per env,
   // γ·V(final) for a truncated episode that did not fail (one batch), else 0.
   std::vector<double> truncation_bootstrap(const std::vector<uint8_t>& terminated,

@@ -15,11 +15,12 @@
 namespace shardgym {
 
 PPO::Impl::Sampled PPO::Impl::sample(const std::vector<std::vector<float>>& obs,
-                                     const std::vector<std::vector<uint8_t>>& masks) {
+                                     const std::vector<std::vector<uint8_t>>& masks,
+                                     const std::vector<std::vector<int32_t>>& plans) {
   const int n = static_cast<int>(obs.size());
   Sampled out;
   for (int i = 0; i < n; ++i) {
-    std::vector<uint8_t> usable = usable_mask(obs[i], masks[i]);
+    std::vector<uint8_t> usable = usable_mask(plans[i], masks[i]);
     out.obs.insert(out.obs.end(), obs[i].begin(), obs[i].end());
     out.mask.insert(out.mask.end(), usable.begin(), usable.end());
   }
@@ -65,7 +66,8 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
   auto env_seed = [&] {
     return static_cast<uint64_t>(at::randint(1 << 30, {1}, impl_->gen).item<int64_t>());
   };
-  std::vector<Observation> obs = envs.reset(env_seed());
+  std::vector<std::vector<int32_t>> plans;  // the plan in force for obs (catalog indices)
+  std::vector<Observation> obs = envs.reset(env_seed(), &plans);
   std::vector<double> running(n, 0.0);
   const bool was_training = training_;
   training_ = true;
@@ -73,7 +75,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
   while (result.env_steps < steps) {
     if (restart_pending_) {  // a fresh run (restart()): its own env seeds, no open episodes
       restart_pending_ = false;
-      obs = envs.reset(env_seed());
+      obs = envs.reset(env_seed(), &plans);
       running.assign(n, 0.0);
     }
     Impl& m = *impl_;  // replaced by a restart
@@ -82,7 +84,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
     int ended = 0;
     double ended_sum = 0;
     for (int t = 0; t < config_.rollout; ++t) {
-      const Impl::Sampled smp = m.sample(obs, envs.action_masks());
+      const Impl::Sampled smp = m.sample(obs, envs.action_masks(), plans);
       std::vector<Action> actions(n);
       for (int i = 0; i < n; ++i) actions[i] = m.env_action(smp.a[i].data_ptr<int64_t>());
       VectorStep s = envs.step(actions);
@@ -106,7 +108,11 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
         running[i] += s.rewards[i];
         // Out of memory ends the episode here even if the env would go on: with a plan in
         // force that does not fit, no action is valid.
-        if (failed[i] && !s.terminated[i] && !s.truncated[i]) s.obs[i] = envs.env(i).reset().obs;
+        if (failed[i] && !s.terminated[i] && !s.truncated[i]) {
+          ResetResult again = envs.env(i).reset();
+          s.obs[i] = std::move(again.obs);
+          s.plans[i] = std::move(again.info.plan_indices);
+        }
         if (done) {
           result.episode_returns.push_back(running[i]);
           ended_sum += running[i];
@@ -115,6 +121,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
         }
       }
       obs = std::move(s.obs);
+      plans = std::move(s.plans);
       result.env_steps += n;
       m.env_steps += n;
     }
@@ -126,7 +133,9 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
       m.polish_wait = polish(envs.env(0)) > 0 ? config_.polish : 2 * m.polish_wait;
       m.polish_next = m.updates + m.polish_wait;
       training_ = true;
-      obs[0] = envs.env(0).reset(env_seed()).obs;
+      ResetResult again = envs.env(0).reset(env_seed());
+      obs[0] = std::move(again.obs);
+      plans[0] = std::move(again.info.plan_indices);
       running[0] = 0;
     }
     u.episodes = ended;

@@ -71,7 +71,8 @@ class ReplanAgent : public Agent {
     own_run_ = -1;
   }
 
-  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+             const std::vector<int32_t>& plan) override {
     if (!env_)
       throw std::logic_error(name_ + ": act() before begin_episode(env): replan plans on the "
                                      "env's run");
@@ -83,7 +84,7 @@ class ReplanAgent : public Agent {
       seen_ = watch(run, objective);
     }
     const int blocks = static_cast<int>(target_.blocks.size());
-    Action current = agents_detail::current_action(obs, blocks, catalog_);
+    Action current = agents_detail::current_action(plan, blocks);
     Action wanted = plan_to_action(target_, run.catalog());
     if (moves_ > 0) wanted.push_back(agents_detail::plan_choice_toward(*env_, target_));
     return agents_detail::respect_mask(wanted, current, mask, catalog_);

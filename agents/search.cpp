@@ -78,8 +78,9 @@ class SearchAgent : public Agent {
 
   void begin_episode(Env&) override { new_episode(); }
 
-  Action act(const Observation& obs, const std::vector<uint8_t>& mask) override {
-    Action current = current_action(obs, blocks_, catalog_);
+  Action act(const Observation& obs, const std::vector<uint8_t>& mask,
+             const std::vector<int32_t>& plan) override {
+    Action current = current_action(plan, blocks_);
     if (!pending_.empty()) return with_keep(respect_mask(pending_, current, mask, catalog_));
     Allowed allowed = allowed_entries(mask, blocks_, catalog_, moves_);
     Action a = respect_mask(propose(current, allowed), current, mask, catalog_);

@@ -3,8 +3,9 @@
 //   auto env = make_env("shardgym/TPSim-v0", spec);
 //   auto [obs, info] = env->reset(42);
 //   while (true) {
-//     auto r = env->step(agent.act(obs, env->action_mask()));
+//     auto r = env->step(agent.act(obs, env->action_mask(), info.plan_indices));
 //     if (r.terminated || r.truncated) break;
+//     obs = r.obs, info = r.info;
 //   }
 //
 // Action: one catalog index per block (MultiDiscrete, nvec = catalog size for every block),

@@ -1,7 +1,6 @@
 #include "env/pipeline_action.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -33,23 +32,6 @@ int pipeline_choice_toward(const Pipeline& from, const Pipeline& to, int layers)
     if (ea < eb) return 2 + 2 * static_cast<int>(i);
   }
   return 0;
-}
-
-std::vector<int> split_from_observation(const std::vector<float>& obs, int stages, int layers) {
-  const size_t part = static_cast<size_t>(pipeline_choices(stages));
-  if (stages < 2) return {layers};
-  if (obs.size() < part)
-    throw std::invalid_argument("observation of " + std::to_string(obs.size()) +
-                                " values has no pipeline part of " + std::to_string(part));
-  std::vector<int> split(stages);
-  int prev = 0;
-  for (int i = 0; i + 1 < stages; ++i) {
-    const int first = static_cast<int>(std::lround(obs[obs.size() - part + i] * layers));
-    split[i] = first - prev;
-    prev = first;
-  }
-  split[stages - 1] = layers - prev;
-  return split;
 }
 
 }  // namespace shardgym

@@ -28,8 +28,5 @@ Pipeline apply_pipeline_choice(const Pipeline& pipe, int choice, int layers);
 // The choice that brings `from`'s split one move closer to `to`'s: the first boundary that
 // differs. 0 when the splits match or the pipelines differ in more than the split.
 int pipeline_choice_toward(const Pipeline& from, const Pipeline& to, int layers);
-// The split the observation's pipeline part describes (PartitionEnv layout; the observation
-// of an env with `stages` > 1 stages). Throws std::invalid_argument if it is too short.
-std::vector<int> split_from_observation(const std::vector<float>& obs, int stages, int layers);
 
 }  // namespace shardgym

@@ -41,9 +41,15 @@ VectorEnv::VectorEnv(int num_envs, const std::function<std::unique_ptr<Env>(int)
 
 VectorEnv::~VectorEnv() = default;
 
-std::vector<Observation> VectorEnv::reset(uint64_t seed) {
+std::vector<Observation> VectorEnv::reset(uint64_t seed,
+                                          std::vector<std::vector<int32_t>>* plans) {
   std::vector<Observation> obs(envs_.size());
-  pool_->parallel_for(size(), [&](int i) { obs[i] = envs_[i]->reset(seed + i).obs; });
+  if (plans) plans->assign(envs_.size(), {});
+  pool_->parallel_for(size(), [&](int i) {
+    ResetResult r = envs_[i]->reset(seed + i);
+    obs[i] = std::move(r.obs);
+    if (plans) (*plans)[i] = std::move(r.info.plan_indices);
+  });
   return obs;
 }
 
@@ -60,18 +66,22 @@ VectorStep VectorEnv::step(const std::vector<Action>& actions) {
   out.truncated.resize(n);
   out.final_obs.resize(n);
   out.infos.resize(n);
+  out.plans.resize(n);
   pool_->parallel_for(size(), [&](int i) {
     StepResult r = envs_[i]->step(actions[i]);
     out.rewards[i] = r.reward;
     out.terminated[i] = r.terminated ? 1 : 0;
     out.truncated[i] = r.truncated ? 1 : 0;
-    out.infos[i] = std::move(r.info);
     if (r.terminated || r.truncated) {
       out.final_obs[i] = std::move(r.obs);
-      out.obs[i] = envs_[i]->reset().obs;  // autoreset: continues env i's seed sequence
+      ResetResult again = envs_[i]->reset();  // autoreset: continues env i's seed sequence
+      out.obs[i] = std::move(again.obs);
+      out.plans[i] = std::move(again.info.plan_indices);
     } else {
       out.obs[i] = std::move(r.obs);
+      out.plans[i] = r.info.plan_indices;
     }
+    out.infos[i] = std::move(r.info);
   });
   return out;
 }

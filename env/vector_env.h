@@ -21,7 +21,10 @@ struct VectorStep {
   std::vector<double> rewards;
   std::vector<uint8_t> terminated, truncated;
   std::vector<Observation> final_obs;  // non-empty only where the env ended this step
-  std::vector<Info> infos;
+  std::vector<Info> infos;             // of the step, also where the env was then reset
+  // The plan in force for `obs` (after autoreset) as catalog indices, one per block
+  // (Info::plan_indices: the step's, or the reset's where the env ended): Agent::act's plan.
+  std::vector<std::vector<int32_t>> plans;
 };
 
 // Flat destinations for step_into / reset_into, row i for env i, each owned by the caller
@@ -49,8 +52,9 @@ class VectorEnv {
 
   int size() const { return static_cast<int>(envs_.size()); }
   const EnvSpec& spec() const { return envs_.front()->spec(); }
-  // Env i is seeded with seed + i.
-  std::vector<Observation> reset(uint64_t seed);
+  // Env i is seeded with seed + i. `plans` (may be null) receives each env's plan in force
+  // as catalog indices (Info::plan_indices).
+  std::vector<Observation> reset(uint64_t seed, std::vector<std::vector<int32_t>>* plans = nullptr);
   VectorStep step(const std::vector<Action>& actions);
   std::vector<std::vector<uint8_t>> action_masks() const;
   Env& env(int i) { return *envs_.at(i); }

@@ -27,12 +27,15 @@ namespace {
 struct Fixture {
   std::unique_ptr<Env> env;
   Observation obs;
+  std::vector<int32_t> plan;  // the plan in force (Info::plan_indices)
   std::vector<uint8_t> mask;
   Fixture() {
     ExperimentSpec s = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/4, /*nodes=*/1);
     s.steps_per_episode = 8;
     env = make_env("shardgym/TPSim-v0", s);
-    obs = env->reset(0).obs;
+    ResetResult start = env->reset(0);
+    obs = std::move(start.obs);
+    plan = std::move(start.info.plan_indices);
     mask = env->action_mask();
   }
 };
@@ -47,7 +50,7 @@ void write_seeds(const Fixture& fx, const std::string& dir) {
   for (int a = 0; a < 4; ++a) {
     std::unique_ptr<Agent> agent = make_agent(kAgents[a], fx.env->spec(), 7);
     for (int i = 0; i < 9; ++i) {
-      const Action act = agent->act(fx.obs, fx.mask);
+      const Action act = agent->act(fx.obs, fx.mask, fx.plan);
       agent->observe({fx.obs, act, 1.0 + 0.01 * (i % 5), fx.obs, false, false, false});
     }
     const std::string file = dir + "/seed-" + std::to_string(a);
@@ -82,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const int K = fx.env->spec().catalog_size;
   for (int i = 0; i < 12; ++i) {
-    const Action a = agent->act(fx.obs, fx.mask);
+    const Action a = agent->act(fx.obs, fx.mask, fx.plan);
     FUZZ_CHECK(agents_detail::action_allowed(a, fx.mask, K), id + ": action outside the mask");
     agent->observe({fx.obs, a, 1.0 + 0.01 * (i % 5), fx.obs, false, i == 11, false});
     agent->update();

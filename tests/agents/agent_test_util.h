@@ -62,13 +62,15 @@ inline Rollout rollout(Env& env, Agent& agent, uint64_t seed, int episodes, bool
   Rollout out;
   const int K = env.spec().catalog_size;
   for (int e = 0; e < episodes; ++e) {
-    Observation obs = env.reset(seed + e).obs;
+    ResetResult start = env.reset(seed + e);
+    Observation obs = std::move(start.obs);
+    std::vector<int32_t> plan = std::move(start.info.plan_indices);
     agent.begin_episode(env);
     agent.set_training(learn);
     while (true) {
       const std::vector<uint8_t> mask = env.action_mask();
       for (uint8_t m : mask) out.masked_seen += m == 0;
-      Action a = agent.act(obs, mask);
+      Action a = agent.act(obs, mask, plan);
       out.actions.push_back(a);
       if (!agents_detail::action_allowed(a, mask, K)) {
         ++out.invalid;
@@ -81,6 +83,7 @@ inline Rollout rollout(Env& env, Agent& agent, uint64_t seed, int episodes, bool
       agent.observe({obs, a, r.reward, r.obs, r.terminated, r.truncated || failed, failed});
       if (learn) agent.update();
       obs = r.obs;
+      plan = r.info.plan_indices;
       if (r.terminated || r.truncated || failed) break;
     }
   }

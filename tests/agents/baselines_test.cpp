@@ -119,9 +119,11 @@ TEST(StaticAgents, ErrorsSayWhatIsWrong) {
   env->reset(0);
   auto bad = make_agent("static(plan=tp1d(t=3))", env->spec(), 0);
   bad->begin_episode(*env);
-  EXPECT_THROW(bad->act(env->reset(0).obs, env->action_mask()), std::invalid_argument);
+  const ResetResult start = env->reset(0);
+  const std::vector<int32_t>& plan = start.info.plan_indices;
+  EXPECT_THROW(bad->act(start.obs, env->action_mask(), plan), std::invalid_argument);
   auto unbegun = make_agent("megatron", env->spec(), 0);
-  EXPECT_THROW(unbegun->act(env->reset(0).obs, env->action_mask()), std::logic_error);
+  EXPECT_THROW(unbegun->act(start.obs, env->action_mask(), plan), std::logic_error);
   EXPECT_THROW(make_agent("megatron(plan=dp)", env->spec(), 0), std::invalid_argument);
 }
 

@@ -51,6 +51,22 @@ TEST_P(Conformance, RespectsTheMask) {
   EXPECT_EQ(r.actions.size(), 30u);
 }
 
+// The plan in force comes as catalog indices, -1 where a block's strategy is outside the
+// catalog (a config's initial plan may be): no agent acts outside the mask or indexes with -1.
+TEST_P(Conformance, ActsWithinTheMaskWhereThePlanInForceIsOutsideTheCatalog) {
+  auto env = agent_tests::sim_env(conformance_spec());
+  auto agent = make_agent(test_id(GetParam()), env->spec(), 1);
+  const ResetResult start = env->reset(0);
+  agent->begin_episode(*env);
+  const std::vector<uint8_t> mask = env->action_mask();
+  const std::vector<int32_t> outside(env->spec().num_blocks, -1);
+  for (int i = 0; i < 3; ++i) {
+    const Action a = agent->act(start.obs, mask, outside);
+    EXPECT_TRUE(agents_detail::action_allowed(a, mask, env->spec().catalog_size)) << i;
+    agent->observe({start.obs, a, 1.0, start.obs, false, false, false});
+  }
+}
+
 TEST_P(Conformance, DeterministicUnderASeed) {
   auto env_a = agent_tests::sim_env(conformance_spec());
   auto env_b = agent_tests::sim_env(conformance_spec());

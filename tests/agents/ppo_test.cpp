@@ -87,30 +87,34 @@ TEST_F(PPOTest, ConfigFromId) {
 TEST_F(PPOTest, GreedyModeIsDeterministicAndMasked) {
   auto env = agent_tests::sim_env(tiny_scenario());
   auto agent = make_agent("ppo(hidden=16)", env->spec(), 3);
-  Observation obs = env->reset(0).obs;
+  const ResetResult start = env->reset(0);
+  const Observation& obs = start.obs;
+  const std::vector<int32_t>& plan = start.info.plan_indices;
   agent->set_training(false);
   const auto mask = env->action_mask();
-  Action a = agent->act(obs, mask);
-  EXPECT_EQ(agent->act(obs, mask), a);
+  Action a = agent->act(obs, mask, plan);
+  EXPECT_EQ(agent->act(obs, mask, plan), a);
   EXPECT_TRUE(agents_detail::action_allowed(a, mask, env->spec().catalog_size));
   EXPECT_FALSE(agent->update());  // evaluation mode collects nothing
 }
 
 TEST_F(PPOTest, PreferenceDecodingKeepsTheEntryInForceWithinTheMargin) {
   auto env = agent_tests::sim_env(tiny_scenario());
-  Observation obs = env->reset(0).obs;
+  const ResetResult start = env->reset(0);
+  const Observation& obs = start.obs;
+  const std::vector<int32_t>& plan = start.info.plan_indices;
   const auto mask = env->action_mask();
   const int blocks = env->spec().num_blocks, catalog = env->spec().catalog_size;
-  const Action current = agents_detail::current_action(obs, blocks, catalog);
+  const Action current = agents_detail::current_action(plan, blocks);
   // An untrained policy's logits differ by far less than 1e6 nats: every block keeps.
   auto sticky = make_agent("ppo(hidden=16,decode=pref,margin=1e6)", env->spec(), 3);
   sticky->set_training(false);
-  EXPECT_EQ(sticky->act(obs, mask), current);
+  EXPECT_EQ(sticky->act(obs, mask, plan), current);
   // With no margin each block takes its preferred entry; some of the untrained preferences
   // differ from the entry in force (else this test shows nothing), and all are allowed.
   auto eager = make_agent("ppo(hidden=16,decode=pref,margin=0)", env->spec(), 3);
   eager->set_training(false);
-  const Action a = eager->act(obs, mask);
+  const Action a = eager->act(obs, mask, plan);
   EXPECT_NE(a, current);
   EXPECT_TRUE(agents_detail::action_allowed(a, mask, catalog));
 }
@@ -139,9 +143,11 @@ TEST_F(PPOTest, ActsAndTrainsOnAPipelinedEnv) {
   }
   EXPECT_GT(moves, 0) << "keep_p=0.5: the sampled policy moves boundaries";
   ppo.set_training(false);
-  Observation obs = env->reset(0).obs;
+  const ResetResult start = env->reset(0);
+  const Observation& obs = start.obs;
+  const std::vector<int32_t>& plan = start.info.plan_indices;
   const auto mask = env->action_mask();
-  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask), mask, env->spec().catalog_size));
+  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask, plan), mask, env->spec().catalog_size));
 }
 
 // Every attention block (even index) on one entry and every MLP block (odd) on one entry.
@@ -198,10 +204,12 @@ TEST_F(PPOTest, PlanRowsTrainWithAPipelineAndCheckpoint) {
   PPO& back = *loaded;
   ppo.set_training(false);
   back.set_training(false);
-  Observation obs = env->reset(3).obs;
+  const ResetResult start = env->reset(3);
+  const Observation& obs = start.obs;
+  const std::vector<int32_t>& plan = start.info.plan_indices;
   const auto mask = env->action_mask();
-  EXPECT_EQ(ppo.act(obs, mask), back.act(obs, mask));
-  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask), mask, env->spec().catalog_size));
+  EXPECT_EQ(ppo.act(obs, mask, plan), back.act(obs, mask, plan));
+  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask, plan), mask, env->spec().catalog_size));
 }
 
 std::vector<double> curve(uint64_t seed) {
@@ -353,9 +361,11 @@ TEST_F(PPOTest, PlanAltAlternatesPlanRowsAcrossRestartsAndLoadsEither) {
   auto env = agent_tests::sim_env(spec);
   kept.set_training(false);
   again.set_training(false);
-  Observation obs = env->reset(3).obs;
+  const ResetResult start = env->reset(3);
+  const Observation& obs = start.obs;
+  const std::vector<int32_t>& plan = start.info.plan_indices;
   const auto mask = env->action_mask();
-  EXPECT_EQ(kept.act(obs, mask), again.act(obs, mask));
+  EXPECT_EQ(kept.act(obs, mask, plan), again.act(obs, mask, plan));
 }
 
 TEST_F(PPOTest, SameSeedSameLearningCurveBitForBit) {
@@ -487,14 +497,17 @@ TEST_F(PPOTest, AgentApiTrainsAndCheckpointsRestoreEverything) {
   auto a = make_agent("ppo(rollout=12,minibatches=3,hidden=16)", env->spec(), 5);
   int updates = 0;
   for (int e = 0; e < 2; ++e) {
-    Observation obs = env->reset(e).obs;
+    ResetResult start = env->reset(e);
+    Observation obs = start.obs;
+    std::vector<int32_t> plan = start.info.plan_indices;
     a->begin_episode(*env);
     while (true) {
-      Action act = a->act(obs, env->action_mask());
+      Action act = a->act(obs, env->action_mask(), plan);
       StepResult s = env->step(act);
       a->observe({obs, act, s.reward, s.obs, s.terminated, s.truncated, false});
       updates += a->update();
       obs = s.obs;
+      plan = s.info.plan_indices;
       if (s.terminated || s.truncated) break;
     }
   }

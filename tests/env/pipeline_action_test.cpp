@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <stdexcept>
 
@@ -19,6 +20,22 @@ namespace {
 std::unique_ptr<PartitionEnv> sim_env(const ExperimentSpec& spec) {
   return std::make_unique<PartitionEnv>("shardgym/TPSim-v0", std::make_unique<SimRun>(spec),
                                         spec);
+}
+
+// The split the observation's pipeline part encodes (PartitionEnv layout: the first layer of
+// each stage after the first, / layers): what the observation tells a policy, checked against
+// the plan in force.
+std::vector<int> split_from_observation(const std::vector<float>& obs, int stages, int layers) {
+  const size_t part = static_cast<size_t>(pipeline_choices(stages));
+  std::vector<int> split(stages);
+  int prev = 0;
+  for (int i = 0; i + 1 < stages; ++i) {
+    const int first = static_cast<int>(std::lround(obs.at(obs.size() - part + i) * layers));
+    split[i] = first - prev;
+    prev = first;
+  }
+  split[stages - 1] = layers - prev;
+  return split;
 }
 
 // Peak memory of the fullest rank for `plan` on a fresh run of `spec`.

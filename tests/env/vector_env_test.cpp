@@ -39,8 +39,14 @@ TEST(VectorEnv, MatchesSteppingTheEnvsOneAfterAnother) {
   std::vector<std::unique_ptr<Env>> serial;
   for (int i = 0; i < kN; ++i) serial.push_back(make_env_i(i));
 
-  const std::vector<Observation> obs = vec.reset(100);
-  for (int i = 0; i < kN; ++i) EXPECT_EQ(obs[i], serial[i]->reset(100 + i).obs);
+  std::vector<std::vector<int32_t>> plans;
+  const std::vector<Observation> obs = vec.reset(100, &plans);
+  for (int i = 0; i < kN; ++i) {
+    const ResetResult r = serial[i]->reset(100 + i);
+    EXPECT_EQ(obs[i], r.obs);
+    EXPECT_EQ(plans[i], r.info.plan_indices);
+    EXPECT_EQ(plans[i].size(), static_cast<size_t>(vec.spec().num_blocks));
+  }
 
   std::mt19937_64 rng(5);
   int ended = 0;
@@ -58,10 +64,13 @@ TEST(VectorEnv, MatchesSteppingTheEnvsOneAfterAnother) {
       if (s.truncated) {
         ++ended;
         EXPECT_EQ(v.final_obs[i], s.obs);
-        EXPECT_EQ(v.obs[i], serial[i]->reset().obs) << "autoreset continues the seed sequence";
+        const ResetResult again = serial[i]->reset();
+        EXPECT_EQ(v.obs[i], again.obs) << "autoreset continues the seed sequence";
+        EXPECT_EQ(v.plans[i], again.info.plan_indices) << "the plan in force for obs: the reset's";
       } else {
         EXPECT_TRUE(v.final_obs[i].empty());
         EXPECT_EQ(v.obs[i], s.obs);
+        EXPECT_EQ(v.plans[i], s.info.plan_indices);
       }
     }
   }

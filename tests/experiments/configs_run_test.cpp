@@ -36,12 +36,14 @@ TEST(ConfigsRunTest, EveryConfigPlaysAFewStepsWithItsAgent) {
     std::string agent_id = spec.agent.id;
     if (!SHARDGYM_TEST_WITH_TORCH && ParsedId::parse(agent_id).name == "ppo") agent_id = "megatron";
     std::unique_ptr<Agent> agent = make_agent(agent_id, env->spec(), spec.seeds.front());
-    Observation obs = env->reset(spec.seeds.front()).obs;
+    ResetResult start = env->reset(spec.seeds.front());
+    Observation obs = start.obs;
+    std::vector<int32_t> plan = start.info.plan_indices;
     agent->begin_episode(*env);
     ASSERT_EQ(static_cast<int64_t>(obs.size()), env->spec().observation_space.flat_size());
     EXPECT_EQ(env->spec().num_blocks, spec.model.num_blocks());
     for (int t = 0; t < kSteps; ++t) {
-      const Action a = agent->act(obs, env->action_mask());
+      const Action a = agent->act(obs, env->action_mask(), plan);
       ASSERT_TRUE(env->spec().action_space.contains(a));
       StepResult r = env->step(a);
       agent->observe({obs, a, r.reward, r.obs, r.terminated, r.truncated, !r.info.error.empty()});
@@ -54,6 +56,7 @@ TEST(ConfigsRunTest, EveryConfigPlaysAFewStepsWithItsAgent) {
       }
       EXPECT_GT(r.info.measurement.throughput(), 0);
       obs = std::move(r.obs);
+      plan = std::move(r.info.plan_indices);
     }
   }
 }

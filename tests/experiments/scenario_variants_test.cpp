@@ -194,9 +194,10 @@ TEST(ScenarioVariants, APpoCheckpointOfTheOriginalLoadsOnEachVariant) {
     const auto env = make_env(b.env_id, b);
     std::unique_ptr<Agent> agent = make_agent("ppo", env->spec(), 1);
     ASSERT_NO_THROW(agent->load(checkpoints[orig].string()));
-    const Observation obs = env->reset(0).obs;
+    const ResetResult start = env->reset(0);
     agent->begin_episode(*env);
-    EXPECT_TRUE(env->spec().action_space.contains(agent->act(obs, env->action_mask())));
+    EXPECT_TRUE(env->spec().action_space.contains(
+        agent->act(start.obs, env->action_mask(), start.info.plan_indices)));
   }
   fs::remove_all(dir);
 }
