@@ -131,4 +131,16 @@ std::string ModelSpec::validate() const {
   return err.str();
 }
 
+ModelSpec ModelSpec::gpt(int layers, int hidden, int heads, int seq, int micro_batch,
+                         int global_batch) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.seq = seq;
+  m.micro_batch = micro_batch;
+  m.global_batch = global_batch;
+  return m;
+}
+
 }  // namespace shardgym

@@ -119,6 +119,11 @@ struct ModelSpec {
   // Empty string when the shapes are consistent, else what is wrong (hidden % heads,
   // heads % kv_heads, ...).
   std::string validate() const;
+
+  // A GPT of this shape, every other field at its default: the small models of tests and
+  // benches in one line (ModelSpec::gpt(2, 64, 4, 32) is 2 layers, hidden 64, 4 heads, seq 32).
+  static ModelSpec gpt(int layers, int hidden, int heads, int seq, int micro_batch = 4,
+                       int global_batch = 0);
 };
 
 }  // namespace shardgym

@@ -14,13 +14,8 @@ namespace {
 constexpr double kRel = 1e-9;
 
 ModelSpec gpt() {
-  ModelSpec m;
-  m.layers = 2;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.seq = 512;
-  m.micro_batch = 2;
-  return m;
+  return ModelSpec::gpt(/*layers=*/2, /*hidden=*/1024, /*heads=*/16, /*seq=*/512,
+                        /*micro_batch=*/2);
 }
 
 double layer_volume(const ModelSpec& m, const Strategy& s, int world) {

@@ -11,14 +11,9 @@ namespace shardgym {
 namespace {
 
 ModelSpec model16() {
-  ModelSpec m;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/4, /*hidden=*/1024, /*heads=*/16, /*seq=*/512,
+                               /*micro_batch=*/1, /*global_batch=*/16);
   m.name = "m";
-  m.layers = 4;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.seq = 512;
-  m.micro_batch = 1;
-  m.global_batch = 16;
   return m;
 }
 

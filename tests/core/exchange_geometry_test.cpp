@@ -12,14 +12,9 @@ namespace shardgym {
 namespace {
 
 ModelSpec model() {
-  ModelSpec m;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/2, /*hidden=*/48, /*heads=*/12, /*seq=*/16,
+                               /*micro_batch=*/1, /*global_batch=*/48);
   m.name = "gpt-test";
-  m.layers = 2;
-  m.hidden = 48;
-  m.heads = 12;
-  m.seq = 16;
-  m.micro_batch = 1;
-  m.global_batch = 48;
   m.vocab = 256;
   return m;
 }

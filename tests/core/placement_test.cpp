@@ -13,14 +13,10 @@ namespace shardgym {
 namespace {
 
 ModelSpec model() {
-  ModelSpec m;
-  m.layers = 1;
-  m.hidden = 48;
-  m.heads = 12;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/1, /*hidden=*/48, /*heads=*/12, /*seq=*/12,
+                               /*micro_batch=*/4, /*global_batch=*/24);
   m.ffn = 96;
-  m.seq = 12;
   m.vocab = 32;
-  m.global_batch = 24;
   return m;
 }
 

@@ -90,11 +90,7 @@ TEST(Plan, RejectsWrongBlockCountAndShapes) {
 }
 
 TEST(Catalog, MasksFollowDivisibility) {
-  ModelSpec m;
-  m.layers = 1;
-  m.heads = 12;
-  m.hidden = 768;
-  m.seq = 1024;
+  const ModelSpec m = ModelSpec::gpt(/*layers=*/1, /*hidden=*/768, /*heads=*/12, /*seq=*/1024);
   const StrategyCatalog c(m, 8);
   const int t8 = c.index_of(Strategy::tp1d(8));
   const int t4 = c.index_of(Strategy::tp1d(4));
@@ -109,12 +105,8 @@ TEST(Catalog, MasksFollowDivisibility) {
 // catalog.uneven_heads (catalog.h): every tp1d entry up to the degree gets one twin per
 // position, that position holding about half an even share; the default catalog has none.
 TEST(Catalog, UnevenHeadsAddALightPositionTwinPerRank) {
-  ModelSpec m;
-  m.layers = 1;
-  m.heads = 40;
-  m.hidden = 5120;
-  m.seq = 2048;
-  m.global_batch = 16;
+  const ModelSpec m = ModelSpec::gpt(/*layers=*/1, /*hidden=*/5120, /*heads=*/40, /*seq=*/2048,
+                                     /*micro_batch=*/4, /*global_batch=*/16);
   const StrategyCatalog plain(m, 32);
   CatalogOptions o;
   o.uneven_heads_max_degree = 8;

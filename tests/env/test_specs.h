@@ -15,15 +15,8 @@ namespace shardgym::test_specs {
 
 // A GPT small enough for a live CPU run: hidden 64, 4 heads, seq 32, micro-batch 2, fp32.
 inline ModelSpec tiny_model(int layers = 2) {
-  ModelSpec m;
+  ModelSpec m = ModelSpec::gpt(layers, /*hidden=*/64, /*heads=*/4, /*seq=*/32, /*micro_batch=*/2);
   m.name = "tiny-gpt";
-  m.layers = layers;
-  m.hidden = 64;
-  m.heads = 4;
-  m.ffn = 0;
-  m.seq = 32;
-  m.micro_batch = 2;
-  m.global_batch = 0;
   m.vocab = 256;
   m.dtype = DType::kFloat32;
   m.mixed_precision = false;

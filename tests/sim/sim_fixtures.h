@@ -35,13 +35,8 @@ inline ClusterSpec cluster(int nodes, int gpus, const DeviceType& dev, const Lin
 
 // A GPT-3-like shape scaled to `layers`; hidden 8192 as in the ATP paper's large models.
 inline ModelSpec gpt(int layers, int hidden, int heads, int seq, int micro_batch) {
-  ModelSpec m;
+  ModelSpec m = ModelSpec::gpt(layers, hidden, heads, seq, micro_batch);
   m.name = "gpt-h" + std::to_string(hidden);
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.seq = seq;
-  m.micro_batch = micro_batch;
   return m;
 }
 

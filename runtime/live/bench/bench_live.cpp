@@ -157,14 +157,9 @@ void time_repartition(const BenchLiveOptions& o, BenchLiveResult* r) {
 }  // namespace
 
 ModelSpec BenchLiveOptions::bench_live_model() {
-  ModelSpec m;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/4, /*hidden=*/128, /*heads=*/4, /*seq=*/64,
+                               /*micro_batch=*/8, /*global_batch=*/8);
   m.name = "gpt-bench-live";
-  m.layers = 4;
-  m.hidden = 128;
-  m.heads = 4;
-  m.seq = 64;
-  m.micro_batch = 8;
-  m.global_batch = 8;
   m.vocab = 256;
   m.dtype = DType::kFloat32;
   m.mixed_precision = false;

@@ -21,14 +21,10 @@ namespace shardgym::live {
 namespace {
 
 ModelSpec model() {
-  ModelSpec m;
-  m.layers = 1;
-  m.hidden = 16;
-  m.heads = 8;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/1, /*hidden=*/16, /*heads=*/8, /*seq=*/8,
+                               /*micro_batch=*/4, /*global_batch=*/16);
   m.ffn = 32;
-  m.seq = 8;
   m.vocab = 32;
-  m.global_batch = 16;
   return m;
 }
 

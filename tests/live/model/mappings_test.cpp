@@ -120,12 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Mappings, ::testing::Values(1, 2, 4));
 // rank its new box of the full tensor; backward delivers each rank the gradient of its old box
 // (taken from any holder of the new layout, which under the mapping invariant all agree).
 TEST(Redistribute, MovesActivationsAndGradientsBetweenLayouts) {
-  ModelSpec m;
-  m.layers = 1;
-  m.hidden = 8;
-  m.heads = 4;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/1, /*hidden=*/8, /*heads=*/4, /*seq=*/4);
   m.ffn = 16;
-  m.seq = 4;
   const int p = 4, G = 8;
   const at::Tensor full = at::arange(int64_t(G) * m.seq * m.hidden, at::kDouble).reshape({G, m.seq, m.hidden});
   const at::Tensor dfull = at::sin(full);  // the gradient every holder of an element sees

@@ -18,16 +18,11 @@ namespace shardgym::live::testing {
 // Small enough for milliseconds per step, big enough for every strategy of P ≤ 4:
 // heads, hidden, ffn and seq divisible by 4; batch 8 = 4 replicas × 2 chunks.
 inline ModelSpec tiny_model() {
-  ModelSpec m;
+  ModelSpec m = ModelSpec::gpt(/*layers=*/2, /*hidden=*/16, /*heads=*/4, /*seq=*/8,
+                               /*micro_batch=*/2, /*global_batch=*/8);
   m.name = "tiny";
-  m.layers = 2;
-  m.hidden = 16;
-  m.heads = 4;
   m.ffn = 32;
-  m.seq = 8;
   m.vocab = 32;
-  m.micro_batch = 2;
-  m.global_batch = 8;
   m.dtype = DType::kFloat64;
   m.mixed_precision = false;
   return m;
