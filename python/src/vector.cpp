@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -76,6 +77,20 @@ class PyVectorEnv {
   int size() const { return envs_.size(); }
   nb::dict spec() { return spec_to_dict(envs_.spec(), envs_.env(0).run()); }
 
+  // The observation dict of `obs` (with the plan rows in plan_) and an info holding the mask,
+  // kept as last_mask_: what reset and step return first.
+  std::pair<nb::object, nb::dict> observed(Owned<float>& obs, Owned<uint8_t>& mask) {
+    float* o = obs.data.get();
+    nb::object obs_dict = observation(o, obs.release(), plan_.data());
+    nb::dict info;
+    uint8_t* m = mask.data.get();
+    last_mask_ = array<const bool>(m, {n_, mask_}, mask.release());
+    last_mask_data_ = m;
+    info["action_mask_flat"] = last_mask_;
+    info["_action_mask_flat"] = all_envs();
+    return {obs_dict, info};
+  }
+
   // (obs, {"action_mask_flat": (N, M) bool, read-only}); obs as in step.
   nb::tuple reset(uint64_t seed) {
     Owned<float> obs(n_ * dim_);
@@ -86,14 +101,7 @@ class PyVectorEnv {
       nb::gil_scoped_release release;
       envs_.reset_into(seed, out);
     }
-    float* o = obs.data.get();
-    nb::object obs_dict = observation(o, obs.release(), plan_.data());
-    nb::dict info;
-    uint8_t* m = mask.data.get();
-    last_mask_ = array<const bool>(m, {n_, mask_}, mask.release());
-    last_mask_data_ = m;
-    info["action_mask_flat"] = last_mask_;
-    info["_action_mask_flat"] = all_envs();
+    auto [obs_dict, info] = observed(obs, mask);
     return nb::make_tuple(obs_dict, info);
   }
 
@@ -145,15 +153,8 @@ class PyVectorEnv {
       float* f = fo.data.get();
       final_obs = observation(f, fo.release(), fp.data());
     }
-    float* o = obs.data.get();
-    nb::object obs_dict = observation(o, obs.release(), plan_.data());
-    nb::dict info;
-    uint8_t* m = mask.data.get();
-    last_mask_ = array<const bool>(m, {n_, mask_}, mask.release());
-    last_mask_data_ = m;
-    nb::object all = all_envs();
-    info["action_mask_flat"] = last_mask_;
-    info["_action_mask_flat"] = all;
+    auto [obs_dict, info] = observed(obs, mask);
+    nb::object all = info["_action_mask_flat"];
     uint8_t* rf = refused.data.get();
     nb::object refused_array = array<bool>(rf, {n_, actions_}, refused.release());
     info["refused"] = refused_array;

@@ -5,6 +5,7 @@
 // values from a file beside it holding valid rewards: a reader that followed it would accept
 // the trace.
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <vector>
 
@@ -58,6 +59,21 @@ class TraceExternal : public ::testing::Test {
     H5Fclose(f);
     return src;
   }
+  // Writes episode_0/rewards again into `f` (open_without_rewards) as a dataset whose
+  // creation properties `set` fills (given them and the dataspace), then closes the file.
+  void recreate_rewards(hid_t f, const std::function<herr_t(hid_t dcpl, hid_t space)>& set) {
+    hsize_t n = rewards_.size();
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ASSERT_GE(set(dcpl, space), 0);
+    hid_t d = H5Dcreate2(f, "/episodes/episode_0/rewards", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT,
+                         dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
   void expect_refused(const std::string& part) {
     const std::string what = open_error(trace_);
     ASSERT_FALSE(what.empty()) << "the trace read its data from outside itself";
@@ -76,35 +92,17 @@ TEST_F(TraceExternal, ExternalStorageIsRefused) {
     std::ofstream out(raw, std::ios::binary);
     out.write(reinterpret_cast<const char*>(rewards_.data()), rewards_.size() * sizeof(double));
   }
-  hid_t f = open_without_rewards();
-  hsize_t n = rewards_.size();
-  hid_t space = H5Screate_simple(1, &n, nullptr);
-  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  ASSERT_GE(H5Pset_external(dcpl, raw.c_str(), 0, n * sizeof(double)), 0);
-  hid_t d = H5Dcreate2(f, "/episodes/episode_0/rewards", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT,
-                       dcpl, H5P_DEFAULT);
-  ASSERT_GE(d, 0);
-  H5Dclose(d);
-  H5Pclose(dcpl);
-  H5Sclose(space);
-  H5Fclose(f);
+  recreate_rewards(open_without_rewards(), [&](hid_t dcpl, hid_t) {
+    return H5Pset_external(dcpl, raw.c_str(), 0, rewards_.size() * sizeof(double));
+  });
   expect_refused("external storage");
 }
 
 TEST_F(TraceExternal, VirtualDatasetIsRefused) {
   const std::string src = source_file();
-  hid_t f = open_without_rewards();
-  hsize_t n = rewards_.size();
-  hid_t space = H5Screate_simple(1, &n, nullptr);
-  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  ASSERT_GE(H5Pset_virtual(dcpl, space, src.c_str(), "rewards", space), 0);
-  hid_t d = H5Dcreate2(f, "/episodes/episode_0/rewards", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT,
-                       dcpl, H5P_DEFAULT);
-  ASSERT_GE(d, 0);
-  H5Dclose(d);
-  H5Pclose(dcpl);
-  H5Sclose(space);
-  H5Fclose(f);
+  recreate_rewards(open_without_rewards(), [&](hid_t dcpl, hid_t space) {
+    return H5Pset_virtual(dcpl, space, src.c_str(), "rewards", space);
+  });
   expect_refused("virtual dataset");
 }
 
