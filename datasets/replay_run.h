@@ -17,6 +17,7 @@
 //    diverged (later steps fail too, until reset). Past the recording's end: ok = false.
 //  - action_mask(block): the catalog's shape mask (memory fit cannot be known offline).
 //    next_plan() says what the recording does next, so a driver can follow it.
+//  - fits(plan): whether the plan is valid (memory fit cannot be known offline).
 //  - estimate(plan): the recorded next measurement if `plan` is the recorded next plan, the
 //    reset measurement if it is the recorded initial plan, else nullopt. These are recorded
 //    (noisy) figures, not noise-free ones.
@@ -52,6 +53,12 @@ class ReplayRun : public TrainingRun {
   RunContext context() const override;
   std::vector<uint8_t> action_mask(int block) const override;
   std::optional<Measurement> estimate(const Plan& plan) const override;
+  // Whether `plan` is valid for the model and world: memory fit cannot be known offline, as
+  // for the mask (the recording says what ran); not "only the recorded plans fit", which
+  // would make the env refuse the steps a replay must fail on.
+  bool fits(const Plan& plan) const override {
+    return plan.validate(spec_.model, spec_.cluster.world_size()).empty();
+  }
   bool deterministic() const override { return true; }
   bool cloneable() const override { return true; }
   std::unique_ptr<TrainingRun> clone() const override;

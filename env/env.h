@@ -111,26 +111,23 @@ class Env {
   virtual const EnvSpec& spec() const = 0;
   // nullopt: continue the seed sequence of the previous episode.
   virtual ResetResult reset(std::optional<uint64_t> seed = std::nullopt) = 0;
+  // One virtual per operation (the step, the mask), each writing into the caller's buffers;
+  // step() and action_mask() are the value-returning forms over them.
+  //
+  // The step into `out`, reusing its buffers (VectorEnv steps every env into one StepResult
+  // it keeps): every field set as a fresh StepResult would have it, except that with
+  // out.lean_info info.plan and info.scalars may be left as they were (see StepResult).
   // Throws std::invalid_argument for an action outside the space or the mask.
-  virtual StepResult step(const Action& action) = 0;
-  virtual std::vector<uint8_t> action_mask() const = 0;
-  // The same as `out = step(action)`, reusing out's buffers (VectorEnv steps every env into
-  // one StepResult it keeps); with out.lean_info, info.plan and info.scalars may be left as
-  // they were (see StepResult). The default does that assignment (out.lean_info then reads
-  // false); a wrapper that changes what step() returns keeps the default unless it overrides
-  // both.
-  virtual void step_into(const Action& action, StepResult& out) { out = step(action); }
-  // action_mask() as 0/1 bytes into out[0, size); throws std::logic_error if the mask has
-  // another size. The default copies action_mask().
-  virtual void action_mask_into(uint8_t* out, size_t size) const {
-    const std::vector<uint8_t> m = action_mask();
-    if (m.size() != size) {
-      throw std::logic_error("Env(" + spec().id + "): action mask of " +
-                             std::to_string(m.size()) + " entries, expected " +
-                             std::to_string(size));
-    }
-    for (size_t j = 0; j < size; ++j) out[j] = m[j] != 0;
+  virtual void step_into(const Action& action, StepResult& out) = 0;
+  StepResult step(const Action& action) {
+    StepResult r;  // lean_info false: the whole Info
+    step_into(action, r);
+    return r;
   }
+  // The mask as 0/1 bytes into out[0, size), size = the sum of the action space's nvec;
+  // throws std::logic_error if the mask has another size.
+  virtual void action_mask_into(uint8_t* out, size_t size) const = 0;
+  std::vector<uint8_t> action_mask() const;
   // The job underneath (for baselines, oracles, trace metadata).
   virtual TrainingRun& run() = 0;
   virtual const TrainingRun& run() const = 0;

@@ -69,13 +69,12 @@ Action IncrementalAction::expand(const Action& action) const {
   return full;
 }
 
-StepResult IncrementalAction::step(const Action& action) {
-  StepResult r = inner_->step(expand(action));
+void IncrementalAction::step_into(const Action& action, StepResult& out) {
+  inner_->step_into(expand(action), out);
   sync_current();
-  return r;
 }
 
-std::vector<uint8_t> IncrementalAction::action_mask() const {
+void IncrementalAction::action_mask_into(uint8_t* out, size_t size) const {
   const std::vector<uint8_t> inner = inner_->action_mask();
   const size_t k = static_cast<size_t>(choices_);
   // A change of one block keeps the others; that is only valid while their current entries
@@ -87,16 +86,20 @@ std::vector<uint8_t> IncrementalAction::action_mask() const {
       bad_block = b;
     }
   }
-  std::vector<uint8_t> mask(1 + blocks_ * k + moves_, 0);
+  const size_t want = 1 + blocks_ * k + static_cast<size_t>(moves_);
+  if (size != want)
+    throw std::logic_error("IncrementalAction(" + spec_.id + "): action mask of " +
+                           std::to_string(want) + " entries, expected " + std::to_string(size));
+  uint8_t* mask = out;
+  std::fill(mask, mask + size, uint8_t{0});
   mask[0] = disallowed == 0 ? 1 : 0;
   for (int b = 0; b < blocks_; ++b) {
     if (disallowed > 1 || (disallowed == 1 && b != bad_block)) continue;
-    for (size_t c = 0; c < k; ++c) mask[1 + b * k + c] = inner[b * k + c];
+    for (size_t c = 0; c < k; ++c) mask[1 + b * k + c] = inner[b * k + c] != 0;
   }
   // A boundary move keeps every block, so like the no-op it needs their entries allowed.
   for (int j = 0; j < moves_ && disallowed == 0; ++j)
-    mask[1 + blocks_ * k + j] = inner[blocks_ * k + 1 + j];
-  return mask;
+    mask[1 + blocks_ * k + j] = inner[blocks_ * k + 1 + j] != 0;
 }
 
 }  // namespace shardgym

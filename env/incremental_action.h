@@ -24,8 +24,8 @@ class IncrementalAction : public Wrapper {
   const EnvSpec& spec() const override { return spec_; }
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
   // Throws std::invalid_argument for an index outside [0, 1 + B·K + M) or a masked change.
-  StepResult step(const Action& action) override;
-  std::vector<uint8_t> action_mask() const override;
+  void step_into(const Action& action, StepResult& out) override;
+  void action_mask_into(uint8_t* out, size_t size) const override;
 
   // The per-block action the inner env receives for `action` (current plan + one change).
   Action expand(const Action& action) const;

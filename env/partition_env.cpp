@@ -270,13 +270,6 @@ void PartitionEnv::ensure_pipeline_row() const {
   pipeline_epoch_ = epoch_;
 }
 
-std::vector<uint8_t> PartitionEnv::action_mask() const {
-  require_started();
-  for (int b = 0; b < blocks_; ++b) ensure_row(b);
-  ensure_pipeline_row();
-  return mask_;
-}
-
 void PartitionEnv::action_mask_into(uint8_t* out, size_t size) const {
   require_started();
   if (size != mask_.size()) {
@@ -363,12 +356,6 @@ void PartitionEnv::check_action(const Action& action) const {
   }
 }
 
-StepResult PartitionEnv::step(const Action& action) {
-  StepResult r;
-  step_into(action, r);
-  return r;
-}
-
 // Each component of a step is masked with the others as they are. A share choice that the
 // blocks chosen in the same step do not admit (a degree spanning share groups, or together
 // more memory than a rank has) takes those blocks narrowed by the rule the mask offered it
@@ -393,20 +380,33 @@ void PartitionEnv::admit_share_choice(bool& refused, bool& narrowed) {
   }
 }
 
+// A step that changes more than one component (blocks, the plan-level choice), each allowed
+// with the others as they are, checked as a whole (partition_env.h): where the requested plan
+// does not fit but the plan in force does, pending_ becomes the plan in force. Returns
+// whether it refused. One component alone was checked exactly by its mask row.
+bool PartitionEnv::refuse_joint_misfit(const Action& action) {
+  int changed = moves_ > 0 && !(pending_.pipeline == pipeline_) ? 1 : 0;
+  for (int b = 0; b < blocks_ && changed < 2; ++b) changed += action[b] != current_[b];
+  if (changed < 2 || plan_fits(*run_, pending_) || !plan_fits(*run_, run_->plan())) return false;
+  pending_ = run_->plan();
+  return true;
+}
+
 // Exactly these scalars; entries of a reused r are updated in place, others erased.
-void PartitionEnv::write_scalars(const Measurement& m, bool refused, bool narrowed,
-                                 StepResult& r) const {
+void PartitionEnv::write_scalars(const Measurement& m, const Admitted& a, StepResult& r) const {
   std::map<std::string, double>& scalars = r.info.scalars;
   const bool spread = m.iterations > 1;  // several measured iterations (live.iterations)
   for (auto it = scalars.begin(); it != scalars.end();) {
     const bool ours = it->first == "raw_reward" || (spread && it->first == "step_latency_spread") ||
-                      (refused && it->first == "plan_choice_refused") ||
-                      (narrowed && it->first == "blocks_narrowed");
+                      (a.plan_choice_refused && it->first == "plan_choice_refused") ||
+                      (a.blocks_narrowed && it->first == "blocks_narrowed") ||
+                      (a.step_refused && it->first == "step_refused");
     it = ours ? std::next(it) : scalars.erase(it);
   }
   scalars["raw_reward"] = r.reward;
-  if (refused) scalars["plan_choice_refused"] = 1;
-  if (narrowed) scalars["blocks_narrowed"] = 1;
+  if (a.plan_choice_refused) scalars["plan_choice_refused"] = 1;
+  if (a.blocks_narrowed) scalars["blocks_narrowed"] = 1;
+  if (a.step_refused) scalars["step_refused"] = 1;
   if (spread) scalars["step_latency_spread"] = m.step_latency_spread;
 }
 
@@ -423,11 +423,12 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   // action changes are looked up again.
   for (int b = 0; b < blocks_; ++b)
     if (!pending_in_force_ || action[b] != current_[b]) pending_.blocks[b] = catalog.at(action[b]);
-  bool refused = false, narrowed = false;
+  Admitted admitted;
   if (moves_ > 0) {
     pending_.pipeline = apply_plan_choice(action[blocks_]);
-    admit_share_choice(refused, narrowed);
+    admit_share_choice(admitted.plan_choice_refused, admitted.blocks_narrowed);
   }
+  admitted.step_refused = refuse_joint_misfit(action);
 
   // Written straight into r (reusing its buffers); every field of r is set below as a fresh
   // StepResult would have it.
@@ -438,7 +439,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   const RunContext& ctx = ctx_;
   bool changed = false;
   pending_in_force_ = m.ok;
-  if (m.ok && narrowed) {  // the requested shares with the narrowed blocks
+  if (m.ok && (admitted.blocks_narrowed || admitted.step_refused)) {  // not the action's blocks
     sync_indices_from_plan();
     changed = true;
   } else if (m.ok) {  // an accepted step installs the requested plan
@@ -487,7 +488,7 @@ void PartitionEnv::step_into(const Action& action, StepResult& r) {
   observe(m, ctx, r.obs);
   r.info.plan_indices = current_;
   if (r.lean_info) return;  // the caller reads neither the plan nor the scalars
-  write_scalars(m, refused, narrowed, r);
+  write_scalars(m, admitted, r);
   r.info.plan = run_->plan();
 }
 

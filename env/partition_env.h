@@ -38,6 +38,11 @@
 // exception: a share choice is also allowed when the blocks in force span its share groups but
 // narrower blocks would admit it (share_choice_admissible); the step then narrows the blocks
 // that span a group (share_action.h), so that blocks and shares move together in one choice.
+// Components each allowed with the others as they are need not fit together (two blocks that
+// each keep more activations): a step that changes more than one component is checked as a
+// whole (plan_fits) and, where it does not fit but the plan in force does, refused: the plan
+// in force stays and is measured (info "step_refused"), as a controller that checks a plan's
+// memory before moving any weight would refuse it, instead of running the job out of memory.
 //
 // The action mask (B·K bytes) sits on the hot path, so it is cached row by row and rows are
 // recomputed only after the plan in force or the run's conditions (phase, sequence factor,
@@ -74,9 +79,7 @@ class PartitionEnv : public Env {
 
   const EnvSpec& spec() const override { return spec_; }
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
-  StepResult step(const Action& action) override;
   void step_into(const Action& action, StepResult& out) override;
-  std::vector<uint8_t> action_mask() const override;
   void action_mask_into(uint8_t* out, size_t size) const override;
   TrainingRun& run() override { return *run_; }
   const TrainingRun& run() const override { return *run_; }
@@ -109,7 +112,12 @@ class PartitionEnv : public Env {
   // step_into's parts: a share choice the step's blocks do not admit (pending_), and the
   // info scalars.
   void admit_share_choice(bool& refused, bool& narrowed);
-  void write_scalars(const Measurement& m, bool refused, bool narrowed, StepResult& r) const;
+  bool refuse_joint_misfit(const Action& action);
+  // Which of a step's components were refused or narrowed (info scalars of the same names).
+  struct Admitted {
+    bool plan_choice_refused = false, blocks_narrowed = false, step_refused = false;
+  };
+  void write_scalars(const Measurement& m, const Admitted& a, StepResult& r) const;
   void strategy_features(const Strategy& s, int index, float* out) const;
   void observe(const Measurement& m, const RunContext& ctx, Observation& obs);
   double raw_reward(const Measurement& m, const RunContext& ctx) const;

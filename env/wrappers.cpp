@@ -47,12 +47,6 @@ TimeLimit::TimeLimit(std::unique_ptr<Env> inner, int max_steps)
   spec_.max_episode_steps = max_steps;
 }
 
-StepResult TimeLimit::step(const Action& action) {
-  StepResult r;
-  step_into(action, r);
-  return r;
-}
-
 void TimeLimit::step_into(const Action& action, StepResult& out) {
   if (inner_->elapsed_steps() >= max_steps_) {
     throw std::logic_error("TimeLimit(" + spec_.id + "): the episode was truncated after " +
@@ -139,12 +133,6 @@ double NormalizeReward::normalize(const Measurement& m, const Figures& base) con
   return sum / (weights_.latency + weights_.memory + weights_.energy);
 }
 
-StepResult NormalizeReward::step(const Action& action) {
-  StepResult r;
-  step_into(action, r);
-  return r;
-}
-
 void NormalizeReward::step_into(const Action& action, StepResult& out) {
   // The run's context and estimate describe the step about to be taken: the baseline is
   // taken before stepping, under the conditions the step will run in.
@@ -201,17 +189,17 @@ ResetResult RecordTrace::reset(std::optional<uint64_t> seed) {
   return r;
 }
 
-StepResult RecordTrace::step(const Action& action) {
+void RecordTrace::step_into(const Action& action, StepResult& out) {
   if (!open_) {
     throw std::logic_error("RecordTrace(" + spec().id + "): no open episode; call reset() first");
   }
-  StepResult r = inner_->step(action);
-  sink_->record_step(action, r);
-  if (r.terminated || r.truncated) {
+  out.lean_info = false;  // the trace keeps the plan and the scalars
+  inner_->step_into(action, out);
+  sink_->record_step(action, out);
+  if (out.terminated || out.truncated) {
     open_ = false;
     sink_->end_episode();
   }
-  return r;
 }
 
 }  // namespace shardgym

@@ -40,8 +40,12 @@ class Wrapper : public Env {
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override {
     return inner_->reset(seed);
   }
-  StepResult step(const Action& action) override { return inner_->step(action); }
-  std::vector<uint8_t> action_mask() const override { return inner_->action_mask(); }
+  void step_into(const Action& action, StepResult& out) override {
+    inner_->step_into(action, out);
+  }
+  void action_mask_into(uint8_t* out, size_t size) const override {
+    inner_->action_mask_into(out, size);
+  }
   TrainingRun& run() override { return inner_->run(); }
   const TrainingRun& run() const override { return inner_->run(); }
   int elapsed_steps() const override { return inner_->elapsed_steps(); }
@@ -55,11 +59,7 @@ class TimeLimit : public Wrapper {
  public:
   TimeLimit(std::unique_ptr<Env> inner, int max_steps);
   const EnvSpec& spec() const override { return spec_; }
-  StepResult step(const Action& action) override;
   void step_into(const Action& action, StepResult& out) override;
-  void action_mask_into(uint8_t* out, size_t size) const override {
-    inner_->action_mask_into(out, size);
-  }
 
  private:
   EnvSpec spec_;
@@ -74,16 +74,9 @@ class CountSteps : public Wrapper {
   using Counter = std::shared_ptr<std::atomic<int64_t>>;
   CountSteps(std::unique_ptr<Env> inner, Counter counter)
       : Wrapper(std::move(inner)), counter_(std::move(counter)) {}
-  StepResult step(const Action& action) override {
-    counter_->fetch_add(1, std::memory_order_relaxed);
-    return inner_->step(action);
-  }
   void step_into(const Action& action, StepResult& out) override {
     counter_->fetch_add(1, std::memory_order_relaxed);
     inner_->step_into(action, out);
-  }
-  void action_mask_into(uint8_t* out, size_t size) const override {
-    inner_->action_mask_into(out, size);
   }
 
  private:
@@ -94,11 +87,7 @@ class NormalizeReward : public Wrapper {
  public:
   NormalizeReward(std::unique_ptr<Env> inner, RewardSpec weights, Plan baseline);
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
-  StepResult step(const Action& action) override;
   void step_into(const Action& action, StepResult& out) override;
-  void action_mask_into(uint8_t* out, size_t size) const override {
-    inner_->action_mask_into(out, size);
-  }
 
  private:
   // Figures the reward compares: latency per token, peak memory, energy per token.
@@ -134,7 +123,8 @@ class RecordTrace : public Wrapper {
   RecordTrace(std::unique_ptr<Env> inner, std::shared_ptr<TraceSink> sink);
   ~RecordTrace() override;
   ResetResult reset(std::optional<uint64_t> seed = std::nullopt) override;
-  StepResult step(const Action& action) override;
+  // Records the whole Info: out.lean_info is ignored.
+  void step_into(const Action& action, StepResult& out) override;
 
  private:
   std::shared_ptr<TraceSink> sink_;

@@ -391,15 +391,18 @@ std::optional<Measurement> SimRun::estimate(const Plan& plan) const {
 }
 
 bool SimRun::fits(const Plan& plan) const {
-  std::vector<int> idx;
-  const Pipeline before = pipe_;
-  bool ok = resolve(plan, idx).empty();
+  // The env asks on every step that changes several blocks (partition_env.h): the plan in
+  // force's pipeline is kept without a copy, the entries in a kept buffer.
+  const bool same_pipe = plan.pipeline.micro_batches > 0 && plan.pipeline == pipe_;
+  std::optional<Pipeline> before;
+  if (!same_pipe) before = pipe_;
+  bool ok = resolve(plan, fits_idx_).empty();
   if (ok) {
-    stage_memory_only(idx, stage_scratch_);
+    stage_memory_only(fits_idx_, stage_scratch_);
     for (size_t s = 0; s < stage_scratch_.size(); ++s)
       ok = ok && !(stage_scratch_[s] > stage_capacity_[s]);
   }
-  configure(before);  // the plan in force keeps its stages
+  if (before) configure(*before);  // the plan in force keeps its stages
   return ok;
 }
 

@@ -380,6 +380,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<int> block_stage_;
   mutable std::vector<double> in_flight_;
   mutable std::vector<double> stage_scratch_;
+  mutable std::vector<int> fits_idx_;  // fits()'s entries, kept to spare an allocation a call
   mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 12 per stage
   // edge_memory()'s figures for the first / last stage, valid for gen_ and those degrees.
   mutable uint32_t edge_gen_ = 0;

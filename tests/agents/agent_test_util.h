@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -50,7 +51,8 @@ inline std::unique_ptr<Env> sim_env(const ExperimentSpec& spec) {
 struct Rollout {
   std::vector<Action> actions;
   std::vector<double> rewards;
-  int invalid = 0;          // actions that the mask did not allow
+  int invalid = 0;          // actions that the mask did not allow (a block kept where its
+                            // row allows nothing is allowed: the env's contract)
   int64_t masked_seen = 0;  // masked entries over every mask the agent was given
   int failed = 0;           // steps that came back with an error
 };
@@ -72,7 +74,18 @@ inline Rollout rollout(Env& env, Agent& agent, uint64_t seed, int episodes, bool
       for (uint8_t m : mask) out.masked_seen += m == 0;
       Action a = agent.act(obs, mask, plan);
       out.actions.push_back(a);
-      if (!agents_detail::action_allowed(a, mask, K)) {
+      // The env takes a block kept as it is whatever its row says (partition_env.h): where a
+      // row allows nothing (the plan in force no longer fits), keeping is the only action.
+      std::vector<uint8_t> open = mask;
+      for (size_t b = 0; b < plan.size() && b < a.size(); ++b) {
+        const auto row = mask.begin() + static_cast<std::ptrdiff_t>(b * K);
+        if (plan[b] >= 0 && a[b] == plan[b] && std::none_of(row, row + K, [](uint8_t m) {
+              return m != 0;
+            }))
+          open[b * K + plan[b]] = 1;
+      }
+      const bool allowed = agents_detail::action_allowed(a, open, K);
+      if (!allowed) {
         ++out.invalid;
         return out;
       }

@@ -32,9 +32,9 @@ class StepLog : public Wrapper {
  public:
   StepLog(std::unique_ptr<Env> inner, char name, std::string* log)
       : Wrapper(std::move(inner)), name_(name), log_(log) {}
-  StepResult step(const Action& action) override {
+  void step_into(const Action& action, StepResult& out) override {
     *log_ += name_;
-    return Wrapper::step(action);
+    Wrapper::step_into(action, out);
   }
 
  private:

@@ -39,8 +39,8 @@ TEST_P(SearchAgents, NeverReturnAMaskedPlan) {
     auto agent = make_agent(GetParam(), env->spec(), seed);
     Rollout r = rollout(*env, *agent, seed * 10, /*episodes=*/4, /*learn=*/true);
     EXPECT_EQ(r.invalid, 0) << GetParam() << " seed " << seed;
-    // An episode ends early only when a plan whose blocks each fit does not fit as a whole
-    // (the mask is per block): the agent cannot know, the env truncates.
+    // An episode ends early only when the sequence growth pushes the plan in force out of
+    // memory (a plan whose blocks each fit but not together is refused by the env, not run).
     if (r.failed == 0) {
       EXPECT_EQ(r.actions.size(), 120u);
     }

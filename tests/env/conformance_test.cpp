@@ -77,12 +77,12 @@ int failures_of(const std::function<void()>& body) {
 class SwallowsBadActions : public Wrapper {
  public:
   using Wrapper::Wrapper;
-  StepResult step(const Action& a) override {
+  void step_into(const Action& a, StepResult& out) override {
     try {
-      return inner_->step(a);
+      inner_->step_into(a, out);
     } catch (const std::invalid_argument&) {
       auto& env = dynamic_cast<PartitionEnv&>(*inner_);
-      return inner_->step(env.action_from_plan(run().plan()));
+      inner_->step_into(env.action_from_plan(run().plan()), out);
     }
   }
 };
@@ -91,11 +91,10 @@ class SwallowsBadActions : public Wrapper {
 class Drifts : public Wrapper {
  public:
   using Wrapper::Wrapper;
-  StepResult step(const Action& a) override {
+  void step_into(const Action& a, StepResult& out) override {
     static int calls = 0;
-    StepResult r = inner_->step(a);
-    r.reward += 1e-9 * ++calls;
-    return r;
+    inner_->step_into(a, out);
+    out.reward += 1e-9 * ++calls;
   }
 };
 
@@ -103,10 +102,9 @@ class Drifts : public Wrapper {
 class HidesFailures : public Wrapper {
  public:
   using Wrapper::Wrapper;
-  StepResult step(const Action& a) override {
-    StepResult r = inner_->step(a);
-    r.truncated = false;
-    return r;
+  void step_into(const Action& a, StepResult& out) override {
+    inner_->step_into(a, out);
+    out.truncated = false;
   }
 };
 

@@ -189,27 +189,55 @@ TEST(PartitionEnv, InvalidActionsThrowNamingTheBlock) {
   EXPECT_NO_THROW(f.env->step({kTp4, kTp2, kTp4, kTp4}));
 }
 
+// Each block's mask row holds the others as they are: two blocks each allowed alone may not
+// fit together. Such a step is refused as a whole (the plan in force stays and is measured)
+// instead of running the job out of memory; one of them alone is taken.
+TEST(PartitionEnv, BlocksThatFitOneByOneButNotTogetherAreRefusedAsAStep) {
+  FakeRunOptions tight;
+  tight.capacity = 8e9;  // tp1d(4) everywhere uses 6 GB; one block on dp 7.5 GB, two 9 GB
+  Fixture f = make(test_specs::tiny(), tight);
+  f.env->reset(0);
+  const std::vector<uint8_t> mask = f.env->action_mask();
+  for (int b = 0; b < kB; ++b) ASSERT_EQ(mask[b * kK + kDp], 1) << "block " << b;
+  const StepResult both = f.env->step({kDp, kDp, kTp4, kTp4});
+  ASSERT_TRUE(both.info.error.empty()) << both.info.error;
+  EXPECT_FALSE(both.truncated);
+  EXPECT_FALSE(both.info.measurement.oom);
+  EXPECT_EQ(both.info.scalars.count("step_refused"), 1u);
+  EXPECT_EQ(both.info.plan_indices, uniform(kTp4)) << "the plan in force stays";
+  EXPECT_EQ(both.info.measurement.repartition_bytes, 0.0);
+  const StepResult one = f.env->step({kDp, kTp4, kTp4, kTp4});
+  ASSERT_TRUE(one.info.error.empty()) << one.info.error;
+  EXPECT_EQ(one.info.scalars.count("step_refused"), 0u);
+  EXPECT_EQ(one.info.plan_indices, (std::vector<int32_t>{kDp, kTp4, kTp4, kTp4}));
+  EXPECT_FALSE(one.info.measurement.oom);
+}
+
 TEST(PartitionEnv, MaskRowsAreComputedOnlyWhenNeeded) {
   Fixture f = make(test_specs::tiny());
   f.env->reset(0);
   EXPECT_EQ(f.run->mask_calls, 0) << "nothing asked for the mask yet";
+  // The first ask under a plan writes every row straight out (a vector env asks once a step,
+  // and the step then needs only the rows it changes); asked again, the rows are kept.
   f.env->action_mask();
   EXPECT_EQ(f.run->mask_calls, kB);
   f.env->action_mask();
-  EXPECT_EQ(f.run->mask_calls, kB) << "cached";
+  EXPECT_EQ(f.run->mask_calls, 2 * kB);
+  f.env->action_mask();
+  EXPECT_EQ(f.run->mask_calls, 2 * kB) << "cached";
   f.env->step(uniform(kTp4));  // same plan: every row is still valid
   f.env->step(uniform(kTp4));
-  EXPECT_EQ(f.run->mask_calls, kB);
+  EXPECT_EQ(f.run->mask_calls, 2 * kB);
   f.env->step({kTp2, kTp4, kTp4, kTp4});  // validated against the cached rows
-  EXPECT_EQ(f.run->mask_calls, kB);
+  EXPECT_EQ(f.run->mask_calls, 2 * kB);
   f.env->step({kTp2, kTp2, kTp4, kTp4});  // plan changed: only block 1's row is needed
-  EXPECT_EQ(f.run->mask_calls, kB + 1);
+  EXPECT_EQ(f.run->mask_calls, 2 * kB + 1);
   f.env->step({kTp2, kTp2, kTp4, kTp4});  // all kept: only shapes are checked, no row
-  EXPECT_EQ(f.run->mask_calls, kB + 1);
+  EXPECT_EQ(f.run->mask_calls, 2 * kB + 1);
   f.env->step({kTp2, kTp2, kTp4, kTp4});
-  EXPECT_EQ(f.run->mask_calls, kB + 1);
+  EXPECT_EQ(f.run->mask_calls, 2 * kB + 1);
   f.env->action_mask();  // every row, for the plan in force
-  EXPECT_EQ(f.run->mask_calls, kB + 1 + kB);
+  EXPECT_EQ(f.run->mask_calls, 2 * kB + 1 + kB);
 }
 
 TEST(PartitionEnv, PhaseChangeRefreshesMaskAndObservation) {
