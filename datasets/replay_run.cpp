@@ -111,7 +111,7 @@ Measurement ReplayRun::fail(const std::string& why) const {
   return m;
 }
 
-Measurement ReplayRun::step(const Plan& plan) {
+Measurement ReplayRun::replay_step(const Plan& plan) {
   const Recorded& ep = (*episodes_)[current_];
   const std::string where = "replay of " + ep.data.info.name + " from '" + path_ + "'";
   if (!divergence_.empty()) return fail(divergence_ + " (reset() to replay again)");
@@ -134,7 +134,7 @@ Measurement ReplayRun::step(const Plan& plan) {
   return m;
 }
 
-RunContext ReplayRun::context() const {
+RunContext ReplayRun::current_context() const {
   RunContext c;
   c.step = calls_;
   c.phase = spec_.scenario.phase_at(calls_);
@@ -177,7 +177,7 @@ RunContext ReplayRun::context() const {
   return c;
 }
 
-std::vector<uint8_t> ReplayRun::action_mask(int block) const {
+std::vector<uint8_t> ReplayRun::mask_row(int block) const {
   if (block < 0 || block >= spec_.model.num_blocks()) {
     throw std::out_of_range("ReplayRun::action_mask: block " + std::to_string(block) +
                             " outside [0, " + std::to_string(spec_.model.num_blocks()) + ")");

@@ -48,10 +48,12 @@ class ReplayRun : public TrainingRun {
   const StrategyCatalog& catalog() const override { return catalog_; }
 
   void reset(uint64_t seed, const Plan& initial) override;
-  Measurement step(const Plan& plan) override;
+  void step_into(const Plan& plan, Measurement& out) override { out = replay_step(plan); }
   const Plan& plan() const override { return plan_; }
-  RunContext context() const override;
-  std::vector<uint8_t> action_mask(int block) const override;
+  void context_into(RunContext& out) const override { out = current_context(); }
+  void action_mask_rows_into(int first, int count, uint8_t* out) const override {
+    write_mask_rows(first, count, out, [this](int b) { return mask_row(b); });
+  }
   std::optional<Measurement> estimate(const Plan& plan) const override;
   // Whether `plan` is valid for the model and world: memory fit cannot be known offline, as
   // for the mask (the recording says what ran); not "only the recorded plans fit", which
@@ -73,6 +75,9 @@ class ReplayRun : public TrainingRun {
   bool diverged() const { return !divergence_.empty(); }
 
  private:
+  Measurement replay_step(const Plan& plan);  // step_into's figures
+  RunContext current_context() const;
+  std::vector<uint8_t> mask_row(int block) const;
   struct Recorded {
     TraceEpisode data;
     Plan initial_plan;

@@ -16,14 +16,24 @@ std::unique_ptr<TrainingRun> TrainingRun::clone_holding(const Plan&) const {
   throw std::logic_error("the '" + backend() + "' training run cannot be cloned");
 }
 
-void TrainingRun::action_mask_into(int block, uint8_t* out) const {
-  const std::vector<uint8_t> row = action_mask(block);
-  if (static_cast<int>(row.size()) != catalog().size()) {
-    throw std::logic_error("the '" + backend() + "' run's action_mask(" + std::to_string(block) +
-                           ") has " + std::to_string(row.size()) + " entries, the catalog " +
-                           std::to_string(catalog().size()));
+std::vector<uint8_t> TrainingRun::action_mask(int block) const {
+  std::vector<uint8_t> row(static_cast<size_t>(catalog().size()));
+  action_mask_rows_into(block, 1, row.data());
+  return row;
+}
+
+void TrainingRun::write_mask_rows(int first, int count, uint8_t* out,
+                                  const std::function<std::vector<uint8_t>(int)>& row) const {
+  const size_t k = static_cast<size_t>(catalog().size());
+  for (int i = 0; i < count; ++i) {
+    const std::vector<uint8_t> r = row(first + i);
+    if (r.size() != k) {
+      throw std::logic_error("the '" + backend() + "' run's mask row " +
+                             std::to_string(first + i) + " has " + std::to_string(r.size()) +
+                             " entries, the catalog " + std::to_string(k));
+    }
+    for (size_t e = 0; e < k; ++e) out[i * k + e] = r[e] != 0;
   }
-  for (size_t k = 0; k < row.size(); ++k) out[k] = row[k] != 0;
 }
 
 bool TrainingRun::fits(const Plan& plan) const {

@@ -5,9 +5,14 @@
 // The env owns the episode bookkeeping (rewards, termination); the run owns the job state.
 //
 //   class MyRun : public TrainingRun {
-//     Measurement step(const Plan& plan) override { /* repartition, train, measure */ }
+//     void step_into(const Plan& plan, Measurement& out) override { /* repartition, train,
+//                                                                     measure into out */ }
 //     ...
 //   };
+//
+// One virtual per operation, each writing into the caller's buffers (an env steps thousands
+// of times a second); step(), context(), action_mask() and action_mask_into() are the
+// value-returning and one-row forms over them.
 #pragma once
 
 #include <cstdint>
@@ -57,26 +62,29 @@ class TrainingRun {
   // Moves the job to `plan` (blocks whose strategy is unchanged stay put; the bytes that move
   // are charged to this step) and trains one iteration. A failure comes back as
   // `ok = false` with the error set; it does not throw.
-  virtual Measurement step(const Plan& plan) = 0;
-  virtual const Plan& plan() const = 0;
-  virtual RunContext context() const = 0;
-  // The same as `out = step(plan)` / `out = context()`, reusing out's buffers (an env steps
-  // thousands of times a second; the defaults do just that assignment).
-  virtual void step_into(const Plan& plan, Measurement& out) { out = step(plan); }
-  virtual void context_into(RunContext& out) const { out = context(); }
-
-  // mask[k] = 1 if catalog entry k may be chosen for `block` now: shape-valid, and the plan
-  // with that block changed (the others as they are) fits every rank's memory.
-  virtual std::vector<uint8_t> action_mask(int block) const = 0;
-  // action_mask(block) written to out[0, catalog size) as 0/1 without allocating; the default
-  // copies action_mask(block).
-  virtual void action_mask_into(int block, uint8_t* out) const;
-  // Rows [first, first + count) at once, row b at out + (b − first)·K (K = catalog size): an
-  // env writes the whole mask after a change. The default calls action_mask_into per row.
-  virtual void action_mask_rows_into(int first, int count, uint8_t* out) const {
-    const size_t k = static_cast<size_t>(catalog().size());
-    for (int i = 0; i < count; ++i) action_mask_into(first + i, out + i * k);
+  // Written into `out`, reusing its buffers.
+  virtual void step_into(const Plan& plan, Measurement& out) = 0;
+  Measurement step(const Plan& plan) {
+    Measurement m;
+    step_into(plan, m);
+    return m;
   }
+  virtual const Plan& plan() const = 0;
+  virtual void context_into(RunContext& out) const = 0;
+  RunContext context() const {
+    RunContext c;
+    context_into(c);
+    return c;
+  }
+
+  // Mask rows [first, first + count) as 0/1, row b at out + (b − first)·K (K = catalog size):
+  // mask[k] = 1 if catalog entry k may be chosen for block b now: shape-valid, and the plan
+  // with that block changed (the others as they are) fits every rank's memory. An env writes
+  // the whole mask after a change in one call. Throws std::out_of_range for a block outside
+  // the model.
+  virtual void action_mask_rows_into(int first, int count, uint8_t* out) const = 0;
+  void action_mask_into(int block, uint8_t* out) const { action_mask_rows_into(block, 1, out); }
+  std::vector<uint8_t> action_mask(int block) const;
 
   // Noise-free cost of `plan` under the current conditions without running it, where the
   // backend can tell (sim: yes; live: no). Used for baselines and oracles.
@@ -110,6 +118,12 @@ class TrainingRun {
   // other than the run's own. Throws std::logic_error if !cloneable, std::invalid_argument if
   // `plan` is not valid here.
   virtual std::unique_ptr<TrainingRun> clone_holding(const Plan& plan) const;
+
+ protected:
+  // For action_mask_rows_into of runs that compute one row at a time: writes row(b) for each
+  // block of [first, first + count) as 0/1, checking each row's size against the catalog.
+  void write_mask_rows(int first, int count, uint8_t* out,
+                       const std::function<std::vector<uint8_t>(int)>& row) const;
 };
 
 // run.fits(plan): whether `plan` is valid and fits every rank's memory under the conditions of

@@ -297,12 +297,6 @@ void SimRun::reset(uint64_t seed, const Plan& initial) {
   draw_link_measurement();
 }
 
-Measurement SimRun::step(const Plan& plan) {
-  Measurement m;
-  step_into(plan, m);
-  return m;
-}
-
 void SimRun::step_into(const Plan& plan, Measurement& m) {
   {  // m = Measurement{}, keeping the vectors' storage
     std::vector<double> fwd, bwd, comm, peak;
@@ -342,12 +336,6 @@ void SimRun::step_into(const Plan& plan, Measurement& m) {
   if (std::binary_search(event_steps_.begin(), event_steps_.end(), step_))
     install(step_);
   draw_link_measurement();
-}
-
-RunContext SimRun::context() const {
-  RunContext c;
-  context_into(c);
-  return c;
 }
 
 void SimRun::context_into(RunContext& c) const {

@@ -117,13 +117,9 @@ class SimRun : public TrainingRun {
   const StrategyCatalog& catalog() const override { return catalog_; }
 
   void reset(uint64_t seed, const Plan& initial) override;
-  Measurement step(const Plan& plan) override;
   void step_into(const Plan& plan, Measurement& out) override;
   const Plan& plan() const override { return plan_; }
-  RunContext context() const override;
   void context_into(RunContext& out) const override;
-  std::vector<uint8_t> action_mask(int block) const override;
-  void action_mask_into(int block, uint8_t* out) const override;
   void action_mask_rows_into(int first, int count, uint8_t* out) const override;
   std::optional<Measurement> estimate(const Plan& plan) const override;
   // estimate(plan)'s "ok and not out of memory", from the blocks' memory alone (no times, no

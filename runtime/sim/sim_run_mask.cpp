@@ -94,14 +94,6 @@ void SimRun::ensure_mask_tables() const {
   if (stage_cost_.size() == 1) block_cache_.share(0), block_cache_.share(1);
 }
 
-std::vector<uint8_t> SimRun::action_mask(int b) const {
-  std::vector<uint8_t> mask(catalog_.size());
-  action_mask_into(b, mask.data());
-  return mask;
-}
-
-void SimRun::action_mask_into(int b, uint8_t* out) const { action_mask_rows_into(b, 1, out); }
-
 void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
   if (count <= 0) return;
   if (first < 0 || first + count > blocks_) {

@@ -57,7 +57,7 @@ class FakeRun : public TrainingRun {
     ++resets;
   }
 
-  Measurement step(const Plan& plan) override {
+  void step_into(const Plan& plan, Measurement& out) override {
     ++steps;
     Measurement m = cost(plan, /*noisy=*/true);
     if (step_ == options_.fail_at_step) {
@@ -66,13 +66,13 @@ class FakeRun : public TrainingRun {
     }
     if (m.ok) plan_ = plan;
     ++step_;
-    return m;
+    out = std::move(m);
   }
 
   const Plan& plan() const override { return plan_; }
 
-  RunContext context() const override {
-    RunContext c;
+  void context_into(RunContext& c) const override {
+    c = RunContext{};
     c.step = step_;
     c.phase = spec_.scenario.phase_at(step_);
     c.num_phases = spec_.scenario.num_phases();
@@ -89,10 +89,12 @@ class FakeRun : public TrainingRun {
       }
     }
     c.memory_capacity = options_.capacity;
-    return c;
   }
 
-  std::vector<uint8_t> action_mask(int block) const override {
+  void action_mask_rows_into(int first, int count, uint8_t* out) const override {
+    write_mask_rows(first, count, out, [this](int b) { return mask_row(b); });
+  }
+  std::vector<uint8_t> mask_row(int block) const {
     ++mask_calls;
     const auto& shape = catalog_.shape_mask(ModelSpec::block_kind(block));
     std::vector<uint8_t> mask(shape.begin(), shape.end());

@@ -280,7 +280,7 @@ void LiveRun::reset(uint64_t seed, const Plan& initial) {
   plan_ = initial;
 }
 
-Measurement LiveRun::step(const Plan& plan) {
+Measurement LiveRun::train_step(const Plan& plan) {
   const std::string why = why_invalid(plan);
   if (!why.empty()) {
     Measurement m;
@@ -475,7 +475,7 @@ std::vector<double> LiveRun::slowdown_at(int step) const {
   return slow;
 }
 
-RunContext LiveRun::context() const {
+RunContext LiveRun::current_context() const {
   RunContext c;
   c.step = step_;
   // Emulated stragglers (the scenario's straggler events, RankTrainer::set_compute_stretch):
@@ -509,7 +509,7 @@ bool LiveRun::fits(const Plan& plan) const {
              capacity;
 }
 
-std::vector<uint8_t> LiveRun::action_mask(int block) const {
+std::vector<uint8_t> LiveRun::mask_row(int block) const {
   if (block < 0 || block >= config_.model.num_blocks()) {
     throw std::out_of_range("action_mask: block " + std::to_string(block) + " outside [0, " +
                             std::to_string(config_.model.num_blocks()) + ")");

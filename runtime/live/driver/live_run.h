@@ -71,10 +71,12 @@ class LiveRun : public TrainingRun {
   void reset(uint64_t seed, const Plan& initial) override;
   // Repartitions to `plan` and trains live.warmup_iterations + live.iterations iterations;
   // the figures are the medians of the measured ones (the repartition: the first command's).
-  Measurement step(const Plan& plan) override;
+  void step_into(const Plan& plan, Measurement& out) override { out = train_step(plan); }
   const Plan& plan() const override { return plan_; }
-  RunContext context() const override;
-  std::vector<uint8_t> action_mask(int block) const override;
+  void context_into(RunContext& out) const override { out = current_context(); }
+  void action_mask_rows_into(int first, int count, uint8_t* out) const override {
+    write_mask_rows(first, count, out, [this](int b) { return mask_row(b); });
+  }
   std::optional<Measurement> estimate(const Plan&) const override { return std::nullopt; }
   // why_invalid(plan) is empty and the memory estimate fits the smallest device.
   bool fits(const Plan& plan) const override;
@@ -109,6 +111,9 @@ class LiveRun : public TrainingRun {
   const std::string& last_error() const { return last_error_; }
 
  private:
+  Measurement train_step(const Plan& plan);  // step_into's figures
+  RunContext current_context() const;
+  std::vector<uint8_t> mask_row(int block) const;
   // One training iteration under `plan` (the ranks repartition first if it is new to them).
   Measurement iterate(const Plan& plan);
   std::vector<RankReport> command(RankCommand cmd);  // throws std::runtime_error
