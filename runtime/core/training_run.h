@@ -4,15 +4,9 @@
 // (runtime/live) trains for real on c10d ranks, `ReplayRun` (datasets) plays a trace back.
 // The env owns the episode bookkeeping (rewards, termination); the run owns the job state.
 //
-//   class MyRun : public TrainingRun {
-//     void step_into(const Plan& plan, Measurement& out) override { /* repartition, train,
-//                                                                     measure into out */ }
-//     ...
-//   };
-//
-// One virtual per operation, each writing into the caller's buffers (an env steps thousands
-// of times a second); step(), context(), action_mask() and action_mask_into() are the
-// value-returning and one-row forms over them.
+// One virtual per operation, writing into the caller's buffers (an env steps thousands of
+// times a second): step_into, context_into, action_mask_rows_into; step(), context(),
+// action_mask() and action_mask_into() are the value-returning and one-row forms over them.
 #pragma once
 
 #include <cstdint>
@@ -126,8 +120,7 @@ class TrainingRun {
                        const std::function<std::vector<uint8_t>(int)>& row) const;
 };
 
-// run.fits(plan): whether `plan` is valid and fits every rank's memory under the conditions of
-// the next step.
+// run.fits(plan), as a free function.
 inline bool plan_fits(const TrainingRun& run, const Plan& plan) { return run.fits(plan); }
 
 // Megatron-LM users' pipeline rule: tensor parallelism within a node, then the fewest pipeline
