@@ -1,13 +1,11 @@
 #include "agents/agent_util.h"
 
-#include <cmath>
 #include <cstring>
 #include <istream>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 
-#include "env/partition_env.h"
 #include "env/pipeline_action.h"
 #include "env/share_action.h"
 #include "runtime/core/cost.h"

@@ -360,8 +360,9 @@ void PartitionEnv::check_action(const Action& action) const {
 // blocks chosen in the same step do not admit (a degree spanning share groups, or together
 // more memory than a rank has) takes those blocks narrowed by the rule the mask offered it
 // under (admitted_with_shares: the widest allowed entry that divides a group; info scalar
-// "blocks_narrowed"), so that one plan-level choice leaves a lost group out. Where even that does not fit, it is not applied: the shares
-// in force stay, which every block the mask allowed admits ("plan_choice_refused").
+// "blocks_narrowed"), so that one plan-level choice leaves a lost group out. Where even that
+// does not fit, it is not applied: the shares in force stay, which every block the mask allowed
+// admits ("plan_choice_refused").
 void PartitionEnv::admit_share_choice(bool& refused, bool& narrowed) {
   const int n = static_cast<int>(pending_.pipeline.shares.size());
   if (n == 0 || pending_.pipeline.shares == pipeline_.shares) return;
