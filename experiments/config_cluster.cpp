@@ -41,7 +41,8 @@ double parse_peak_flops(const YamlField& f, DType dtype, std::string& missing) {
 
 DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
   f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w",
-                "gemm_efficiency", "attention_efficiency", "memory_efficiency", "host_kernel_us",
+                "gemm_efficiency", "gemm_fixed_us", "attention_efficiency", "memory_efficiency",
+                "host_kernel_us",
                 "host_micro_batch_us", "host_overlap_exponent"});
   DeviceType d;
   d.name = f.child("name").as_string();
@@ -62,7 +63,9 @@ DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
   fraction("gemm_efficiency", d.gemm_efficiency);
   fraction("attention_efficiency", d.attention_efficiency);
   fraction("memory_efficiency", d.memory_efficiency);
-  // At most a second per kernel or micro-batch: larger is a unit mistake, not a host.
+  // At most a millisecond per GEMM kernel, a second per kernel issued or micro-batch: larger
+  // is a unit mistake, not a device or a host.
+  if (auto e = f.optional("gemm_fixed_us")) d.gemm_fixed_s = e->as_double(0, 1e3) * kMicro;
   if (auto e = f.optional("host_kernel_us")) d.host_kernel_s = e->as_double(0, 1e6) * kMicro;
   if (auto e = f.optional("host_micro_batch_us"))
     d.host_micro_batch_s = e->as_double(0, 1e6) * kMicro;

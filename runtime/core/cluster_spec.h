@@ -26,6 +26,9 @@ struct DeviceType {
   // Fractions of the datasheet peaks that real kernels reach (origins in hardware.yaml).
   double gemm_efficiency = 0.80;       // large dense GEMMs (cuBLAS) / peak_flops
   double attention_efficiency = 0.50;  // fused (flash) attention kernels / peak_flops
+  // A GEMM kernel's fixed time on the device (launch, ramp-up, tail), measured; 0 = not stated:
+  // GEMMs take the calibration table's shape efficiencies instead (runtime/sim/calibration.h).
+  double gemm_fixed_s = 0;
   // Streaming (memory-bound) kernels / memory_bw; 0 = not stated: memory-bound kernels and
   // the optimizer step are left out, as in the model before pipelines.
   double memory_efficiency = 0;

@@ -114,15 +114,16 @@ Calibration load_calibration(const std::string& path) {
 
 double gemm_time(const std::vector<Gemm>& gemms, double peak_flops, double memory_bw,
                  double elem_bytes, const Calibration& calib, const std::string& device,
-                 const std::string& kind) {
+                 const std::string& kind, double fixed_s) {
   double t = 0;
   for (const auto& g : gemms) {
     if (g.count <= 0 || g.m <= 0 || g.k <= 0 || g.n <= 0) continue;
     const double min_dim = std::min({g.m, g.k, g.n});
-    const double compute = g.flops() / (peak_flops * calib.efficiency(device, kind, min_dim));
+    const double eff = fixed_s > 0 ? 1.0 : calib.efficiency(device, kind, min_dim);
+    const double compute = g.flops() / (peak_flops * eff);
     const double bytes = elem_bytes * (g.m * g.k + g.k * g.n + g.m * g.n) * g.count;
     const double memory = memory_bw > 0 ? bytes / memory_bw : 0;
-    t += std::max(compute, memory);
+    t += std::max(compute, memory) + (fixed_s > 0 ? fixed_s * g.kernels : 0.0);
   }
   return t;
 }

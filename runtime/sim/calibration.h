@@ -53,16 +53,23 @@ Calibration parse_calibration(const std::string& text, const std::string& where)
 // Reads and parses a file; throws std::runtime_error if it cannot be read.
 Calibration load_calibration(const std::string& path);
 
-// One GEMM C[m,n] = A[m,k]·B[k,n], `count` times (batched GEMMs: count > 1).
+// One GEMM C[m,n] = A[m,k]·B[k,n], `count` times, in `kernels` launches (a batched GEMM:
+// count > 1 in one kernel; chunked overlap: one kernel per chunk).
 struct Gemm {
-  double m = 0, k = 0, n = 0, count = 1;
+  double m = 0, k = 0, n = 0, count = 1, kernels = 1;
   double flops() const { return 2 * m * k * n * count; }
 };
 
-// Roofline time of the GEMMs on one device: Σ max(flops / (peak·eff(min dim)),
-// bytes / memory_bw) with `elem_bytes` per element. memory_bw ≤ 0 disables the bandwidth limit.
+// Roofline time of the GEMMs on one device, `elem_bytes` per element; memory_bw ≤ 0 disables
+// the bandwidth limit.
+// - fixed_s = 0: Σ max(flops / (peak·eff(min dim)), bytes / memory_bw), eff from `calib`'s
+//   table by the GEMM's smallest dimension.
+// - fixed_s > 0 (a device whose GEMM fixed time is measured, hardware.yaml gemm_fixed_us):
+//   Σ kernels·fixed_s + max(flops / peak, bytes / memory_bw), `peak_flops` already the rate a
+//   large GEMM reaches. The fixed time (a kernel's launch, ramp-up and tail) is the shape
+//   curve: a GEMM with a dimension of 128-256 takes about it alone (docs/design.md §4).
 double gemm_time(const std::vector<Gemm>& gemms, double peak_flops, double memory_bw,
                  double elem_bytes, const Calibration& calib, const std::string& device,
-                 const std::string& kind);
+                 const std::string& kind, double fixed_s = 0);
 
 }  // namespace shardgym

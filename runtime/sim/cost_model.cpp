@@ -154,8 +154,6 @@ double CostModel::moved_bytes_per_param() const {
 
 double CostModel::slowest_pass(const std::vector<PassShape>& by_pos, const std::string& kind,
                                const PassWork& w, double& busy_j) const {
-  const int elem = dtype_bytes(cond_.model.dtype);
-  const bool builtin = calib_.source() == "builtin";
   const size_t npos = by_pos.size();
   std::vector<double> per_device(cluster_.devices.size() * npos, -1);
   double slowest = 0;
@@ -166,14 +164,10 @@ double CostModel::slowest_pass(const std::vector<PassShape>& by_pos, const std::
     const DeviceType& dev = cluster_.devices[d];
     double& per = per_device[size_t(d) * npos + pos];
     if (per < 0) {
-      // The builtin table's shape efficiencies top out at 0.80; the device's gemm_efficiency
-      // rescales them (a calibration file gives absolute efficiencies).
-      const double peak = builtin ? dev.peak_flops * dev.gemm_efficiency / 0.80 : dev.peak_flops;
-      const double t_dense = gemm_time(ps.dense, peak, dev.memory_bw, elem, calib_, dev.name, kind);
-      const double t_core =
-          cond_.model.flash_attention
-              ? ps.core_flops / (dev.peak_flops * dev.attention_efficiency)
-              : gemm_time(ps.core, peak, dev.memory_bw, elem, calib_, dev.name, kind);
+      const double t_dense = gemms_on(dev, ps.dense, kind);
+      const double t_core = cond_.model.flash_attention
+                                ? ps.core_flops / (dev.peak_flops * dev.attention_efficiency)
+                                : gemms_on(dev, ps.core, kind);
       const double t_mem = terms_.memory_bound && dev.memory_bw > 0 && dev.memory_efficiency > 0
                                ? ps.mem / (dev.memory_bw * dev.memory_efficiency)
                                : 0.0;
@@ -184,6 +178,20 @@ double CostModel::slowest_pass(const std::vector<PassShape>& by_pos, const std::
     busy_j += (dev.busy_w - dev.idle_w) * t;
   }
   return slowest;
+}
+
+double CostModel::gemms_on(const DeviceType& dev, const std::vector<Gemm>& gemms,
+                           const std::string& kind, bool scaled) const {
+  const int elem = dtype_bytes(cond_.model.dtype);
+  if (calib_.source() == "builtin" && dev.gemm_fixed_s > 0)
+    return gemm_time(gemms, dev.peak_flops * dev.gemm_efficiency, dev.memory_bw, elem, calib_,
+                     dev.name, kind, dev.gemm_fixed_s);
+  // The builtin table's shape efficiencies top out at 0.80; the device's gemm_efficiency
+  // rescales them (a calibration file gives absolute efficiencies).
+  const bool builtin = calib_.source() == "builtin";
+  const double peak =
+      scaled && builtin ? dev.peak_flops * dev.gemm_efficiency / 0.80 : dev.peak_flops;
+  return gemm_time(gemms, peak, dev.memory_bw, elem, calib_, dev.name, kind);
 }
 
 std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, const Strategy& s,
@@ -199,19 +207,18 @@ std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, con
     const double heads = double(m.heads) * head_part(s, pos) / s.degree(), dh = h / m.heads;
     // The core: a part's queries against the whole sequence's keys (context parallelism).
     const double keys = double(m.full_seq());
-    return {{n, h / a, double(m.qkv_width()) / c, k},  // QKV (3h wide without GQA)
-            {n, h / c, h / a, k},                      // attention out
+    return {{n, h / a, double(m.qkv_width()) / c, k, k},  // QKV (3h wide without GQA)
+            {n, h / c, h / a, k, k},                      // attention out
             {double(m.seq), dh, keys, b * heads},      // Q·Kᵀ per head
             {double(m.seq), keys, dh, b * heads}};     // softmax·V per head
   }
-  return {{n, h / a, double(m.fc1_width()) / c, k}, {n, f / c, h / a, k}};  // fc1, fc2
+  return {{n, h / a, double(m.fc1_width()) / c, k, k}, {n, f / c, h / a, k, k}};  // fc1, fc2
 }
 
 void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
                               double& slowest_s, double& busy_j) const {
   double gemm_flops = 0;
   for (const auto& g : gemms) gemm_flops += g.flops();
-  const int elem = dtype_bytes(cond_.model.dtype);
   std::vector<double> per_device(cluster_.devices.size(), -1);
   slowest_s = 0, busy_j = 0;
   if (flops <= 0 || gemm_flops <= 0) return;
@@ -220,8 +227,7 @@ void CostModel::compute_times(const std::vector<Gemm>& gemms, double flops, cons
     const DeviceType& dev = cluster_.devices[d];
     if (per_device[d] < 0) {
       // The GEMMs' roofline sets the device's efficiency; it applies to all the FLOPs.
-      const double t =
-          gemm_time(gemms, dev.peak_flops, dev.memory_bw, elem, calib_, dev.name, kind);
+      const double t = gemms_on(dev, gemms, kind, /*scaled=*/false);
       per_device[d] = t * flops / gemm_flops;
     }
     const double t = per_device[d] * cond_.slowdown[r] * work(r);

@@ -18,7 +18,8 @@
 // Memory-bound kernels (cost.h block_memory_bound_bytes) take their bytes over the device's
 //   memory bandwidth × memory_efficiency; flash attention runs at attention_efficiency of peak;
 //   GEMMs at the calibration table's shape efficiency × the device's gemm_efficiency / 0.80
-//   (the builtin table tops out at 0.80).
+//   (the builtin table tops out at 0.80), or, on a device with a measured GEMM fixed time,
+//   each kernel at that time plus its roofline at gemm_efficiency (calibration.h gemm_time).
 // Everything above is per micro-batch: the model it is given is micro_batch_model() and the
 //   world is one pipeline stage's (SimRun). Gradient reduction and the optimizer step are per
 //   iteration: grad_sync_s (all-reduce, or reduce-scatter with the distributed optimizer, of
@@ -174,6 +175,10 @@ class CostModel {
  private:
   // Compute time of `flops` whose GEMMs are `gemms`, per rank (slowdown applied), and the
   // energy above idle that it burns.
+  // The GEMMs' time on `dev` (calibration.h gemm_time): its fixed time and gemm_efficiency
+  // where it states one, else the calibration table (`scaled`: × gemm_efficiency / 0.80).
+  double gemms_on(const DeviceType& dev, const std::vector<Gemm>& gemms, const std::string& kind,
+                  bool scaled = true) const;
   void compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
                      double& slowest_s, double& busy_j) const;
   // Seconds of one pass of a block on the slowest rank: dense GEMMs, the attention core and

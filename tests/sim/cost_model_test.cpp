@@ -67,6 +67,25 @@ TEST(Calibration, RooflineTakesTheSlowerLimit) {
   EXPECT_NEAR(gemm_time({thin}, 1e15, 3e12, 2, c, "d", "mlp"), bytes / 3e12, kRel);
 }
 
+// A device with a measured GEMM fixed time (hardware.yaml gemm_fixed_us): each kernel costs
+// it plus its roofline at the device's large-GEMM rate, whatever the table says; a batched
+// GEMM is one kernel, a chunked one a kernel per chunk.
+TEST(Calibration, AGemmsFixedTimeIsItsShapeCurve) {
+  const Calibration c = default_calibration();  // its shape table must not apply
+  const double t0 = 7e-6, peak = 7.5e14, bw = 3e12;
+  const Gemm big{8192, 8192, 8192, 1}, tiny{128, 128, 128, 1}, chunked{2048, 4096, 4096, 4, 4};
+  EXPECT_NEAR(gemm_time({big}, peak, bw, 2, c, "d", "mlp", t0), big.flops() / peak + t0, kRel);
+  EXPECT_LT(t0 / (big.flops() / peak), 1e-2);  // compute-bound: the fixed time is noise
+  const double tiny_bytes = 2 * 3 * 128.0 * 128;
+  EXPECT_NEAR(gemm_time({tiny}, peak, bw, 2, c, "d", "mlp", t0), t0 + tiny_bytes / bw, kRel);
+  EXPECT_GT(t0 / gemm_time({tiny}, peak, bw, 2, c, "d", "mlp", t0), 0.99);  // launch-bound
+  EXPECT_NEAR(gemm_time({chunked}, peak, bw, 2, c, "d", "mlp", t0),
+              chunked.flops() / peak + 4 * t0, kRel);
+  const Gemm batched{128, 64, 128, 32};  // 32 heads' products in one kernel
+  EXPECT_NEAR(gemm_time({batched}, peak, 0, 2, c, "d", "attention", t0),
+              batched.flops() / peak + t0, kRel);
+}
+
 TEST(Layout, RepartitionMovesOnlyMissingShards) {
   // MLP tp1d(t=2) → tp1d(t=4) on 4 ranks. Under t=2, rank r holds fc1 columns / fc2 rows
   // [(r%2)·f/2, …); under t=4 it needs [r·f/4, …). Ranks 0 and 3 already hold theirs;
@@ -130,6 +149,32 @@ TEST(CostModel, HeterogeneousGroupRunsAtItsSlowestMember) {
   const Strategy t8 = Strategy::tp1d(8);
   EXPECT_DOUBLE_EQ(fwd(mixed, t8), fwd(slow, t8));
   EXPECT_GT(fwd(mixed, t8), 2 * fwd(fast, t8));
+}
+
+// The GEMM fixed time in a block: a tiny layer's forward is its GEMM kernels' fixed times
+// (launch-bound; its bytes over HBM add under 2 %), a large one's its FLOPs at gemm_efficiency
+// (compute-bound, the fixed times under 1 %), and chunking the tiny layer adds a fixed time
+// per chunk and GEMM.
+TEST(CostModel, GemmFixedTimeBoundsATinyLayerNotALargeOne) {
+  DeviceType dev = testing::h100_sxm();
+  dev.gemm_efficiency = 0.75;
+  dev.gemm_fixed_s = 7e-6;
+  const ClusterSpec c = testing::cluster(1, 1, dev, testing::nvswitch());
+  auto mlp_fwd = [&](int hidden, int seq, int chunks) {
+    CostModel cm(c, default_calibration());
+    Conditions cond = cm.conditions();
+    cond.model = testing::gpt(1, hidden, hidden / 64, seq, 1);
+    cm.set_conditions(cond);
+    Strategy s = Strategy::dp();
+    s.chunks = chunks;
+    return cm.block_cost(BlockKind::kMlp, s).fwd_s;
+  };
+  EXPECT_NEAR(mlp_fwd(128, 128, 1), 2 * dev.gemm_fixed_s, 0.02 * 2 * dev.gemm_fixed_s);
+  EXPECT_NEAR(mlp_fwd(128, 128, 2), 4 * dev.gemm_fixed_s, 0.02 * 4 * dev.gemm_fixed_s);
+  const double flops = 2 * 2.0 * 2048 * 8192 * 4 * 8192;  // fc1 and fc2 of one sequence
+  const double compute = flops / (dev.peak_flops * dev.gemm_efficiency);
+  EXPECT_NEAR(mlp_fwd(8192, 2048, 1), compute + 2 * dev.gemm_fixed_s, kRel * compute);
+  EXPECT_LT(2 * dev.gemm_fixed_s / compute, 0.01);
 }
 
 // The LM head's cross-entropy costs the HBM traffic of Megatron-Core's unfused
