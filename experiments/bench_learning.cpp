@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +11,7 @@
 #include "agents/agent.h"
 #include "analysis/table.h"
 #include "agents/evaluate.h"
+#include "agents/trainer.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
 #include "env/wrappers.h"
@@ -94,47 +94,39 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
 
   const Clock::time_point t0 = Clock::now();
   double eval_s = 0;
-  const bool trained = agent->train_vectorized(
-      *envs, options.max_steps, [&](const TrainProgress& p) {
-        const Clock::time_point e0 = Clock::now();
-        const EpisodeSummary s = run_episode(eval_env, *agent, options.eval_seed, false);
-        agent->set_training(true);
-        agent->note_evaluation(s.total_reward);  // restart on stall (ppo restart_s) reads it
-        eval_s += seconds_since(e0);
-        if (p.restarts > static_cast<int>(r.restart_wall_s.size())) {
-          r.restart_wall_s = p.restart_wall_s;
-          say(restart_line(p));
-        }
-        for (const std::string& note : p.notes) say(note);
-        LearnBenchPoint pt;
-        pt.update = p.update;
-        pt.training_steps = p.env_steps;
-        pt.search_steps = std::max<int64_t>(0, trained_steps->load() - p.env_steps);
-        pt.eval_steps = evaluated_steps->load();
-        pt.env_steps = trained_steps->load() + pt.eval_steps;
-        pt.wall_s = seconds_since(t0);
-        pt.eval_return = s.total_reward;
-        pt.eval_throughput = s.throughput;
-        pt.train_return = p.mean_episode_return;
-        // Keep the best evaluated policy (the usual checkpoint selection; compare then
-        // evaluates it on other seeds), across restarts.
-        const bool best = r.points.empty() || pt.eval_return > r.best()->eval_return;
-        r.points.push_back(pt);
-        if (best && !options.save_path.empty()) agent->save(options.save_path);
-        const bool reached = pt.eval_return >= options.threshold * r.oracle_return;
-        if (reached && !r.reached) {
-          r.reached = true;
-          r.time_to_threshold_s = pt.wall_s;
-          r.steps_to_threshold = pt.env_steps;
-        }
-        say("update " + std::to_string(pt.update) + "  env steps " + std::to_string(pt.env_steps) +
-            (pt.search_steps > 0 ? " (search " + std::to_string(pt.search_steps) + ")" : "") +
-            "  " + fixed(pt.wall_s, 1) + " s  eval return " + fixed(pt.eval_return, 2) + " (" +
-            fixed(pt.eval_return / r.oracle_return, 3) + " of oracle)  train return " +
-            (std::isnan(pt.train_return) ? std::string("-") : fixed(pt.train_return, 2)));
-        if (reached && options.stop_at_threshold) return false;
-        return pt.wall_s < options.budget_s;
-      });
+  // The best evaluated policy is kept (the usual checkpoint selection; compare then evaluates
+  // it on other seeds), across restarts (agents/trainer.h).
+  Trainer trainer(eval_env, options.eval_seed, options.save_path);
+  trainer.say = say;
+  const bool trained = trainer.run(*agent, *envs, options.max_steps, [&](const TrainerUpdate& u) {
+    const TrainProgress& p = u.progress;
+    eval_s += u.evaluation.wall_s;
+    r.restart_wall_s = p.restart_wall_s;
+    LearnBenchPoint pt;
+    pt.update = p.update;
+    pt.training_steps = p.env_steps;
+    pt.search_steps = std::max<int64_t>(0, trained_steps->load() - p.env_steps);
+    pt.eval_steps = evaluated_steps->load();
+    pt.env_steps = trained_steps->load() + pt.eval_steps;
+    pt.wall_s = seconds_since(t0);
+    pt.eval_return = u.evaluation.total_reward;
+    pt.eval_throughput = u.evaluation.throughput;
+    pt.train_return = p.mean_episode_return;
+    r.points.push_back(pt);
+    const bool reached = pt.eval_return >= options.threshold * r.oracle_return;
+    if (reached && !r.reached) {
+      r.reached = true;
+      r.time_to_threshold_s = pt.wall_s;
+      r.steps_to_threshold = pt.env_steps;
+    }
+    say("update " + std::to_string(pt.update) + "  env steps " + std::to_string(pt.env_steps) +
+        (pt.search_steps > 0 ? " (search " + std::to_string(pt.search_steps) + ")" : "") + "  " +
+        fixed(pt.wall_s, 1) + " s  eval return " + fixed(pt.eval_return, 2) + " (" +
+        fixed(pt.eval_return / r.oracle_return, 3) + " of oracle)  train return " +
+        (std::isnan(pt.train_return) ? std::string("-") : fixed(pt.train_return, 2)));
+    if (reached && options.stop_at_threshold) return false;
+    return pt.wall_s < options.budget_s;
+  });
   if (!trained)
     throw std::invalid_argument("bench learn: agent '" + id +
                                 "' has no vectorised training (ppo has)");

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +16,7 @@
 
 #include "agents/agent.h"
 #include "agents/evaluate.h"
+#include "agents/trainer.h"
 #include "env/registry.h"
 #include "env/vector_env.h"
 #include "env/wrappers.h"
@@ -156,27 +156,16 @@ void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, 
   const auto played = std::make_shared<PlayedInstances>();
   const fs::path ckpt = fs::temp_directory_path() /
                         ("shardgym-suite-" + std::to_string(::getpid()) + ".ckpt");
-  double best = -std::numeric_limits<double>::infinity();
-  bool saved = false;
   VectorEnv envs(n, [&](int k) {
     return std::make_unique<CountSteps>(
         std::make_unique<CycleInstances>(task, train, static_cast<size_t>(k), size_t(n), played),
         steps);
   });
-  const bool vectorised = agent.train_vectorized(
-      envs, suite.train_steps, [&](const TrainProgress& p) {
-        const double ret = run_episode(pick_env, agent, pick_instance, false).total_reward;
-        run.train_env_steps = steps->load();
-        agent.set_training(true);
-        agent.note_evaluation(ret);
-        if (ret > best) {
-          best = ret;
-          agent.save(ckpt.string());
-          saved = true;
-        }
-        return true;
-      });
-  if (vectorised && saved) agent.load(ckpt.string());
+  Trainer trainer(pick_env, pick_instance, ckpt.string());
+  const bool vectorised = trainer.run(agent, envs, suite.train_steps, [&](const TrainerUpdate&) {
+    run.train_env_steps = steps->load();
+    return true;
+  });
   std::error_code ec;
   fs::remove(ckpt, ec);
   if (vectorised) {

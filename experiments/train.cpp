@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 
 #include "agents/agent.h"
 #include "agents/evaluate.h"
+#include "agents/trainer.h"
 #include "analysis/table.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
@@ -67,14 +67,6 @@ class LearningLog {
 
 }  // namespace
 
-std::string restart_line(const TrainProgress& p) {
-  if (p.restarts < 1 || p.restart_wall_s.empty()) return {};
-  char after[32];
-  std::snprintf(after, sizeof after, "%g", p.restart_after_s);  // 20, 2.5, 1e-09
-  return "restart " + std::to_string(p.restarts) + " at " + fixed(p.restart_wall_s.back(), 1) +
-         " s, after " + after + " s without improvement";
-}
-
 namespace {
 
 struct OutputPaths {
@@ -127,45 +119,29 @@ bool train_vectorised(const ExperimentSpec& spec, const TrainOptions& options, u
         trained_steps);
   });
   // After every update one greedy episode on a held-out seed; the best policy is kept (PPO
-  // does not improve monotonically: the last update is not always the best one).
+  // does not improve monotonically: the last update is not always the best one) in agent.ckpt
+  // as soon as it is picked, so a kill at any later moment leaves it there (agents/trainer.h).
   std::unique_ptr<Env> eval_env = std::make_unique<CountSteps>(
       make_env(spec.env_id, drawn ? with_instance(spec, instance + 2'000'003) : spec),
       evaluated_steps);
   LearningLog log(paths.learning);
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t eval_seed = kHeldOutSeedBase + seed;
-  // The best policy goes to agent.ckpt as soon as it is picked (each save: temporary
-  // file, fsync, rename), so a kill at any later moment leaves it there.
-  bool saved_best = false;
-  double best_return = -std::numeric_limits<double>::infinity();
+  Trainer trainer(*eval_env, kHeldOutSeedBase + seed, paths.checkpoint);
+  if (progress) trainer.say = [progress](const std::string& line) { progress->line(line); };
   int reported = 0;
-  int restarts_reported = 0;
   const bool vectorised =
-      agent.train_vectorized(envs, spec.agent.train_steps, [&](const TrainProgress& p) {
+      trainer.run(agent, envs, spec.agent.train_steps, [&](const TrainerUpdate& u) {
+        const TrainProgress& p = u.progress;
+        const double eval_return = u.evaluation.total_reward;
         result.training.push_back(p);
-        const double eval_return =
-            run_episode(*eval_env, agent, eval_seed, /*learn=*/false).total_reward;
-        agent.set_training(true);
-        agent.note_evaluation(eval_return);  // restart on stall (ppo restart_s) reads it
         log.row(p.update, p.env_steps, trained_steps->load() + evaluated_steps->load(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                 eval_return, p.mean_episode_return);
-        if (progress && p.restarts > restarts_reported) {
-          progress->line(restart_line(p));
-          restarts_reported = p.restarts;
-        }
-        if (progress)
-          for (const std::string& note : p.notes) progress->line(note);
-        // The best across restarts: a restart starts a new network, never a new best.
-        if (eval_return > best_return) {
-          best_return = eval_return;
-          result.best_update = p.update;
-          agent.save(paths.checkpoint);
-          saved_best = true;
-        }
+        if (u.best) result.best_update = p.update;
         if (progress) {
           const std::string text = training_line(result.agent, envs.size(), p,
-                                                 spec.agent.train_steps, eval_return, best_return);
+                                                 spec.agent.train_steps, eval_return,
+                                                 u.best_return);
           // A permanent line every 10 s or so, the rest on a terminal only.
           if (p.wall_s >= 10.0 * (reported + 1)) {
             progress->line(text);
@@ -176,7 +152,6 @@ bool train_vectorised(const ExperimentSpec& spec, const TrainOptions& options, u
         }
         return true;
       });
-  if (vectorised && saved_best) agent.load(paths.checkpoint);
   if (!vectorised && progress) {
     progress->line("agent " + result.agent +
                    " has no vectorised training; agent.train_steps is ignored and it learns "

@@ -72,8 +72,4 @@ TrainResult run_training(ExperimentSpec spec, const TrainOptions& options);
 // Per-episode table: episode, seed, steps, mean reward, throughput, Megatron, ratio.
 Table training_summary(const TrainResult& result);
 
-// "restart N at W s, after R s without improvement" for the latest restart of vectorised
-// training (p.restarts > 0; empty otherwise): train and bench learn print it.
-std::string restart_line(const TrainProgress& p);
-
 }  // namespace shardgym
