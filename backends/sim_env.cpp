@@ -17,6 +17,16 @@ EnvType sim_type() {
   t.factory = [](const ExperimentSpec& s) {
     return std::make_unique<PartitionEnv>("shardgym/TPSim-v0", std::make_unique<SimRun>(s), s);
   };
+  // Envs of one spec side by side (vector envs) share their transfer costs: a pair of layouts
+  // that all N envs meet is priced once (SimOptions::costs).
+  t.siblings = [](const ExperimentSpec& s) -> EnvMaker {
+    SimOptions options;
+    options.costs = new_sim_cost_share();
+    return [s, options] {
+      return std::make_unique<PartitionEnv>("shardgym/TPSim-v0",
+                                            std::make_unique<SimRun>(s, options), s);
+    };
+  };
   t.flags.deterministic = true;  // the seed drives the scenario's noise
   return t;
 }

@@ -308,8 +308,10 @@ Plan megatron_baseline(const Env& env, const ExperimentSpec& spec) {
                                std::max(stages, spec.catalog.max_pipeline_stages));
 }
 
-std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec) {
-  std::unique_ptr<Env> env = make_bare_env(id, spec);
+namespace {
+
+// make_env's stack around a bare env.
+std::unique_ptr<Env> standard_stack(std::unique_ptr<Env> env, const ExperimentSpec& spec) {
   if (spec.reward.normalize) {
     Plan baseline = megatron_baseline(*env, spec);
     env = std::make_unique<NormalizeReward>(std::move(env), spec.reward, std::move(baseline));
@@ -318,6 +320,23 @@ std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec)
     env = std::make_unique<TimeLimit>(std::move(env), spec.steps_per_episode);
   }
   return env;
+}
+
+}  // namespace
+
+std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec) {
+  return standard_stack(make_bare_env(id, spec), spec);
+}
+
+EnvMaker make_sibling_envs(const std::string& id, const ExperimentSpec& spec) {
+  const EnvType& type = env_type(id);
+  if (!type.siblings) return [id, spec] { return make_env(id, spec); };
+  EnvMaker bare = type.siblings(spec);
+  return [id, spec, bare] {
+    std::unique_ptr<Env> env = bare();
+    if (!env) throw std::runtime_error("env siblings of '" + id + "' gave null");
+    return standard_stack(std::move(env), spec);
+  };
 }
 
 }  // namespace shardgym

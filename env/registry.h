@@ -37,6 +37,8 @@ namespace shardgym {
 
 // Builds the bare env (no wrappers) for an experiment.
 using EnvFactory = std::function<std::unique_ptr<Env>(const ExperimentSpec&)>;
+// Builds one env of a family: envs of one spec made to run side by side (a vector env's).
+using EnvMaker = std::function<std::unique_ptr<Env>()>;
 
 enum class OptionType { kBool, kInt, kDouble, kString, kPath };
 const char* option_type_name(OptionType type);  // "bool", "int", "double", "string", "path"
@@ -106,6 +108,11 @@ struct EnvType {
   std::string id;           // "shardgym/TPSim-v0"
   std::string description;  // one line
   EnvFactory factory;
+  // Optional: a maker of bare envs of `spec` that share what the backend can share between
+  // them (the simulator: its transfer costs, runtime/sim/sim_run.h SimOptions::costs). Each
+  // call of the returned maker gives one env, as factory(spec) would. Empty: envs are built
+  // alone by factory.
+  std::function<EnvMaker(const ExperimentSpec&)> siblings;
   std::vector<EnvOption> options;  // the env's own; env_options() adds the common ones
   EnvFlags flags;
   // Checks a whole spec for this env beyond each option's type and range (keys that must
@@ -151,5 +158,9 @@ std::unique_ptr<Env> make_bare_env(const std::string& id, const ExperimentSpec& 
 // The standard stack: TimeLimit(steps_per_episode) ∘ NormalizeReward(megatron) if
 // spec.reward.normalize.
 std::unique_ptr<Env> make_env(const std::string& id, const ExperimentSpec& spec);
+// A maker of make_env's envs for envs of one spec that run side by side (a vector env's, in
+// C++ and Python): the backend's siblings where it registered them, so that the envs share
+// what they can (each env's figures are those of an env built alone), else make_env.
+EnvMaker make_sibling_envs(const std::string& id, const ExperimentSpec& spec);
 
 }  // namespace shardgym

@@ -76,11 +76,10 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
   if (id.empty()) id = spec.agent.id;
   const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
   const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
+  const EnvMaker sibling = make_sibling_envs(spec.env_id, spec);
   auto envs = std::make_unique<VectorEnv>(
       options.envs,
-      [&](int) {
-        return std::make_unique<CountSteps>(make_env(spec.env_id, spec), trained_steps);
-      },
+      [&](int) { return std::make_unique<CountSteps>(sibling(), trained_steps); },
       options.threads);
   std::unique_ptr<Agent> agent = make_agent(id, envs->spec(), options.seed);
   if (!agent->learns()) {

@@ -113,9 +113,11 @@ bool train_vectorised(const ExperimentSpec& spec, const TrainOptions& options, u
   // the greedy evaluations below (they pick the policy kept) — learning.csv's env_steps.
   const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
   const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
+  // Without draws the envs are siblings of one spec and share what their backend can.
+  const EnvMaker sibling = make_sibling_envs(spec.env_id, spec);
   VectorEnv envs(options.train_envs, [&](int k) {
     return std::make_unique<CountSteps>(
-        make_env(spec.env_id, drawn ? with_instance(spec, instance + 1'000'003 + k) : spec),
+        drawn ? make_env(spec.env_id, with_instance(spec, instance + 1'000'003 + k)) : sibling(),
         trained_steps);
   });
   // After every update one greedy episode on a held-out seed; the best policy is kept (PPO

@@ -23,7 +23,6 @@
 #include "env/registry.h"
 #include "env/vector_env.h"
 #include "runtime/core/training_run.h"
-#include "runtime/sim/sim_run.h"
 
 namespace shardgym::py {
 namespace {
@@ -52,9 +51,11 @@ nb::object array(T* data, std::initializer_list<size_t> shape, const nb::capsule
 
 class PyVectorEnv {
  public:
+  // The envs are siblings of one spec: they share what their backend shares (the simulator:
+  // its transfer costs, priced once for all N; env/registry.h make_sibling_envs).
   PyVectorEnv(const std::string& id, const ExperimentSpec& spec, int num_envs, int threads)
       : envs_(
-            num_envs, [&](int) { return make_env(id, spec); }, threads) {
+            num_envs, [maker = make_sibling_envs(id, spec)](int) { return maker(); }, threads) {
     const EnvSpec& s = envs_.spec();
     n_ = static_cast<size_t>(envs_.size());
     dim_ = static_cast<size_t>(envs_.observation_size());
@@ -62,12 +63,6 @@ class PyVectorEnv {
     actions_ = static_cast<size_t>(envs_.action_size());
     mask_ = static_cast<size_t>(envs_.mask_size());
     catalog_size_ = s.catalog_size;
-    // Every env comes from the same id and spec: simulated runs share their transfer costs,
-    // so a pair of layouts that all N envs meet is priced once (SimRun::share_costs_with).
-    if (auto* first = dynamic_cast<SimRun*>(&envs_.env(0).run())) {
-      for (int i = 1; i < envs_.size(); ++i)
-        if (auto* run = dynamic_cast<SimRun*>(&envs_.env(i).run())) run->share_costs_with(*first);
-    }
     parts_ = s.observation_parts;
     plan_.resize(n_ * blocks_);
     final_obs_.resize(n_ * dim_);

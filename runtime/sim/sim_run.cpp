@@ -102,6 +102,7 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   install(0);
   group_act_ = static_cast<int>(act_keys_.size());
   group_param_ = static_cast<int>(param_keys_.size());
+  if (options.costs) join(std::move(options.costs));
   reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);
 }
 

@@ -100,9 +100,20 @@ struct IterationBreakdown {
   double head_redistribution_s = 0;
 };
 
+// The transfer costs that runs built from one ExperimentSpec and SimOptions share (the envs of
+// a vector env, the sim backend's sibling envs): activation redistribution and repartition of
+// the catalog's layouts, per scenario phase and pipeline shape, priced once for all of them
+// and read from one table instead of one copy per run. Thread-safe (sim_run_cache.cpp).
+class SimCostShare;
+std::shared_ptr<SimCostShare> new_sim_cost_share();
+
 struct SimOptions {
   Calibration calibration = default_calibration();
   CostTerms terms;
+  // Runs constructed with the same share share their transfer costs (empty: none). Every run
+  // joining it must come from the same spec and options as the first; one that visibly does
+  // not (model, world, catalog, events, layouts) is refused with std::invalid_argument.
+  std::shared_ptr<SimCostShare> costs;
 };
 
 class SimRun : public TrainingRun {
@@ -142,17 +153,9 @@ class SimRun : public TrainingRun {
   const Pipeline& pipeline() const { return pipe_; }
   const Scenario& scenario() const { return scenario_; }
 
-  // Joins `first`'s group: the runs of a group share the transfer costs (activation
-  // redistribution, repartition) of the layouts of the catalog, per scenario phase and
-  // pipeline shape, so a pair of layouts one run has priced is a copy for the others (a
-  // vector env's envs: one fill instead of N), and the runs read those pairs from the group's
-  // tables alone (one copy in the cache, not one per run). Safe with the runs on different
-  // threads. The caller promises both runs were built from the same ExperimentSpec and
-  // SimOptions; throws std::invalid_argument where they visibly were not (model, world,
-  // catalog, events).
-  void share_costs_with(SimRun& first);
 
  private:
+  friend class SimCostShare;  // holds TransferSlot tables
   struct BlockSlot {  // cached BlockCost summary of one (kind, entry)
     uint32_t gen = 0;
     double fwd = 0, bwd = 0, comm = 0, busy_j = 0, link_j = 0;
@@ -184,7 +187,7 @@ class SimRun : public TrainingRun {
     std::vector<uint8_t> shared_;
   };
   // Cached TransferCost of one pair of layouts. In a run's own tables `gen` is the cache
-  // generation it was filled for; in a group's (share_costs_with) it is 1 once the figures are
+  // generation it was filled for; in a share's (SimOptions::costs) it is 1 once the figures are
   // written, which happens once, under the group's mutex (release), so that runs on other
   // threads read them after an acquire load of `gen` (a plain load on x86) and no lock.
   struct TransferSlot {
@@ -437,9 +440,10 @@ class SimRun : public TrainingRun {
   mutable HeadCost head_;
   mutable uint32_t head_gen_ = 0;
 
-  // share_costs_with's group; its ids are those of the entries the constructor registered.
-  struct CostGroup;
-  std::shared_ptr<CostGroup> group_;
+  // The shared transfer costs (SimOptions::costs); its ids are those of the entries the
+  // constructor registered.
+  void join(std::shared_ptr<SimCostShare> share);
+  std::shared_ptr<SimCostShare> group_;
   int group_act_ = 0, group_param_ = 0;  // layouts of the catalog (and dp): ids below these
   int installed_phase_ = 0;              // phase whose conditions are installed
   mutable TransferSlot* group_redist_ = nullptr;  // the group's slots for gen_'s conditions

@@ -242,43 +242,58 @@ const SimRun::BlockSlot& SimRun::fill_block(int stage, int kind, int entry) cons
 
 // ------------------------------------------------------------------ shared transfer costs
 
-struct SimRun::CostGroup {
+class SimCostShare {
+ public:
   // The slots of one set of conditions: redistribution per stage over the catalog's
   // activation layouts, repartition per (stage, kind) over its parameter layouts.
   struct Tables {
     Tables(int stages, int act, int param)
-        : redist(new TransferSlot[size_t(stages) * act * act]),
-          repart(new TransferSlot[size_t(2 * stages) * param * param]) {}
-    std::unique_ptr<TransferSlot[]> redist, repart;
+        : redist(new SimRun::TransferSlot[size_t(stages) * act * act]),
+          repart(new SimRun::TransferSlot[size_t(2 * stages) * param * param]) {}
+    std::unique_ptr<SimRun::TransferSlot[]> redist, repart;
   };
   std::mutex mutex;
   // By (scenario phase, stages, micro-batches, schedule, virtual stages): what the stages'
   // cost models depend on besides the spec (a moved boundary changes none of them).
   std::map<std::array<int, 5>, std::unique_ptr<Tables>> tables;
+  // What the first run that joined was built from, for the check of the others.
+  bool joined = false;
+  int blocks = 0, world = 0;
+  std::string model;
+  std::vector<Strategy> catalog;
+  std::vector<ScenarioEvent> events;
+  std::vector<uint32_t> act_keys;
+  std::vector<uint64_t> param_keys;
 };
 
-void SimRun::share_costs_with(SimRun& first) {
-  if (&first == this) return;
-  auto differ = [&](const std::string& what) {
-    throw std::invalid_argument("SimRun::share_costs_with: the runs differ in " + what +
-                                "; only runs built from the same spec may share costs");
-  };
-  if (first.blocks_ != blocks_ || first.world_ != world_ || first.model_.name != model_.name)
-    differ("model or world");
-  if (first.catalog_.entries() != catalog_.entries()) differ("catalog");
-  // The shared tables are keyed by phase: two instances of a task's draws have other events
-  // in the same phases.
-  if (first.scenario_.events != scenario_.events) differ("scenario events");
-  if (first.group_act_ != group_act_ || first.group_param_ != group_param_ ||
-      !std::equal(act_keys_.begin(), act_keys_.begin() + group_act_, first.act_keys_.begin()) ||
-      !std::equal(param_keys_.begin(), param_keys_.begin() + group_param_,
-                  first.param_keys_.begin()))
-    differ("layouts");
-  if (!first.group_) {
-    first.group_ = std::make_shared<CostGroup>();
-    first.group_tables_gen_ = 0;
+std::shared_ptr<SimCostShare> new_sim_cost_share() { return std::make_shared<SimCostShare>(); }
+
+void SimRun::join(std::shared_ptr<SimCostShare> share) {
+  const std::vector<uint32_t> act(act_keys_.begin(), act_keys_.begin() + group_act_);
+  const std::vector<uint64_t> param(param_keys_.begin(), param_keys_.begin() + group_param_);
+  {
+    std::lock_guard<std::mutex> lock(share->mutex);
+    SimCostShare& s = *share;
+    if (!s.joined) {
+      s.joined = true;
+      s.blocks = blocks_, s.world = world_, s.model = model_.name;
+      s.catalog = catalog_.entries(), s.events = scenario_.events;
+      s.act_keys = act, s.param_keys = param;
+    } else {
+      auto differ = [](const std::string& what) {
+        throw std::invalid_argument("SimOptions::costs: this run differs from the first in " +
+                                    what + "; only runs built from the same spec share costs");
+      };
+      if (s.blocks != blocks_ || s.world != world_ || s.model != model_.name)
+        differ("model or world");
+      if (s.catalog != catalog_.entries()) differ("catalog");
+      // The shared tables are keyed by phase: two instances of a task's draws have other
+      // events in the same phases.
+      if (s.events != scenario_.events) differ("scenario events");
+      if (s.act_keys != act || s.param_keys != param) differ("layouts");
+    }
   }
-  group_ = first.group_;
+  group_ = std::move(share);
   group_tables_gen_ = 0;
 }
 
@@ -287,8 +302,8 @@ void SimRun::bind_group_tables() const {
                                   pipe_.micro_batches, static_cast<int>(pipe_.schedule),
                                   pipe_.virtual_stages};
   std::lock_guard<std::mutex> lock(group_->mutex);
-  std::unique_ptr<CostGroup::Tables>& t = group_->tables[key];
-  if (!t) t = std::make_unique<CostGroup::Tables>(key[1], group_act_, group_param_);
+  std::unique_ptr<SimCostShare::Tables>& t = group_->tables[key];
+  if (!t) t = std::make_unique<SimCostShare::Tables>(key[1], group_act_, group_param_);
   group_redist_ = t->redist.get();
   group_repart_ = t->repart.get();
   group_tables_gen_ = gen_;

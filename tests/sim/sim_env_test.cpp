@@ -79,6 +79,35 @@ TEST(SimEnv, IsRegisteredAndSteps) {
   EXPECT_GT(r.info.measurement.step_latency_s, 0);
 }
 
+// Sibling envs (make_sibling_envs: one spec, side by side, as vector envs build them) share
+// their transfer costs and step exactly as envs built alone, with make_env's stack.
+TEST(SimEnv, SiblingsStepAsEnvsBuiltAlone) {
+  ExperimentSpec spec =
+      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                          testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
+  spec.scenario.noise = 0.05;
+  spec.reward.normalize = true;
+  spec.steps_per_episode = 6;
+  const EnvMaker sibling = make_sibling_envs("shardgym/TPSim-v0", spec);
+  auto a = sibling(), b = sibling(), alone = make_env("shardgym/TPSim-v0", spec);
+  a->reset(5), b->reset(5), alone->reset(5);
+  const Space& space = alone->spec().action_space;
+  std::mt19937_64 rng(2);
+  for (int t = 0; t < 6; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const std::vector<uint8_t> mask = alone->action_mask();
+    ASSERT_EQ(a->action_mask(), mask);
+    const Action action = space.sample(rng, &mask);
+    const StepResult r = alone->step(action), ra = a->step(action), rb = b->step(action);
+    for (const StepResult* s : {&ra, &rb}) {
+      EXPECT_EQ(s->obs, r.obs);
+      EXPECT_EQ(s->reward, r.reward);  // NormalizeReward: the stack is make_env's
+      EXPECT_EQ(s->truncated, r.truncated);  // TimeLimit
+      EXPECT_EQ(s->info.measurement.repartition_s, r.info.measurement.repartition_s);
+    }
+  }
+}
+
 TEST(SimEnv, StepSpeedSanity) {
   const ExperimentSpec spec = big_spec();
   SimRun run(spec);

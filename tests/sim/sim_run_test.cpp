@@ -383,9 +383,9 @@ TEST(SimRun, MaskRowsInOneCallEqualRowByRowWithPipelines) {
   EXPECT_GT(allowed, 0);
 }
 
-// Runs that share their transfer costs (share_costs_with, as the vector env's envs do) step
-// exactly as a run on its own, also when the group's runs price new pairs on two threads at
-// once; runs from different specs refuse to share.
+// Runs that share their transfer costs (SimOptions::costs, as the sim backend's sibling envs
+// do) step exactly as a run on its own, also when they price new pairs on two threads at once;
+// a run from another spec is refused by the share.
 TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
   ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
                                             testing::cluster(2, 8, testing::h100_sxm(),
@@ -394,8 +394,9 @@ TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
   ScenarioEvent seq;  // a phase change halfway: the group keys its costs by phase
   seq.step = 6, seq.kind = EventKind::kSeqLength, seq.value = 1024;
   spec.scenario.events.push_back(seq);
-  SimRun alone(spec), first(spec), second(spec);
-  second.share_costs_with(first);
+  SimOptions shared;
+  shared.costs = new_sim_cost_share();
+  SimRun alone(spec), first(spec, shared), second(spec, shared);
   const int blocks = spec.model.num_blocks();
   std::mt19937_64 rng(5);
   std::vector<Plan> plans;
@@ -434,8 +435,11 @@ TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
 
   ExperimentSpec other = spec;
   other.model.layers = 2;
-  SimRun different(other);
-  EXPECT_THROW(different.share_costs_with(first), std::invalid_argument);
+  EXPECT_THROW(SimRun(other, shared), std::invalid_argument);
+  ExperimentSpec drawn_again = spec;
+  drawn_again.scenario.events[0].step = 7;  // another instance of a task: other events
+  EXPECT_THROW(SimRun(drawn_again, shared), std::invalid_argument);
+  EXPECT_NO_THROW(SimRun(spec, shared));
 }
 
 }  // namespace
