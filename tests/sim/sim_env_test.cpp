@@ -59,6 +59,17 @@ double rate(int n, F&& step) {
   return n / (thread_cpu_s() - t0);
 }
 
+// 4 layers on 2 nodes of 8 H100s, 5 % noise, rewards normalised, `steps` per episode.
+ExperimentSpec noisy_spec(int steps) {
+  ExperimentSpec spec =
+      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                          testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
+  spec.scenario.noise = 0.05;
+  spec.reward.normalize = true;
+  spec.steps_per_episode = steps;
+  return spec;
+}
+
 TEST(SimEnv, IsRegisteredAndSteps) {
   ASSERT_TRUE(env_registered("shardgym/TPSim-v0"));
   ExperimentSpec spec = testing::experiment(testing::gpt(2, 1024, 16, 512, 2),
@@ -82,12 +93,7 @@ TEST(SimEnv, IsRegisteredAndSteps) {
 // Sibling envs (make_sibling_envs: one spec, side by side, as vector envs build them) share
 // their transfer costs and step exactly as envs built alone, with make_env's stack.
 TEST(SimEnv, SiblingsStepAsEnvsBuiltAlone) {
-  ExperimentSpec spec =
-      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
-                          testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
-  spec.scenario.noise = 0.05;
-  spec.reward.normalize = true;
-  spec.steps_per_episode = 6;
+  const ExperimentSpec spec = noisy_spec(6);
   const EnvMaker sibling = make_sibling_envs("shardgym/TPSim-v0", spec);
   auto a = sibling(), b = sibling(), alone = make_env("shardgym/TPSim-v0", spec);
   a->reset(5), b->reset(5), alone->reset(5);
@@ -151,12 +157,7 @@ TEST(SimEnv, StepSpeedSanity) {
 // whatever the reused result held before. A result that asks for a lean Info (VectorEnv's)
 // gets the same figures, observation, reward, flags, error and plan indices.
 TEST(SimEnv, StepIntoAndMaskIntoMatchStepAndMask) {
-  ExperimentSpec spec =
-      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
-                          testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
-  spec.scenario.noise = 0.05;
-  spec.reward.normalize = true;
-  spec.steps_per_episode = 5;
+  const ExperimentSpec spec = noisy_spec(5);
   auto a = make_env("shardgym/TPSim-v0", spec), b = make_env("shardgym/TPSim-v0", spec);
   auto c = make_env("shardgym/TPSim-v0", spec);
   EXPECT_EQ(a->reset(3).obs, b->reset(3).obs);
