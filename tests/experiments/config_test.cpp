@@ -81,6 +81,7 @@ TEST(ConfigTest, QuickstartSaysWhatTheReadmeSays) {
   // The nccl-tests per-step latency of the catalog (hardware.yaml), not the datasheet's.
   EXPECT_DOUBLE_EQ(s.cluster.links[s.cluster.link_index("nvswitch-h100")].latency_s, 5.7e-6);
   EXPECT_DOUBLE_EQ(s.cluster.device_of(0).gemm_efficiency, 0.61);
+  EXPECT_DOUBLE_EQ(s.cluster.device_of(0).gemm_fixed_s, 7e-6);  // the H200 sweep's (GH100)
   // The stored text carries the included catalog, commented out.
   EXPECT_NE(s.source_text.find("# ---- included hardware.yaml ----"), std::string::npos);
 }
@@ -562,6 +563,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"include_missing.yaml", "include_missing.yaml", "include", 1, "cannot read"},
         BadCase{"host_kernel_absurd.yaml", "host_kernel_absurd.yaml",
                 "cluster.devices[0].host_kernel_us", 6, "must be between 0 and 1e+06"},
+        BadCase{"gemm_fixed_absurd.yaml", "gemm_fixed_absurd.yaml",
+                "cluster.devices[0].gemm_fixed_us", 6, "must be between 0 and 1000"},
         BadCase{"host_overlap_below_one.yaml", "host_overlap_below_one.yaml",
                 "cluster.devices[0].host_overlap_exponent", 7, "must be between 1 and 64"},
         // Reported where a node uses the board (a catalog may hold boards this model
