@@ -16,7 +16,8 @@
 // first use and invalidated only when the conditions change (an event, or reset to different
 // conditions), so step() is O(blocks) lookups plus the noise draws.
 //
-// Threads. const methods fill the caches: use one run per thread (clone() for more).
+// Threads. const methods fill the caches: use one run per thread (clone() for more). Runs on
+// other threads may share their transfer costs through construction (SimOptions::costs).
 //
 // Micro-batches and stages (plan.h). Block costs are per micro-batch of the plan's m, on the
 // cost model of the block's pipeline stage (the stage's ranks as a cluster of their own). A
