@@ -12,6 +12,7 @@
 #include "env/partition_env.h"
 #include "env/registry.h"
 #include "env/wrappers.h"
+#include "tests/core/expect_measurement.h"
 #include "tests/datasets/trace_fixtures.h"
 #include "tests/env/conformance.h"
 #include "tests/env/fake_run.h"
@@ -62,17 +63,6 @@ class Replay : public ::testing::Test {
   std::vector<Recorded> recorded_;
 };
 
-void expect_same_measurement(const Measurement& got, const Measurement& want) {
-  EXPECT_EQ(got.step_latency_s, want.step_latency_s);
-  EXPECT_EQ(got.repartition_s, want.repartition_s);
-  EXPECT_EQ(got.energy_j, want.energy_j);
-  EXPECT_EQ(got.tokens, want.tokens);
-  EXPECT_EQ(got.block_fwd_s, want.block_fwd_s);
-  EXPECT_EQ(got.block_comm_s, want.block_comm_s);
-  EXPECT_EQ(got.peak_memory_bytes, want.peak_memory_bytes);
-  EXPECT_EQ(got.ok, want.ok);
-}
-
 TEST_F(Replay, RecordedActionsGiveRecordedMeasurements) {
   ASSERT_TRUE(env_registered(kReplay));
   std::unique_ptr<Env> env = make_bare_env(kReplay, spec_);
@@ -81,7 +71,7 @@ TEST_F(Replay, RecordedActionsGiveRecordedMeasurements) {
   for (const Recorded& rec : recorded_) {
     SCOPED_TRACE("seed " + std::to_string(rec.seed));
     ResetResult r = env->reset(rec.seed);
-    expect_same_measurement(r.info.measurement, rec.reset.info.measurement);
+    testing::expect_same_measurement(r.info.measurement, rec.reset.info.measurement);
     EXPECT_EQ(r.info.plan, rec.reset.info.plan);
     auto& run = dynamic_cast<ReplayRun&>(env->run());
     EXPECT_EQ(run.episode().info.seed, rec.seed);
@@ -91,7 +81,7 @@ TEST_F(Replay, RecordedActionsGiveRecordedMeasurements) {
       EXPECT_EQ(*run.next_plan(), rec.steps[t].info.plan);
       StepResult s = env->step(rec.actions[t]);
       ASSERT_TRUE(s.info.error.empty()) << s.info.error;
-      expect_same_measurement(s.info.measurement, rec.steps[t].info.measurement);
+      testing::expect_same_measurement(s.info.measurement, rec.steps[t].info.measurement);
       EXPECT_EQ(s.reward, rec.steps[t].reward) << "same measurement, same reward weights";
       EXPECT_EQ(s.info.plan, rec.steps[t].info.plan);
     }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/sim/sim_run.h"
+#include "tests/core/expect_measurement.h"
 #include "tests/sim/sim_fixtures.h"
 
 namespace shardgym {
@@ -40,18 +41,6 @@ std::vector<Plan> random_plans(const SimRun& run, int count, uint64_t seed) {
   return plans;
 }
 
-void expect_identical(const Measurement& a, const Measurement& b) {
-  EXPECT_EQ(a.step_latency_s, b.step_latency_s);
-  EXPECT_EQ(a.repartition_s, b.repartition_s);
-  EXPECT_EQ(a.repartition_bytes, b.repartition_bytes);
-  EXPECT_EQ(a.energy_j, b.energy_j);
-  EXPECT_EQ(a.block_fwd_s, b.block_fwd_s);
-  EXPECT_EQ(a.block_bwd_s, b.block_bwd_s);
-  EXPECT_EQ(a.block_comm_s, b.block_comm_s);
-  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
-  EXPECT_EQ(a.oom, b.oom);
-}
-
 TEST(SimRun, SameSeedSameMeasurementsDifferentSeedDiffers) {
   const ExperimentSpec spec = small_spec(0.05);
   SimRun a(spec), b(spec), c(spec);
@@ -63,7 +52,7 @@ TEST(SimRun, SameSeedSameMeasurementsDifferentSeedDiffers) {
   for (const auto& p : plans) {
     const Measurement ma = a.step(p), mb = b.step(p), mc = c.step(p);
     ASSERT_TRUE(ma.ok) << ma.error;
-    expect_identical(ma, mb);
+    testing::expect_same_measurement(ma, mb);
     any_differs = any_differs || ma.step_latency_s != mc.step_latency_s;
   }
   EXPECT_TRUE(any_differs);
@@ -79,7 +68,7 @@ TEST(SimRun, NoiseFreeStepEqualsEstimateAndEstimateKeepsState) {
   const Measurement e = *run.estimate(p);
   EXPECT_EQ(run.plan(), before);
   EXPECT_GT(e.repartition_s, 0);
-  expect_identical(run.step(p), e);
+  testing::expect_same_measurement(run.step(p), e);
   EXPECT_EQ(run.plan(), p);
   EXPECT_EQ(run.context().step, 1);
 }
@@ -118,7 +107,7 @@ TEST(SimRun, EventsChangeCostsAtTheirStep) {
   EXPECT_EQ(ctx[8].num_phases, 4);
   // A new episode starts from the nominal conditions again.
   run.reset(0, p);
-  expect_identical(run.step(p), ms[0]);
+  testing::expect_same_measurement(run.step(p), ms[0]);
 }
 
 // Blocks that change stage (runtime/live/tp/repartition.cpp moves them so): every rank of the
@@ -286,7 +275,7 @@ TEST(SimRun, CloneContinuesIdentically) {
   for (int i = 0; i < 5; ++i) run.step(plans[i]);
   ASSERT_TRUE(run.cloneable());
   auto copy = run.clone();
-  for (int i = 5; i < 10; ++i) expect_identical(run.step(plans[i]), copy->step(plans[i]));
+  for (int i = 5; i < 10; ++i) testing::expect_same_measurement(run.step(plans[i]), copy->step(plans[i]));
 }
 
 TEST(SimRun, ScenarioErrorsNameTheEvent) {
@@ -421,14 +410,8 @@ TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
   int moved = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
-    for (const std::vector<Measurement>* m : {&b1, &b2}) {
-      ASSERT_EQ((*m)[i].ok, a[i].ok) << (*m)[i].error;
-      EXPECT_EQ((*m)[i].step_latency_s, a[i].step_latency_s);
-      EXPECT_EQ((*m)[i].repartition_s, a[i].repartition_s);
-      EXPECT_EQ((*m)[i].repartition_bytes, a[i].repartition_bytes);
-      EXPECT_EQ((*m)[i].energy_j, a[i].energy_j);
-      EXPECT_EQ((*m)[i].block_comm_s, a[i].block_comm_s);
-    }
+    for (const std::vector<Measurement>* m : {&b1, &b2})
+      testing::expect_same_measurement((*m)[i], a[i]);
     moved += a[i].repartition_bytes > 0;
   }
   EXPECT_GT(moved, 0) << "the plans should move bytes";
