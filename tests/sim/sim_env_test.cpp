@@ -9,6 +9,7 @@
 
 #include "env/registry.h"
 #include "runtime/sim/sim_run.h"
+#include "tests/core/expect_measurement.h"
 #include "tests/sim/sim_fixtures.h"
 
 namespace shardgym {
@@ -186,33 +187,23 @@ TEST(SimEnv, StepIntoAndMaskIntoMatchStepAndMask) {
       for (int i = 0; i < now.size(); ++i) action[i] = a->run().catalog().index_of(now.blocks[i]);
     }
     const StepResult r = a->step(action);
+    auto same_step = [&r](const StepResult& x) {  // what a lean step fills too
+      EXPECT_EQ(x.obs, r.obs);
+      EXPECT_EQ(x.reward, r.reward);
+      EXPECT_EQ(x.terminated, r.terminated);
+      EXPECT_EQ(x.truncated, r.truncated);
+      EXPECT_EQ(x.info.plan_indices, r.info.plan_indices);
+      EXPECT_EQ(x.info.error, r.info.error);
+      EXPECT_EQ(x.info.measurement.step_latency_s, r.info.measurement.step_latency_s);
+      EXPECT_EQ(x.info.measurement.block_comm_s, r.info.measurement.block_comm_s);
+    };
     b->step_into(action, reused);
-    EXPECT_EQ(reused.obs, r.obs);
-    EXPECT_EQ(reused.reward, r.reward);
-    EXPECT_EQ(reused.terminated, r.terminated);
-    EXPECT_EQ(reused.truncated, r.truncated);
+    same_step(reused);
     EXPECT_EQ(reused.info.plan, r.info.plan);
-    EXPECT_EQ(reused.info.plan_indices, r.info.plan_indices);
     EXPECT_EQ(reused.info.scalars, r.info.scalars);
-    EXPECT_EQ(reused.info.error, r.info.error);
-    const Measurement &m = reused.info.measurement, &n = r.info.measurement;
-    EXPECT_EQ(m.step_latency_s, n.step_latency_s);
-    EXPECT_EQ(m.repartition_s, n.repartition_s);
-    EXPECT_EQ(m.energy_j, n.energy_j);
-    EXPECT_EQ(m.block_fwd_s, n.block_fwd_s);
-    EXPECT_EQ(m.block_bwd_s, n.block_bwd_s);
-    EXPECT_EQ(m.block_comm_s, n.block_comm_s);
-    EXPECT_EQ(m.peak_memory_bytes, n.peak_memory_bytes);
-    EXPECT_EQ(m.oom, n.oom);
+    testing::expect_same_measurement(reused.info.measurement, r.info.measurement);
     c->step_into(action, lean);
-    EXPECT_EQ(lean.obs, r.obs);
-    EXPECT_EQ(lean.reward, r.reward);
-    EXPECT_EQ(lean.terminated, r.terminated);
-    EXPECT_EQ(lean.truncated, r.truncated);
-    EXPECT_EQ(lean.info.plan_indices, r.info.plan_indices);
-    EXPECT_EQ(lean.info.error, r.info.error);
-    EXPECT_EQ(lean.info.measurement.step_latency_s, n.step_latency_s);
-    EXPECT_EQ(lean.info.measurement.block_comm_s, n.block_comm_s);
+    same_step(lean);
     EXPECT_TRUE(lean.info.scalars.empty()) << "a lean step leaves the scalars alone";
     if (r.terminated || r.truncated) {
       ++ended;
