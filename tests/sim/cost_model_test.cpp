@@ -15,6 +15,15 @@ namespace {
 
 constexpr double kRel = 1e-12;
 
+// The cost model of `c` under its default conditions with model `m`.
+CostModel model_on(const ClusterSpec& c, const ModelSpec& m, CostTerms terms = {}) {
+  CostModel cm(c, default_calibration(), terms);
+  Conditions cond = cm.conditions();
+  cond.model = m;
+  cm.set_conditions(cond);
+  return cm;
+}
+
 TEST(Calibration, MostSpecificRuleWins) {
   const Calibration c = parse_calibration(
       "# measured\n"
@@ -140,11 +149,7 @@ TEST(CostModel, HeterogeneousGroupRunsAtItsSlowestMember) {
   ClusterSpec slow = testing::cluster(2, 4, testing::a100_pcie(), testing::nvswitch());
   ClusterSpec fast = testing::cluster(2, 4, testing::h100_sxm(), testing::nvswitch());
   auto fwd = [&](const ClusterSpec& c, const Strategy& s) {
-    CostModel cm(c, default_calibration());
-    Conditions cond = cm.conditions();
-    cond.model = m;
-    cm.set_conditions(cond);
-    return cm.block_cost(BlockKind::kMlp, s).fwd_s;
+    return model_on(c, m).block_cost(BlockKind::kMlp, s).fwd_s;
   };
   const Strategy t8 = Strategy::tp1d(8);
   EXPECT_DOUBLE_EQ(fwd(mixed, t8), fwd(slow, t8));
@@ -161,13 +166,11 @@ TEST(CostModel, GemmFixedTimeBoundsATinyLayerNotALargeOne) {
   dev.gemm_fixed_s = 7e-6;
   const ClusterSpec c = testing::cluster(1, 1, dev, testing::nvswitch());
   auto mlp_fwd = [&](int hidden, int seq, int chunks) {
-    CostModel cm(c, default_calibration());
-    Conditions cond = cm.conditions();
-    cond.model = testing::gpt(1, hidden, hidden / 64, seq, 1);
-    cm.set_conditions(cond);
     Strategy s = Strategy::dp();
     s.chunks = chunks;
-    return cm.block_cost(BlockKind::kMlp, s).fwd_s;
+    return model_on(c, testing::gpt(1, hidden, hidden / 64, seq, 1))
+        .block_cost(BlockKind::kMlp, s)
+        .fwd_s;
   };
   EXPECT_NEAR(mlp_fwd(128, 128, 1), 2 * dev.gemm_fixed_s, 0.02 * 2 * dev.gemm_fixed_s);
   EXPECT_NEAR(mlp_fwd(128, 128, 2), 4 * dev.gemm_fixed_s, 0.02 * 4 * dev.gemm_fixed_s);
@@ -188,11 +191,7 @@ TEST(CostModel, CrossEntropyMovesMegatronCoresBytesPerLogit) {
     ModelSpec m = testing::gpt(2, 1024, 16, 512, 1);
     m.global_batch = 16;  // 2 sequences per rank
     m.dtype = dtype;
-    CostModel cm(c, default_calibration(), CostTerms{memory_bound});
-    Conditions cond = cm.conditions();
-    cond.model = m;
-    cm.set_conditions(cond);
-    return cm.head_cost().compute_s;
+    return model_on(c, m, CostTerms{memory_bound}).head_cost().compute_s;
   };
   const double logits = 2.0 * 512 * ModelSpec{}.vocab;  // tokens per rank × vocabulary
   const double bw = dev.memory_bw * dev.memory_efficiency;
@@ -205,10 +204,8 @@ TEST(CostModel, CrossEntropyMovesMegatronCoresBytesPerLogit) {
 TEST(CostModel, StragglerAndChunkOverlap) {
   const ModelSpec m = testing::gpt(1, 4096, 32, 1024, 2);
   const ClusterSpec c = testing::cluster(1, 8, testing::a100_pcie(), testing::pcie4());
-  CostModel cm(c, default_calibration());
+  CostModel cm = model_on(c, m);
   Conditions cond = cm.conditions();
-  cond.model = m;
-  cm.set_conditions(cond);
   Strategy s = Strategy::tp1d(8);
   const BlockCost base = cm.block_cost(BlockKind::kMlp, s);
   cond.slowdown[5] = 1.5;
@@ -241,10 +238,8 @@ TEST(CostModel, StragglerAndChunkOverlap) {
 TEST(CostModel, UnevenHeadsShiftWorkOffASlowRank) {
   const ModelSpec m = testing::gpt(1, 4096, 32, 1024, 2);
   const ClusterSpec c = testing::cluster(1, 4, testing::h100_sxm(), testing::nvswitch());
-  CostModel cm(c, default_calibration());
+  CostModel cm = model_on(c, m);
   Conditions cond = cm.conditions();
-  cond.model = m;
-  cm.set_conditions(cond);
   const Strategy even = Strategy::tp1d(4);
   const Strategy uneven = Strategy::parse("tp1d(t=4,heads=9/9/9/5)");  // rank 3: 5 of 32 heads
   for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
