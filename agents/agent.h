@@ -77,8 +77,8 @@ class Agent {
     return false;
   }
   // The caller's greedy evaluation (episode return) of the current policy, made in
-  // train_vectorized's on_progress after an update. Agents that restart on stall (PPO with
-  // restart_s > 0) judge progress by it; others ignore it.
+  // train_vectorized's on_progress after an update (agents/trainer.h does it). Agents that
+  // restart on stall (PPO with restart_s > 0) judge progress by it; others ignore it.
   virtual void note_evaluation(double eval_return) {}
   // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.
   virtual void set_training(bool training) {}

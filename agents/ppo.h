@@ -55,7 +55,7 @@
 // seconds of training, the network, optimizer, generator and rollout state (the envs are
 // reset) start afresh from a seed derived from the agent's seed and the restart count; update
 // and step counts go on. The caller keeps the best evaluated policy across all restarts
-// (experiments/train.cpp, experiments/bench_learning.cpp). A checkpoint needs nothing of it:
+// (agents/trainer.h, which train, bench learn and suite share). A checkpoint needs nothing of it:
 // the stall clock lives only during one train_vectorized call.
 //
 // Two ways to train: the Agent API (act / observe / update: an update runs every `rollout`
