@@ -93,7 +93,7 @@ step() {  # step NAME SECONDS COMMAND...: runs it, its output to $out/NAME.log
 }
 # Which steps (GPU_CHECKS, default "tests bench gemm"); "fidelity" adds the simulator against
 # live CPU ranks on pipelined plans, 2 and 4 ranks, threads and processes
-# (scripts/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine;
+# (scripts/reproduce/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine;
 # "memory" a step near the GPU's memory capacity (scripts/gpu_memory_pressure.py, Python only).
 # Limits that keep the whole run inside a 10-minute lease command.
 checks=" ${GPU_CHECKS:-tests bench gemm} "
@@ -117,7 +117,7 @@ fi
 if [[ $checks == *" fidelity "* ]]; then
   # LIVE_FIDELITY_CASES: some of threads-2 threads-4 processes-2 processes-4 (default: all).
   # shellcheck disable=SC2086
-  step live_fidelity 420 env SHARDGYM_BUILD_DIR=build-cuda scripts/live_fidelity.sh --pipelines \
+  step live_fidelity 420 env SHARDGYM_BUILD_DIR=build-cuda scripts/reproduce/live_fidelity.sh --pipelines \
     --out "$out/fidelity" ${LIVE_FIDELITY_CASES:-}
   tar czf "$out/live_fidelity.tgz" -C "$out" fidelity && rm -rf "$out/fidelity"
 fi

@@ -172,7 +172,7 @@ TEST(ScenarioVariants, EachLoadsAndDiffersFromItsOriginalOnlyInScenarioEvents) {
   }
 }
 
-// What scripts/generalisation.sh does: a PPO checkpoint saved on the original loads on each of
+// What scripts/reproduce/generalisation.sh does: a PPO checkpoint saved on the original loads on each of
 // its variants and acts there (PPO::load checks blocks, catalog and observation size).
 TEST(ScenarioVariants, APpoCheckpointOfTheOriginalLoadsOnEachVariant) {
   if (!SHARDGYM_TEST_WITH_TORCH) GTEST_SKIP() << "ppo needs LibTorch (SHARDGYM_WITH_TORCH=OFF)";

@@ -21,7 +21,7 @@ namespace shardgym::live {
 namespace {
 
 // SHARDGYM_RANK_REPORTS=FILE: one JSON line per training iteration with every rank's own
-// figures, for looking at how the ranks share a step (scripts/rank_decomposition.py;
+// figures, for looking at how the ranks share a step (scripts/reproduce/rank_decomposition.py;
 // docs/calibration.md, "Which rank's figures"). A file that cannot be opened is skipped.
 void append_rank_reports(const std::string& path, const std::string& plan, double wall_s,
                          const std::vector<RankReport>& reports) {

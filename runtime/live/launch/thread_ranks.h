@@ -10,7 +10,7 @@
 //    process is killed kStopGraceS after the abort; a rank thread cannot be killed, so it must
 //    leave when it sees the abort (RankChannel::abandoned; the injected stall does). The run
 //    ends within timeout_s + kEndGraceS (2 s) of the stall: kStopGraceS for ranks to leave,
-//    1 s to join threads or kill and reap processes (measured by scripts/live_faults.sh,
+//    1 s to join threads or kill and reap processes (measured by scripts/reproduce/live_faults.sh,
 //    docs/robustness.md);
 //  - a rank thread that cannot be created (std::system_error from std::thread: ulimit -u,
 //    ulimit -v) releases the threads already started, which wait at a start gate before any

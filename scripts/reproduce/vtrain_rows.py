@@ -7,8 +7,8 @@ figures docs/simulator-fidelity.md quotes for the single-node set. With --before
 prediction moved between two such JSON files and by how much, grouped by (TP, micro-batch, PP).
 
   build/experiments/shardgym validate-sim --published experiments/validation/vtrain/ --json > now.json
-  scripts/vtrain_rows.py now.json tp=4 pp=1 h=1024 L=24
-  scripts/vtrain_rows.py now.json --before before.json
+  scripts/reproduce/vtrain_rows.py now.json tp=4 pp=1 h=1024 L=24
+  scripts/reproduce/vtrain_rows.py now.json --before before.json
 
 Filters: gpus, gb (global batch), mb, h, heads, L, tp, dp, pp (exact values).
 """
@@ -28,7 +28,7 @@ def load(path):
     table = doc["tables"][0]
     csv_path = table["csv"]
     if not os.path.isabs(csv_path):
-        csv_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", csv_path)
+        csv_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", csv_path)
     with open(csv_path) as f:
         rows = list(csv.reader(f))
     return table["runs"], rows

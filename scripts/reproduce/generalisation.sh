@@ -14,11 +14,11 @@
 # Raw outputs under OUT/NAME/ (checkpoint, training log, one eval output per variant and agent);
 # the tables also go to OUT/summary.md.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 usage() {
   cat <<'EOF'
-Usage: scripts/generalisation.sh [--out DIR] [--seeds LIST] [--train-seed N] [--eval-only]
+Usage: scripts/reproduce/generalisation.sh [--out DIR] [--seeds LIST] [--train-seed N] [--eval-only]
                                  [--agent ID] [--budget-s S] [SCENARIO ...]
 
 Trains PPO on each dynamic scenario (default: hetero-dynamic periodic-congestion

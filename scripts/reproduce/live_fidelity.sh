@@ -3,7 +3,7 @@
 # live runtime"): for each case of experiments/fidelity/ (2 and 4 ranks, threads and
 # processes), `shardgym calibrate` fits the simulator on one plan per catalog strategy, then
 # `shardgym validate-sim` compares it with the live run on random plans it was not fitted on.
-#   scripts/live_fidelity.sh [--plans N] [--iterations N] [--warmup N] [--pipelines] [--out DIR]
+#   scripts/reproduce/live_fidelity.sh [--plans N] [--iterations N] [--warmup N] [--pipelines] [--out DIR]
 #                            [CASE...]
 # CASE is threads-2, threads-4, processes-2 or processes-4 (default: all four). Writes
 # DIR/calib-CASE.yaml, DIR/validate-CASE.json, DIR/validate-CASE.txt and the traces of both
@@ -12,7 +12,7 @@
 # traces), into DIR/validate-pp-CASE.json and .txt.
 # Run it on an otherwise idle machine: other load shows up as measurement noise.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 plans=30 iterations=5 warmup=2 out=runs/fidelity pipelines=0
 cases=()

@@ -3,7 +3,7 @@
 # straggler task (experiments/live-straggler.yaml: rank 1 at half speed for the middle half of
 # the episode) measured on this machine's CPU ranks, next to the simulator's prediction of the
 # same table.
-#   scripts/live_straggler.sh [--seeds N] [--out DIR]
+#   scripts/reproduce/live_straggler.sh [--seeds N] [--out DIR]
 # 1. `shardgym calibrate` on the task without its straggler (DIR/calib.yaml);
 # 2. live: `shardgym eval` of even shares (dp), the best static uneven plan (dp@dp(w=2/1)) and
 #    replan (planning on its simulator twin, calibrated), each against Megatron-LM in the same
@@ -13,7 +13,7 @@
 # Run it on an otherwise idle machine: the live figures come with their noise line.
 # REUSE_CALIBRATION=1 keeps an existing DIR/calib.yaml.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 seeds=5 out=runs/live-straggler
 while [[ $# -gt 0 ]]; do
   case "$1" in

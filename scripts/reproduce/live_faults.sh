@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs `shardgym train` on a small live config N times per failure mode and checks that every
 # run ends with a named root cause, in time, with nothing left running. Results:
-# docs/robustness.md. Run it niced on a shared machine:  nice -n 10 scripts/live_faults.sh
+# docs/robustness.md. Run it niced on a shared machine:  nice -n 10 scripts/reproduce/live_faults.sh
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 usage() {
   cat <<'EOF'
-Usage: scripts/live_faults.sh [--trials N] [--timeout S] [--grace G] [--modes "M ..."]
+Usage: scripts/reproduce/live_faults.sh [--trials N] [--timeout S] [--grace G] [--modes "M ..."]
 
 For each failure mode, runs build/experiments/shardgym train N times on
 experiments/live-quickstart.yaml (4 ranks) with live.timeout_s = S and the mode's injected

@@ -10,7 +10,7 @@ t0: a GEMM's fixed time on the device (launch, ramp-up and tail of one kernel); 
 of peak a large GEMM reaches; e_bw: that of HBM bandwidth. One t0 per device, e per dtype.
 Shapes of hidden size 1024 and 4096 fit, 2048 and 8192 (and the square ones) score.
 
-Usage: python3 scripts/gemm_sweep_fit.py docs/gpu/h200-2026-11-27/gemm_sweep.csv
+Usage: python3 scripts/reproduce/gemm_sweep_fit.py docs/gpu/h200-2026-11-27/gemm_sweep.csv
        [--peak-bf16 TF] [--peak-tf32 TF] [--peak-fp32 TF] [--bw GB/s]
 Defaults: the H200 SXM datasheet (dense 989.4 / 494.7 / 67 TFLOP/s, 4,800 GB/s).
 """

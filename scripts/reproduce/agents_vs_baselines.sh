@@ -5,12 +5,12 @@
 # (`dp` is left out: its 32 replicas do not divide ib-4node's batch, and compare stops at a
 # static plan that is invalid; it runs out of memory on nvswitch-1node.)
 # Takes about 5 minutes per scenario on 2 cores.
-# Usage: scripts/agents_vs_baselines.sh [config ...]
+# Usage: scripts/reproduce/agents_vs_baselines.sh [config ...]
 #        (default: quickstart and the five scenarios)   BUDGET_S=300 to change the budget,
 #        THRESHOLD=0.99 the fraction of the reference oracle's return at which PPO stops
 #        (the bar: PPO within 0.99 of the best plan).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bin=${SHARDGYM_BIN:-${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym}
 budget=${BUDGET_S:-300}
 threshold=${THRESHOLD:-0.99}

@@ -6,11 +6,11 @@
 # budget; its JSON goes to OUT/NAME-seedS.json, and a markdown table (one row per config) to
 # stdout and OUT/summary.md.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 usage() {
   cat <<'EOF'
-Usage: scripts/seed_robustness.sh --agent ID --budget-s S [options] CONFIG ...
+Usage: scripts/reproduce/seed_robustness.sh --agent ID --budget-s S [options] CONFIG ...
 
 Runs `shardgym bench learn CONFIG --agent ID --budget-s S --threshold T --seed N` for every
 CONFIG and every training seed, and prints per config: the wall time to the first evaluation

@@ -7,8 +7,8 @@ Transformers' `group_by_length`-style batching: an iteration's sequences share a
 truncated at --max-seq. Prints the YAML lines of `seq_mix:` with the corpus, file count and
 command, so a scenario records where its lengths come from.
 
-  scripts/seq_length_mix.py                       # Debian's /usr/share/doc/*/copyright files
-  scripts/seq_length_mix.py --glob '/usr/share/common-licenses/*' --max-seq 4096
+  scripts/reproduce/seq_length_mix.py                       # Debian's /usr/share/doc/*/copyright files
+  scripts/reproduce/seq_length_mix.py --glob '/usr/share/common-licenses/*' --max-seq 4096
 """
 import argparse
 import glob
@@ -42,7 +42,7 @@ def main() -> int:
         k = next((i for i, b in enumerate(buckets) if n <= b), len(buckets) - 1)
         counts[k] += 1
     print(f"  # {len(files)} documents of {args.glob}, one byte = one token, bucketed by length")
-    print(f"  # (truncated at {args.max_seq}): scripts/seq_length_mix.py --glob '{args.glob}'"
+    print(f"  # (truncated at {args.max_seq}): scripts/reproduce/seq_length_mix.py --glob '{args.glob}'"
           f" --min-seq {args.min_seq} --max-seq {args.max_seq}")
     print(f"  lengths: [{', '.join(str(b) for b in buckets)}]")
     print(f"  weights: [{', '.join(str(c) for c in counts)}]   # documents per bucket")

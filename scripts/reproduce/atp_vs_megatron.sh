@@ -2,9 +2,9 @@
 # ATP's qualitative result on the simulator: for each single/multi-node scenario, the
 # throughput of Megatron 1D (the static plan) against every uniform 2D mesh of the same
 # degree and of any degree, from `shardgym cost` (noise-free, step 0 of the scenario).
-# Usage: scripts/atp_vs_megatron.sh [scenario ...]   (default: pcie-1node nvswitch-1node ib-4node)
+# Usage: scripts/reproduce/atp_vs_megatron.sh [scenario ...]   (default: pcie-1node nvswitch-1node ib-4node)
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bin=${SHARDGYM_BIN:-${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym}
 scenarios=("$@")
 ((${#scenarios[@]})) || scenarios=(pcie-1node nvswitch-1node ib-4node)

@@ -2,14 +2,14 @@
 # Sim-to-real (docs/live-fidelity.md, "Sim-to-real"): PPO trained only on the calibrated
 # simulator of the live cluster, then evaluated on the live run with the simulator's predicted
 # gain over Megatron-LM beside the measured one.
-#   scripts/sim_to_real.sh [--seeds "0 1 2"] [--eval-seeds 0,1,2,3,4,5] [--steps N] [--out DIR]
+#   scripts/reproduce/sim_to_real.sh [--seeds "0 1 2"] [--eval-seeds 0,1,2,3,4,5] [--steps N] [--out DIR]
 #                          [--eval-iterations K] [--agent ID] [--calibration F]
 #                          [--case uniform|pipeline]
 # First calibrates the simulator on the live run as it is now (`shardgym calibrate
 # experiments/fidelity/live-threads-4.yaml --passes 3 --warmup 8 --iterations 20` into
 # DIR/calib.yaml: 8 warm-up iterations after each plan change, the eval's steady state, and
 # windows of 20 iterations; every rank's figures go to DIR/rank-reports.jsonl, for
-# scripts/rank_decomposition.py; --calibration F uses F instead), then trains on
+# scripts/reproduce/rank_decomposition.py; --calibration F uses F instead), then trains on
 # experiments/fidelity/sim-threads-4.yaml with that calibration (DIR/sim.yaml) and evaluates
 # on experiments/fidelity/live-threads-4.yaml (as DIR/live.yaml). Writes DIR/seedS/ (checkpoint and training
 # trace) and DIR/eval-S.txt (DIR: runs/s2r); each policy is evaluated on every --eval-seeds
@@ -20,7 +20,7 @@
 # (experiments/fidelity/live-pipeline-threads-4.yaml and sim-pipeline-threads-4.yaml: 2 stages
 # of 2 ranks from Megatron-LM's pipelined plan; "Sim-to-real on a pipeline").
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 seeds="0 1 2" eval_seeds=0,1,2,3,4,5 steps=30 out=runs/s2r agent="ppo(ent=0.03)" calibration=""
 eval_iterations=5 case=uniform

@@ -11,9 +11,9 @@ figures, then:
 Prints one line per point and the point of lowest mean error on the single-node set. Nothing
 is written to the repository; each point runs in a temporary copy of experiments/.
 
-  scripts/device_fit_scan.py --board A100 --fixed 0 3 5 7 --kernel 50 60 70 \\
+  scripts/reproduce/device_fit_scan.py --board A100 --fixed 0 3 5 7 --kernel 50 60 70 \\
       --loop 1500 3000 --exponent 2 3
-  scripts/device_fit_scan.py --board H100 --fixed 7 --kernel 60 --loop 3000 --exponent 2 \\
+  scripts/reproduce/device_fit_scan.py --board H100 --fixed 7 --kernel 60 --loop 3000 --exponent 2 \\
       --rule-files 'megatron-core-h100-*.yaml' --no-single-node
 """
 import argparse
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 HOST_KEYS = ("host_kernel_us", "host_micro_batch_us", "host_overlap_exponent")
 
 

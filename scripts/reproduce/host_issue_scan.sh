@@ -4,10 +4,10 @@
 # entries carry that pair (the repository's own figures replaced), and
 # `shardgym validate-sim --published` on the single-node dev set with it. Prints the error
 # line and the within-job ranking line per triple; the fitted one is that of lowest mean.
-# Usage: scripts/host_issue_scan.sh ["K1 K2 ..." ["MB1 MB2 ..." ["Q1 Q2 ..."]]]
+# Usage: scripts/reproduce/host_issue_scan.sh ["K1 K2 ..." ["MB1 MB2 ..." ["Q1 Q2 ..."]]]
 #   (K, MB in µs; Q the exponent, "max" for none: max(GPU, host); defaults: the doc's grid)
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bin=${SHARDGYM_BIN:-${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym}
 kernels=${1:-"20 40 60 65 70 75 80"}
 loops=${2:-"0 1500 2000 3000 5000"}

@@ -5,7 +5,7 @@ simulator moves its error on live measurements, without measuring again (docs/si
 fidelity.md). The calibration is not refitted; with --kernel-us the file's per-kernel time is
 replaced, to see how much the plans' order depends on it.
 
-Usage: python3 scripts/reprice_validation.py VALIDATE.json CALIB.yaml CONFIG.yaml
+Usage: python3 scripts/reproduce/reprice_validation.py VALIDATE.json CALIB.yaml CONFIG.yaml
            [--kernel-us X] [--bin build/experiments/shardgym]
 CONFIG: the simulator config of the run (experiments/fidelity/sim-threads-4.yaml; its world
 is set to the calibration's ranks). Prints the median |sim / live - 1|, Kendall tau of the

@@ -19,7 +19,7 @@ The better choice leaves the most nearly constant time outside: its spread over 
 what no per-step constant can absorb. docs/calibration.md, "Which rank's figures".
 
     SHARDGYM_RANK_REPORTS=runs/x/ranks.jsonl shardgym calibrate CONFIG --out runs/x/calib.yaml
-    scripts/rank_decomposition.py runs/x/ranks.jsonl
+    scripts/reproduce/rank_decomposition.py runs/x/ranks.jsonl
 """
 import argparse
 import json

@@ -5,9 +5,9 @@
 # data shares and excluded groups (--data-shares N, N share groups: one per node), with uneven
 # tensor-parallel shards (--uneven-heads 8: the catalog's light-position tp1d twins up to
 # degree 8), and with both. Seeds: $SEEDS (default 0,1,2).
-# Usage: scripts/uneven_headroom.sh [CONFIG:N ...]   (default: the shipped dynamic scenarios)
+# Usage: scripts/reproduce/uneven_headroom.sh [CONFIG:N ...]   (default: the shipped dynamic scenarios)
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 bin=${SHARDGYM_BIN:-${SHARDGYM_BUILD_DIR:-build}/experiments/shardgym}
 seeds=${SEEDS:-0,1,2}
 heads=${HEADS:-8}

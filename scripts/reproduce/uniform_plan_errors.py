@@ -11,7 +11,7 @@ divided by the speed factor calibrate used (the mean of the references around it
 median), so the live column is what the simulator was fitted to; the last line gives the
 passes' median disagreement before and after that division.
 
-    scripts/uniform_plan_errors.py runs/s2r6/calibrate.log runs/s2r6/sim.yaml
+    scripts/reproduce/uniform_plan_errors.py runs/s2r6/calibrate.log runs/s2r6/sim.yaml
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 epilog="Example: scripts/uniform_plan_errors.py "
+                                 epilog="Example: scripts/reproduce/uniform_plan_errors.py "
                                         "runs/s2r6/calibrate.log runs/s2r6/sim.yaml")
     ap.add_argument("log", help="calibrate's output (its progress lines)")
     ap.add_argument("sim_config", help="a simulator config that uses that calibration")
