@@ -114,7 +114,7 @@ bool train_vectorised(const ExperimentSpec& spec, const TrainOptions& options, u
   const CountSteps::Counter trained_steps = std::make_shared<std::atomic<int64_t>>(0);
   const CountSteps::Counter evaluated_steps = std::make_shared<std::atomic<int64_t>>(0);
   // Without draws the envs are siblings of one spec and share what their backend can.
-  const EnvMaker sibling = make_sibling_envs(spec.env_id, spec);
+  const EnvMaker sibling = drawn ? EnvMaker{} : make_sibling_envs(spec.env_id, spec);
   VectorEnv envs(options.train_envs, [&](int k) {
     return std::make_unique<CountSteps>(
         drawn ? make_env(spec.env_id, with_instance(spec, instance + 1'000'003 + k)) : sibling(),

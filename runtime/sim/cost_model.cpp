@@ -183,12 +183,12 @@ double CostModel::slowest_pass(const std::vector<PassShape>& by_pos, const std::
 double CostModel::gemms_on(const DeviceType& dev, const std::vector<Gemm>& gemms,
                            const std::string& kind, bool scaled) const {
   const int elem = dtype_bytes(cond_.model.dtype);
-  if (calib_.source() == "builtin" && dev.gemm_fixed_s > 0)
+  const bool builtin = calib_.source() == "builtin";
+  if (builtin && dev.gemm_fixed_s > 0)
     return gemm_time(gemms, dev.peak_flops * dev.gemm_efficiency, dev.memory_bw, elem, calib_,
                      dev.name, kind, dev.gemm_fixed_s);
   // The builtin table's shape efficiencies top out at 0.80; the device's gemm_efficiency
   // rescales them (a calibration file gives absolute efficiencies).
-  const bool builtin = calib_.source() == "builtin";
   const double peak =
       scaled && builtin ? dev.peak_flops * dev.gemm_efficiency / 0.80 : dev.peak_flops;
   return gemm_time(gemms, peak, dev.memory_bw, elem, calib_, dev.name, kind);
@@ -209,8 +209,8 @@ std::vector<Gemm> CostModel::block_gemms(const ModelSpec& m, BlockKind kind, con
     const double keys = double(m.full_seq());
     return {{n, h / a, double(m.qkv_width()) / c, k, k},  // QKV (3h wide without GQA)
             {n, h / c, h / a, k, k},                      // attention out
-            {double(m.seq), dh, keys, b * heads},      // Q·Kᵀ per head
-            {double(m.seq), keys, dh, b * heads}};     // softmax·V per head
+            {double(m.seq), dh, keys, b * heads},         // Q·Kᵀ per head, one kernel
+            {double(m.seq), keys, dh, b * heads}};        // softmax·V per head, one kernel
   }
   return {{n, h / a, double(m.fc1_width()) / c, k, k}, {n, f / c, h / a, k, k}};  // fc1, fc2
 }
