@@ -229,6 +229,13 @@ class SimRun : public TrainingRun {
   // shape, or a degree that does not divide a data-share group; empty when it can.
   std::string why_invalid(int kind, int entry) const;
   const HeadCost& head() const;  // on the last stage
+  // The framework's own work of one micro-batch on a stage: once per model chunk, as
+  // Megatron-LM's interleaved schedule calls forward_step and backward_step for each of the
+  // v chunks of a micro-batch (schedules.py, forward_backward_pipelining_with_interleaving).
+  double loop_host_s(const HeadCost& h) const {
+    return pipe_.schedule == Schedule::kInterleaved ? h.loop_host_s * pipe_.virtual_stages
+                                                    : h.loop_host_s;
+  }
   const BlockSlot& block(int kind, int entry) const { return block(0, kind, entry); }
   // Cached costs; the fill_* functions compute a stale or missing slot (the hot path is inline).
   const BlockSlot& block(int stage, int kind, int entry) const {

@@ -535,7 +535,7 @@ double SimRun::iteration_tail(const std::vector<int>& idx, const StageSums& acc,
     if (bd) {
       StageTimes& st = bd->stages[s];
       st.micro_batch_s = acc.mb[s];
-      st.host_s = acc.host[s] + h.loop_host_s;
+      st.host_s = acc.host[s] + loop_host_s(h);
       st.grad_sync_s = acc.sync[s], st.param_gather_s = acc.gather[s], st.optimizer_s = acc.opt[s];
       st.tail_s = g + a + acc.opt[s];
     }
@@ -599,7 +599,8 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   // the last stage, and the framework's own work per micro-batch; how much of the issue the
   // GPU's work hides is the hosts' overlap exponent (CostModel::with_host).
   acc.host[p - 1] += h.host_s;
-  for (int s = 0; s < p; ++s) acc.mb[s] = cost_.with_host(acc.mb[s], acc.host[s] + h.loop_host_s);
+  const double loop = loop_host_s(h);
+  for (int s = 0; s < p; ++s) acc.mb[s] = cost_.with_host(acc.mb[s], acc.host[s] + loop);
   e.busy_j += m * h.busy_energy_j * nh;
   double schedule_s =
       pipeline_time(acc.mb, p, pipe_.micro_batches, pipe_.schedule, pipe_.virtual_stages);

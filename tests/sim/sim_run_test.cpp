@@ -477,6 +477,29 @@ TEST(SimRun, HostIssueBoundsATinyLayerAndNotALargeOne) {
   EXPECT_EQ(big.step_latency_s, stage_times(large, 0, 0, plan).step_latency_s);
 }
 
+// The framework's work per micro-batch runs once per model chunk under the interleaved
+// schedule (Megatron-LM calls forward_step and backward_step for each of the v chunks of a
+// micro-batch): a stage's host time is its kernels' plus v times the loop, against once
+// under 1F1B with the same blocks on the stage.
+TEST(SimRun, InterleavedScheduleRunsTheFrameworkLoopOncePerChunk) {
+  ModelSpec m = testing::gpt(4, 256, 8, 128, 1);
+  m.global_batch = 8;
+  const double loop = 1e-3;
+  for (int v : {2, 4}) {
+    if (m.layers % (2 * v)) m.layers = 2 * v;  // whole layers per chunk
+    const IterationBreakdown flat = stage_times(m, 20e-6, loop, "uniform:tp1d(t=4)@pp(p=2,m=4)");
+    const IterationBreakdown inter = stage_times(
+        m, 20e-6, loop,
+        "uniform:tp1d(t=4)@pp(p=2,m=4,schedule=interleaved,v=" + std::to_string(v) + ")");
+    SCOPED_TRACE("v = " + std::to_string(v));
+    ASSERT_EQ(inter.stages.size(), 2u);
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_GT(flat.stages[s].host_s, loop);  // the kernels on top of the loop
+      EXPECT_NEAR(inter.stages[s].host_s - flat.stages[s].host_s, (v - 1) * loop, 1e-12);
+    }
+  }
+}
+
 // The host's overlap exponent q (docs/design.md §4): a micro-batch takes (G^q + H^q)^(1/q) of
 // its GPU time G and its host's issue time H. Unstated it is max(G, H); q = 1 adds them; q = 2
 // is their Euclidean norm, on a layer where neither hides the other and on one where the GPU
