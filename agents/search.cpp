@@ -208,13 +208,8 @@ class RandomSearch : public SearchAgent {
     return a;
   }
   void evaluate(const Action& p, double r) override {
-    if (p == best_ || std::isnan(best_reward_)) {
-      best_ = p;
-      best_reward_ = r;
-    } else if (r > best_reward_) {
-      best_ = p;
-      best_reward_ = r;
-    }
+    // The best plan's own reward is replaced by its latest, every other only by a better one.
+    if (p == best_ || std::isnan(best_reward_) || r > best_reward_) best_ = p, best_reward_ = r;
   }
   void on_new_episode() override { best_reward_ = kNaN; }
   void write_search(std::ostream& out) const override {

@@ -134,26 +134,34 @@ EnvOption EnvOption::boolean(std::string name, std::string key, std::string doc,
   return o;
 }
 
-EnvOption EnvOption::integer(std::string name, std::string key, std::string doc,
-                             std::function<int&(ExperimentSpec&)> field, int min, int max) {
-  EnvOption o = make_option(std::move(name), OptionType::kInt, std::move(key), std::move(doc));
+namespace {
+
+// A numeric option over [min, max]; V is how OptionValue holds the parsed value.
+template <typename T, typename V>
+EnvOption ranged(OptionType type, std::string name, std::string key, std::string doc,
+                 std::function<T&(ExperimentSpec&)> field, double min, double max) {
+  EnvOption o = make_option(std::move(name), type, std::move(key), std::move(doc));
   o.min = min;
   o.max = max;
-  o.get = getter<int>(field);
+  o.get = getter<T>(field);
   o.set = [field](ExperimentSpec& s, const OptionValue& v) {
-    field(s) = static_cast<int>(std::get<int64_t>(v));  // in [min, max], both ints
+    field(s) = static_cast<T>(std::get<V>(v));  // in [min, max]: an int option's fit an int
   };
   return o;
 }
 
+}  // namespace
+
+EnvOption EnvOption::integer(std::string name, std::string key, std::string doc,
+                             std::function<int&(ExperimentSpec&)> field, int min, int max) {
+  return ranged<int, int64_t>(OptionType::kInt, std::move(name), std::move(key), std::move(doc),
+                              std::move(field), min, max);
+}
+
 EnvOption EnvOption::real(std::string name, std::string key, std::string doc,
                           std::function<double&(ExperimentSpec&)> field, double min, double max) {
-  EnvOption o = make_option(std::move(name), OptionType::kDouble, std::move(key), std::move(doc));
-  o.min = min;
-  o.max = max;
-  o.get = getter<double>(field);
-  o.set = [field](ExperimentSpec& s, const OptionValue& v) { field(s) = std::get<double>(v); };
-  return o;
+  return ranged<double, double>(OptionType::kDouble, std::move(name), std::move(key),
+                                std::move(doc), std::move(field), min, max);
 }
 
 EnvOption EnvOption::text(std::string name, std::string key, std::string doc,

@@ -27,6 +27,14 @@ def cli():
     return shutil.which("shardgym")
 
 
+def cli_or_skip(purpose=""):
+    """The CLI of cli(), or the test is skipped, saying what the CLI was needed for."""
+    exe = cli()
+    if exe is None:
+        pytest.skip(f"no shardgym CLI{purpose} (set SHARDGYM_BINARY_DIR to a build)")
+    return exe
+
+
 @pytest.fixture(scope="session")
 def quickstart():
     return QUICKSTART
@@ -35,9 +43,7 @@ def quickstart():
 @pytest.fixture(scope="session")
 def trace(tmp_path_factory):
     """A trace of one Megatron episode of the quickstart (recorded by the CLI)."""
-    exe = cli()
-    if exe is None:
-        pytest.skip("no shardgym CLI to record a trace (set SHARDGYM_BINARY_DIR to a build)")
+    exe = cli_or_skip(" to record a trace")
     out = tmp_path_factory.mktemp("trace")
     subprocess.run([exe, "compare", QUICKSTART, "--agents", "megatron", "--seeds", "0",
                     "--no-references", "--out", str(out)], check=True, capture_output=True)

@@ -11,7 +11,7 @@ import pytest
 
 import shardgym
 import shardgym.datasets
-from conftest import ROOT, cli
+from conftest import ROOT, cli_or_skip
 
 TINY = str(ROOT / "experiments" / "tiny.yaml")
 
@@ -84,9 +84,7 @@ def datasets_path(tmp_path, monkeypatch):
 def tiny_traces(tmp_path_factory):
     """Traces of the `oracle` and `random` agents on tiny.yaml, seeds 0-9 (the reference seeds:
     their mean returns are the datasets' reference scores), recorded by the CLI."""
-    exe = cli()
-    if exe is None:
-        pytest.skip("no shardgym CLI to record a trace (set SHARDGYM_BINARY_DIR to a build)")
+    exe = cli_or_skip(" to record a trace")
     out = tmp_path_factory.mktemp("tiny-traces")
     seeds = [str(s) for s in shardgym.datasets.REFERENCE_SEEDS]
     subprocess.run([exe, "compare", TINY, "--agents", "oracle,random", "--seeds", *seeds,

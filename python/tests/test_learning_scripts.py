@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, cli
+from conftest import ROOT, cli_or_skip
 
 TINY = str(ROOT / "experiments" / "tiny.yaml")
 EXAMPLES = ROOT / "examples" / "python"
@@ -45,9 +45,7 @@ def test_learn_side_by_side_runs_the_cleanrl_learner():
 
 
 def test_learn_side_by_side_runs_the_cpp_learner():
-    exe = cli()
-    if exe is None:
-        pytest.skip("no shardgym CLI (set SHARDGYM_BINARY_DIR to a build)")
+    exe = cli_or_skip()
     out = subprocess.run([sys.executable, str(EXAMPLES / "learn_side_by_side.py"), "--config",
                           TINY, "--only", "cpp", "--max-steps", "1024", "--target", "2.0",
                           "--shardgym", exe], capture_output=True, text=True,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import report_fixtures
-from conftest import QUICKSTART, cli
+from conftest import QUICKSTART, cli, cli_or_skip
 
 pytest.importorskip("rliable")
 from shardgym import report  # noqa: E402
@@ -26,9 +26,7 @@ AGENTS = "megatron,greedy,random"
 def runs(tmp_path_factory):
     """A `compare --out` folder (3 agents x 5 seeds) and two `train` runs (2 seeds) of 2,048
     env steps of PPO training each (learning.csv), 12-step episodes."""
-    exe = cli()
-    if exe is None:
-        pytest.skip("no shardgym CLI to record traces (set SHARDGYM_BINARY_DIR to a build)")
+    exe = cli_or_skip(" to record traces")
     root = tmp_path_factory.mktemp("runs")
     subprocess.run([exe, "compare", QUICKSTART, "--agents", AGENTS, "--seeds", SEEDS,
                     "--steps", "12", "--no-references", "--out", str(root / "cmp")],

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import cli
+from conftest import cli_or_skip
 import report_fixtures
 from report_fixtures import INSTANCES
 
@@ -33,9 +33,7 @@ steps_per_episode: 20
 
 @pytest.fixture(scope="module")
 def suite_json(tmp_path_factory):
-    exe = cli()
-    if exe is None:
-        pytest.skip("no shardgym CLI (set SHARDGYM_BINARY_DIR to a build)")
+    exe = cli_or_skip()
     root = tmp_path_factory.mktemp("suite")
     (root / "task.yaml").write_text(TASK)
     (root / "suite.yaml").write_text(

@@ -20,10 +20,7 @@ ChainProblem random_problem(std::mt19937_64& rng, int blocks, int options) {
   std::uniform_real_distribution<double> u(0, 1);
   ChainProblem p;
   p.candidates.resize(blocks);
-  p.cost.resize(blocks);
-  p.mem.resize(blocks);
-  p.pair_cost.resize(blocks);
-  p.pair_mem.resize(blocks);
+  for (auto* table : {&p.cost, &p.mem, &p.pair_cost, &p.pair_mem}) table->resize(blocks);
   for (int b = 0; b < blocks; ++b) {
     const int n = 1 + static_cast<int>(u(rng) * options);
     for (int i = 0; i < n; ++i) {
@@ -182,13 +179,19 @@ TEST(StaticOracle, NeedsARunThatEstimates) {
     EXPECT_LE(o.cost, obj.cost_of(run, Plan::uniform(run.catalog().at(k), 8)) * (1 + 1e-12));
 }
 
-TEST(DynamicOracle, AdaptsToALinkDropAndBeatsTheStaticOptimum) {
-  // Two nodes: the inter-node link collapses halfway, which changes the best plan.
+// Two nodes of 2 GPUs for 20 steps: the inter-node link collapses halfway, which changes the
+// best plan. Reset from seed 0.
+std::unique_ptr<Env> link_drop_env() {
   ExperimentSpec spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/2, /*nodes=*/2);
   spec.steps_per_episode = 20;
   test_specs::add_link_drop(spec, 10, "nvlink", 0.02);
   auto env = agent_tests::sim_env(spec);
   env->reset(0);
+  return env;
+}
+
+TEST(DynamicOracle, AdaptsToALinkDropAndBeatsTheStaticOptimum) {
+  auto env = link_drop_env();
   TrainingRun& run = env->run();
   const PlanObjective obj = objective_for(*env);
   DynamicSchedule sched = dynamic_oracle(run, obj, 20);
@@ -385,11 +388,7 @@ TEST(DynamicOracle, TimeScheduleBoundsThroughputWhereTokensPerStepChange) {
 }
 
 TEST(PhaseOracle, FollowsEachPhasesOptimum) {
-  ExperimentSpec spec = test_specs::tiny(/*layers=*/2, /*gpus_per_node=*/2, /*nodes=*/2);
-  spec.steps_per_episode = 20;
-  test_specs::add_link_drop(spec, 10, "nvlink", 0.02);
-  auto env = agent_tests::sim_env(spec);
-  env->reset(0);
+  auto env = link_drop_env();
   const PlanObjective obj = objective_for(*env);
   const DynamicSchedule s = phase_oracle(env->run(), obj, 20);
   ASSERT_EQ(s.segments.size(), 2u);

@@ -44,6 +44,37 @@ std::unique_ptr<PPO> through_checkpoint(const PPO& ppo, const EnvSpec& spec,
   return back;
 }
 
+// `a` and `b`, out of training, take the same action on `env`'s first observation from seed
+// 3; the reset's result.
+ResetResult expect_same_first_action(PPO& a, PPO& b, Env& env) {
+  a.set_training(false);
+  b.set_training(false);
+  const ResetResult start = env.reset(3);
+  const std::vector<int32_t>& plan = start.info.plan_indices;
+  const auto mask = env.action_mask();
+  EXPECT_EQ(a.act(start.obs, mask, plan), b.act(start.obs, mask, plan));
+  return start;
+}
+
+// The losses of `agent`'s updates (policy, value, entropy) over 2 updates on 2 envs of `spec`.
+std::vector<double> update_losses(PPO& agent, const ExperimentSpec& spec) {
+  VectorEnv e = vector_env(spec, 2);
+  std::vector<double> out;
+  for (const PPOUpdate& u : agent.train(e, 2 * 8 * 2).updates)
+    out.insert(out.end(), {u.policy_loss, u.value_loss, u.entropy});
+  return out;
+}
+
+// Trains `ppo` (of a tiny restart_s) on `envs` for 2 updates of 8 steps, every evaluation
+// reporting no progress: it restarts once.
+void train_to_a_restart(PPO& ppo, VectorEnv& envs) {
+  ppo.train_vectorized(envs, 2 * 8 * 2, [&](const TrainProgress&) {
+    ppo.note_evaluation(1.0);
+    return true;
+  });
+  ASSERT_EQ(ppo.restarts(), 1);
+}
+
 class PPOTest : public ::testing::Test {
  protected:
   void SetUp() override { at::set_num_threads(1); }
@@ -201,15 +232,10 @@ TEST_F(PPOTest, PlanRowsTrainWithAPipelineAndCheckpoint) {
   EXPECT_EQ(out.invalid, 0);
   for (const Action& a : out.actions) EXPECT_EQ(a.size(), 17u);
   std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
-  PPO& back = *loaded;
-  ppo.set_training(false);
-  back.set_training(false);
-  const ResetResult start = env->reset(3);
-  const Observation& obs = start.obs;
-  const std::vector<int32_t>& plan = start.info.plan_indices;
+  const ResetResult start = expect_same_first_action(ppo, *loaded, *env);
   const auto mask = env->action_mask();
-  EXPECT_EQ(ppo.act(obs, mask, plan), back.act(obs, mask, plan));
-  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(obs, mask, plan), mask, env->spec().catalog_size));
+  EXPECT_TRUE(agents_detail::action_allowed(ppo.act(start.obs, mask, start.info.plan_indices),
+                                            mask, env->spec().catalog_size));
 }
 
 std::vector<double> curve(uint64_t seed) {
@@ -292,19 +318,9 @@ TEST_F(PPOTest, RestartsWhenEvaluationsStallAndNotWhenTheyImprove) {
       PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,restart_s=1e-9)"));
   VectorEnv envs = vector_env(spec, 2);
   PPO ppo(envs.spec(), cfg, 5);
-  ppo.train_vectorized(envs, 2 * 8 * 2, [&](const TrainProgress&) {
-    ppo.note_evaluation(1.0);
-    return true;
-  });
-  ASSERT_EQ(ppo.restarts(), 1);
+  ASSERT_NO_FATAL_FAILURE(train_to_a_restart(ppo, envs));
   PPO fresh(envs.spec(), cfg, restart_seed(5, 1));
-  auto losses = [&](PPO& agent) {
-    VectorEnv e = vector_env(spec, 2);
-    std::vector<double> out;
-    for (const PPOUpdate& u : agent.train(e, 2 * 8 * 2).updates)
-      out.insert(out.end(), {u.policy_loss, u.value_loss, u.entropy});
-    return out;
-  };
+  auto losses = [&](PPO& agent) { return update_losses(agent, spec); };
   const std::vector<double> restarted = losses(ppo), from_seed = losses(fresh);
   ASSERT_FALSE(restarted.empty());
   EXPECT_EQ(restarted, from_seed);
@@ -323,13 +339,7 @@ TEST_F(PPOTest, PlanAltAlternatesPlanRowsAcrossRestartsAndLoadsEither) {
   EXPECT_TRUE(alt.plan_alt);
   EXPECT_FALSE(alt.plan);
   ExperimentSpec spec = tiny_scenario();
-  auto losses = [&](PPO& agent) {
-    VectorEnv e = vector_env(spec, 2);
-    std::vector<double> out;
-    for (const PPOUpdate& u : agent.train(e, 2 * 8 * 2).updates)
-      out.insert(out.end(), {u.policy_loss, u.value_loss, u.entropy});
-    return out;
-  };
+  auto losses = [&](PPO& agent) { return update_losses(agent, spec); };
   const PPOConfig rows = PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,plan=1)"));
   const PPOConfig none = PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8)"));
   {  // Before any restart: the run of ppo(plan=0).
@@ -339,11 +349,7 @@ TEST_F(PPOTest, PlanAltAlternatesPlanRowsAcrossRestartsAndLoadsEither) {
   }
   VectorEnv envs = vector_env(spec, 2);
   PPO ppo(envs.spec(), alt, 5);
-  ppo.train_vectorized(envs, 2 * 8 * 2, [&](const TrainProgress&) {
-    ppo.note_evaluation(1.0);
-    return true;
-  });
-  ASSERT_EQ(ppo.restarts(), 1);
+  ASSERT_NO_FATAL_FAILURE(train_to_a_restart(ppo, envs));
   const std::string file =
       (std::filesystem::temp_directory_path() / "shardgym_ppo_plan_alt_test.ckpt").string();
   ppo.save(file);  // run 1's policy, before any training of it: with plan rows
@@ -359,13 +365,7 @@ TEST_F(PPOTest, PlanAltAlternatesPlanRowsAcrossRestartsAndLoadsEither) {
   EXPECT_THROW(without.load(file), std::runtime_error);
   std::remove(file.c_str());
   auto env = agent_tests::sim_env(spec);
-  kept.set_training(false);
-  again.set_training(false);
-  const ResetResult start = env->reset(3);
-  const Observation& obs = start.obs;
-  const std::vector<int32_t>& plan = start.info.plan_indices;
-  const auto mask = env->action_mask();
-  EXPECT_EQ(kept.act(obs, mask, plan), again.act(obs, mask, plan));
+  expect_same_first_action(kept, again, *env);
 }
 
 TEST_F(PPOTest, SameSeedSameLearningCurveBitForBit) {

@@ -36,19 +36,19 @@ void expect_error(const std::string& path, const std::string& part) {
   EXPECT_THROW(describe_trace(path), std::runtime_error);
 }
 
-class TraceErrors : public ::testing::Test {
+class TraceErrors : public ScratchTest {
  protected:
-  void SetUp() override {
-    dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::string write_good() const {
     const std::string p = path("good.h5");
     TraceWriter w(p, metadata());
     write_episodes(w, 0, 3, 16);
     return p;
   }
-  fs::path dir_;
+  // A good trace copied to `p` and opened for writing (a negative id where HDF5 fails).
+  hid_t open_good_copy(const std::string& p) const {
+    fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
+    return H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  }
 };
 
 TEST_F(TraceErrors, TruncatedFiles) {
@@ -128,8 +128,7 @@ TEST_F(TraceErrors, HdfFileThatIsNotATrace) {
 TEST_F(TraceErrors, ScalarAttributeHoldingAnArray) {
   auto replace_with_array = [&](const std::string& name, const char* group, const char* attr,
                                 hid_t file_type) {
-    fs::copy_file(write_good(), name, fs::copy_options::overwrite_existing);
-    hid_t file = H5Fopen(name.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t file = open_good_copy(name);
     ASSERT_GE(file, 0);
     hid_t obj = H5Oopen(file, group, H5P_DEFAULT);
     ASSERT_GE(obj, 0);
@@ -306,8 +305,7 @@ TEST(GlobalHeapCheck, WalksCollectionsAsHdf5Does) {
 // bad_alloc) is refused from its declared size, before anything is allocated.
 TEST_F(TraceErrors, DeclaredSizesBeyondWhatTheFileCanHold) {
   const std::string p = path("table.h5");
-  fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
-  hid_t file = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t file = open_good_copy(p);
   ASSERT_GE(file, 0);
   ASSERT_GE(H5Ldelete(file, "strategies", H5P_DEFAULT), 0);
   const hsize_t n = 50'000'000, chunk = 1024;
@@ -331,8 +329,7 @@ TEST_F(TraceErrors, DeclaredSizesBeyondWhatTheFileCanHold) {
 // and everything else in them as before.
 TEST_F(TraceErrors, TraceWithoutTheRepartitionPeakReadsItAsNaN) {
   const std::string p = path("older.h5");
-  fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
-  hid_t file = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t file = open_good_copy(p);
   ASSERT_GE(file, 0);
   for (int e = 0; e < 3; ++e) {
     const std::string name =
@@ -362,8 +359,7 @@ TEST_F(TraceErrors, FifoIsRefused) {
 // through H5Lget_name_by_idx). 20,000 groups: the bound leaves a 10x margin on this machine.
 TEST_F(TraceErrors, ManyEpisodeGroupsListFast) {
   const std::string p = path("many.h5");
-  fs::copy_file(write_good(), p, fs::copy_options::overwrite_existing);
-  hid_t file = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t file = open_good_copy(p);
   ASSERT_GE(file, 0);
   hid_t episodes = H5Gopen2(file, "episodes", H5P_DEFAULT);
   for (int k = 100; k < 20'100; ++k) {

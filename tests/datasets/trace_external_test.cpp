@@ -23,10 +23,10 @@ namespace {
 using namespace tracetest;
 namespace fs = std::filesystem;
 
-class TraceExternal : public ::testing::Test {
+class TraceExternal : public ScratchTest {
  protected:
   void SetUp() override {
-    dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ScratchTest::SetUp();
     trace_ = (dir_ / "trace.h5").string();
     {
       TraceWriter w(trace_, metadata());
@@ -81,7 +81,6 @@ class TraceExternal : public ::testing::Test {
     EXPECT_NE(what.find(trace_), std::string::npos) << what;
     EXPECT_THROW(describe_trace(trace_), std::runtime_error);
   }
-  fs::path dir_;
   std::string trace_;
   std::vector<double> rewards_;
 };

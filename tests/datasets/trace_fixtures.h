@@ -215,4 +215,14 @@ inline std::string open_error(const std::string& path) {
   return "";
 }
 
+// A test with its own scratch directory (scratch_dir of the test's name) and paths in it.
+class ScratchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
 }  // namespace shardgym::tracetest

@@ -14,16 +14,8 @@ namespace shardgym {
 namespace {
 
 using namespace tracetest;
-namespace fs = std::filesystem;
 
-class TraceRoundTrip : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+class TraceRoundTrip : public ScratchTest {};
 
 TEST_F(TraceRoundTrip, EveryDatasetReadsBackExactly) {
   const int dim = 9;

@@ -127,13 +127,19 @@ TEST(ShareAction, ALostGroupIsExcludedByEvenAndTheRunPaysNoRestart) {
   EXPECT_GT(other->step(keep).info.measurement.repartition_s, 60.0);
 }
 
+// Rank 5 lost at step 1 under tp1d(t=4) blocks, which span the share groups of 2 ranks.
+ExperimentSpec tp4_losing_rank_5() {
+  ExperimentSpec spec = spec_with_shares({{1, EventKind::kRankLoss, "", 5, 1, 0}});
+  spec.initial_plan = "uniform:tp1d(t=4)";
+  return spec;
+}
+
 // Blocks and shares move in one step: with tp1d(t=4) in force, no share vector of 4 groups of
 // 2 ranks is valid, but the mask offers "even" (group 2 out after rank 5's loss) because the
 // same step can narrow the blocks to t = 2; taking both avoids the restart that keeping the
 // blocks, or moving them first, would pay.
 TEST(ShareAction, BlocksAndSharesMoveTogetherOffALostGroup) {
-  ExperimentSpec spec = spec_with_shares({{1, EventKind::kRankLoss, "", 5, 1, 0}});
-  spec.initial_plan = "uniform:tp1d(t=4)";
+  const ExperimentSpec spec = tp4_losing_rank_5();
   auto env = sim_env(spec);
   auto [obs, info] = env->reset(0);
   const int B = 4, K = env->spec().catalog_size;
@@ -166,9 +172,7 @@ TEST(ShareAction, BlocksAndSharesMoveTogetherOffALostGroup) {
 // says so; a learner needs one plan-level choice, not every block's at once, to leave a lost
 // group out.
 TEST(ShareAction, AShareChoiceAloneNarrowsTheBlocksThatSpanAGroup) {
-  ExperimentSpec spec = spec_with_shares({{1, EventKind::kRankLoss, "", 5, 1, 0}});
-  spec.initial_plan = "uniform:tp1d(t=4)";
-  auto env = sim_env(spec);
+  auto env = sim_env(tp4_losing_rank_5());
   auto [obs, info] = env->reset(0);
   const int B = 4;
   Action share_only = info.plan_indices;  // the blocks as they are (t = 4)

@@ -83,27 +83,22 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.ranks, c.ranks);
   EXPECT_EQ(r.passes, c.passes);
   EXPECT_EQ(r.drift_reference, c.drift_reference);
-  EXPECT_EQ(r.drift_spread, c.drift_spread);
-  EXPECT_EQ(r.drift_reference_s, c.drift_reference_s);
-  EXPECT_EQ(r.peak_flops, c.peak_flops);
-  EXPECT_EQ(r.memory_bw, c.memory_bw);
-  EXPECT_EQ(r.kernel_s, c.kernel_s);
-  EXPECT_EQ(r.collective_s, c.collective_s);
-  EXPECT_EQ(r.link_latency_s, c.link_latency_s);
-  EXPECT_EQ(r.link_bandwidth, c.link_bandwidth);
-  EXPECT_EQ(r.runtime.step_overhead_s, c.runtime.step_overhead_s);
-  EXPECT_EQ(r.runtime.optimizer_s_per_param, c.runtime.optimizer_s_per_param);
-  EXPECT_EQ(r.runtime.noise_sigma, c.runtime.noise_sigma);
-  EXPECT_EQ(r.runtime.redistribution_s, c.runtime.redistribution_s);
-  EXPECT_EQ(r.runtime.redistribution_scale, c.runtime.redistribution_scale);
+  // Every number, bit for bit: the file writes 17 significant digits.
+  for (auto f : {&CalibrationFile::drift_spread, &CalibrationFile::drift_reference_s,
+                 &CalibrationFile::peak_flops, &CalibrationFile::memory_bw,
+                 &CalibrationFile::kernel_s, &CalibrationFile::collective_s,
+                 &CalibrationFile::link_latency_s, &CalibrationFile::link_bandwidth})
+    EXPECT_EQ(r.*f, c.*f);
+  for (auto f : {&RuntimeCalibration::step_overhead_s, &RuntimeCalibration::optimizer_s_per_param,
+                 &RuntimeCalibration::noise_sigma, &RuntimeCalibration::redistribution_s,
+                 &RuntimeCalibration::redistribution_scale, &RuntimeCalibration::memory_state_scale,
+                 &RuntimeCalibration::memory_activation_scale,
+                 &RuntimeCalibration::memory_base_bytes, &RuntimeCalibration::repartition_fixed_s,
+                 &RuntimeCalibration::repartition_per_block_s,
+                 &RuntimeCalibration::repartition_per_message_s,
+                 &RuntimeCalibration::repartition_bandwidth})
+    EXPECT_EQ(r.runtime.*f, c.runtime.*f);
   EXPECT_EQ(r.runtime.model_signature, c.runtime.model_signature);
-  EXPECT_EQ(r.runtime.memory_state_scale, c.runtime.memory_state_scale);
-  EXPECT_EQ(r.runtime.memory_activation_scale, c.runtime.memory_activation_scale);
-  EXPECT_EQ(r.runtime.memory_base_bytes, c.runtime.memory_base_bytes);
-  EXPECT_EQ(r.runtime.repartition_fixed_s, c.runtime.repartition_fixed_s);
-  EXPECT_EQ(r.runtime.repartition_per_block_s, c.runtime.repartition_per_block_s);
-  EXPECT_EQ(r.runtime.repartition_per_message_s, c.runtime.repartition_per_message_s);
-  EXPECT_EQ(r.runtime.repartition_bandwidth, c.runtime.repartition_bandwidth);
   ASSERT_EQ(r.runtime.blocks.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(r.runtime.blocks[i].kind, c.runtime.blocks[i].kind);

@@ -145,14 +145,18 @@ void set_trace_element(const std::string& path, const char* name, size_t at, T v
   H5Fclose(f);
 }
 
+// Traces in `dir` of 3 steps of seed 0 on the quickstart, by `compare` with `options`.
+void compare_quickstart(const fs::path& dir, const std::string& options) {
+  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") + "' " + options +
+                             " --seeds 0 --steps 3 --out '" + dir.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+}
+
 // `compare --from-traces` refuses a zero or NaN latency of a step that did not fail, naming the
 // trace (it used to turn it into a throughput ratio).
 TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
   const fs::path dir = scratch("compare");
-  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
-                             "' --agents megatron,random --seeds 0 --steps 3 --out '" +
-                             dir.string() + "'");
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_NO_FATAL_FAILURE(compare_quickstart(dir, "--agents megatron,random"));
   const std::string trace = (dir / "random.h5").string();
   for (double v : {0.0, std::nan(""), -1.0}) {
     set_trace_element(trace, "/episodes/episode_0/metrics/step_latency_s", 1, v);
@@ -169,10 +173,7 @@ TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
 // now refuse it, naming the trace and what does not match.
 TEST(CliRobustness, InspectAndReplayRefuseWidthsAndPlanIdsTheirConfigDoesNotMake) {
   const fs::path dir = scratch("widths");
-  CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
-                             "' --agents megatron --seeds 0 --steps 3 --no-references --out '" +
-                             dir.string() + "'");
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_NO_FATAL_FAILURE(compare_quickstart(dir, "--agents megatron --no-references"));
   const fs::path good = dir / "megatron.h5";
   CliResult ok = shardgym_cli("inspect '" + good.string() + "'");
   ASSERT_EQ(ok.code, 0) << ok.output;

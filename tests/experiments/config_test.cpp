@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -23,6 +24,26 @@ std::string data(const std::string& name) {
   return source_dir() + "/tests/experiments/data/" + name;
 }
 std::string experiments(const std::string& name) { return source_dir() + "/experiments/" + name; }
+
+// The live env registers only in builds with LibTorch; without it the live tests pass, saying so.
+bool live_in_this_build() {
+  if (env_registered("shardgym/TPLive-v0")) return true;
+  std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
+  return false;
+}
+
+// The ConfigError that `load` throws; none, and a failure saying what was `accepted`, when it
+// loads.
+template <class Load>
+std::optional<ConfigError> config_error(const Load& load, const std::string& accepted) {
+  try {
+    load();
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted " << accepted;
+  return std::nullopt;
+}
 
 // Every experiment config under experiments/ (the hardware catalog is not one).
 using testing::loadable_in_this_build;
@@ -139,19 +160,21 @@ std::string edit_error(const std::string& path, const std::string& from, const s
   return "";
 }
 
+// edit_error of tests/experiments/data/minimal.yaml.
+std::string minimal_error(const std::string& from, const std::string& to) {
+  return edit_error(data("minimal.yaml"), from, to);
+}
+
 // Sizes whose products overflow (4·hidden is an int) are refused with file, line and reason,
 // instead of figures computed from a wrapped-around value.
 TEST(ConfigTest, AbsurdModelSizesAreRefused) {
-  auto error_for = [](const std::string& from, const std::string& to) {
-    return edit_error(data("minimal.yaml"), from, to);
-  };
-  const std::string hidden = error_for("hidden: 1024", "hidden: 536870912");
+  const std::string hidden = minimal_error("hidden: 1024", "hidden: 536870912");
   EXPECT_NE(hidden.find("inline.yaml:2:"), std::string::npos) << hidden;
   EXPECT_NE(hidden.find("hidden 536870912 is above the limit 1048576"), std::string::npos) << hidden;
-  EXPECT_NE(error_for("seq: 512", "seq: 1000000000").find("seq 1000000000 is above"),
+  EXPECT_NE(minimal_error("seq: 512", "seq: 1000000000").find("seq 1000000000 is above"),
             std::string::npos);
-  EXPECT_NE(error_for("layers: 2", "layers: 100000").find("100000"), std::string::npos);
-  EXPECT_EQ(error_for("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
+  EXPECT_NE(minimal_error("layers: 2", "layers: 100000").find("100000"), std::string::npos);
+  EXPECT_EQ(minimal_error("hidden: 1024", "hidden: 1048576"), "");  // the limit itself is allowed
 }
 
 // Llama's blocks are written as `arch: llama` plus kv_heads and ffn (docs/configs.md "Model
@@ -162,17 +185,14 @@ TEST(ConfigTest, LlamaShapesAreWrittenAsTheFamilyAndTheirOwnKeys) {
   EXPECT_FALSE(s.model.linear_bias || s.model.dropout || s.model.tied_embeddings);
   EXPECT_EQ(s.model.kv_heads, 8);
   EXPECT_EQ(s.model.qkv_width(), 4096 + 2 * 8 * 128);
-  auto error_for = [](const std::string& from, const std::string& to) {
-    return edit_error(data("minimal.yaml"), from, to);
-  };
-  const std::string kv = error_for("heads: 16", "heads: 16, kv_heads: 5");
+  const std::string kv = minimal_error("heads: 16", "heads: 16, kv_heads: 5");
   EXPECT_NE(kv.find("model.kv_heads"), std::string::npos) << kv;
   EXPECT_NE(kv.find("5 key/value heads do not divide 16 heads"), std::string::npos) << kv;
-  EXPECT_NE(error_for("heads: 16", "heads: 16, kv_heads: 32").find("model.kv_heads"),
+  EXPECT_NE(minimal_error("heads: 16", "heads: 16, kv_heads: 32").find("model.kv_heads"),
             std::string::npos);
-  EXPECT_NE(error_for("heads: 16", "heads: 16, arch: mamba").find("model.arch"),
+  EXPECT_NE(minimal_error("heads: 16", "heads: 16, arch: mamba").find("model.arch"),
             std::string::npos);
-  EXPECT_EQ(error_for("heads: 16", "heads: 16, arch: llama, bias: true, norm: layernorm"), "");
+  EXPECT_EQ(minimal_error("heads: 16", "heads: 16, arch: llama, bias: true, norm: layernorm"), "");
 }
 
 // A catalog board without a peak for the model's dtype (the V100 has no bf16) does not stop
@@ -254,21 +274,30 @@ TEST(ConfigTest, ClusterTotalsAreBounded) {
   EXPECT_EQ(largest.find("nodes and"), std::string::npos) << largest;
 }
 
-// An included file that is not YAML is named, not echoed (`include: /etc/passwd`).
-TEST(ConfigTest, IncludedTextIsNotEchoed) {
-  const std::string secret = (std::filesystem::temp_directory_path() / "shardgym_secret.txt").string();
+// The error of a config that includes a file holding `contents` (written to a temporary
+// file `name`, removed after), and that file's path.
+std::pair<std::string, std::string> include_error(const std::string& name,
+                                                  const std::string& contents) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
   {
-    std::ofstream out(secret);
-    out << "root:x:0:0:secret-token-123:/root:/bin/bash\nsecond line of the secret\n";
+    std::ofstream out(path);
+    out << contents;
   }
   std::string what;
   try {
-    parse_experiment("include: " + secret + "\nmodel: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n",
+    parse_experiment("include: " + path + "\nmodel: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n",
                      "inline.yaml");
   } catch (const std::exception& e) {
     what = e.what();
   }
-  std::filesystem::remove(secret);
+  std::filesystem::remove(path);
+  return {what, path};
+}
+
+// An included file that is not YAML is named, not echoed (`include: /etc/passwd`).
+TEST(ConfigTest, IncludedTextIsNotEchoed) {
+  const auto [what, secret] = include_error(
+      "shardgym_secret.txt", "root:x:0:0:secret-token-123:/root:/bin/bash\nsecond line of the secret\n");
   ASSERT_FALSE(what.empty());
   EXPECT_NE(what.find(secret), std::string::npos) << what;
   EXPECT_NE(what.find("plain text of"), std::string::npos) << what;
@@ -279,21 +308,8 @@ TEST(ConfigTest, IncludedTextIsNotEchoed) {
 // An included file whose first line is `key: value` (a YAML mapping) is refused without
 // quoting its keys or values: the "unknown key" error used to name the key and its line.
 TEST(ConfigTest, IncludedMappingIsNotEchoed) {
-  const std::string secret =
-      (std::filesystem::temp_directory_path() / "shardgym_secret_map.txt").string();
-  {
-    std::ofstream out(secret);
-    out << "secretuser: hunter2-token\notherkey: {nested: value-xyz}\n";
-  }
-  std::string what;
-  try {
-    parse_experiment("include: " + secret +
-                         "\nmodel: {layers: 2, hidden: 1024, heads: 16, seq: 512}\n",
-                     "inline.yaml");
-  } catch (const std::exception& e) {
-    what = e.what();
-  }
-  std::filesystem::remove(secret);
+  const auto [what, secret] = include_error(
+      "shardgym_secret_map.txt", "secretuser: hunter2-token\notherkey: {nested: value-xyz}\n");
   ASSERT_FALSE(what.empty());
   EXPECT_NE(what.find(secret), std::string::npos) << what;
   EXPECT_NE(what.find("not a hardware file"), std::string::npos) << what;
@@ -404,38 +420,31 @@ TEST(ConfigTest, LiveExtraOptionsAreTypedByTheRegistration) {
   EXPECT_DOUBLE_EQ(spec.live.extra.clip, 1.0);
   EXPECT_EQ(spec.live.extra.fault, "");
 
-  // live-quickstart.yaml: `extra:` is line 58, lr 59, weight_decay 60, clip 61.
-  ConfigError e = live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    lrr: 1\n");
-  EXPECT_EQ(e.key(), "live.extra.lrr") << e.what();
-  EXPECT_EQ(e.line(), 62) << e.what();
-  EXPECT_NE(e.reason().find("did you mean 'lr'"), std::string::npos) << e.what();
-  EXPECT_NE(e.reason().find("known keys: lr, weight_decay, clip, fault, worker"), std::string::npos)
-      << e.what();
-
-  e = live_edit_error("    weight_decay: \"0.1\"", "    weight_decay: [0.1]");
-  EXPECT_EQ(e.key(), "live.extra.weight_decay") << e.what();
-  EXPECT_EQ(e.line(), 60) << e.what();
-  EXPECT_NE(e.reason().find("expected a number"), std::string::npos) << e.what();
-
-  e = live_edit_error("    clip: \"1.0\"", "    clip: -2");
-  EXPECT_EQ(e.key(), "live.extra.clip") << e.what();
-  EXPECT_EQ(e.line(), 61) << e.what();
-  EXPECT_NE(e.reason().find("must be between 0 and"), std::string::npos) << e.what();
-
-  // A fault the runtime could not inject: found by the registration's validate, at its line.
-  e = live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    fault: exit@1:2\n");
-  EXPECT_EQ(e.key(), "live.extra.fault") << e.what();
-  EXPECT_EQ(e.line(), 62) << e.what();
-  EXPECT_NE(e.reason().find("needs launch = processes"), std::string::npos) << e.what();
-
-  // A path option: relative to the config's folder, and it must exist.
-  e = live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    worker: no_such_worker\n");
-  EXPECT_EQ(e.key(), "live.extra.worker") << e.what();
-  EXPECT_EQ(e.line(), 62) << e.what();
-  EXPECT_NE(e.reason().find("no file at"), std::string::npos) << e.what();
-  EXPECT_EQ(live_edit_error("    clip: \"1.0\"\n", "    clip: \"1.0\"\n    worker: hardware.yaml\n")
-                .reason(),
-            "loaded");
+  // live-quickstart.yaml: `extra:` is line 58, lr 59, weight_decay 60, clip 61. A fault the
+  // runtime could not inject is found by the registration's validate, at its line; a path
+  // option is relative to the config's folder, and it must exist.
+  const std::string clip = "    clip: \"1.0\"\n";
+  struct Refused {
+    std::string from, to, key;
+    int line;
+    const char* reason;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {clip, clip + "    lrr: 1\n", "live.extra.lrr", 62, "did you mean 'lr'"},
+           {clip, clip + "    lrr: 1\n", "live.extra.lrr", 62,
+            "known keys: lr, weight_decay, clip, fault, worker"},
+           {"    weight_decay: \"0.1\"", "    weight_decay: [0.1]", "live.extra.weight_decay", 60,
+            "expected a number"},
+           {"    clip: \"1.0\"", "    clip: -2", "live.extra.clip", 61, "must be between 0 and"},
+           {clip, clip + "    fault: exit@1:2\n", "live.extra.fault", 62,
+            "needs launch = processes"},
+           {clip, clip + "    worker: no_such_worker\n", "live.extra.worker", 62, "no file at"}}) {
+    const ConfigError e = live_edit_error(r.from, r.to);
+    EXPECT_EQ(e.key(), r.key) << e.what();
+    EXPECT_EQ(e.line(), r.line) << e.what();
+    EXPECT_NE(e.reason().find(r.reason), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(live_edit_error(clip, clip + "    worker: hardware.yaml\n").reason(), "loaded");
 }
 
 // docs/configs.md's table of live options is the registration's: every declared option is a
@@ -464,10 +473,7 @@ TEST(ConfigTest, LiveOptionsTableInTheDocsIsTheRegistrations) {
 // its value (16 ranks under `ulimit -n 100` used to fail minutes later blaming name
 // resolution). Here the soft descriptor limit is lowered for the parse and restored.
 TEST(ConfigTest, LiveWorldsBeyondTheDescriptorLimitAreRefusedAtLoad) {
-  if (!env_registered("shardgym/TPLive-v0")) {
-    std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
-    return;
-  }
+  if (!live_in_this_build()) return;
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   rlimit low = saved;
@@ -512,21 +518,20 @@ struct BadCase {
 
 class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
 
-TEST_P(BadConfigTest, RejectedWithFileKeyLineAndReason) {
-  const BadCase& c = GetParam();
-  try {
-    load_experiment(data(c.file));
-    FAIL() << c.file << " was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(fs::path(e.file()).filename().string(), c.error_file) << e.what();
-    EXPECT_EQ(e.key(), c.key) << e.what();
-    EXPECT_EQ(e.line(), c.line) << e.what();
-    EXPECT_NE(e.reason().find(c.reason), std::string::npos) << e.what();
-    // what() is "<file>:<line>: <key>: <reason>".
-    const std::string expected_prefix = e.file() + ":" + std::to_string(c.line) + ": ";
-    EXPECT_EQ(std::string(e.what()).rfind(expected_prefix, 0), 0u) << e.what();
-  }
+// data/`c.file` is refused naming its file, key path, line and reason.
+void expect_rejected(const BadCase& c) {
+  const auto e = config_error([&] { load_experiment(data(c.file)); }, c.file);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(fs::path(e->file()).filename().string(), c.error_file) << e->what();
+  EXPECT_EQ(e->key(), c.key) << e->what();
+  EXPECT_EQ(e->line(), c.line) << e->what();
+  EXPECT_NE(e->reason().find(c.reason), std::string::npos) << e->what();
+  // what() is "<file>:<line>: <key>: <reason>".
+  const std::string expected_prefix = e->file() + ":" + std::to_string(c.line) + ": ";
+  EXPECT_EQ(std::string(e->what()).rfind(expected_prefix, 0), 0u) << e->what();
 }
+
+TEST_P(BadConfigTest, RejectedWithFileKeyLineAndReason) { expect_rejected(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     Data, BadConfigTest,
@@ -586,72 +591,48 @@ TEST(ConfigTest, ReplayNeedsAnExistingTrace) {
   std::stringstream minimal;
   minimal << in.rdbuf();
   const std::string replay = "env: shardgym/TPReplay-v0\n" + minimal.str();
-  try {
-    parse_experiment(replay, "replay.yaml");
-    FAIL() << "accepted a replay config without a trace";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "replay_trace") << e.what();
-  }
-  try {
-    parse_experiment(replay + "replay_trace: no_such_trace.h5\n", "replay.yaml", data(""));
-    FAIL() << "accepted a missing trace file";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "replay_trace") << e.what();
-    EXPECT_EQ(e.line(), 11) << e.what();  // 1 line of env + 9 of minimal.yaml + 1
-    EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
-  }
+  // The error of the replay config with `trace_line` appended, read in tests/experiments/data.
+  auto error_with = [&](const std::string& trace_line, const std::string& accepted) {
+    return config_error([&] { parse_experiment(replay + trace_line, "replay.yaml", data("")); },
+                        accepted);
+  };
+  const auto none = config_error([&] { parse_experiment(replay, "replay.yaml"); },
+                                 "a replay config without a trace");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->key(), "replay_trace") << none->what();
+  const auto missing = error_with("replay_trace: no_such_trace.h5\n", "a missing trace file");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->key(), "replay_trace") << missing->what();
+  EXPECT_EQ(missing->line(), 11) << missing->what();  // 1 line of env + 9 of minimal.yaml + 1
+  EXPECT_NE(missing->reason().find("no trace file"), std::string::npos) << missing->what();
   // A name the OS refuses (ENAMETOOLONG) is a ConfigError too; it was a filesystem_error
   // (found by fuzz/config_fuzz).
-  try {
-    parse_experiment(replay + "replay_trace: " + std::string(300, 'x') + "\n", "replay.yaml",
-                     data(""));
-    FAIL() << "accepted a trace name of 300 characters";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "replay_trace") << e.what();
-    EXPECT_NE(e.reason().find("no trace file"), std::string::npos) << e.what();
-  }
+  const auto long_name = error_with("replay_trace: " + std::string(300, 'x') + "\n",
+                                    "a trace name of 300 characters");
+  ASSERT_TRUE(long_name);
+  EXPECT_EQ(long_name->key(), "replay_trace") << long_name->what();
+  EXPECT_NE(long_name->reason().find("no trace file"), std::string::npos) << long_name->what();
   // An existing file that is not a trace is refused at load, relative to the config's
   // directory, naming the file (it used to be accepted and fail when the env was made).
-  try {
-    parse_experiment(replay + "replay_trace: minimal.yaml\n", "replay.yaml", data(""));
-    FAIL() << "accepted a YAML file as a trace";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "replay_trace") << e.what();
-    EXPECT_NE(e.reason().find("minimal.yaml"), std::string::npos) << e.what();
-    EXPECT_NE(e.reason().find("cannot be played back"), std::string::npos) << e.what();
-  }
+  const auto yaml = error_with("replay_trace: minimal.yaml\n", "a YAML file as a trace");
+  ASSERT_TRUE(yaml);
+  EXPECT_EQ(yaml->key(), "replay_trace") << yaml->what();
+  EXPECT_NE(yaml->reason().find("minimal.yaml"), std::string::npos) << yaml->what();
+  EXPECT_NE(yaml->reason().find("cannot be played back"), std::string::npos) << yaml->what();
 }
 
 TEST(ConfigTest, LiveConfigNeedsOneRankPerDevice) {
-  if (!env_registered("shardgym/TPLive-v0")) {
-    std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
-    return;
-  }
-  try {
-    load_experiment(data("live_ranks_mismatch.yaml"));
-    FAIL() << "accepted 2 live ranks for 4 devices";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "live.ranks") << e.what();
-    EXPECT_EQ(e.line(), 12) << e.what();
-    EXPECT_NE(e.reason().find("one rank per device"), std::string::npos) << e.what();
-  }
+  if (!live_in_this_build()) return;
+  expect_rejected({"live_ranks_mismatch.yaml", "live_ranks_mismatch.yaml", "live.ranks", 12,
+                   "one rank per device"});
 }
 
 // A live run emulates straggler events only (a rank's compute stretched); a link event would
-// silently not happen, so it is refused at its key.
+// silently not happen, so it is refused at its key (line 12: the first event).
 TEST(ConfigTest, LiveConfigRejectsScenarioEventsItCannotEmulate) {
-  if (!env_registered("shardgym/TPLive-v0")) {
-    std::cout << "shardgym/TPLive-v0 is not in this build (SHARDGYM_WITH_TORCH=OFF)\n";
-    return;
-  }
-  try {
-    load_experiment(data("live_with_events.yaml"));
-    FAIL() << "accepted a link event for a live run";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "scenario.events") << e.what();
-    EXPECT_EQ(e.line(), 12) << e.what();  // the first event
-    EXPECT_NE(e.reason().find("emulates straggler events only"), std::string::npos) << e.what();
-  }
+  if (!live_in_this_build()) return;
+  expect_rejected({"live_with_events.yaml", "live_with_events.yaml", "scenario.events", 12,
+                   "emulates straggler events only"});
 }
 
 TEST(ConfigTest, MissingFileIsAConfigError) {

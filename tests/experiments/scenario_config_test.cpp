@@ -5,22 +5,13 @@
 #include <map>
 
 #include "experiments/config.h"
+#include "tests/experiments/scenario_configs.h"
 
 namespace shardgym {
 namespace {
 
-std::string config_with(const std::string& scenario) {
-  return "model: {layers: 2, hidden: 64, heads: 4, seq: 256, micro_batch: 1, global_batch: 8}\n"
-         "cluster:\n"
-         "  devices: [{name: d, peak_tflops: {bf16: 100}, memory_gib: 80, memory_bw_gbs: 2000,\n"
-         "             idle_w: 50, busy_w: 400}]\n"
-         "  links: [{name: l, bandwidth_gbs: 100, latency_us: 5}]\n"
-         "  nodes: [{device: d, gpus: 4, intra_link: l}]\n"
-         "scenario:\n" + scenario;
-}
-
 ExperimentSpec load(const std::string& scenario) {
-  return parse_experiment(config_with(scenario), "s.yaml", ".");
+  return testing::load_scenario(scenario);
 }
 
 TEST(ScenarioConfig, RepeatedEventsExpandBelowUntil) {
@@ -36,14 +27,8 @@ TEST(ScenarioConfig, RepeatedEventsExpandBelowUntil) {
 }
 
 TEST(ScenarioConfig, RepetitionErrorsNameTheKey) {
-  auto expect_error = [](const std::string& scenario, const std::string& key) {
-    try {
-      load(scenario);
-      ADD_FAILURE() << "accepted: " << scenario;
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.key(), key) << e.what();
-      EXPECT_GT(e.line(), 0);
-    }
+  const auto expect_error = [](const std::string& scenario, const std::string& key) {
+    testing::expect_scenario_error(scenario, key);
   };
   expect_error("  events: [{step: 1, kind: straggler, rank: 0, factor: 2, every: 3}]\n",
                "scenario.events[0].every");

@@ -8,13 +8,21 @@
 namespace shardgym::live {
 namespace {
 
+// Options of either bench on a model of `layers` layers, `hidden` and `seq`, timing `iters`
+// steps after `warmup`.
+template <class Options>
+Options tiny_bench(int layers, int hidden, int seq, int warmup, int iters) {
+  Options o;
+  o.model.layers = layers;
+  o.model.hidden = hidden;
+  o.model.seq = seq;
+  o.warmup = warmup;
+  o.iters = iters;
+  return o;
+}
+
 TEST(BenchLive, TimesBothSidesAndTheRepartition) {
-  BenchLiveOptions o;
-  o.model.layers = 2;
-  o.model.hidden = 32;
-  o.model.seq = 16;
-  o.warmup = 1;
-  o.iters = 3;
+  BenchLiveOptions o = tiny_bench<BenchLiveOptions>(2, 32, 16, 1, 3);
   const BenchLiveResult r = bench_live(o);
   ASSERT_EQ(r.cpp_step_s.size(), 3u);
   EXPECT_GT(r.cpp_median_s, 0);
@@ -49,12 +57,7 @@ TEST(BenchLive, TimesBothSidesAndTheRepartition) {
 }
 
 TEST(BenchLive, AMissingInterpreterIsReportedNotFatal) {
-  BenchLiveOptions o;
-  o.model.layers = 1;
-  o.model.hidden = 16;
-  o.model.seq = 8;
-  o.warmup = 0;
-  o.iters = 1;
+  BenchLiveOptions o = tiny_bench<BenchLiveOptions>(1, 16, 8, 0, 1);
   o.python = "/nonexistent/python3";
   o.repartition_ranks = 1;
   const BenchLiveResult r = bench_live(o);
@@ -66,12 +69,7 @@ TEST(BenchLive, AMissingInterpreterIsReportedNotFatal) {
 // `shardgym bench pipeline` on a tiny model: every (schedule, m) row has a step, a stage's
 // compute, a bubble in (0, 1) and the formula's; the eager side runs the same pipeline.
 TEST(BenchPipeline, MeasuresTheBubbleOnBothSides) {
-  BenchPipelineOptions o;
-  o.model.layers = 2;
-  o.model.hidden = 32;
-  o.model.seq = 16;
-  o.warmup = 1;
-  o.iters = 2;
+  BenchPipelineOptions o = tiny_bench<BenchPipelineOptions>(2, 32, 16, 1, 2);
   o.micro_batches = {1, 4};
   const BenchPipelineResult r = bench_pipeline(o);
   ASSERT_EQ(r.rows.size(), 4u);

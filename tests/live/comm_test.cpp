@@ -1,7 +1,5 @@
 // Gloo CommWorld and the thread launcher: every collective against a locally computed result,
 // groups over subsets and over every standard factorisation, caching, failure propagation.
-#include <dirent.h>
-
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -13,6 +11,7 @@
 
 #include "runtime/live/comm/gloo.h"
 #include "runtime/live/launch/thread_ranks.h"
+#include "tests/live/thread_count.h"
 
 namespace shardgym::live {
 namespace {
@@ -37,14 +36,7 @@ std::vector<int> iota(int n) {
   return v;
 }
 
-int thread_count() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using testing::thread_count;
 
 // Exact comparisons: sums of small integers in double are exact, so equality is the check.
 void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {

@@ -64,13 +64,11 @@ TEST(LiveCuda, PipelineStagesOnRankProcessesSharingOneGpu) {
   spec.live.precision = "float64";
   spec.live.timeout_s = 60;
   spec.model.layers = 4;
-  const int blocks = spec.model.num_blocks();
-  const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
-  const std::vector<Plan> staged = {
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", blocks),
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1,schedule=gpipe)", blocks)};
-  const std::vector<Measurement> g = expect_losses_of_one_stage(spec, staged, {one, one, one});
+  const std::string one = "uniform:tp1d(t=2)@pp(m=2)";
+  const std::vector<Measurement> g = expect_losses_of_one_stage(
+      spec,
+      two_stage_plans("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1,schedule=gpipe)"),
+      {one, one, one});
   for (size_t i = 0; i < g.size(); ++i) {
     EXPECT_EQ(g[i].memory_source, "cuda-allocator");
     ASSERT_EQ(g[i].peak_memory_bytes.size(), 4u);
@@ -102,32 +100,32 @@ TEST(LiveCuda, OneRankPerGpuOverNcclAsProcesses) {
   one_rank_per_gpu_over_nccl("processes");
 }
 
-TEST(LiveCuda, RankThreadsSharingAGpuAreRejectedBeforeAnyRankStarts) {
-  SHARDGYM_SKIP_WITHOUT_GPUS(1);
+// Why LiveRun refuses one more rank thread than there are GPUs on `backend`; "" if it accepts.
+std::string refusal_of_a_rank_thread_too_many(const std::string& backend) {
   ExperimentSpec spec = tiny_live_spec(cuda_device_count() + 1, "threads");
   spec.live.device = "cuda";
-  spec.live.backend = "gloo";
+  spec.live.backend = backend;
   try {
     LiveRun run(spec);
-    FAIL() << "accepted rank threads sharing a GPU";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("use launch: processes"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "";
+}
+
+TEST(LiveCuda, RankThreadsSharingAGpuAreRejectedBeforeAnyRankStarts) {
+  SHARDGYM_SKIP_WITHOUT_GPUS(1);
+  const std::string why = refusal_of_a_rank_thread_too_many("gloo");
+  EXPECT_NE(why.find("use launch: processes"), std::string::npos)
+      << "rank threads sharing a GPU: " << why;
 }
 
 TEST(LiveCuda, NcclWithMoreRanksThanGpusIsRejectedBeforeAnyRankStarts) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  ExperimentSpec spec = tiny_live_spec(cuda_device_count() + 1, "threads");
-  spec.live.device = "cuda";
-  spec.live.backend = "nccl";
-  try {
-    LiveRun run(spec);
-    FAIL() << "accepted " << spec.live.ranks << " NCCL ranks on " << cuda_device_count()
-           << " GPU(s)";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("NCCL refuses two ranks on one GPU"), std::string::npos)
-        << e.what();
-  }
+  const std::string why = refusal_of_a_rank_thread_too_many("nccl");
+  EXPECT_NE(why.find("NCCL refuses two ranks on one GPU"), std::string::npos)
+      << cuda_device_count() + 1 << " NCCL ranks on " << cuda_device_count() << " GPU(s): "
+      << why;
 }
 
 }  // namespace

@@ -57,14 +57,13 @@ TEST(LiveRunProcesses, PipelineStagesTrainInRankProcesses) {
   ExperimentSpec spec = process_spec();
   spec.live.precision = "float64";
   spec.model.layers = 4;
-  const int blocks = spec.model.num_blocks();
-  const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
-  expect_losses_of_one_stage(
-      spec,
-      {Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
-       Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3)", blocks),
-       Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3,schedule=gpipe)", blocks)},
-      {one, one, one});
+  const std::string one = "uniform:tp1d(t=2)@pp(m=2)";
+  expect_losses_of_one_stage(spec,
+                             std::vector<std::string>{
+                                 "uniform:tp1d(t=2)@pp(p=2,m=2)",
+                                 "uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3)",
+                                 "uniform:tp1d(t=2)@pp(p=2,m=2,split=1/3,schedule=gpipe)"},
+                             {one, one, one});
 }
 
 // The collectives microbenchmark command reaches rank processes too (live_run_test has the
@@ -89,13 +88,11 @@ TEST(LiveRunProcesses, MicroBatchesReachTheRankProcesses) {
   LiveRun whole(spec), micro(spec);
   micro.set_micro_batches(2);
   const Plan plan = Plan::uniform(Strategy::tp1d(2), spec.model.num_blocks());
-  whole.reset(7, plan);
-  micro.reset(7, plan);
-  for (int i = 0; i < 3; ++i) {
-    const Measurement mw = whole.step(plan), mm = micro.step(plan);
-    ASSERT_TRUE(mw.ok) << mw.error;
-    ASSERT_TRUE(mm.ok) << mm.error;
-    EXPECT_NEAR(mm.loss, mw.loss, 1e-9 * mw.loss) << "step " << i;
+  const auto steps =
+      expect_same_losses(whole, micro, {{plan, plan}, {plan, plan}, {plan, plan}}, 7);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& [mw, mm] = steps[i];
+    ASSERT_TRUE(mw.ok && mm.ok);
     ASSERT_EQ(mm.peak_memory_bytes.size(), 4u);
     for (int r = 0; r < 4; ++r) {
       EXPECT_LT(mm.peak_memory_bytes[r], 0.9 * mw.peak_memory_bytes[r])

@@ -2,8 +2,6 @@
 // failures; and the "shardgym/TPLive-v0" registration.
 #include "runtime/live/driver/live_run.h"
 
-#include <dirent.h>
-
 #include <chrono>
 #include <cstring>
 #include <cmath>
@@ -16,6 +14,7 @@
 #include "runtime/live/launch/group_sets.h"
 #include "runtime/live/launch/thread_ranks.h"
 #include "tests/live/live_test_spec.h"
+#include "tests/live/thread_count.h"
 
 namespace shardgym::live {
 namespace {
@@ -435,13 +434,11 @@ TEST(LiveRun, PipelinedPlansTrainTheLossesOfOneStage) {
   spec.live.precision = "float64";
   spec.model.layers = 4;
   const int blocks = spec.model.num_blocks();
-  const Plan one = Plan::parse("uniform:tp1d(t=2)@pp(m=2)", blocks);
-  const std::vector<Plan> plans = {
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2)", blocks),
-      Plan::parse("uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", blocks),
-      Plan::parse("uniform:dp@pp(p=2,m=2,split=3/1,schedule=gpipe)", blocks)};
-  const std::vector<Plan> flat = {one, one, Plan::parse("uniform:dp@pp(m=2)", blocks)};
-  const std::vector<Measurement> g = expect_losses_of_one_stage(spec, plans, flat);
+  const std::string one = "uniform:tp1d(t=2)@pp(m=2)";
+  const std::vector<Measurement> g = expect_losses_of_one_stage(
+      spec,
+      two_stage_plans("uniform:dp@pp(p=2,m=2,split=3/1,schedule=gpipe)"),
+      {one, one, "uniform:dp@pp(m=2)"});
   for (size_t i = 0; i < g.size(); ++i) {
     for (int b = 0; b < blocks; ++b) EXPECT_GT(g[i].block_fwd_s[b], 0) << "block " << b;
     ASSERT_EQ(g[i].peak_memory_bytes.size(), 4u);
@@ -472,14 +469,7 @@ TEST(LiveRun, MicroBatchIsMegatronsWithoutAnySetting) {
       << why;
 }
 
-int thread_count() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using testing::thread_count;
 
 TEST(LiveRun, ThrowingRankEndsTheStepWithItsNameAndTheRunStops) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");

@@ -53,14 +53,9 @@ TEST(LiveShares, UnevenSharesTrainWithTheEvenPlansLosses) {
   const Plan p_even = Plan::parse("uniform:dp", blocks);
   const Plan p_uneven = Plan::parse("uniform:dp@dp(w=3/1)", blocks);
   ASSERT_EQ(uneven.why_invalid(p_uneven), "");
-  even.reset(4, p_even);
-  uneven.reset(4, p_uneven);
-  for (int i = 0; i < 3; ++i) {
-    const Measurement a = even.step(p_even), b = uneven.step(p_uneven);
-    ASSERT_TRUE(a.ok) << a.error;
-    ASSERT_TRUE(b.ok) << b.error;
-    EXPECT_NEAR(b.loss, a.loss, 1e-9 * a.loss) << "step " << i;
-  }
+  for (const auto& [a, b] : expect_same_losses(
+           even, uneven, {{p_even, p_uneven}, {p_even, p_uneven}, {p_even, p_uneven}}, 4))
+    ASSERT_TRUE(a.ok && b.ok);
   for (const char* shares : {"w=1/0", "w=1/0", "w=1/1"}) {
     const Measurement a = even.step(p_even);
     const Measurement b = uneven.step(Plan::parse(std::string("uniform:dp@dp(") + shares + ")",

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -55,6 +56,25 @@ inline ExperimentSpec tiny_live_spec(int ranks, const std::string& launch) {
   return s;
 }
 
+// Resets run `a` with the first pair's first plan and `b` with its second from `seed`, then
+// steps both through `plans`: every step must run and b's loss be a's to float64 rounding
+// (1e-9). Each step's measurements of a and b.
+inline std::vector<std::pair<Measurement, Measurement>> expect_same_losses(
+    LiveRun& a, LiveRun& b, const std::vector<std::pair<Plan, Plan>>& plans, uint64_t seed) {
+  a.reset(seed, plans.front().first);
+  b.reset(seed, plans.front().second);
+  std::vector<std::pair<Measurement, Measurement>> out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Measurement f = a.step(plans[i].first), g = b.step(plans[i].second);
+    EXPECT_TRUE(f.ok) << f.error;
+    EXPECT_TRUE(g.ok) << g.error;
+    EXPECT_NEAR(g.loss, f.loss, 1e-9 * f.loss)
+        << "step " << i << ": " << plans[i].second.to_string();
+    out.push_back({f, g});
+  }
+  return out;
+}
+
 // Steps staged[i] on one live run and flat[i] (the same blocks on one stage) on another, both
 // reset from `seed` with their first plan; every step must run and the losses agree to
 // float64 rounding (1e-9). Returns the staged run's measurements.
@@ -64,17 +84,28 @@ inline std::vector<Measurement> expect_losses_of_one_stage(const ExperimentSpec&
                                                            uint64_t seed = 9) {
   LiveRun a(spec), b(spec);
   for (const Plan& p : staged) EXPECT_EQ(b.why_invalid(p), "") << p.to_string();
-  a.reset(seed, flat.front());
-  b.reset(seed, staged.front());
+  std::vector<std::pair<Plan, Plan>> plans;
+  for (size_t i = 0; i < staged.size(); ++i) plans.push_back({flat[i], staged[i]});
   std::vector<Measurement> out;
-  for (size_t i = 0; i < staged.size(); ++i) {
-    const Measurement f = a.step(flat[i]), g = b.step(staged[i]);
-    EXPECT_TRUE(f.ok) << f.error;
-    EXPECT_TRUE(g.ok) << g.error;
-    EXPECT_NEAR(g.loss, f.loss, 1e-9 * f.loss) << staged[i].to_string();
-    out.push_back(g);
-  }
+  for (const auto& [f, g] : expect_same_losses(a, b, plans, seed)) out.push_back(g);
   return out;
+}
+
+// Two pipeline stages of tp1d(t=2) blocks on 4 ranks: 1F1B over 2 micro-batches, then a
+// boundary move (split 3/1), then `last`.
+inline std::vector<std::string> two_stage_plans(const std::string& last) {
+  return {"uniform:tp1d(t=2)@pp(p=2,m=2)", "uniform:tp1d(t=2)@pp(p=2,m=2,split=3/1)", last};
+}
+
+// The same over plan texts, parsed for `spec`'s model.
+inline std::vector<Measurement> expect_losses_of_one_stage(const ExperimentSpec& spec,
+                                                           const std::vector<std::string>& staged,
+                                                           const std::vector<std::string>& flat) {
+  const int blocks = spec.model.num_blocks();
+  std::vector<Plan> s, f;
+  for (const std::string& text : staged) s.push_back(Plan::parse(text, blocks));
+  for (const std::string& text : flat) f.push_back(Plan::parse(text, blocks));
+  return expect_losses_of_one_stage(spec, s, f);
 }
 
 }  // namespace shardgym::live

@@ -54,32 +54,30 @@ void expect_peaks_match(ExperimentSpec spec, const std::string& what, int micro_
   }
 }
 
+// tiny_live_spec on 4 rank threads with the model's layers, hidden size and sequence length.
+ExperimentSpec memory_spec(int layers, int hidden, int seq) {
+  ExperimentSpec spec = tiny_live_spec(4, "threads");
+  spec.model.layers = layers;
+  spec.model.hidden = hidden;
+  spec.model.seq = seq;
+  return spec;
+}
+
 TEST(Memory, PeakPerRankMatchesTheEstimateActivationHeavy) {
   // The quickstart's shapes: activations and state of the same order.
-  ExperimentSpec spec = tiny_live_spec(4, "threads");
-  spec.model.layers = 4;
-  spec.model.hidden = 64;
-  spec.model.seq = 64;
-  expect_peaks_match(spec, "h=64 s=64");
+  expect_peaks_match(memory_spec(4, 64, 64), "h=64 s=64");
 }
 
 // Gradient accumulation keeps one micro-batch's activations alive at a time: with 2
 // micro-batches the peaks match the estimate for 2 and stay clear of the whole batch's.
 TEST(Memory, PeakPerRankMatchesTheEstimateWithTwoMicroBatches) {
-  ExperimentSpec spec = tiny_live_spec(4, "threads");
-  spec.model.layers = 4;
-  spec.model.hidden = 64;
-  spec.model.seq = 64;
-  expect_peaks_match(spec, "h=64 s=64", 2);
+  expect_peaks_match(memory_spec(4, 64, 64), "h=64 s=64", 2);
 }
 
 // Llama's blocks (8 heads in 4 query groups, SwiGLU of 160, RMSNorm, rotary, no biases):
 // runtime/core's Llama activations and parameters, the same live adjustments.
 TEST(Memory, PeakPerRankMatchesTheEstimateWithLlamaBlocks) {
-  ExperimentSpec spec = tiny_live_spec(4, "threads");
-  spec.model.layers = 4;
-  spec.model.hidden = 64;
-  spec.model.seq = 64;
+  ExperimentSpec spec = memory_spec(4, 64, 64);
   spec.model.set_llama_traits();
   spec.model.heads = 8;
   spec.model.kv_heads = 4;
@@ -88,10 +86,7 @@ TEST(Memory, PeakPerRankMatchesTheEstimateWithLlamaBlocks) {
 }
 
 TEST(Memory, PeakPerRankMatchesTheEstimateStateHeavy) {
-  ExperimentSpec spec = tiny_live_spec(4, "threads");
-  spec.model.hidden = 128;
-  spec.model.seq = 32;
-  expect_peaks_match(spec, "h=128 s=32");
+  expect_peaks_match(memory_spec(2, 128, 32), "h=128 s=32");  // tiny_live_spec's 2 layers
 }
 
 // What a repartition holds on top of the state (runtime/live/tp/repartition.cpp: one block at a

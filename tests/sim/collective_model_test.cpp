@@ -22,10 +22,19 @@ std::vector<int> range(int lo, int hi) {
   return v;
 }
 
+// Links of `nodes` nodes of `per_node` H100s over NVSwitch, every link at full bandwidth.
+LinkState h100_links(int nodes, int per_node) {
+  return make_link_state(cluster(nodes, per_node, testing::h100_sxm(), testing::nvswitch()),
+                         {1.0, 1.0});
+}
+
+// The group of every rank of h100_links(nodes, per_node).
+GroupLinks h100_group(int nodes, int per_node) {
+  return describe_group(range(0, nodes * per_node), h100_links(nodes, per_node));
+}
+
 TEST(CollectiveModel, RingInsideOneNode) {
-  const ClusterSpec c = cluster(1, 8, testing::h100_sxm(), testing::nvswitch());
-  const LinkState links = make_link_state(c, {1.0, 1.0});
-  const GroupLinks g = describe_group(range(0, 8), links);
+  const GroupLinks g = h100_group(1, 8);
   EXPECT_EQ(g.nodes, 1);
   EXPECT_EQ(g.per_node, 8);
   const double x = 64e6, a = 3e-6, b = 450e9;
@@ -35,7 +44,7 @@ TEST(CollectiveModel, RingInsideOneNode) {
   EXPECT_NEAR(collective_time(CollOp::kAllGather, x, g), ag, kRel * ag);
   EXPECT_NEAR(collective_time(CollOp::kReduceScatter, x, g), ag, kRel * ag);
   EXPECT_NEAR(collective_link_bytes(CollOp::kAllReduce, x, g).intra, 2.0 * 7 / 8 * x, kRel * x);
-  EXPECT_EQ(collective_time(CollOp::kAllReduce, x, describe_group({3}, links)), 0.0);
+  EXPECT_EQ(collective_time(CollOp::kAllReduce, x, describe_group({3}, h100_links(1, 8))), 0.0);
 }
 
 // A small all-reduce is latency-bound: 8 bytes cost the ring's 2(p − 1) steps of per-step
@@ -44,9 +53,7 @@ TEST(CollectiveModel, RingInsideOneNode) {
 // pays the LL128 step latency, the large one the bulk protocol's.
 TEST(CollectiveModel, ASmallAllReduceIsLatencyBound) {
   for (int p : {2, 4, 8}) {
-    const ClusterSpec c = cluster(1, p, testing::h100_sxm(), testing::nvswitch());
-    const LinkState links = make_link_state(c, {1.0, 1.0});
-    const GroupLinks g = describe_group(range(0, p), links);
+    const GroupLinks g = h100_group(1, p);
     const double steps = 2.0 * (p - 1), a = testing::nvswitch().latency_s;
     const double tiny = collective_time(CollOp::kAllReduce, 8, g);
     EXPECT_NEAR(tiny, steps * a, 1e-4 * steps * a) << "p=" << p;
@@ -65,9 +72,7 @@ TEST(CollectiveModel, ASmallAllReduceIsLatencyBound) {
 }
 
 TEST(CollectiveModel, HierarchicalTwoNodeGroupMatchesClosedForm) {
-  const ClusterSpec c = cluster(2, 8, testing::h100_sxm(), testing::nvswitch());
-  const LinkState links = make_link_state(c, {1.0, 1.0});
-  const GroupLinks g = describe_group(range(0, 16), links);
+  const GroupLinks g = h100_group(2, 8);
   ASSERT_EQ(g.nodes, 2);
   ASSERT_EQ(g.per_node, 8);
   const double x = 128e6, aa = 3e-6, ba = 450e9, ae = 5e-6, be = 50e9;
@@ -88,8 +93,7 @@ TEST(CollectiveModel, HierarchicalTwoNodeGroupMatchesClosedForm) {
 }
 
 TEST(CollectiveModel, DataParallelGroupsAcrossNodesUseTheInterLink) {
-  const ClusterSpec c = cluster(2, 8, testing::h100_sxm(), testing::nvswitch());
-  const LinkState links = make_link_state(c, {1.0, 1.0});
+  const LinkState links = h100_links(2, 8);
   // tp1d(t=8): the data-parallel groups are {r, r+8}: one rank per node.
   const auto shapes = group_shapes(Strategy::tp1d(8), CommAxis::kData, links);
   ASSERT_EQ(shapes.size(), 1u);

@@ -12,11 +12,12 @@
 namespace shardgym {
 namespace {
 
-using testing::cluster;
-using testing::experiment;
 using testing::gpt;
-using testing::h100_sxm;
-using testing::nvswitch;
+
+// The published table's cluster: 6 nodes of 8 H100s over NVSwitch.
+ExperimentSpec on_48_h100s(const ModelSpec& m) {
+  return testing::experiment(m, testing::cluster(6, 8, testing::h100_sxm(), testing::nvswitch()));
+}
 
 // Megatron-Core's 1.7B GPT of its published table (experiments/validation/
 // megatron-core-h100-1.7b.yaml): 48 GPUs, global batch 192, micro-batch 1, sequence 4096.
@@ -56,7 +57,7 @@ TEST(MicroBatches, MegatronsRuleForEveryPlan) {
       << why;
   EXPECT_EQ(Plan::parse("uniform:dp@pp(m=4)", blocks).validate(m, 48), "");  // written m
   // The simulator refuses it too, not only validate(): estimate() of the plan fails with it.
-  ExperimentSpec spec = experiment(m, cluster(6, 8, h100_sxm(), nvswitch()));
+  ExperimentSpec spec = on_48_h100s(m);
   spec.initial_plan = "uniform:dp@pp(m=4)";
   SimRun run(spec);
   const Measurement e = *run.estimate(Plan::uniform(Strategy::dp(), blocks));
@@ -68,7 +69,7 @@ TEST(MicroBatches, MegatronsRuleForEveryPlan) {
 // its replica's four, and costs what the same plan with m = 4 written costs.
 TEST(MicroBatches, MicroBatchSetsTheActivationsHeld) {
   auto run_of = [](int micro_batch, const std::string& plan) {
-    ExperimentSpec spec = experiment(gpt_1_7b(micro_batch), cluster(6, 8, h100_sxm(), nvswitch()));
+    ExperimentSpec spec = on_48_h100s(gpt_1_7b(micro_batch));
     spec.initial_plan = plan;
     return std::make_unique<SimRun>(spec);
   };
@@ -94,7 +95,7 @@ TEST(MicroBatches, MicroBatchSetsTheActivationsHeld) {
 // An episode keeps its initial plan's m through a batch event (its micro-batches grow); a plan
 // priced on its own after the event gets Megatron-LM's m for the batch then.
 TEST(MicroBatches, AnEpisodeKeepsItsMAndAPlanAloneTakesTheBatchNow) {
-  ExperimentSpec spec = experiment(gpt_1_7b(1), cluster(6, 8, h100_sxm(), nvswitch()));
+  ExperimentSpec spec = on_48_h100s(gpt_1_7b(1));
   spec.initial_plan = "uniform:dp";
   spec.scenario.events = {{1, EventKind::kBatch, "", -1, 1.0, 384}};
   SimRun run(spec);

@@ -21,6 +21,15 @@ using testing::gpt;
 using testing::h100_sxm;
 using testing::nvswitch;
 
+// `m` with global batch `global_batch` on `nodes` nodes of 8 H100s over NVSwitch, starting
+// from `plan`.
+ExperimentSpec h100_spec(ModelSpec m, int global_batch, int nodes, const std::string& plan) {
+  m.global_batch = global_batch;
+  ExperimentSpec spec = experiment(m, cluster(nodes, 8, h100_sxm(), nvswitch()));
+  spec.initial_plan = plan;
+  return spec;
+}
+
 TEST(PipelineModel, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
   for (int p : {2, 4, 8}) {
     for (int m : {1, 4, 16, 64}) {
@@ -242,10 +251,9 @@ TEST(PipelineModel, ValidateNamesWhatDoesNotDivide) {
 // With one stage, one micro-batch and the new terms off, the iteration is what the model
 // before pipelines charged: Σ blocks (fwd + bwd + comm + grad sync) + redistribution + head.
 TEST(PipelineModel, OneStageOneMicroBatchTermsOffIsTheSumOfBlocks) {
-  ModelSpec m = gpt(4, 2048, 16, 1024, 8);
-  m.global_batch = 16;
-  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
-  spec.initial_plan = "uniform:tp1d(t=8)@pp(m=1)";
+  ExperimentSpec spec =
+      h100_spec(gpt(4, 2048, 16, 1024, 8), 16, 2, "uniform:tp1d(t=8)@pp(m=1)");
+  const ModelSpec& m = spec.model;
   SimOptions o;
   o.terms.memory_bound = false;
   SimRun run(spec, o);
@@ -263,10 +271,8 @@ TEST(PipelineModel, OneStageOneMicroBatchTermsOffIsTheSumOfBlocks) {
 }
 
 TEST(PipelineModel, MicroBatchesHoldOneMicroBatchOfActivations) {
-  ModelSpec m = gpt(8, 4096, 32, 2048, 1);
-  m.global_batch = 32;
-  ExperimentSpec spec = experiment(m, cluster(1, 8, h100_sxm(), nvswitch()));
-  spec.initial_plan = "uniform:tp1d(t=8)@pp(m=1)";
+  ExperimentSpec spec =
+      h100_spec(gpt(8, 4096, 32, 2048, 1), 32, 1, "uniform:tp1d(t=8)@pp(m=1)");
   SimRun one(spec);
   spec.initial_plan = "uniform:tp1d(t=8)@pp(m=8)";
   SimRun eight(spec);
@@ -281,10 +287,9 @@ TEST(PipelineModel, MicroBatchesHoldOneMicroBatchOfActivations) {
 // m micro-batches of its blocks' activations and of the LM head's (fp32 logits), as the live
 // ranks do (runtime/live/launch/memory_estimate.cpp); under 1F1B it holds one of each.
 TEST(PipelineModel, GPipesLastStageHoldsEveryMicroBatchsLogits) {
-  ModelSpec m = gpt(4, 2048, 16, 1024, 1);
-  m.global_batch = 16;
-  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
-  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=4)";
+  ExperimentSpec spec =
+      h100_spec(gpt(4, 2048, 16, 1024, 1), 16, 2, "uniform:tp1d(t=8)@pp(p=2,m=4)");
+  const ModelSpec& m = spec.model;
   SimRun one_f_one_b(spec);
   spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=4,schedule=gpipe)";
   SimRun gpipe(spec);
@@ -304,10 +309,9 @@ TEST(PipelineModel, GPipesLastStageHoldsEveryMicroBatchsLogits) {
 }
 
 TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
-  ModelSpec m = gpt(8, 2048, 16, 1024, 1);
-  m.global_batch = 16;
-  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
-  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=8)";
+  ExperimentSpec spec =
+      h100_spec(gpt(8, 2048, 16, 1024, 1), 16, 2, "uniform:tp1d(t=8)@pp(p=2,m=8)");
+  const ModelSpec& m = spec.model;
   SimRun run(spec);
   Plan plan = run.plan();
   plan.pipeline.split = {5, 3};  // one layer moved from stage 1 to stage 0
@@ -329,10 +333,8 @@ TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
 // network between the two nodes. One stage has no such pair.
 TEST(PipelineModel, EmbeddingGradientsAllReduceBetweenFirstAndLastStage) {
   ModelSpec m = gpt(8, 2048, 16, 1024, 1);
-  m.global_batch = 16;
   m.vocab_parallel = true;  // the embedding split over the vocabulary by the last block's t
-  ExperimentSpec spec = experiment(m, cluster(2, 8, h100_sxm(), nvswitch()));
-  spec.initial_plan = "uniform:tp1d(t=8)@pp(p=2,m=8)";
+  ExperimentSpec spec = h100_spec(m, 16, 2, "uniform:tp1d(t=8)@pp(p=2,m=8)");
   SimRun run(spec);
   const IterationBreakdown bd = run.breakdown(run.plan());
   const double bytes = double(m.vocab) * m.hidden / 8 * m.grad_bytes();

@@ -34,16 +34,10 @@
 namespace shardgym::live {
 namespace {
 
-using testing::expect_equivalent;
 using testing::kTimeout;
 using testing::kTolDouble;
 using testing::kTolFloat;
-using testing::mixture_cases;
-using testing::perturbed_params;
-using testing::random_batch;
 using testing::RunOn;
-using testing::tiny_model;
-using testing::uniform_cases;
 
 RunOn shared_gpu() { return {c10::Device(c10::kCUDA, 0), CommBackend::kGloo}; }
 
@@ -51,33 +45,29 @@ class SharedGpu : public ::testing::TestWithParam<int> {};
 
 TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat64) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()),
-                    shared_gpu());
+  testing::expect_catalog_equivalent(GetParam(), at::kDouble, kTolDouble, shared_gpu());
 }
 
 TEST_P(SharedGpu, RandomMixturesMatchTheReferenceInFloat64) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
-                    mixture_cases(m, GetParam(), 8, 300 + GetParam()), shared_gpu());
+  testing::expect_mixtures_equivalent(GetParam(), at::kDouble, kTolDouble, 8, 300 + GetParam(),
+                                      shared_gpu());
 }
 
 TEST_P(SharedGpu, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kFloat, kTolFloat, uniform_cases(m, GetParam()),
-                    shared_gpu());
+  testing::expect_catalog_equivalent(GetParam(), at::kFloat, kTolFloat, shared_gpu());
 }
 
 TEST_P(SharedGpu, LlamaBlocksMatchTheReferenceInFloat64) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
   const ModelSpec m = testing::tiny_llama();
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()),
-                    shared_gpu());
+  testing::expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
+                             testing::uniform_cases(m, GetParam()), shared_gpu());
   const ModelSpec tied = testing::tiny_llama(/*tied=*/true);
-  expect_equivalent(tied, GetParam(), at::kDouble, kTolDouble,
-                    mixture_cases(tied, GetParam(), 4, 600 + GetParam()), shared_gpu());
+  testing::expect_equivalent(tied, GetParam(), at::kDouble, kTolDouble,
+                             testing::mixture_cases(tied, GetParam(), 4, 600 + GetParam()),
+                             shared_gpu());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SharedGpu, ::testing::Values(1));
@@ -111,11 +101,10 @@ class NcclPerGpu : public ::testing::TestWithParam<int> {};
 
 TEST_P(NcclPerGpu, EveryCatalogStrategyAndMixturesMatchTheReferenceInFloat64) {
   SHARDGYM_SKIP_WITHOUT_GPUS(GetParam());
-  const ModelSpec m = tiny_model();
   const RunOn on{c10::Device(c10::kCUDA, 0), CommBackend::kNccl};
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()), on);
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
-                    mixture_cases(m, GetParam(), 8, 400 + GetParam()), on);
+  testing::expect_catalog_equivalent(GetParam(), at::kDouble, kTolDouble, on);
+  testing::expect_mixtures_equivalent(GetParam(), at::kDouble, kTolDouble, 8, 400 + GetParam(),
+                                      on);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, NcclPerGpu, ::testing::Values(2, 4));
@@ -163,8 +152,8 @@ TEST(NcclComm, EveryCollectiveOnOneGpu) {
 // iterations that never change, and the parameters stay on the GPU.
 TEST(SharedGpuTraining, RepartitionKeepsTheLossesOfAStaticRun) {
   SHARDGYM_SKIP_WITHOUT_GPUS(1);
-  const ModelSpec m = tiny_model();
-  const ParamMap init = perturbed_params(m, at::kDouble, 21);
+  const ModelSpec m = testing::tiny_model();
+  const ParamMap init = testing::perturbed_params(m, at::kDouble, 21);
   const int B = m.num_blocks();
   // One rank: the moves change only chunking and recomputation (the placement of a world of
   // one cannot change); the multi-rank repartitions on a GPU run in live_cuda_test (processes).
@@ -181,7 +170,8 @@ TEST(SharedGpuTraining, RepartitionKeepsTheLossesOfAStaticRun) {
     RankTrainer a(m, p0, w, o), b(m, p0, w, o);
     a.load_full_params(init);
     b.load_full_params(init);
-    const auto batch = random_batch(m, m.global_batch, 100);  // one batch: the loss must fall
+    // One batch: the loss must fall.
+    const auto batch = testing::random_batch(m, m.global_batch, 100);
     for (int i = 0; i < 10; ++i) {
       if (i == 3) b.repartition(p1);
       if (i == 6) b.repartition(p2);

@@ -33,26 +33,20 @@ using testing::uniform_cases;
 class Equivalence : public ::testing::TestWithParam<int> {};
 
 TEST_P(Equivalence, EveryCatalogStrategyMatchesTheReferenceInFloat64) {
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble, uniform_cases(m, GetParam()));
+  testing::expect_catalog_equivalent(GetParam(), at::kDouble, kTolDouble);
 }
 
 TEST_P(Equivalence, RandomMixturesAcrossBlocksMatchTheReferenceInFloat64) {
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kDouble, kTolDouble,
-                    mixture_cases(m, GetParam(), 8, 100 + GetParam()));
+  testing::expect_mixtures_equivalent(GetParam(), at::kDouble, kTolDouble, 8, 100 + GetParam());
 }
 
 // float32 takes the oneDNN products (gemm.h) and, for chunks=k, the overlapped schedule.
 TEST_P(Equivalence, EveryCatalogStrategyMatchesTheReferenceInFloat32) {
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kFloat, kTolFloat, uniform_cases(m, GetParam()));
+  testing::expect_catalog_equivalent(GetParam(), at::kFloat, kTolFloat);
 }
 
 TEST_P(Equivalence, MixturesMatchTheReferenceInFloat32) {
-  const ModelSpec m = tiny_model();
-  expect_equivalent(m, GetParam(), at::kFloat, kTolFloat,
-                    mixture_cases(m, GetParam(), 3, 200 + GetParam()));
+  testing::expect_mixtures_equivalent(GetParam(), at::kFloat, kTolFloat, 3, 200 + GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Equivalence, ::testing::Values(1, 2, 4));
@@ -248,12 +242,7 @@ TEST(MicroBatches, AnMThatDoesNotSplitTheLocalBatchIsRejectedWithItsNumbers) {
   const auto batch = random_batch(m, m.global_batch, 32);
   run_threads(4, [&](CommWorld& w) {
     RankTrainer tr(m, tp, w, {0, at::kDouble});
-    std::string error;
-    try {
-      tr.train_step(batch.tokens, batch.targets, nullptr, 3);
-    } catch (const std::invalid_argument& e) {
-      error = e.what();
-    }
+    const std::string error = testing::train_step_error(tr, batch, 3);
     const double loss = tr.train_step(batch.tokens, batch.targets, nullptr, 2);
     std::lock_guard<std::mutex> lock(mu);
     errors[w.rank()] = error;

@@ -12,7 +12,9 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -235,6 +237,20 @@ inline void expect_equivalent(const ModelSpec& m, int world, at::ScalarType dtyp
   }
 }
 
+// The tiny GPT on `world` ranks under every catalog strategy.
+inline void expect_catalog_equivalent(int world, at::ScalarType dtype, double tol,
+                                      const RunOn& on = {}) {
+  const ModelSpec m = tiny_model();
+  expect_equivalent(m, world, dtype, tol, uniform_cases(m, world), on);
+}
+
+// The tiny GPT on `world` ranks under n random per-block mixtures drawn from `seed`.
+inline void expect_mixtures_equivalent(int world, at::ScalarType dtype, double tol, int n,
+                                       uint32_t seed, const RunOn& on = {}) {
+  const ModelSpec m = tiny_model();
+  expect_equivalent(m, world, dtype, tol, mixture_cases(m, world, n, seed), on);
+}
+
 // The single-rank reference trainer's losses over `batches` from `init`, with the AdamW
 // options and clipping the ranks train with (`o`): what training through repartitions must give.
 inline std::vector<double> reference_losses(const ModelSpec& m, const ParamMap& init,
@@ -245,6 +261,79 @@ inline std::vector<double> reference_losses(const ModelSpec& m, const ParamMap& 
   std::vector<double> out;
   for (const Batch& b : batches) out.push_back(ref.train_step(b.tokens, b.targets));
   return out;
+}
+
+// What the tests that train through repartitions check against: AdamW in float64 (lr 1e-2,
+// clipping at 0.5, below these models' gradient norms, so that clipping is active), perturbed
+// initial weights from `param_seed`, `iters` batches from `batch_seed` on, and the reference
+// trainer's losses over them.
+struct TrainingReference {
+  TrainerOptions options;
+  ParamMap init;
+  std::vector<Batch> batches;
+  std::vector<double> losses;
+};
+
+inline TrainingReference training_reference(const ModelSpec& m, int iters, uint64_t param_seed,
+                                            uint64_t batch_seed) {
+  TrainingReference r;
+  r.options.dtype = at::kDouble;
+  r.options.lr = 1e-2;
+  r.options.clip = 0.5;
+  r.init = perturbed_params(m, at::kDouble, param_seed);
+  for (int i = 0; i < iters; ++i)
+    r.batches.push_back(random_batch(m, m.global_batch, batch_seed + i));
+  r.losses = reference_losses(m, r.init, r.options, r.batches);
+  return r;
+}
+
+// What `tr.train_step` over `b` in `micro_batches` refuses with (std::invalid_argument's
+// message), or "" when it trains.
+inline std::string train_step_error(RankTrainer& tr, const Batch& b, int micro_batches) {
+  try {
+    tr.train_step(b.tokens, b.targets, nullptr, micro_batches);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Repartitions while training: (iteration, plan) pairs, each moved to before its iteration.
+using Moves = std::vector<std::pair<int, Plan>>;
+
+// Every rank of `world` thread-ranks trains `ref.batches` from `ref.init` under `p0`, moving to
+// each plan of `moves` before its iteration, one AdamW step per batch; `on_move(tr, rank, iter,
+// stats)` sees every repartition on its rank's thread. Each rank's losses, in order.
+template <class OnMove>
+std::vector<std::vector<double>> train_through_moves(const ModelSpec& m, int world, const Plan& p0,
+                                                     const Moves& moves,
+                                                     const TrainingReference& ref,
+                                                     OnMove on_move) {
+  std::mutex mu;
+  std::vector<std::vector<double>> losses(world);
+  run_threads(world, [&](CommWorld& w) {
+    RankTrainer tr(m, p0, w, ref.options);
+    tr.load_full_params(ref.init);
+    std::vector<double> l;
+    for (int i = 0; i < static_cast<int>(ref.batches.size()); ++i) {
+      for (const auto& [at_iter, p] : moves)
+        if (at_iter == i) on_move(tr, w.rank(), i, tr.repartition(p));
+      l.push_back(tr.train_step(ref.batches[i].tokens, ref.batches[i].targets));
+    }
+    EXPECT_EQ(tr.optimizer_step_count(), static_cast<int64_t>(ref.batches.size()))
+        << "rank " << w.rank();
+    std::lock_guard<std::mutex> lock(mu);
+    losses[w.rank()] = l;
+  }, kTimeout);
+  return losses;
+}
+
+// Rank `rank`'s training losses, step by step, against the reference trainer's `want`.
+inline void expect_reference_losses(const std::vector<double>& got,
+                                    const std::vector<double>& want, int rank) {
+  ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], kTolDouble * want[i]) << "rank " << rank << " iter " << i;
 }
 
 }  // namespace shardgym::live::testing

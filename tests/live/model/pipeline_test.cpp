@@ -32,10 +32,14 @@ const std::vector<std::string> kTwoStages = {"pp(p=2)", "pp(p=2,schedule=gpipe)"
                                              "pp(p=2,split=1/3)", "pp(p=2,split=3/1,schedule=gpipe)"};
 const std::vector<std::string> kFourStages = {"pp(p=4)", "pp(p=4,schedule=gpipe)"};
 
-TEST(PipelineEquivalence, TwoStagesOnTwoRanksMatchTheReference) {
+// Every block data-parallel inside the stages of each pipeline part of `parts`, on `world` ranks.
+void expect_dp_stages_equivalent(int world, const std::vector<std::string>& parts) {
   const ModelSpec m = four_layers();
-  expect_equivalent(m, 2, at::kDouble, kTolDouble,
-                    pipelined_cases(m, "uniform:dp", kTwoStages));
+  expect_equivalent(m, world, at::kDouble, kTolDouble, pipelined_cases(m, "uniform:dp", parts));
+}
+
+TEST(PipelineEquivalence, TwoStagesOnTwoRanksMatchTheReference) {
+  expect_dp_stages_equivalent(2, kTwoStages);
 }
 
 // P = 4, p = 2: two ranks per stage, each block split over them (tp1d, sp, tp2d, chunks,
@@ -52,9 +56,7 @@ TEST(PipelineEquivalence, TensorParallelismInsideStagesAndDataParallelismAcross)
 }
 
 TEST(PipelineEquivalence, FourStagesOnFourRanksMatchTheReference) {
-  const ModelSpec m = four_layers();
-  expect_equivalent(m, 4, at::kDouble, kTolDouble,
-                    pipelined_cases(m, "uniform:dp", kFourStages));
+  expect_dp_stages_equivalent(4, kFourStages);
 }
 
 // float32 takes the oneDNN products and the overlapped chunks.

@@ -20,54 +20,18 @@
 #include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_trainer.h"
 #include "runtime/live/tp/reference_gpt.h"
-#include "tests/live/model/equivalence_util.h"
+#include "tests/live/model/share_groups.h"
 
 namespace shardgym::live {
 namespace {
 
-using testing::Case;
 using testing::kTimeout;
 using testing::kTolDouble;
+using testing::shares_model;
 
-ModelSpec shares_model() {  // G = 16 leaves room for uneven groups and 2 micro-batches
-  ModelSpec m = testing::tiny_model();
-  m.global_batch = 16;
-  m.micro_batch = 16;
-  return m;
-}
-
-// Whether `plan` with `weights` runs m micro-batches of a G-row batch on `world` ranks, from the
-// batch arithmetic (not the runtime's check, so that a check refusing too much would show as
-// missing cases): every degree divides a group's g = P/n ranks, each group's rows split over
-// its ranks and then into m, and each replica's rows per micro-batch into the block's chunks.
-bool fits(const Plan& plan, const std::vector<int>& weights, int world, int G, int m) {
-  const int n = static_cast<int>(weights.size()), g = world / n;
-  const std::vector<int> rows = apportion(G, weights);
-  for (int i = 0; i < n; ++i) {
-    if (rows[i] == 0 || rows[i] % g != 0 || (rows[i] / g) % m != 0) return false;
-    for (const Strategy& s : plan.blocks) {
-      if (g % s.degree() != 0) return false;
-      const int local = rows[i] / (g / s.degree());
-      if ((local / m) % s.chunks != 0) return false;
-    }
-  }
-  return true;
-}
-
-std::vector<Case> share_cases(const ModelSpec& model, int world, const std::vector<int>& weights,
-                              int m) {
-  std::vector<Case> all = testing::uniform_cases(model, world);
-  for (const Case& c : testing::mixture_cases(model, world, 12, 900 + world)) all.push_back(c);
-  for (const Case& c : testing::degenerate_mesh_cases(model, world)) all.push_back(c);
-  std::vector<Case> out;
-  for (Case c : all) {
-    if (!fits(c.plan, weights, world, static_cast<int>(model.global_batch), m)) continue;
-    c.plan.pipeline.shares = weights;
-    c.name += " @dp(" + shares_to_string(weights) + ") m=" + std::to_string(m);
-    c.micro_batches = m;
-    out.push_back(c);
-  }
-  return out;
+std::vector<testing::Case> share_cases(const ModelSpec& model, int world,
+                                       const std::vector<int>& weights, int m) {
+  return testing::share_cases(model, world, weights, m, 900 + world);
 }
 
 // World, share weights, micro-batches.
@@ -79,14 +43,7 @@ TEST_P(SharesEquivalence, EveryStrategyAndMixturesMatchTheReferenceInFloat64) {
   const ModelSpec model = shares_model();
   const auto cases = share_cases(model, world, weights, m);
   ASSERT_FALSE(cases.empty());
-  // Share groups of g ≥ 2 ranks leave tensor parallelism inside them: with g = 2 every kind
-  // with degree 2 (no 2D mesh of 2 × 2), with g = 4 the 2D meshes too.
-  const int g = world / static_cast<int>(weights.size());
-  std::set<std::string> expected = {"dp", "chunks", "recompute"};
-  if (g >= 2) expected.insert({"tp1d", "sp"});
-  if (g >= 4) expected.insert({"tp2d-row", "tp2d-col"});
-  const std::set<std::string> got = testing::covered_kinds(cases);
-  for (const std::string& k : expected) EXPECT_TRUE(got.count(k)) << "no case uses " << k;
+  testing::expect_kinds_of_groups(cases, world, static_cast<int>(weights.size()));
   testing::expect_equivalent(model, world, at::kDouble, kTolDouble, cases);
 }
 
@@ -116,45 +73,17 @@ TEST(Shares, TrainingThroughShareChangesMatchesTheReference) {
   p2.pipeline.shares = {1, 3};
   Plan p3 = Plan::parse("dp;dp(chunks=2);dp;dp", 4);
   p3.pipeline.shares = {1, 1, 1, 5};
-  const std::vector<std::pair<int, Plan>> moves = {{2, p1}, {4, p2}, {6, p3}};
-  for (const auto& [at_iter, p] : moves)
-    ASSERT_EQ(why_live_plan_invalid(model, p, world) +
-                  why_micro_batches_invalid(model, p, world, model.global_batch, 1),
-              "")
-        << p.to_string();
-  TrainerOptions o;
-  o.dtype = at::kDouble;
-  o.lr = 1e-2;
-  o.clip = 0.5;
-  const auto init = testing::perturbed_params(model, at::kDouble, 41);
-  std::vector<testing::Batch> batches;
-  for (int i = 0; i < iters; ++i) batches.push_back(testing::random_batch(model, 16, 400 + i));
-  const std::vector<double> want = testing::reference_losses(model, init, o, batches);
+  const testing::Moves moves = {{2, p1}, {4, p2}, {6, p3}};
+  ASSERT_NO_FATAL_FAILURE(testing::assert_moves_run_live(model, moves, world));
+  const testing::TrainingReference ref = testing::training_reference(model, iters, 41, 400);
 
-  std::mutex mu;
-  std::vector<std::vector<double>> got(world);
   std::vector<double> moved_by_shares_alone(world, -1);
-  run_threads(world, [&](CommWorld& w) {
-    RankTrainer tr(model, p0, w, o);
-    tr.load_full_params(init);
-    std::vector<double> losses;
-    double shares_alone = -1;
-    for (int i = 0; i < iters; ++i) {
-      for (const auto& [at_iter, p] : moves) {
-        if (at_iter != i) continue;
-        const RepartitionStats st = tr.repartition(p);
-        if (i == 4) shares_alone = st.bytes_received + st.blocks_changed;
-      }
-      losses.push_back(tr.train_step(batches[i].tokens, batches[i].targets));
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    got[w.rank()] = losses;
-    moved_by_shares_alone[w.rank()] = shares_alone;
-  }, kTimeout);
+  const auto got = testing::train_through_moves(
+      model, world, p0, moves, ref, [&](RankTrainer&, int q, int i, const RepartitionStats& st) {
+        if (i == 4) moved_by_shares_alone[q] = st.bytes_received + st.blocks_changed;
+      });
   for (int q = 0; q < world; ++q) {
-    ASSERT_EQ(got[q].size(), size_t(iters));
-    for (int i = 0; i < iters; ++i)
-      EXPECT_NEAR(got[q][i], want[i], kTolDouble * want[i]) << "rank " << q << " iter " << i;
+    ASSERT_NO_FATAL_FAILURE(testing::expect_reference_losses(got[q], ref.losses, q));
     EXPECT_EQ(moved_by_shares_alone[q], 0) << "rank " << q;
   }
 }
@@ -263,12 +192,7 @@ TEST(Shares, SharesTheBatchCannotServeAreRefusedWithTheirGroup) {
   p.pipeline.shares = {3, 1};
   run_threads(4, [&](CommWorld& w) {
     RankTrainer tr(model, p, w, {0, at::kDouble});
-    std::string error;
-    try {
-      tr.train_step(batch.tokens, batch.targets, nullptr, 4);
-    } catch (const std::invalid_argument& e) {
-      error = e.what();
-    }
+    const std::string error = testing::train_step_error(tr, batch, 4);
     std::lock_guard<std::mutex> lock(mu);
     errors[w.rank()] = error;
   }, kTimeout);

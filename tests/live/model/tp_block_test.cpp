@@ -15,10 +15,6 @@
 namespace shardgym::live {
 namespace {
 
-using testing::perturbed_params;
-using testing::random_batch;
-using testing::tiny_model;
-
 constexpr double kTimeout = 120;
 
 struct Outcome {
@@ -27,19 +23,23 @@ struct Outcome {
   CommStats g1;  // rank 0's stats of the tensor group (the world, for P = 2)
 };
 
+TrainerOptions options(at::ScalarType dtype, bool overlap) {
+  TrainerOptions o;
+  o.dtype = dtype;
+  o.overlap_chunks = overlap;
+  return o;
+}
+
 // One forward_backward of `plan` on 2 thread-ranks; rank 0's view.
 Outcome run_plan(const ModelSpec& m, const std::string& plan, at::ScalarType dtype, bool overlap) {
-  const ParamMap init = perturbed_params(m, dtype, 21);
-  const auto batch = random_batch(m, m.global_batch, 22);
+  const ParamMap init = testing::perturbed_params(m, dtype, 21);
+  const auto batch = testing::random_batch(m, m.global_batch, 22);
   Outcome out;
   std::mutex mu;
   run_threads(
       2,
       [&](CommWorld& w) {
-        TrainerOptions o;
-        o.dtype = dtype;
-        o.overlap_chunks = overlap;
-        RankTrainer tr(m, Plan::parse(plan, m.num_blocks()), w, o);
+        RankTrainer tr(m, Plan::parse(plan, m.num_blocks()), w, options(dtype, overlap));
         tr.load_full_params(init);
         w.world().stats() = {};
         const double loss = tr.forward_backward(batch.tokens, batch.targets);
@@ -63,7 +63,7 @@ bool bitwise_equal(const Outcome& a, const Outcome& b) {
 // backward (f) ones (sequence parallel: the k forward ones). The DP gradient sums and the loss
 // all-reduce stay blocking.
 TEST(ChunkOverlap, ChunkedPlansStartEveryG1AllReduceAsynchronously) {
-  const ModelSpec m = tiny_model();
+  const ModelSpec m = testing::tiny_model();
   const int blocks = m.num_blocks();
   for (const char* plan :
        {"uniform:tp1d(t=2,chunks=2)", "uniform:tp2d(d1=2,d2=1,first=row,chunks=2)"}) {
@@ -84,7 +84,7 @@ TEST(ChunkOverlap, ChunkedPlansStartEveryG1AllReduceAsynchronously) {
 // The same operations on the same values, only scheduled differently: bitwise the same loss
 // and gradients as chunk after chunk with blocking collectives (float64 and float32).
 TEST(ChunkOverlap, OverlapChangesNoBit) {
-  const ModelSpec m = tiny_model();
+  const ModelSpec m = testing::tiny_model();
   for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
     for (const char* plan : {"uniform:tp1d(t=2,chunks=2)", "uniform:tp1d(t=2,chunks=2,recompute=1)",
                              "uniform:tp2d(d1=2,d2=1,first=col,chunks=2)",
@@ -95,17 +95,23 @@ TEST(ChunkOverlap, OverlapChangesNoBit) {
   }
 }
 
+// tiny_model wide enough (ffn 4 × hidden) for its chunks to compute for milliseconds.
+ModelSpec wide_model(int hidden, int seq, int global_batch) {
+  ModelSpec m = testing::tiny_model();
+  m.hidden = hidden;
+  m.ffn = 4 * hidden;
+  m.seq = seq;
+  m.global_batch = global_batch;
+  return m;
+}
+
 // Proof that the backward schedule overlaps: with chunks=4 each chunk's input-gradient
 // all-reduce is started before, and waited after, the backward of the other chunks' cores,
 // so the time in flight before the waits exceeds the time blocked in them by a wide margin
 // on a model whose chunks compute for milliseconds. (If the waits followed the starts
 // immediately, time in flight would be microseconds.)
 TEST(ChunkOverlap, AllReducesAreInFlightWhileOtherChunksCompute) {
-  ModelSpec m = tiny_model();
-  m.hidden = 64;
-  m.ffn = 256;
-  m.seq = 32;
-  m.global_batch = 8;
+  const ModelSpec m = wide_model(64, 32, 8);
   const Outcome r = run_plan(m, "uniform:tp1d(t=2,chunks=4)", at::kDouble, true);
   const int n = r.g1.async_calls;
   ASSERT_EQ(n, m.num_blocks() * 4 * 2);
@@ -122,16 +128,12 @@ TEST(ChunkOverlap, AllReducesAreInFlightWhileOtherChunksCompute) {
 // by ctest: timings on a shared machine are not a pass/fail criterion. Run with
 //   live_model_tp_block_test --gtest_also_run_disabled_tests --gtest_filter='*StepTime*'
 TEST(ChunkOverlap, DISABLED_StepTimeWithAndWithoutOverlap) {
-  ModelSpec m = tiny_model();
+  ModelSpec m = wide_model(128, 64, 16);
   m.layers = 4;
-  m.hidden = 128;
   m.heads = 4;
-  m.ffn = 512;
-  m.seq = 64;
   m.vocab = 256;
-  m.global_batch = 16;
   const int iters = 10;
-  const auto batch = random_batch(m, m.global_batch, 3);
+  const auto batch = testing::random_batch(m, m.global_batch, 3);
   struct Config {
     const char* plan;
     bool overlap;
@@ -147,10 +149,8 @@ TEST(ChunkOverlap, DISABLED_StepTimeWithAndWithoutOverlap) {
       run_threads(
           2,
           [&](CommWorld& w) {
-            TrainerOptions o;
-            o.dtype = dtype;
+            TrainerOptions o = options(dtype, c.overlap);
             o.threads = 1;
-            o.overlap_chunks = c.overlap;
             RankTrainer tr(m, Plan::parse(c.plan, m.num_blocks()), w, o);
             for (int it = 0; it < iters + 2; ++it) {
               if (it == 2) w.world().stats() = {};

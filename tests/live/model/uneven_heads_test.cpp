@@ -151,18 +151,16 @@ TEST(UnevenHeads, MicroBatchesAndUnevenDataSharesMatchTheReference) {
 
 // Each rank holds exactly the parameters of its heads (placement.h boxes) and AdamW training
 // through even → uneven → another uneven split → tp2d gives the reference trainer's losses.
-void expect_training_through_repartitions(const ModelSpec& m, const Plan& p0,
-                                          const std::vector<std::pair<int, Plan>>& moves) {
+// `plans`: the first plan, then the ones moved to at iterations 2, 4 and 6.
+void expect_training_through_repartitions(const ModelSpec& m,
+                                          const std::vector<std::string>& plans) {
   const int world = 4, iters = 8;
+  const Plan p0 = Plan::parse(plans[0], m.num_blocks());
+  testing::Moves moves;
+  for (size_t k = 1; k < plans.size(); ++k)
+    moves.push_back({2 * static_cast<int>(k), Plan::parse(plans[k], m.num_blocks())});
   for (const auto& [at_iter, p] : moves) ASSERT_EQ(why_live_plan_invalid(m, p, world), "");
-  TrainerOptions o;
-  o.dtype = at::kDouble;
-  o.lr = 1e-2;
-  o.clip = 0.5;
-  const auto init = testing::perturbed_params(m, at::kDouble, 47);
-  std::vector<testing::Batch> batches;
-  for (int i = 0; i < iters; ++i) batches.push_back(testing::random_batch(m, m.global_batch, 700 + i));
-  const std::vector<double> want = testing::reference_losses(m, init, o, batches);
+  const testing::TrainingReference ref = testing::training_reference(m, iters, 47, 700);
 
   // Elements of every block's boxes on rank q under `p` (what the rank must hold).
   auto box_elements = [&](const Plan& p, int q) {
@@ -172,30 +170,13 @@ void expect_training_through_repartitions(const ModelSpec& m, const Plan& p0,
     for (const ParamShard& s : outer_param_shards(m)) n += s.box.numel();
     return n;
   };
-  std::mutex mu;
-  std::vector<std::vector<double>> losses(world);
   std::vector<std::vector<int64_t>> held(world);
-  run_threads(world, [&](CommWorld& w) {
-    RankTrainer tr(m, p0, w, o);
-    tr.load_full_params(init);
-    std::vector<double> l;
-    std::vector<int64_t> h;
-    for (int i = 0; i < iters; ++i) {
-      for (const auto& [at_iter, p] : moves)
-        if (at_iter == i) {
-          tr.repartition(p);
-          h.push_back(tr.local_param_elements());
-        }
-      l.push_back(tr.train_step(batches[i].tokens, batches[i].targets));
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    losses[w.rank()] = l;
-    held[w.rank()] = h;
-  }, kTimeout);
+  const auto losses = testing::train_through_moves(
+      m, world, p0, moves, ref, [&](RankTrainer& tr, int q, int, const RepartitionStats&) {
+        held[q].push_back(tr.local_param_elements());
+      });
   for (int q = 0; q < world; ++q) {
-    ASSERT_EQ(losses[q].size(), size_t(iters));
-    for (int i = 0; i < iters; ++i)
-      EXPECT_NEAR(losses[q][i], want[i], kTolDouble * want[i]) << "rank " << q << " iter " << i;
+    ASSERT_NO_FATAL_FAILURE(testing::expect_reference_losses(losses[q], ref.losses, q));
     ASSERT_EQ(held[q].size(), moves.size());
     for (size_t k = 0; k < moves.size(); ++k)
       EXPECT_EQ(held[q][k], box_elements(moves[k].second, q)) << "rank " << q << " move " << k;
@@ -206,32 +187,24 @@ void expect_training_through_repartitions(const ModelSpec& m, const Plan& p0,
 }
 
 TEST(UnevenHeads, TrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
-  const ModelSpec m = uneven_model();
-  const Plan p0 = Plan::parse("tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)", m.num_blocks());
-  const Plan p1 = Plan::parse(
-      "tp1d(t=4,heads=3/2/2/1);tp1d(t=4,heads=1/1/1/5);tp1d(t=2,heads=5/3);"
-      "tp1d(t=4,sp=1,heads=2/3/2/1)", m.num_blocks());
-  const Plan p2 = Plan::parse(
-      "tp1d(t=4,heads=1/2/2/3);tp1d(t=2,heads=1/7);tp1d(t=4,heads=2/2/1/3);"
-      "tp1d(t=4)", m.num_blocks());
-  const Plan p3 = Plan::parse("tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=1/5/1/1);dp;dp",
-                              m.num_blocks());
-  expect_training_through_repartitions(m, p0, {{2, p1}, {4, p2}, {6, p3}});
+  expect_training_through_repartitions(
+      uneven_model(),
+      {"tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)",
+       "tp1d(t=4,heads=3/2/2/1);tp1d(t=4,heads=1/1/1/5);tp1d(t=2,heads=5/3);"
+       "tp1d(t=4,sp=1,heads=2/3/2/1)",
+       "tp1d(t=4,heads=1/2/2/3);tp1d(t=2,heads=1/7);tp1d(t=4,heads=2/2/1/3);tp1d(t=4)",
+       "tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=1/5/1/1);dp;dp"});
 }
 
 // The same with Llama's blocks, 16 heads in 8 query groups of 2: every split in whole groups.
 TEST(UnevenHeads, LlamaTrainingThroughRepartitionsBetweenSplitsMatchesTheReference) {
-  const ModelSpec m = uneven_llama(/*tied=*/true);
-  const Plan p0 = Plan::parse("tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)", m.num_blocks());
-  const Plan p1 = Plan::parse(
-      "tp1d(t=4,heads=6/4/4/2);tp1d(t=4,heads=2/2/2/10);tp1d(t=2,heads=10/6);"
-      "tp1d(t=4,sp=1,heads=4/6/4/2)", m.num_blocks());
-  const Plan p2 = Plan::parse(
-      "tp1d(t=4,heads=2/4/4/6);tp1d(t=2,heads=2/14);tp1d(t=4,heads=4/4/2/6);"
-      "tp1d(t=4)", m.num_blocks());
-  const Plan p3 = Plan::parse("tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=2/10/2/2);dp;dp",
-                              m.num_blocks());
-  expect_training_through_repartitions(m, p0, {{2, p1}, {4, p2}, {6, p3}});
+  expect_training_through_repartitions(
+      uneven_llama(/*tied=*/true),
+      {"tp1d(t=4);tp1d(t=4);tp1d(t=2);tp1d(t=4,sp=1)",
+       "tp1d(t=4,heads=6/4/4/2);tp1d(t=4,heads=2/2/2/10);tp1d(t=2,heads=10/6);"
+       "tp1d(t=4,sp=1,heads=4/6/4/2)",
+       "tp1d(t=4,heads=2/4/4/6);tp1d(t=2,heads=2/14);tp1d(t=4,heads=4/4/2/6);tp1d(t=4)",
+       "tp2d(d1=2,d2=2,first=row);tp1d(t=4,heads=2/10/2/2);dp;dp"});
 }
 
 }  // namespace
