@@ -34,21 +34,21 @@
 //       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt,plan_p=0.05,plan_lr=0.01,restart_s=0,
 //       polish=0,polish_gain=0.001)
 //
-// Polish (polish=N > 0, train() only): every N updates, a local search over the greedy
-// policy's plans, on greedy episodes of training seeds (the env's rewards, nothing else). A
-// candidate replaces, for one kind of block (or both), one entry the greedy policy holds by
-// another, wherever it holds it: a substitution table per kind, applied after decoding in
-// evaluation (PPO::act with training off). Each round scores every single substitution (one
-// kind, or both to the same entry) on one seed; when none gains, the pairs of each kind's
-// best 8; the best candidate is kept when its return beats the table in force by more than
-// polish_gain (relative) on that seed and again on a second. When nothing for all steps
-// gains and the episode showed 2 to 8 distinct conditions (sequence factor, compute slowdown,
-// link bandwidths, merged within 10 %), the search keys a table to each: under the nearest
-// key a kind's entry is set outright (singles, both kinds, then pairs), so the policy can
-// change its plan when the conditions change. Up to 4 rounds per search. A search that keeps
-// nothing doubles the wait before the next. The tables live with the run (a restart clears
-// them) and are saved in checkpoints. Sampling in training never uses them: PPO learns as it
-// would without. Each search is reported in TrainProgress::notes.
+// Polish (polish=N > 0, train() only; the search is agents/plan_polish.h): every N updates, a
+// local search over the greedy policy's plans, on greedy episodes of training seeds (the env's
+// rewards, nothing else). A candidate replaces, for one kind of block (or both), one entry the
+// greedy policy holds by another, wherever it holds it: a substitution table per kind, applied
+// after decoding in evaluation (PPO::act with training off). Each round scores every single
+// substitution (one kind, or both to the same entry) on one seed; when none gains, the pairs of
+// each kind's best 8; the best candidate is kept when its return beats the table in force by more
+// than polish_gain (relative) on that seed and again on a second. When nothing for all steps gains
+// and the episode showed 2 to 8 distinct conditions (sequence factor, compute slowdown, link
+// bandwidths, merged within 10 %), the search keys a table to each: under the nearest key a kind's
+// entry is set outright (singles, both kinds, then pairs), so the policy can change its plan when
+// the conditions change. Up to 4 rounds per search. A search that keeps nothing doubles the wait
+// before the next. The tables live with the run (a restart clears them) and are saved in
+// checkpoints. Sampling in training never uses them: PPO learns as it would without. Each search
+// is reported in TrainProgress::notes.
 //
 // Restart on stall (restart_s > 0, train_vectorized only): when the caller's greedy
 // evaluations (Agent::note_evaluation) of the current run have not improved for restart_s
@@ -77,6 +77,8 @@
 #include "agents/agent.h"
 
 namespace shardgym {
+
+struct PolishLook;  // agents/plan_polish.h
 
 class VectorEnv;
 namespace checkpoint {
@@ -267,7 +269,6 @@ class PPO : public Agent {
   // force (−inf when a step fails), noting which entries each kind's blocks held.
   // Returns the substitutions kept.
   int polish(Env& env);
-  struct PolishLook;
   double greedy_return(Env& env, uint64_t seed, PolishLook* look);
   // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
   // on odd runs under plan=alt.

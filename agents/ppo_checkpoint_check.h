@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "agents/checkpoint_file.h"
+#include "agents/plan_polish.h"
 
 namespace shardgym::ppo_detail {
 
 inline constexpr int64_t kCheckpointVersion = 4;  // 1–3: TorchScript archives, refused
 inline constexpr const char* kCheckpointKind = "ppo";
-inline constexpr int kMaxPolishKeys = 8;  // polish keys tables to ≤ 8 conditions (ppo_train.cpp)
+inline constexpr int kMaxPolishKeys = kPolishMaxKeys;  // tables per condition (plan_polish.h)
 
 // What the agent's config builds: the network's parameters (name, shape) and the sizes.
 struct CheckpointLayout {

@@ -1,14 +1,13 @@
 // PPO on a VectorEnv, and PPO checkpoints (see ppo.h).
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
 #include "agents/agent_util.h"
 #include "agents/evaluate.h"
+#include "agents/plan_polish.h"
 #include "agents/ppo_impl.h"
 #include "env/vector_env.h"
 
@@ -186,15 +185,6 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
   return true;
 }
 
-// What one greedy episode showed the search: per table t (0: every step; 1 + k: the steps
-// under key k) and kind, held[2t + kind][e]: some block of the kind held e; allowed[2t +
-// kind][f]: every block of the kind was allowed f at once at some step. And the distinct
-// conditions of its steps.
-struct PPO::PolishLook {
-  std::vector<std::vector<uint8_t>> held, allowed;
-  std::vector<std::vector<float>> conditions;
-};
-
 double PPO::greedy_return(Env& env, uint64_t seed, PolishLook* look) {
   Impl& m = *impl_;
   EpisodeHooks hooks;
@@ -235,172 +225,36 @@ double PPO::greedy_return(Env& env, uint64_t seed, PolishLook* look) {
   return s.failed_steps > 0 ? -std::numeric_limits<double>::infinity() : s.total_reward;
 }
 
-namespace {
-
-// Substitutions one search may keep in turn (each the best of its round). Two left
-// seq-mix-corpus seed 0 at 0.949 of the oracle's return; rounds stop anyway when nothing
-// gains.
-constexpr int kPolishSteps = 4;
-// Entries per kind whose pairs are tried when no single substitution gains: the best M of
-// each kind's singles (not tuned: 8 × 8 = 64 episodes, about a tenth of a round's singles).
-// Pairs matter where one kind moving alone loses and both together gain (seq-mix-corpus,
-// docs/benchmarks.md "PPO across training seeds: plan rows").
-constexpr int kPolishPairs = 8;
-// Tables per condition only where an episode shows between 2 and this many distinct
-// conditions (scenario phases, sequence lengths); more would be one per step.
-constexpr int kPolishKeys = ppo_detail::kMaxPolishKeys;
-
-// Table 0 of `sub` (2 kinds × K, the table for every step) with every entry that kind's
-// blocks held (held) replaced by f, wherever a decoded entry maps to it; false when nothing
-// changes.
-bool substituted(std::vector<int32_t>& sub, const std::vector<uint8_t>& held, int kind, int f,
-                 int K) {
-  bool changed = false;
-  int32_t* row = sub.data() + static_cast<size_t>(kind) * K;
-  for (int e = 0; e < K; ++e) {
-    if (!held[e] || e == f) continue;
-    for (int s = 0; s < K; ++s)
-      if (row[s] == e) row[s] = f;
-    row[e] = f;
-    changed = true;
-  }
-  return changed;
-}
-
-// Table t of `sub` sending every entry of that kind to f: the plan of the kind under a key,
-// whatever the policy decodes (decoding keeps the entry in force within a margin, so an
-// entry-by-entry table under one key would carry a change into the next condition); false
-// when it already does.
-bool overridden(std::vector<int32_t>& sub, int t, int kind, int f, int K) {
-  int32_t* row = sub.data() + (static_cast<size_t>(t) * 2 + kind) * K;
-  if (std::all_of(row, row + K, [&](int32_t e) { return e == f; })) return false;
-  std::fill(row, row + K, f);
-  return true;
-}
-
-}  // namespace
-
-namespace {
-
-// The search's line in TrainProgress::notes.
-std::string polish_note(int updates, int episodes, double wall_s, int kept, int kept_keyed,
-                        int keys, double first, double last) {
-  char keyed_part[80] = "";
-  if (keys > 0)
-    std::snprintf(keyed_part, sizeof keyed_part, " (%d of them for one of %d conditions)",
-                  kept_keyed, keys);
-  char line[240];
-  std::snprintf(line, sizeof line,
-                "polish after update %d: %d episodes in %.1f s, %d substitution%s kept%s, greedy "
-                "return %.2f -> %.2f (training seed)",
-                updates, episodes, wall_s, kept, kept == 1 ? "" : "s", keyed_part, first, last);
-  return line;
-}
-
-}  // namespace
-
 int PPO::polish(Env& env) {
   Impl& m = *impl_;
-  const int K = m.catalog;
   // Training seeds: far from the small integers that configs evaluate on.
   auto draw_seed = [&] {
     return (uint64_t{1} << 40) +
            static_cast<uint64_t>(at::randint(1 << 30, {1}, m.gen).item<int64_t>());
   };
   const uint64_t seed_a = draw_seed(), seed_b = draw_seed();
-  auto beats = [&](double cand, double base) {
-    return std::isfinite(cand) && cand > base + config_.polish_gain * std::abs(base);
-  };
-  PolishLook look;
-  const auto t0 = std::chrono::steady_clock::now();
-  int episodes = 1, kept = 0, kept_keyed = 0;
-  double base = greedy_return(env, seed_a, &look);
-  const double first = base;
-  for (int step = 0; step < kPolishSteps; ++step) {
-    std::vector<int32_t> table = m.sub;
-    std::vector<int32_t> best_table;
-    double best = -std::numeric_limits<double>::infinity();
-    auto consider = [&](const std::vector<int32_t>& cand) {
-      m.sub = cand;
-      const double r = greedy_return(env, seed_a, nullptr);
-      ++episodes;
-      if (r > best) best = r, best_table = cand;
-      return r;
-    };
-    // Table t's singles (one kind, every entry it holds → f), ranked per kind; then both
-    // kinds → f. Table 0 applies at every step, table 1 + k where the conditions are key k's.
-    std::vector<std::array<std::vector<std::pair<double, int>>, 2>> ranked(1 + kPolishKeys);
-    // Table 0 substitutes the entries held; a key's table sets its kind's entry outright.
-    auto change = [&](std::vector<int32_t>& cand, int t, int kind, int f) {
-      return t == 0 ? substituted(cand, look.held[kind], kind, f, K)
-                    : overridden(cand, t, kind, f, K);
-    };
-    auto singles = [&](int t) {
-      for (int kind = 0; kind < 2; ++kind)
-        for (int f = 0; f < K; ++f) {
-          std::vector<int32_t> cand = table;
-          if (look.allowed[2 * t + kind][f] && change(cand, t, kind, f))
-            ranked[t][kind].emplace_back(consider(cand), f);
-        }
-      for (int f = 0; f < K; ++f) {
-        std::vector<int32_t> cand = table;
-        if (!look.allowed[2 * t][f] || !look.allowed[2 * t + 1][f]) continue;
-        const bool a = change(cand, t, 0, f), b = change(cand, t, 1, f);
-        if (a || b) consider(cand);
-      }
-    };
-    // Table t's pairs of the kinds' best singles.
-    auto pairs = [&](int t) {
-      for (auto& r : ranked[t]) {
-        std::sort(r.begin(), r.end(), std::greater<>());
-        if (r.size() > kPolishPairs) r.resize(kPolishPairs);
-      }
-      for (const auto& [r0, f] : ranked[t][0])
-        for (const auto& [r1, g] : ranked[t][1]) {
-          if (f == g) continue;  // both kinds → f: tried with the singles
-          std::vector<int32_t> cand = table;
-          change(cand, t, 0, f);
-          change(cand, t, 1, g);
-          consider(cand);
-        }
-    };
-    singles(0);
-    if (!beats(best, base)) pairs(0);
-    // Then a table per condition, when nothing for all steps gains: singles, then pairs.
-    bool keyed = false;
-    if (!beats(best, base) && m.keys() == 0 && look.conditions.size() >= 2 &&
-        look.conditions.size() <= static_cast<size_t>(kPolishKeys)) {
-      m.sub = table;
-      m.set_keys(look.conditions);  // identity tables: the policy is unchanged
-      table = m.sub;
-      base = greedy_return(env, seed_a, &look);  // what each condition's steps held
-      ++episodes;
+  // The search's view of PPO (agents/plan_polish.h): its substitution tables and condition
+  // keys, and greedy episodes of its policy on `env`.
+  class Target : public PolishTarget {
+   public:
+    Target(PPO& ppo, Env& env) : ppo_(ppo), env_(env) {}
+    int catalog() const override { return ppo_.impl_->catalog; }
+    std::vector<int32_t>& tables() override { return ppo_.impl_->sub; }
+    int keys() const override { return ppo_.impl_->keys(); }
+    void set_keys(const std::vector<std::vector<float>>& conditions) override {
+      ppo_.impl_->set_keys(conditions);
     }
-    if (!beats(best, base) && m.keys() > 0) {
-      for (int t = 1; t <= m.keys(); ++t) singles(t);
-      if (!beats(best, base))
-        for (int t = 1; t <= m.keys(); ++t) pairs(t);
-      keyed = true;
+    double greedy_return(uint64_t seed, PolishLook* look) override {
+      return ppo_.greedy_return(env_, seed, look);
     }
-    m.sub = table;
-    if (!beats(best, base)) break;
-    // The same gain on a second seed, or the table stays.
-    const double base_b = greedy_return(env, seed_b, nullptr);
-    m.sub = best_table;
-    episodes += 2;
-    if (!beats(greedy_return(env, seed_b, nullptr), base_b)) {
-      m.sub = table;
-      break;
-    }
-    base = greedy_return(env, seed_a, &look);
-    ++episodes, ++kept;
-    kept_keyed += keyed;
-  }
-  notes_.push_back(
-      polish_note(m.updates, episodes,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                  kept, kept_keyed, m.keys(), first, base));
-  return kept;
+
+   private:
+    PPO& ppo_;
+    Env& env_;
+  } target(*this, env);
+  const PolishResult r = polish_plans(target, seed_a, seed_b, config_.polish_gain);
+  notes_.push_back(polish_note(m.updates, r));
+  return r.kept;
 }
 
 void PPO::restart(double now_s) {
