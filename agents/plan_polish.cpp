@@ -7,10 +7,16 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <utility>
+
+#include "agents/evaluate.h"
 
 namespace shardgym {
 namespace {
+
+// |log(a / b)| of two non-negative conditions (the observation's entries are ≥ 0).
+double log_distance(double a, double b) { return std::abs(std::log((a + 1e-6) / (b + 1e-6))); }
 
 // Substitutions one search may keep in turn (each the best of its round). Two left
 // seq-mix-corpus seed 0 at 0.949 of the oracle's return; rounds stop anyway when nothing
@@ -51,6 +57,115 @@ bool overridden(std::vector<int32_t>& sub, int t, int kind, int f, int K) {
 }
 
 }  // namespace
+
+SubstitutionTables::SubstitutionTables(const EnvSpec& spec)
+    : catalog(spec.catalog_size), blocks(spec.num_blocks) {
+  const ObservationPart* global = find_part(spec.observation_parts, "global");
+  if (!global)
+    throw std::invalid_argument("the env names no 'global' observation part (PartitionEnv layout)");
+  for (int64_t i : {2, 3}) cond_index.push_back(global->offset + i);
+  for (const char* name : {"links", "shares"}) {
+    const ObservationPart* p = find_part(spec.observation_parts, name);
+    for (int64_t i = 0; p && i < p->size(); ++i) cond_index.push_back(p->offset + i);
+  }
+  clear();
+}
+
+std::vector<float> SubstitutionTables::conditions(const float* obs) const {
+  std::vector<float> c;
+  for (int64_t i : cond_index) c.push_back(obs[i]);
+  return c;
+}
+
+bool SubstitutionTables::same_conditions(const std::vector<float>& a,
+                                         const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t j = 0; j < a.size(); ++j)
+    if (!(log_distance(a[j], b[j]) < 0.1)) return false;
+  return true;
+}
+
+int SubstitutionTables::nearest_key(const float* obs) const {
+  const int n = keys();
+  const size_t C = cond_index.size();
+  int best = -1;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < n; ++k) {
+    double d = 0;
+    for (size_t j = 0; j < C; ++j) d += log_distance(obs[cond_index[j]], key_values[k * C + j]);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
+void SubstitutionTables::set_keys(const std::vector<std::vector<float>>& conds) {
+  key_values.clear();
+  for (const auto& c : conds) key_values.insert(key_values.end(), c.begin(), c.end());
+  const size_t table = 2 * static_cast<size_t>(catalog), kept = std::min(sub.size(), table);
+  sub.resize(table * (1 + conds.size()));
+  for (size_t i = kept; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);
+}
+
+void SubstitutionTables::clear() {
+  sub.clear();
+  set_keys({});
+}
+
+void SubstitutionTables::substitute(const float* obs, int64_t* act,
+                                    const std::vector<uint8_t>& usable) const {
+  auto apply = [&](int t) {
+    for (int b = 0; b < blocks; ++b) {
+      if (act[b] < 0 || act[b] >= catalog) continue;
+      const int32_t f = sub[(static_cast<size_t>(t) * 2 + b % 2) * catalog + act[b]];
+      if (usable[static_cast<size_t>(b) * catalog + f]) act[b] = f;
+    }
+  };
+  apply(0);
+  const int key = nearest_key(obs);
+  if (key >= 0) apply(1 + key);
+}
+
+double polish_episode(Env& env, Agent& agent, const SubstitutionTables& tables, uint64_t seed,
+                      PolishLook* look) {
+  EpisodeHooks hooks;
+  const int K = tables.catalog, B = tables.blocks;
+  Observation before;  // the observation the step acted on: its conditions are the step's
+  if (look) {
+    look->held.assign(2 * (1 + tables.keys()), std::vector<uint8_t>(K, 0));
+    look->allowed = look->held;
+    look->conditions.clear();
+    hooks.on_reset = [&](const ResetResult& r) { before = r.obs; };
+    hooks.on_step = [&](const StepResult& r, const EpisodeSummary&) {
+      const std::vector<float> c = tables.conditions(before.data());
+      if (std::none_of(look->conditions.begin(), look->conditions.end(),
+                       [&](const std::vector<float>& k) {
+                         return SubstitutionTables::same_conditions(c, k);
+                       }))
+        look->conditions.push_back(c);
+      const int held_in = 1 + tables.nearest_key(before.data());  // 0: no keys
+      for (size_t b = 0; b < r.info.plan_indices.size(); ++b) {
+        const int32_t e = r.info.plan_indices[b];
+        if (e < 0 || e >= K) continue;
+        look->held[b % 2][e] = 1;
+        if (held_in > 0) look->held[2 * held_in + b % 2][e] = 1;
+      }
+      before = r.obs;
+      if (r.terminated || r.truncated || r.obs.empty()) return;
+      const int next_in = 1 + tables.nearest_key(r.obs.data());
+      const std::vector<uint8_t> mask = env.action_mask();
+      for (int kind = 0; kind < 2 && kind < B; ++kind)
+        for (int f = 0; f < K; ++f) {
+          bool all = true;
+          for (int b = kind; b < B && all; b += 2) all = mask[static_cast<size_t>(b) * K + f] != 0;
+          if (!all) continue;
+          look->allowed[kind][f] = 1;
+          if (next_in > 0) look->allowed[2 * next_in + kind][f] = 1;
+        }
+    };
+  }
+  const EpisodeSummary s = run_episode(env, agent, seed, /*learn=*/false, hooks);
+  return s.failed_steps > 0 ? -std::numeric_limits<double>::infinity() : s.total_reward;
+}
 
 PolishResult polish_plans(PolishTarget& target, uint64_t seed_a, uint64_t seed_b, double gain) {
   const int K = target.catalog();

@@ -17,7 +17,48 @@
 #include <string>
 #include <vector>
 
+#include "env/env.h"
+
 namespace shardgym {
+
+class Agent;
+
+// A policy's substitution tables and the condition keys that choose among them: table t,
+// sub[(t · 2 + kind) · K + e], is the entry a block of that kind takes where the policy
+// decodes e (identity: none). Table 0 applies at every step, then table 1 + k at steps whose
+// conditions are nearest key k's.
+struct SubstitutionTables {
+  int catalog = 0, blocks = 0;
+  std::vector<int32_t> sub;
+  std::vector<float> key_values;    // keys() × conditions' size
+  std::vector<int64_t> cond_index;  // where the conditions are in the observation
+
+  // Identity tables, no keys, conditions read where `spec`'s observation names them: the
+  // global part's sequence factor and compute slowdown, every link class, every share
+  // (PartitionEnv::observation_parts). Throws std::invalid_argument without a global part.
+  explicit SubstitutionTables(const EnvSpec& spec);
+  SubstitutionTables() = default;
+  int keys() const {
+    return cond_index.empty() ? 0 : static_cast<int>(key_values.size() / cond_index.size());
+  }
+  // The run's conditions in an observation: not the phase's index, so a key is what the run
+  // looks like, and a scenario whose events come at other steps or in another order finds it.
+  std::vector<float> conditions(const float* obs) const;
+  // Conditions within measurement noise of each other: every entry within 10 % (|log ratio|
+  // < 0.1). The link bandwidths are measured, with the scenario's noise (2 % per step in the
+  // configs: 0.1 is 5 σ of it), and the smallest event of the scenarios changes a condition
+  // by 25 % or more (a 1.29× straggler, a link at 0.75).
+  static bool same_conditions(const std::vector<float>& a, const std::vector<float>& b);
+  // The key nearest to obs's conditions (Σ |log ratio| over the conditions); −1: no keys.
+  int nearest_key(const float* obs) const;
+  // Keys for these conditions, each with an identity table (table 0 stays as it is).
+  void set_keys(const std::vector<std::vector<float>>& conditions);
+  // No keys, and table 0 the identity.
+  void clear();
+  // Applies table 0, then the table of obs's nearest key, to the block rows of one decoded
+  // action (a substitute the block's mask, `usable`, does not allow is not taken).
+  void substitute(const float* obs, int64_t* act, const std::vector<uint8_t>& usable) const;
+};
 
 // What one greedy episode showed the search: per table t (0: every step; 1 + k: the steps
 // under key k) and kind, held[2t + kind][e]: some block of the kind held e; allowed[2t +
@@ -50,6 +91,11 @@ struct PolishResult {
 // Tables per condition only where an episode shows between 2 and this many distinct
 // conditions (scenario phases, sequence lengths); more would be one per step.
 inline constexpr int kPolishMaxKeys = 8;
+
+// One greedy episode of `agent` on `env` (whose act applies `tables`): its return, −inf where
+// a step fails, and with `look` what it showed the search.
+double polish_episode(Env& env, Agent& agent, const SubstitutionTables& tables, uint64_t seed,
+                      PolishLook* look);
 
 // The search on seeds a (rounds) and b (confirmation); the tables it keeps stay in `target`.
 PolishResult polish_plans(PolishTarget& target, uint64_t seed_a, uint64_t seed_b, double gain);

@@ -29,7 +29,6 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (blocks <= 0 || catalog <= 0)
     throw std::invalid_argument("ppo: the env spec has no blocks or an empty catalog");
   polish_next = polish_wait = cfg.polish;
-  clear_tables();
   if (spec.observation_space.shape.size() != 1)
     throw std::invalid_argument("ppo: needs a flat observation (PartitionEnv layout)");
   obs_dim = static_cast<int>(spec.observation_space.shape[0]);
@@ -38,16 +37,8 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (globals < PartitionEnv::kGlobalFixed)
     throw std::invalid_argument("ppo: observation of " + std::to_string(obs_dim) +
                                 " values is too short for " + std::to_string(blocks) + " blocks");
-  // Polish's conditions, read by the observation's part names (PartitionEnv::observation_parts):
-  // the global part's sequence factor and compute slowdown, every link class, every share.
-  const ObservationPart* global = find_part(spec.observation_parts, "global");
-  if (!global)
-    throw std::invalid_argument("ppo: the env names no 'global' observation part (PartitionEnv layout)");
-  for (int64_t i : {2, 3}) cond_index.push_back(global->offset + i);
-  for (const char* name : {"links", "shares"}) {
-    const ObservationPart* p = find_part(spec.observation_parts, name);
-    for (int64_t i = 0; p && i < p->size(); ++i) cond_index.push_back(p->offset + i);
-  }
+  // Polish's tables; their conditions are read by the observation's part names.
+  tables = SubstitutionTables(spec);
   const int pipeline_obs = pipeline_choices(spec.pipeline_stages);
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
@@ -72,66 +63,6 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
                                          torch::optim::AdamOptions(cfg.plan_lr).eps(1e-5)));
   optimizer = std::make_unique<torch::optim::Adam>(std::move(groups),
                                                    torch::optim::AdamOptions(cfg.lr).eps(1e-5));
-}
-
-void PPO::Impl::substitute(const float* obs, int64_t* act,
-                           const std::vector<uint8_t>& usable) const {
-  auto apply = [&](int t) {
-    for (int b = 0; b < blocks; ++b) {
-      if (act[b] < 0 || act[b] >= catalog) continue;
-      const int32_t f = sub[(static_cast<size_t>(t) * 2 + b % 2) * catalog + act[b]];
-      if (usable[static_cast<size_t>(b) * catalog + f]) act[b] = f;
-    }
-  };
-  apply(0);
-  const int key = nearest_key(obs);
-  if (key >= 0) apply(1 + key);
-}
-
-std::vector<float> PPO::Impl::conditions(const float* obs) const {
-  std::vector<float> c;
-  for (int64_t i : cond_index) c.push_back(obs[i]);
-  return c;
-}
-
-namespace {
-
-// |log(a / b)| of two non-negative conditions (the observation's entries are ≥ 0).
-double log_distance(double a, double b) { return std::abs(std::log((a + 1e-6) / (b + 1e-6))); }
-
-}  // namespace
-
-bool PPO::Impl::same_conditions(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t j = 0; j < a.size(); ++j)
-    if (!(log_distance(a[j], b[j]) < 0.1)) return false;
-  return true;
-}
-
-int PPO::Impl::nearest_key(const float* obs) const {
-  const int n = keys();
-  const size_t C = cond_index.size();
-  int best = -1;
-  double best_d = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < n; ++k) {
-    double d = 0;
-    for (size_t j = 0; j < C; ++j) d += log_distance(obs[cond_index[j]], key_values[k * C + j]);
-    if (d < best_d) best_d = d, best = k;
-  }
-  return best;
-}
-
-void PPO::Impl::set_keys(const std::vector<std::vector<float>>& conds) {
-  key_values.clear();
-  for (const auto& c : conds) key_values.insert(key_values.end(), c.begin(), c.end());
-  const size_t table = 2 * static_cast<size_t>(catalog), kept = std::min(sub.size(), table);
-  sub.resize(table * (1 + conds.size()));
-  for (size_t i = kept; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % catalog);
-}
-
-void PPO::Impl::clear_tables() {
-  sub.clear();
-  set_keys({});
 }
 
 std::vector<uint8_t> PPO::Impl::usable_mask(const std::vector<int32_t>& plan,
@@ -385,7 +316,7 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask,
     }
     acc[0][m.plan_row] = 0;  // the env action is the block rows, as set here
   }
-  if (!training_) m.substitute(obs.data(), a.data_ptr<int64_t>(), usable);  // polish's tables
+  if (!training_) m.tables.substitute(obs.data(), a.data_ptr<int64_t>(), usable);  // polish
   Action out = m.env_action(a.data_ptr<int64_t>());
   if (training_) {
     m.pending = true;

@@ -82,7 +82,7 @@ ppo_detail::CheckpointLayout PPO::checkpoint_layout(const Impl& m) const {
   l.plan_row = m.plan_row;
   l.hidden = hidden;
   l.rollout = rollout;
-  l.conditions = m.cond_index.size();
+  l.conditions = m.tables.cond_index.size();
   for (const auto& kv : m.net->named_parameters()) l.params.emplace_back(kv.key(), sizes_of(kv.value()));
   l.generator_bytes = m.gen.get_state().numel();
   return l;
@@ -140,8 +140,8 @@ void PPO::save(const std::string& path) const {
   put_vec(f, "pending_logp", Elem::kF32, m.pending_logp);
   put_vec(f, "pending_value", Elem::kF32, std::vector<float>{m.pending_value});
   put_vec(f, "next_obs", Elem::kF32, m.next_obs);
-  put_vec(f, "sub", Elem::kI32, m.sub);
-  put_vec(f, "sub_keys", Elem::kF32, m.key_values);
+  put_vec(f, "sub", Elem::kI32, m.tables.sub);
+  put_vec(f, "sub_keys", Elem::kF32, m.tables.key_values);
   checkpoint::write_file_atomic(path, f.encode(), "ppo save");
 }
 
@@ -221,8 +221,8 @@ void PPO::load_records(const RecordFile& f, const std::string& where) {
   m.pending_logp = c.pending_logp;
   m.pending_value = c.pending_value;
   m.next_obs = c.next_obs;
-  m.key_values = c.keys;
-  m.sub = c.sub;
+  m.tables.key_values = c.keys;
+  m.tables.sub = c.sub;
   if (fresh) impl_ = std::move(fresh);
 }
 

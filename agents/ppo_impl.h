@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "agents/plan_polish.h"
 #include "agents/ppo.h"
 #include "agents/ppo_checkpoint_check.h"
 #include "agents/ppo_net.h"
@@ -41,36 +42,11 @@ struct PPO::Impl {
   at::Generator gen;
   int updates = 0;
   int64_t env_steps = 0;
-  // Polish's substitution tables: table t, sub[(t · 2 + kind) · K + e], is the entry a block
-  // of that kind takes in evaluation when decoding gives e (identity: none). Table 0 applies
-  // at every step, then table 1 + k at steps whose conditions are nearest key k's.
-  std::vector<int32_t> sub;
-  std::vector<float> key_values;    // keys() × conditions' size
-  std::vector<int64_t> cond_index;  // where the conditions are in the observation
-  int keys() const {
-    return cond_index.empty() ? 0 : static_cast<int>(key_values.size() / cond_index.size());
-  }
-  // The run's conditions in an observation: sequence factor, compute slowdown and the link
-  // classes' bandwidths (partition_env.h), not the phase's index: a key is what the run
-  // looks like, so a scenario whose events come at other steps or in another order finds it.
-  std::vector<float> conditions(const float* obs) const;
-  // Conditions within measurement noise of each other: every entry within 10 % (|log ratio|
-  // < 0.1). The link bandwidths are measured, with the scenario's noise (2 % per step in the
-  // configs: 0.1 is 5 σ of it), and the smallest event of the scenarios changes a condition
-  // by 25 % or more (a 1.29× straggler, a link at 0.75).
-  static bool same_conditions(const std::vector<float>& a, const std::vector<float>& b);
-  // The key nearest to obs's conditions (Σ |log ratio| over the conditions); −1: no keys.
-  int nearest_key(const float* obs) const;
-  // Keys for these conditions, each with an identity table (table 0 stays as it is).
-  void set_keys(const std::vector<std::vector<float>>& conditions);
-  // No keys, and table 0 the identity.
-  void clear_tables();
+  // Polish's substitution tables and their condition keys (agents/plan_polish.h).
+  SubstitutionTables tables;
   // The update after which the next search runs, and the wait before it (polish updates;
   // doubled after a search that keeps nothing).
   int polish_next = 0, polish_wait = 0;
-  // Applies table 0, then the table of obs's nearest key, to the block rows of one decoded
-  // action (a substitute the block's mask does not allow is not taken).
-  void substitute(const float* obs, int64_t* act, const std::vector<uint8_t>& usable) const;
 
   // Agent-API path (one env): the step act() took, waiting for observe().
   PPORollout buffer;

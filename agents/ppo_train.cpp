@@ -186,43 +186,7 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
 }
 
 double PPO::greedy_return(Env& env, uint64_t seed, PolishLook* look) {
-  Impl& m = *impl_;
-  EpisodeHooks hooks;
-  const int K = m.catalog, B = m.blocks;
-  Observation before;  // the observation the step acted on: its conditions are the step's
-  if (look) {
-    look->held.assign(2 * (1 + m.keys()), std::vector<uint8_t>(K, 0));
-    look->allowed = look->held;
-    look->conditions.clear();
-    hooks.on_reset = [&](const ResetResult& r) { before = r.obs; };
-    hooks.on_step = [&](const StepResult& r, const EpisodeSummary&) {
-      const std::vector<float> c = m.conditions(before.data());
-      if (std::none_of(look->conditions.begin(), look->conditions.end(),
-                       [&](const std::vector<float>& k) { return Impl::same_conditions(c, k); }))
-        look->conditions.push_back(c);
-      const int held_in = 1 + m.nearest_key(before.data());  // 0: no keys
-      for (size_t b = 0; b < r.info.plan_indices.size(); ++b) {
-        const int32_t e = r.info.plan_indices[b];
-        if (e < 0 || e >= K) continue;
-        look->held[b % 2][e] = 1;
-        if (held_in > 0) look->held[2 * held_in + b % 2][e] = 1;
-      }
-      before = r.obs;
-      if (r.terminated || r.truncated || r.obs.empty()) return;
-      const int next_in = 1 + m.nearest_key(r.obs.data());
-      const std::vector<uint8_t> mask = env.action_mask();
-      for (int kind = 0; kind < 2 && kind < B; ++kind)
-        for (int f = 0; f < K; ++f) {
-          bool all = true;
-          for (int b = kind; b < B && all; b += 2) all = mask[static_cast<size_t>(b) * K + f] != 0;
-          if (!all) continue;
-          look->allowed[kind][f] = 1;
-          if (next_in > 0) look->allowed[2 * next_in + kind][f] = 1;
-        }
-    };
-  }
-  const EpisodeSummary s = run_episode(env, *this, seed, /*learn=*/false, hooks);
-  return s.failed_steps > 0 ? -std::numeric_limits<double>::infinity() : s.total_reward;
+  return polish_episode(env, *this, impl_->tables, seed, look);
 }
 
 int PPO::polish(Env& env) {
@@ -239,10 +203,10 @@ int PPO::polish(Env& env) {
    public:
     Target(PPO& ppo, Env& env) : ppo_(ppo), env_(env) {}
     int catalog() const override { return ppo_.impl_->catalog; }
-    std::vector<int32_t>& tables() override { return ppo_.impl_->sub; }
-    int keys() const override { return ppo_.impl_->keys(); }
+    std::vector<int32_t>& tables() override { return ppo_.impl_->tables.sub; }
+    int keys() const override { return ppo_.impl_->tables.keys(); }
     void set_keys(const std::vector<std::vector<float>>& conditions) override {
-      ppo_.impl_->set_keys(conditions);
+      ppo_.impl_->tables.set_keys(conditions);
     }
     double greedy_return(uint64_t seed, PolishLook* look) override {
       return ppo_.greedy_return(env_, seed, look);

@@ -137,5 +137,39 @@ TEST(PlanPolish, AFailingEpisodeNeverBeatsTheTablesInForce) {
   EXPECT_EQ(polish_plans(p, kSeedA, kSeedB, 0).kept, 0);
 }
 
+// Table 0 applies at every step, then the table of the observation's nearest key; a
+// substitute the block's mask does not allow is not taken.
+TEST(SubstitutionTables, AppliesTableZeroThenTheNearestKeysTable) {
+  SubstitutionTables t;
+  t.catalog = K, t.blocks = 4, t.cond_index = {1};  // the condition: the observation's [1]
+  t.clear();
+  t.set_keys({{1.0f}, {4.0f}});
+  ASSERT_EQ(t.keys(), 2);
+  ASSERT_EQ(t.sub.size(), 3u * 2 * K);
+  t.sub[0 * K + 0] = 1;                 // table 0, attention: 0 -> 1
+  t.sub[(2 * 2 + 0) * K + 1] = 2;       // key 1's table, attention: 1 -> 2
+  t.sub[(2 * 2 + 1) * K + 0] = 2;       // key 1's table, MLP: 0 -> 2
+  const std::vector<uint8_t> all(4 * K, 1);
+  for (float condition : {1.05f, 3.7f}) {
+    const float obs[2] = {0.0f, condition};
+    int64_t act[4] = {0, 0, 0, 1};
+    t.substitute(obs, act, all);
+    const bool second = condition > 2;
+    EXPECT_EQ(t.nearest_key(obs), second ? 1 : 0);
+    EXPECT_EQ(act[0], second ? 2 : 1);  // attention 0 -> 1 (-> 2 under key 1)
+    EXPECT_EQ(act[1], second ? 2 : 0);  // MLP 0 -> 2 under key 1 only
+    EXPECT_EQ(act[3], 1);               // MLP 1 kept
+  }
+  std::vector<uint8_t> no_two(all);
+  for (int b = 0; b < 4; ++b) no_two[b * K + 2] = 0;
+  const float obs[2] = {0.0f, 4.0f};
+  int64_t act[4] = {0, 0, 0, 0};
+  t.substitute(obs, act, no_two);
+  EXPECT_EQ(act[0], 1);  // table 0's substitute taken, key 1's (2) not allowed
+  EXPECT_EQ(act[1], 0);
+  EXPECT_TRUE(SubstitutionTables::same_conditions({1.0f, 2.0f}, {1.05f, 1.9f}));
+  EXPECT_FALSE(SubstitutionTables::same_conditions({1.0f, 2.0f}, {1.0f, 2.5f}));
+}
+
 }  // namespace
 }  // namespace shardgym
