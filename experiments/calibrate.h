@@ -49,6 +49,7 @@ struct PlanComparison {
   std::string plan;
   double live_step_s = 0, sim_step_s = 0, live_spread = 0;
   double live_peak_bytes = 0, sim_peak_bytes = 0;  // largest rank
+  std::vector<double> live_rank_peak_bytes, sim_rank_peak_bytes;  // rank by rank
   double live_repartition_s = 0, sim_repartition_s = 0;  // into this plan (0 for the first)
   double live_repartition_bytes = 0, sim_repartition_bytes = 0;
   // Memory a rank held during that repartition on top of its state, the largest rank.

@@ -48,6 +48,9 @@ PlanStats measure(const Stepper& step, const Plan& plan, const LiveMeasureOption
       comm[b].push_back(m.block_comm_s.at(b));
     }
     for (double p : m.peak_memory_bytes) s.peak_bytes = std::max(s.peak_bytes, p);
+    s.rank_peak_bytes.resize(std::max(s.rank_peak_bytes.size(), m.peak_memory_bytes.size()));
+    for (size_t r = 0; r < m.peak_memory_bytes.size(); ++r)
+      s.rank_peak_bytes[r] = std::max(s.rank_peak_bytes[r], m.peak_memory_bytes[r]);
   }
   s.step_s = median(s.steps);
   s.spread = spread_of(s.steps);

@@ -24,6 +24,7 @@ constexpr const char* kSimEnv = "shardgym/TPSim-v0";
 
 struct PlanStats {
   double step_s = 0, spread = 0, peak_bytes = 0;
+  std::vector<double> rank_peak_bytes;  // each rank's peak over the measured iterations
   double repartition_s = 0, repartition_bytes = 0;  // of the first step, into this plan
   double repartition_peak_bytes = 0;
   double optimizer_s = 0;                           // median over iterations, critical rank

@@ -147,6 +147,7 @@ PlanComparison compare_plan(const Plan& plan, const PlanStats& s, const Measurem
   c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
   c.live_peak_bytes = s.peak_bytes;
   for (double p : pred.peak_memory_bytes) c.sim_peak_bytes = std::max(c.sim_peak_bytes, p);
+  c.live_rank_peak_bytes = s.rank_peak_bytes, c.sim_rank_peak_bytes = pred.peak_memory_bytes;
   c.live_repartition_s = s.repartition_s, c.sim_repartition_s = first.repartition_s;
   c.live_repartition_bytes = s.repartition_bytes, c.sim_repartition_bytes = first.repartition_bytes;
   c.live_repartition_peak_bytes = s.repartition_peak_bytes;
@@ -368,6 +369,15 @@ std::vector<NamedError> error_figures(const LiveValidation& v) {
           {"live again", "live_repeat_step", &v.repeat}};
 }
 
+// A JSON array of numbers.
+std::string numbers(const std::vector<double>& xs) {
+  std::ostringstream o;
+  o << '[';
+  for (size_t i = 0; i < xs.size(); ++i) o << (i ? ", " : "") << xs[i];
+  o << ']';
+  return o.str();
+}
+
 }  // namespace
 
 std::string live_validation_table(const LiveValidation& v) {
@@ -430,6 +440,8 @@ std::string live_validation_json(const LiveValidation& v) {
       << ", \"sim_step_s\": " << c.sim_step_s << ", \"live_spread\": " << c.live_spread
       << ", \"live_peak_bytes\": " << c.live_peak_bytes
       << ", \"sim_peak_bytes\": " << c.sim_peak_bytes
+      << ", \"live_rank_peak_bytes\": " << numbers(c.live_rank_peak_bytes)
+      << ", \"sim_rank_peak_bytes\": " << numbers(c.sim_rank_peak_bytes)
       << ", \"live_repartition_s\": " << c.live_repartition_s
       << ", \"sim_repartition_s\": " << c.sim_repartition_s
       << ", \"live_repartition_bytes\": " << c.live_repartition_bytes
