@@ -372,9 +372,10 @@ std::vector<NamedError> error_figures(const LiveValidation& v) {
 // A JSON array of numbers.
 std::string numbers(const std::vector<double>& xs) {
   std::ostringstream o;
-  o << '[';
-  for (size_t i = 0; i < xs.size(); ++i) o << (i ? ", " : "") << xs[i];
-  o << ']';
+  o.precision(15);  // bytes: every digit
+  const char* sep = "[";
+  for (double x : xs) o << sep << x, sep = ", ";
+  o << (xs.empty() ? "[]" : "]");
   return o.str();
 }
 
