@@ -167,9 +167,10 @@ double polish_episode(Env& env, Agent& agent, const SubstitutionTables& tables, 
   return s.failed_steps > 0 ? -std::numeric_limits<double>::infinity() : s.total_reward;
 }
 
-PolishResult polish_plans(PolishTarget& target, uint64_t seed_a, uint64_t seed_b, double gain) {
-  const int K = target.catalog();
-  std::vector<int32_t>& sub = target.tables();
+PolishResult polish_plans(SubstitutionTables& tables, const PolishEpisode& play, uint64_t seed_a,
+                          uint64_t seed_b, double gain) {
+  const int K = tables.catalog;
+  std::vector<int32_t>& sub = tables.sub;
   auto beats = [&](double cand, double base) {
     return std::isfinite(cand) && cand > base + gain * std::abs(base);
   };
@@ -177,7 +178,7 @@ PolishResult polish_plans(PolishTarget& target, uint64_t seed_a, uint64_t seed_b
   const auto t0 = std::chrono::steady_clock::now();
   PolishResult out;
   out.episodes = 1;
-  double base = target.greedy_return(seed_a, &look);
+  double base = play(seed_a, &look);
   out.first = base;
   for (int step = 0; step < kPolishSteps; ++step) {
     std::vector<int32_t> table = sub;
@@ -185,7 +186,7 @@ PolishResult polish_plans(PolishTarget& target, uint64_t seed_a, uint64_t seed_b
     double best = -std::numeric_limits<double>::infinity();
     auto consider = [&](const std::vector<int32_t>& cand) {
       sub = cand;
-      const double r = target.greedy_return(seed_a, nullptr);
+      const double r = play(seed_a, nullptr);
       ++out.episodes;
       if (r > best) best = r, best_table = cand;
       return r;
@@ -231,36 +232,36 @@ PolishResult polish_plans(PolishTarget& target, uint64_t seed_a, uint64_t seed_b
     if (!beats(best, base)) pairs(0);
     // Then a table per condition, when nothing for all steps gains: singles, then pairs.
     bool keyed = false;
-    if (!beats(best, base) && target.keys() == 0 && look.conditions.size() >= 2 &&
+    if (!beats(best, base) && tables.keys() == 0 && look.conditions.size() >= 2 &&
         look.conditions.size() <= static_cast<size_t>(kPolishMaxKeys)) {
       sub = table;
-      target.set_keys(look.conditions);  // identity tables: the policy is unchanged
+      tables.set_keys(look.conditions);  // identity tables: the policy is unchanged
       table = sub;
-      base = target.greedy_return(seed_a, &look);  // what each condition's steps held
+      base = play(seed_a, &look);  // what each condition's steps held
       ++out.episodes;
     }
-    if (!beats(best, base) && target.keys() > 0) {
-      for (int t = 1; t <= target.keys(); ++t) singles(t);
+    if (!beats(best, base) && tables.keys() > 0) {
+      for (int t = 1; t <= tables.keys(); ++t) singles(t);
       if (!beats(best, base))
-        for (int t = 1; t <= target.keys(); ++t) pairs(t);
+        for (int t = 1; t <= tables.keys(); ++t) pairs(t);
       keyed = true;
     }
     sub = table;
     if (!beats(best, base)) break;
     // The same gain on a second seed, or the table stays.
-    const double base_b = target.greedy_return(seed_b, nullptr);
+    const double base_b = play(seed_b, nullptr);
     sub = best_table;
     out.episodes += 2;
-    if (!beats(target.greedy_return(seed_b, nullptr), base_b)) {
+    if (!beats(play(seed_b, nullptr), base_b)) {
       sub = table;
       break;
     }
-    base = target.greedy_return(seed_a, &look);
+    base = play(seed_a, &look);
     ++out.episodes, ++out.kept;
     out.kept_keyed += keyed;
   }
   out.last = base;
-  out.keys = target.keys();
+  out.keys = tables.keys();
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -78,8 +78,6 @@
 
 namespace shardgym {
 
-struct PolishLook;  // agents/plan_polish.h
-
 class VectorEnv;
 namespace checkpoint {
 struct RecordFile;
@@ -265,11 +263,9 @@ class PPO : public Agent {
   std::vector<std::string> notes_;  // for the next TrainProgress
   bool restart_pending_ = false;
   void restart(double now_s);
-  // Polish (see above): the search, and one greedy episode's return under the table in
-  // force (−inf when a step fails), noting which entries each kind's blocks held.
+  // Polish (see above): the search (agents/plan_polish.h) on greedy episodes of `env`.
   // Returns the substitutions kept.
   int polish(Env& env);
-  double greedy_return(Env& env, uint64_t seed, PolishLook* look);
   // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
   // on odd runs under plan=alt.
   PPOConfig run_config(int run) const;

@@ -185,10 +185,6 @@ bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
   return true;
 }
 
-double PPO::greedy_return(Env& env, uint64_t seed, PolishLook* look) {
-  return polish_episode(env, *this, impl_->tables, seed, look);
-}
-
 int PPO::polish(Env& env) {
   Impl& m = *impl_;
   // Training seeds: far from the small integers that configs evaluate on.
@@ -197,26 +193,11 @@ int PPO::polish(Env& env) {
            static_cast<uint64_t>(at::randint(1 << 30, {1}, m.gen).item<int64_t>());
   };
   const uint64_t seed_a = draw_seed(), seed_b = draw_seed();
-  // The search's view of PPO (agents/plan_polish.h): its substitution tables and condition
-  // keys, and greedy episodes of its policy on `env`.
-  class Target : public PolishTarget {
-   public:
-    Target(PPO& ppo, Env& env) : ppo_(ppo), env_(env) {}
-    int catalog() const override { return ppo_.impl_->catalog; }
-    std::vector<int32_t>& tables() override { return ppo_.impl_->tables.sub; }
-    int keys() const override { return ppo_.impl_->tables.keys(); }
-    void set_keys(const std::vector<std::vector<float>>& conditions) override {
-      ppo_.impl_->tables.set_keys(conditions);
-    }
-    double greedy_return(uint64_t seed, PolishLook* look) override {
-      return ppo_.greedy_return(env_, seed, look);
-    }
-
-   private:
-    PPO& ppo_;
-    Env& env_;
-  } target(*this, env);
-  const PolishResult r = polish_plans(target, seed_a, seed_b, config_.polish_gain);
+  // Greedy episodes of this policy (act applies the tables outside training) on `env`.
+  auto play = [&](uint64_t seed, PolishLook* look) {
+    return polish_episode(env, *this, m.tables, seed, look);
+  };
+  const PolishResult r = polish_plans(m.tables, play, seed_a, seed_b, config_.polish_gain);
   notes_.push_back(polish_note(m.updates, r));
   return r.kept;
 }

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -18,71 +17,68 @@ namespace {
 constexpr int K = 3;
 
 // An episode of two steps, the first under condition {1}, the second under {2}. The policy
-// decodes entry 0 for both kinds; tables map it as PPO::Impl::substitute does (table 0, then
-// the table of the step's condition key). `reward(seed, step, attention, mlp)` scores a step.
-class ScriptedPolicy : public PolishTarget {
+// decodes entry 0 for both kinds; its tables map it as SubstitutionTables::substitute does
+// (table 0, then the table of the step's condition key). `reward(seed, step, attention, mlp)`
+// scores a step.
+class ScriptedPolicy {
  public:
   using Reward = std::function<double(uint64_t, int, int, int)>;
-  explicit ScriptedPolicy(Reward reward) : reward_(std::move(reward)) { set_keys({}); }
-
-  int catalog() const override { return K; }
-  std::vector<int32_t>& tables() override { return sub_; }
-  int keys() const override { return static_cast<int>(sub_.size() / (2 * K)) - 1; }
-  void set_keys(const std::vector<std::vector<float>>& conditions) override {
-    std::vector<int32_t> table0(sub_.begin(), sub_.begin() + std::min<size_t>(sub_.size(), 2 * K));
-    sub_.assign((1 + conditions.size()) * 2 * K, 0);
-    for (size_t i = 0; i < sub_.size(); ++i) sub_[i] = static_cast<int32_t>(i % K);
-    std::copy(table0.begin(), table0.end(), sub_.begin());
+  explicit ScriptedPolicy(Reward reward) : reward_(std::move(reward)) {
+    tables.catalog = K, tables.blocks = 2, tables.cond_index = {0};  // one condition value
+    tables.clear();
   }
-  double greedy_return(uint64_t seed, PolishLook* look) override {
+  // The search's episodes of this policy.
+  PolishEpisode play() {
+    return [this](uint64_t seed, PolishLook* look) { return episode(seed, look); };
+  }
+  // Entry played by `kind` at `step` under the tables in force.
+  int plays(int kind, int step) const {
+    const int e = tables.sub[kind * K + 0];
+    if (tables.keys() == 0) return e;
+    return tables.sub[(static_cast<size_t>(1 + step) * 2 + kind) * K + e];
+  }
+  SubstitutionTables tables;
+  int episodes = 0;
+
+ private:
+  double episode(uint64_t seed, PolishLook* look) {
     ++episodes;
+    const int keys = tables.keys();
     if (look) {
-      look->held.assign(2 * (1 + keys()), std::vector<uint8_t>(K, 0));
+      look->held.assign(2 * (1 + keys), std::vector<uint8_t>(K, 0));
       look->allowed.assign(look->held.size(), std::vector<uint8_t>(K, 1));
       look->conditions = {{1.0f}, {2.0f}};
     }
     double total = 0;
     for (int step = 0; step < 2; ++step) {
-      int played[2];
-      for (int kind = 0; kind < 2; ++kind) {
-        int e = sub_[kind * K + 0];
-        if (keys() > 0) e = sub_[(static_cast<size_t>(1 + step) * 2 + kind) * K + e];
-        played[kind] = e;
-        if (look) {
-          look->held[kind][0] = 1;  // what the policy decoded, before the tables
-          if (keys() > 0) look->held[2 * (1 + step) + kind][sub_[kind * K]] = 1;
-        }
+      for (int kind = 0; look && kind < 2; ++kind) {
+        look->held[kind][0] = 1;  // what the policy decoded, before the tables
+        if (keys > 0) look->held[2 * (1 + step) + kind][tables.sub[kind * K]] = 1;
       }
-      total += reward_(seed, step, played[0], played[1]);
+      total += reward_(seed, step, plays(0, step), plays(1, step));
     }
     return total;
   }
-  // Entry played by `kind` at `step` under the tables in force.
-  int plays(int kind, int step) {
-    int e = sub_[kind * K + 0];
-    if (keys() > 0) e = sub_[(static_cast<size_t>(1 + step) * 2 + kind) * K + e];
-    return e;
-  }
-  int episodes = 0;
-
- private:
   Reward reward_;
-  std::vector<int32_t> sub_;
 };
 
 constexpr uint64_t kSeedA = 11, kSeedB = 22;
+
+PolishResult search(ScriptedPolicy& p, double gain) {
+  return polish_plans(p.tables, p.play(), kSeedA, kSeedB, gain);
+}
 
 TEST(PlanPolish, KeepsASubstitutionThatGainsOnBothSeeds) {
   // Attention entry 2 gains 1 a step, MLP entry 1 gains 0.5: both are found, one per round.
   ScriptedPolicy p([](uint64_t, int, int a, int m) {
     return (a == 2 ? 1.0 : 0.0) + (m == 1 ? 0.5 : 0.0);
   });
-  const PolishResult r = polish_plans(p, kSeedA, kSeedB, 1e-3);
+  const PolishResult r = search(p, 1e-3);
   EXPECT_EQ(r.kept, 2);
   EXPECT_EQ(r.kept_keyed, 0);
   // The third round found nothing and keyed a table to each of the episode's two conditions:
   // identity tables, kept, which change nothing.
-  EXPECT_EQ(p.keys(), 2);
+  EXPECT_EQ(p.tables.keys(), 2);
   EXPECT_DOUBLE_EQ(r.first, 0.0);
   EXPECT_DOUBLE_EQ(r.last, 3.0);
   EXPECT_EQ(p.plays(0, 0), 2);
@@ -95,17 +91,17 @@ TEST(PlanPolish, AGainOnTheFirstSeedAloneIsNotKept) {
   ScriptedPolicy p([](uint64_t seed, int, int a, int) {
     return a == 1 ? (seed == kSeedA ? 1.0 : -1.0) : 0.0;
   });
-  const PolishResult r = polish_plans(p, kSeedA, kSeedB, 1e-3);
+  const PolishResult r = search(p, 1e-3);
   EXPECT_EQ(r.kept, 0);
   for (int kind = 0; kind < 2; ++kind)
-    for (int e = 0; e < K; ++e) EXPECT_EQ(p.tables()[kind * K + e], e);
+    for (int e = 0; e < K; ++e) EXPECT_EQ(p.tables.sub[kind * K + e], e);
   EXPECT_DOUBLE_EQ(r.last, r.first);
 }
 
 TEST(PlanPolish, AGainBelowTheThresholdIsNotKept) {
   ScriptedPolicy p([](uint64_t, int, int a, int) { return 100.0 + (a == 1 ? 0.05 : 0.0); });
-  EXPECT_EQ(polish_plans(p, kSeedA, kSeedB, 1e-3).kept, 0);  // 0.1 on 200: under 0.1 %
-  EXPECT_EQ(polish_plans(p, kSeedA, kSeedB, 1e-4).kept, 1);
+  EXPECT_EQ(search(p, 1e-3).kept, 0);  // 0.1 on 200: under 0.1 %
+  EXPECT_EQ(search(p, 1e-4).kept, 1);
 }
 
 TEST(PlanPolish, KeysATablePerConditionWhereNoPlanForAllStepsGains) {
@@ -115,8 +111,8 @@ TEST(PlanPolish, KeysATablePerConditionWhereNoPlanForAllStepsGains) {
     if (a == 0) return 0.0;
     return (a == 1) == (step == 0) ? 1.0 : -1.0;
   });
-  const PolishResult r = polish_plans(p, kSeedA, kSeedB, 1e-3);
-  EXPECT_EQ(p.keys(), 2);
+  const PolishResult r = search(p, 1e-3);
+  EXPECT_EQ(p.tables.keys(), 2);
   EXPECT_EQ(r.keys, 2);
   // Round 1 keys the first condition's table to entry 1; round 2 then gains with table 0
   // (entry 2 everywhere, which the first condition's table maps to 1).
@@ -134,7 +130,7 @@ TEST(PlanPolish, AFailingEpisodeNeverBeatsTheTablesInForce) {
   ScriptedPolicy p([](uint64_t, int, int a, int) {
     return a == 1 ? -std::numeric_limits<double>::infinity() : 0.0;
   });
-  EXPECT_EQ(polish_plans(p, kSeedA, kSeedB, 0).kept, 0);
+  EXPECT_EQ(search(p, 0).kept, 0);
 }
 
 // Table 0 applies at every step, then the table of the observation's nearest key; a
