@@ -89,6 +89,26 @@ TEST(Memory, PeakPerRankMatchesTheEstimateStateHeavy) {
   expect_peaks_match(memory_spec(2, 128, 32), "h=128 s=32");  // tiny_live_spec's 2 layers
 }
 
+// Two live runs alive in one process (eval's agent env and its Megatron-LM reference) each
+// report their own ranks' memory: the second run's peaks are the first's, not the first's
+// state plus its own (before the meter's slots were leased per run, rank r of both counted in
+// one slot).
+TEST(Memory, TwoLiveRunsInOneProcessCountTheirOwnMemory) {
+  const ExperimentSpec spec = memory_spec(4, 64, 64);
+  const Plan plan = Plan::uniform(Strategy::tp1d(2), 8);
+  LiveRun first(spec);
+  first.reset(0, plan);
+  const Measurement a = first.step(plan);
+  ASSERT_TRUE(a.ok) << a.error;
+  LiveRun second(spec);  // while `first` holds its state
+  second.reset(0, plan);
+  const Measurement b = second.step(plan);
+  ASSERT_TRUE(b.ok) << b.error;
+  ASSERT_EQ(a.peak_memory_bytes.size(), b.peak_memory_bytes.size());
+  for (size_t r = 0; r < a.peak_memory_bytes.size(); ++r)
+    EXPECT_NEAR(b.peak_memory_bytes[r] / a.peak_memory_bytes[r], 1.0, 0.01) << "rank " << r;
+}
+
 // What a repartition holds on top of the state (runtime/live/tp/repartition.cpp: one block at a
 // time, its new state and one message in transit, after what the blocks before it freed) is
 // what the simulator predicts from the same geometry, to the byte, over random plan changes.

@@ -3,10 +3,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -53,6 +55,21 @@ TEST(MemoryMeter, RanksOnDifferentThreadsAreSeparateAndFreesGoBackToTheAllocator
     from_rank_5 = at::Tensor();
   }
   EXPECT_EQ(MemoryMeter::current_bytes(5), r5);
+}
+
+// Each live run's rank threads count in slots of their own: leases are disjoint while both
+// live, a released block is taken again, and a request no block can serve is refused.
+TEST(MemoryMeter, LeasesHoldDisjointSlots) {
+  std::optional<MemoryMeter::Lease> a(std::in_place, 4);
+  const MemoryMeter::Lease b(4);
+  EXPECT_TRUE(b.base() >= a->base() + 4 || b.base() + 4 <= a->base())
+      << "bases " << a->base() << " and " << b.base();
+  const int freed = a->base();
+  a.reset();
+  const MemoryMeter::Lease c(4);
+  EXPECT_EQ(c.base(), freed);
+  EXPECT_THROW(MemoryMeter::Lease(MemoryMeter::kMaxRanks), std::runtime_error);
+  EXPECT_THROW(MemoryMeter::Lease(0), std::invalid_argument);
 }
 
 TEST(MemoryMeter, ScopesNestAndRawAllocationWorks) {

@@ -137,6 +137,34 @@ void MemoryMeter::reset_peak(int rank) {
   slot(rank).peak.store(slot(rank).current.load());
 }
 
+namespace {
+std::mutex g_lease_mu;
+bool g_leased[MemoryMeter::kMaxRanks] = {};
+}  // namespace
+
+MemoryMeter::Lease::Lease(int n) : n_(n) {
+  if (n < 1 || n > kMaxRanks)
+    throw std::invalid_argument("MemoryMeter::Lease: " + std::to_string(n) + " slots outside [1, " +
+                                std::to_string(kMaxRanks) + "]");
+  std::lock_guard<std::mutex> lock(g_lease_mu);
+  for (int b = 0; b + n <= kMaxRanks; ++b) {
+    if (std::none_of(g_leased + b, g_leased + b + n, [](bool x) { return x; })) {
+      std::fill(g_leased + b, g_leased + b + n, true);
+      base_ = b;
+      return;
+    }
+  }
+  throw std::runtime_error("the memory meter has no " + std::to_string(n) +
+                           " free slots in a row for this run's rank threads (" +
+                           std::to_string(kMaxRanks) +
+                           " in all, held by the other live runs of this process)");
+}
+
+MemoryMeter::Lease::~Lease() {
+  std::lock_guard<std::mutex> lock(g_lease_mu);
+  std::fill(g_leased + base_, g_leased + base_ + n_, false);
+}
+
 // ---- energy ----
 
 EnergyMeter::EnergyMeter(PowerModel model, std::string rapl_dir) : model_(model) {

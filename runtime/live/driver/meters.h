@@ -4,6 +4,9 @@
 // every allocation to the rank of the allocating thread (MemoryMeter::Scope) and frees to the
 // rank that allocated, so rank threads sharing one process get separate current/peak figures
 // (source "allocator"). Only tensor storage is counted — what the analytic estimate counts.
+// The counters are slots of the process: the rank threads of one live run lease a block of
+// them (MemoryMeter::Lease), so two live runs alive in one process (an env and its Megatron-LM
+// reference, say) never count each other's tensors; rank processes use slot = rank.
 //
 // Energy: RAPL package counters (/sys/class/powercap/intel-rapl:N/energy_uj) when readable,
 // source "rapl"; otherwise the power model P_idle·T + (P_busy − P_idle)·busy per rank, with
@@ -59,6 +62,21 @@ class MemoryMeter {
   static int64_t current_bytes(int rank);
   static int64_t peak_bytes(int rank);
   static void reset_peak(int rank);  // peak := current
+
+  // `n` consecutive slots no other lease holds, for one run's rank threads (rank r counts in
+  // slot base() + r); released when the lease ends. Throws std::runtime_error where fewer
+  // than n of the kMaxRanks slots are free together.
+  class Lease {
+   public:
+    explicit Lease(int n);
+    ~Lease();
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    int base() const { return base_; }
+
+   private:
+    int base_ = 0, n_ = 0;
+  };
 };
 
 struct PowerModel {

@@ -153,18 +153,18 @@ std::unique_ptr<RankTrainer> make_trainer(const LiveRankConfig& config, const Ra
 }
 
 // Moves the trainer to `next` where it differs, with the repartition's time, bytes and the
-// memory it held in transit in `rep`.
-void repartition_to(RankTrainer& trainer, const Plan& next, const c10::Device& device, int rank,
+// memory it held in transit in `rep` (from the rank's MemoryMeter slot `meter` on a CPU).
+void repartition_to(RankTrainer& trainer, const Plan& next, const c10::Device& device, int meter,
                     RankReport& rep) {
   if (next == trainer.plan()) return;
   // The peak above what the rank held before: the command's peak was reset to the current
   // figure when it began, and nothing was allocated since.
   const int64_t held =
-      device.is_cuda() ? cuda_allocated_bytes(device.index()) : MemoryMeter::current_bytes(rank);
+      device.is_cuda() ? cuda_allocated_bytes(device.index()) : MemoryMeter::current_bytes(meter);
   const RepartitionStats rs = trainer.repartition(next);
   rep.repartition_peak_bytes =
       static_cast<double>((device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
-                                            : MemoryMeter::peak_bytes(rank)) -
+                                            : MemoryMeter::peak_bytes(meter)) -
                           held);
   rep.repartition_s = rs.seconds;
   rep.repartition_bytes = rs.bytes_received;
@@ -190,10 +190,11 @@ void train_step(RankTrainer& trainer, const text::TokenBatch& b, const RankComma
 
 }  // namespace
 
-void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel) {
-  const int rank = world.rank();
+void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel,
+                int meter_base) {
+  const int rank = world.rank(), meter = meter_base + rank;
   MemoryMeter::install();
-  MemoryMeter::Scope memory_scope(rank);
+  MemoryMeter::Scope memory_scope(meter);
   const ModelSpec& model = config.model;
   const int global_batch =
       model.global_batch > 0 ? model.global_batch : model.micro_batch * world.world_size();
@@ -223,7 +224,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
     rep.seq = cmd.seq;
     rep.rank = rank;
     const double cpu0 = thread_cpu_now_s();
-    MemoryMeter::reset_peak(rank);
+    MemoryMeter::reset_peak(meter);
     if (device.is_cuda()) cuda_reset_peak(device.index());
     try {
       if (cmd.op == RankOp::kReset) {
@@ -238,7 +239,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
       } else if (!trainer) {
         throw std::logic_error("rank received a command before reset");
       } else if (cmd.op == RankOp::kStep) {
-        repartition_to(*trainer, Plan::parse(cmd.plan, model.num_blocks()), device, rank, rep);
+        repartition_to(*trainer, Plan::parse(cmd.plan, model.num_blocks()), device, meter, rep);
         maybe_fault(fault, rank, steps++, channel, cmd.seq);
         train_step(*trainer, sampler->next(), cmd, rank, rep);
       } else {
@@ -260,7 +261,7 @@ void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& cha
     rep.busy_s = thread_cpu_now_s() - cpu0;
     rep.peak_bytes =
         static_cast<double>(device.is_cuda() ? cuda_peak_allocated_bytes(device.index())
-                                             : MemoryMeter::peak_bytes(rank));
+                                             : MemoryMeter::peak_bytes(meter));
     channel.reply(rep);
   }
 }

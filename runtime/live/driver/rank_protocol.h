@@ -113,7 +113,9 @@ class RankChannel {
   virtual void progress(const ProgressMark& /*mark*/) {}
 };
 
-// Runs commands until kStop. Throws (after replying ok = false) when a command fails.
-void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel);
+// Runs commands until kStop. Throws (after replying ok = false) when a command fails. The
+// rank's memory counts in MemoryMeter slot `meter_base` + rank (driver/meters.h).
+void serve_rank(CommWorld& world, const LiveRankConfig& config, RankChannel& channel,
+                int meter_base = 0);
 
 }  // namespace shardgym::live

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/live/driver/meters.h"
 #include "runtime/live/launch/thread_ranks.h"
 
 namespace shardgym::live {
@@ -53,17 +54,21 @@ class MailboxChannel : public RankChannel {
 class ThreadDriver : public RankDriver {
  public:
   explicit ThreadDriver(const LiveRankConfig& config)
-      : box_(std::make_shared<Mailbox>()), world_(config.world_size), timeout_s_(config.timeout_s) {
+      : box_(std::make_shared<Mailbox>()),
+        world_(config.world_size),
+        timeout_s_(config.timeout_s),
+        meter_(std::make_unique<MemoryMeter::Lease>(config.world_size)) {
     box_->reports.resize(world_);
     box_->have.assign(world_, false);
     box_->answered.assign(world_, 0);
     auto box = box_;
     const FaultSpec fault = parse_fault(config.fault);
+    const int meter_base = meter_->base();
     ranks_ = std::make_unique<ThreadRanks>(
         world_,
-        [box, config](CommWorld& w) {
+        [box, config, meter_base](CommWorld& w) {
           MailboxChannel channel(box);
-          serve_rank(w, config, channel);
+          serve_rank(w, config, channel, meter_base);
         },
         world_options(config), fault.kind == "nostart" ? fault.rank : -1);
   }
@@ -165,6 +170,9 @@ class ThreadDriver : public RankDriver {
   std::shared_ptr<Mailbox> box_;
   int world_;
   double timeout_s_;
+  // This run's memory meter slots: released after ranks_ (declared later) has ended the rank
+  // threads, whose trainers free their tensors into these slots as they leave.
+  std::unique_ptr<MemoryMeter::Lease> meter_;
   std::unique_ptr<ThreadRanks> ranks_;
 };
 
