@@ -50,6 +50,8 @@ struct PlanComparison {
   double live_step_s = 0, sim_step_s = 0, live_spread = 0;
   double live_peak_bytes = 0, sim_peak_bytes = 0;  // largest rank
   std::vector<double> live_rank_peak_bytes, sim_rank_peak_bytes;  // rank by rank
+  // The live ranks' analytic estimate (runtime/live/launch/memory_estimate.h), rank by rank.
+  std::vector<double> estimate_rank_peak_bytes;
   double live_repartition_s = 0, sim_repartition_s = 0;  // into this plan (0 for the first)
   double live_repartition_bytes = 0, sim_repartition_bytes = 0;
   // Memory a rank held during that repartition on top of its state, the largest rank.
@@ -68,6 +70,8 @@ struct LiveValidation {
   std::string launch;
   std::vector<PlanComparison> plans;
   ErrorSummary step, fwd, bwd, comm, memory, repartition_s, repartition_bytes, repartition_peak;
+  // Peak memory rank by rank: the simulator's, and the live ranks' analytic estimate.
+  ErrorSummary rank_memory, rank_memory_estimate;
   double kendall_tau = 0;
   double live_spread_median = 0;  // run-to-run spread of the live step latency, (p90−p10)/median
   // With `repeat`: the live run's second visit of every plan against its first (step latency),

@@ -15,6 +15,7 @@
 #include "experiments/calibrate.h"
 #include "experiments/config.h"
 #include "experiments/live_measure.h"
+#include "runtime/live/launch/memory_estimate.h"
 #include "runtime/sim/sim_run.h"
 
 namespace shardgym {
@@ -140,9 +141,15 @@ Stepper run_stepper(TrainingRun& run) {
 
 // One plan measured live (`s`) beside the simulator's repartition into it (`first`) and an
 // iteration in it (`pred`, noise-free).
-PlanComparison compare_plan(const Plan& plan, const PlanStats& s, const Measurement& first,
-                            const Measurement& pred) {
+PlanComparison compare_plan(const ExperimentSpec& spec, const Plan& plan, const PlanStats& s,
+                            const Measurement& first, const Measurement& pred) {
   PlanComparison c;
+  const int world = spec.live.ranks;
+  const std::vector<live::MemoryEstimate> stages = live::live_stage_memory_estimates(
+      spec.model, plan, world, plan_micro_batches(plan, spec.model, world));
+  for (int r = 0; r < world; ++r)
+    c.estimate_rank_peak_bytes.push_back(
+        stages[std::min(stages.size() - 1, size_t(r) * stages.size() / size_t(world))].total());
   c.plan = plan.to_string();
   c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
   c.live_peak_bytes = s.peak_bytes;
@@ -171,11 +178,18 @@ void report_plan(const LiveMeasureOptions& o, size_t i, size_t n, const PlanComp
 // plan on, where the live run moved bytes into it.
 void summarize_plans(LiveValidation& v) {
   std::vector<double> step_err, fwd_err, bwd_err, comm_err, mem_err, rep_err, repb_err, repm_err;
+  std::vector<double> rank_err, estimate_err;
   std::vector<double> spreads, live_steps, sim_steps;
   for (size_t i = 0; i < v.plans.size(); ++i) {
     const PlanComparison& c = v.plans[i];
     step_err.push_back(rel_error(c.sim_step_s, c.live_step_s));
     mem_err.push_back(rel_error(c.sim_peak_bytes, c.live_peak_bytes));
+    for (size_t r = 0; r < c.live_rank_peak_bytes.size(); ++r) {
+      if (r < c.sim_rank_peak_bytes.size())
+        rank_err.push_back(rel_error(c.sim_rank_peak_bytes[r], c.live_rank_peak_bytes[r]));
+      if (r < c.estimate_rank_peak_bytes.size())
+        estimate_err.push_back(rel_error(c.estimate_rank_peak_bytes[r], c.live_rank_peak_bytes[r]));
+    }
     if (i > 0 && c.live_repartition_bytes > 0) {
       rep_err.push_back(rel_error(c.sim_repartition_s, c.live_repartition_s));
       repb_err.push_back(rel_error(c.sim_repartition_bytes, c.live_repartition_bytes));
@@ -195,6 +209,8 @@ void summarize_plans(LiveValidation& v) {
   v.bwd = summarize(bwd_err);
   v.comm = summarize(comm_err);
   v.memory = summarize(mem_err);
+  v.rank_memory = summarize(rank_err);
+  v.rank_memory_estimate = summarize(estimate_err);
   v.repartition_s = summarize(rep_err);
   v.repartition_bytes = summarize(repb_err);
   v.repartition_peak = summarize(repm_err);
@@ -329,7 +345,7 @@ LiveValidation validate_live(const std::string& config, const LiveValidationOpti
     const Measurement pred = sim_step(plan);   // an iteration in it (noise-free)
     // The trace's remaining iterations (the simulator's are all `pred`).
     for (int k = 2; k < o.warmup + o.iterations && sim_trace; ++k) sim_step(plan);
-    v.plans.push_back(compare_plan(plan, s, first, pred));
+    v.plans.push_back(compare_plan(spec, plan, s, first, pred));
     report_plan(o, i, plans.size(), v.plans.back());
   }
   summarize_plans(v);
@@ -363,6 +379,8 @@ std::vector<NamedError> error_figures(const LiveValidation& v) {
           {"block bwd", "block_bwd", &v.bwd},
           {"block comm", "block_comm", &v.comm},
           {"peak memory", "peak_memory", &v.memory},
+          {"rank peaks", "rank_peak_memory", &v.rank_memory},
+          {"rank est.", "rank_peak_memory_estimate", &v.rank_memory_estimate},
           {"repart. s", "repartition_s", &v.repartition_s},
           {"repart. B", "repartition_bytes", &v.repartition_bytes},
           {"repart. peak", "repartition_peak_bytes", &v.repartition_peak},
@@ -396,6 +414,8 @@ std::string live_validation_table(const LiveValidation& v) {
   };
   for (const NamedError& f : error_figures(v))
     if (f.error != &v.repeat || v.repeat.n > 0) row(f.table, *f.error);
+  o << "(peak memory: the fullest rank; rank peaks: every rank; rank est.: the live ranks'\n"
+    << " analytic estimate, runtime/live/launch/memory_estimate.h, against every rank)\n";
   o << std::setprecision(3) << "Kendall tau of the plans' step latencies: " << v.kendall_tau;
   if (v.repeat.n > 0) o << " (live against itself, second visit: " << v.repeat_tau << ")";
   o << std::setprecision(3)
@@ -443,6 +463,7 @@ std::string live_validation_json(const LiveValidation& v) {
       << ", \"sim_peak_bytes\": " << c.sim_peak_bytes
       << ", \"live_rank_peak_bytes\": " << numbers(c.live_rank_peak_bytes)
       << ", \"sim_rank_peak_bytes\": " << numbers(c.sim_rank_peak_bytes)
+      << ", \"estimate_rank_peak_bytes\": " << numbers(c.estimate_rank_peak_bytes)
       << ", \"live_repartition_s\": " << c.live_repartition_s
       << ", \"sim_repartition_s\": " << c.sim_repartition_s
       << ", \"live_repartition_bytes\": " << c.live_repartition_bytes

@@ -89,6 +89,39 @@ TEST(Memory, PeakPerRankMatchesTheEstimateStateHeavy) {
   expect_peaks_match(memory_spec(2, 128, 32), "h=128 s=32");  // tiny_live_spec's 2 layers
 }
 
+// Pipelined plans (stages on consecutive ranks, TP or DP inside, 1F1B and GPipe, recomputed
+// blocks, stages of one layer): every rank's peak against its own stage's estimate. The
+// estimate's structure is what the meter showed at a stage's peak (docs/live-fidelity.md,
+// "What a stage holds at its peak"); before it, one-layer stages were off by up to 66 %.
+TEST(Memory, PipelinedPeakPerRankMatchesItsStagesEstimate) {
+  constexpr double kStageTolerance = 0.10;
+  const ExperimentSpec spec = memory_spec(4, 64, 64);
+  LiveRun run(spec);
+  const int blocks = run.model().num_blocks();
+  run.reset(0, Plan::uniform(Strategy::dp(), blocks));
+  for (const char* text :
+       {"uniform:dp@pp(p=2,m=1,split=3/1)", "uniform:dp@pp(p=2,m=4,split=1/3)",
+        "uniform:tp1d(t=2)@pp(p=2,m=2,schedule=gpipe)",
+        "dp;dp(recompute=1);3*dp;dp(recompute=1);2*dp@pp(p=2,m=2,split=1/3)",
+        "uniform:dp(recompute=1)@pp(p=2,m=1,schedule=gpipe,split=3/1)",
+        "uniform:dp@pp(p=4,m=4)", "uniform:dp(chunks=2)@pp(p=4,m=2,schedule=gpipe)"}) {
+    const Plan plan = Plan::parse(text, blocks);
+    ASSERT_TRUE(run.step(plan).ok) << text;  // repartitions
+    const Measurement m = run.step(plan);
+    ASSERT_TRUE(m.ok) << m.error;
+    const std::vector<MemoryEstimate> stages =
+        live_stage_memory_estimates(run.model(), plan, 4, plan.pipeline.micro_batches);
+    ASSERT_EQ(stages.size(), static_cast<size_t>(plan.stages()));
+    const int per_stage = 4 / plan.stages();
+    for (int r = 0; r < 4; ++r) {
+      const double estimate = stages[r / per_stage].total();
+      EXPECT_NEAR(m.peak_memory_bytes[r] / estimate, 1.0, kStageTolerance)
+          << text << ", rank " << r << ": measured " << m.peak_memory_bytes[r]
+          << " B, estimated " << estimate << " B";
+    }
+  }
+}
+
 // Two live runs alive in one process (eval's agent env and its Megatron-LM reference) each
 // report their own ranks' memory: the second run's peaks are the first's, not the first's
 // state plus its own (before the meter's slots were leased per run, rank r of both counted in
@@ -105,8 +138,12 @@ TEST(Memory, TwoLiveRunsInOneProcessCountTheirOwnMemory) {
   const Measurement b = second.step(plan);
   ASSERT_TRUE(b.ok) << b.error;
   ASSERT_EQ(a.peak_memory_bytes.size(), b.peak_memory_bytes.size());
+  // Within 5 %: a first run in a process also makes a few one-time buffers (b / a was 0.988
+  // after other tests had run); counting the first run's state made it about 1.3.
   for (size_t r = 0; r < a.peak_memory_bytes.size(); ++r)
-    EXPECT_NEAR(b.peak_memory_bytes[r] / a.peak_memory_bytes[r], 1.0, 0.01) << "rank " << r;
+    EXPECT_NEAR(b.peak_memory_bytes[r] / a.peak_memory_bytes[r], 1.0, 0.05)
+        << "rank " << r << ": " << a.peak_memory_bytes[r] << " B alone, "
+        << b.peak_memory_bytes[r] << " B beside it";
 }
 
 // What a repartition holds on top of the state (runtime/live/tp/repartition.cpp: one block at a
@@ -189,6 +226,21 @@ TEST(Memory, EstimateCountsStateByDtypeAndShrinksWithTheDegree) {
   m.dtype = DType::kFloat64;
   EXPECT_DOUBLE_EQ(live_memory_estimate(m, Plan::uniform(Strategy::dp(), blocks), 4).state_bytes,
                    params * 32);
+}
+
+// A pipeline's last stage holds its blocks, the final norm and the LM head (tied: a copy of
+// wte), not the first stage's token and position embeddings (before: counted on both).
+TEST(Memory, EstimateCountsTheLastStagesOwnParameters) {
+  ModelSpec m = memory_spec(4, 64, 64).model;
+  const Plan plan = Plan::parse("uniform:dp@pp(p=2,m=1,split=1/3)", m.num_blocks());
+  for (const bool tied : {false, true}) {
+    m.tied_embeddings = tied;
+    double params = static_cast<double>(m.norm_params_per_hidden()) * m.hidden +
+                    static_cast<double>(m.vocab) * m.hidden;  // ln_f, the LM head or wte's copy
+    for (int b = 2; b < m.num_blocks(); ++b) params += static_cast<double>(m.block_params(b));
+    EXPECT_DOUBLE_EQ(live_memory_estimate(m, plan, 4).state_bytes, params * 16)
+        << (tied ? "tied" : "untied");
+  }
 }
 
 }  // namespace

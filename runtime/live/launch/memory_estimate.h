@@ -3,14 +3,20 @@
 //
 //   state       = (embedding + LM head + Σ_blocks params held by the rank) · state bytes/param
 //                 (live runs keep params, grads, exp_avg, exp_avg_sq in the model dtype)
-//   activations = Σ_blocks Korthikanti activations (cost.h), adjusted to the live layers:
-//                   − the dropout terms (the live GPT has no dropout)
-//                   + with sp=1, the all-gathered GEMM input the layers keep for backward
-//                 + the largest recomputed block's peak: its activations rebuilt in its
-//                   backward, plus (attention) the two score gradients alive together
-//                 + the LM head's: the final LayerNorm's input and output [b,s,h] and the
-//                   logits and log-probabilities [b,s,V] of the rank's G/P rows
+//   activations = the larger of the backward's two fullest moments (measured with the
+//                 allocator meter, docs/live-fidelity.md, "What a stage holds at its peak"):
+//                   the loss's backward (last stage): every block's activations of each micro-
+//                     batch in flight, the head's (final norm output [b,s,h], log-
+//                     probabilities [b,s,V]) of each, and the loss's two gradients [b,s,V];
+//                   a recomputed block's backward: the other micro-batches' activations, the
+//                     blocks before it, and its own rebuilt (plus, in attention, the two
+//                     score gradients alive together)
+//                 with a block's activations Korthikanti's (cost.h) adjusted to the live
+//                 layers: − the dropout terms (the live GPT has no dropout), + with sp=1 the
+//                 all-gathered GEMM input the layers keep for backward.
 #pragma once
+
+#include <vector>
 
 #include "runtime/core/model_spec.h"
 #include "runtime/core/plan.h"
@@ -32,5 +38,8 @@ struct MemoryEstimate {
 // over its P/p ranks.
 MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, int world,
                                     int micro_batches = 1);
+// Per stage (one entry without a pipeline): what each of its ranks holds.
+std::vector<MemoryEstimate> live_stage_memory_estimates(const ModelSpec& model, const Plan& plan,
+                                                        int world, int micro_batches = 1);
 
 }  // namespace shardgym::live
