@@ -85,8 +85,9 @@ MemoryEstimate stage_estimate(const ModelSpec& model, const Plan& plan, int b0, 
   const double held = in_flight * (per_micro_batch + (last ? 0 : bs * model.hidden * d));
   double top = 0;
   if (last) top = d * (in_flight * (bs * model.hidden + bs * model.vocab) + 2 * bs * model.vocab);
-  const Strategy& s_top = plan.blocks[b1 - 1];
-  if (b1 > b0 && ModelSpec::block_kind(b1 - 1) == BlockKind::kMlp && !s_top.recompute) {
+  if (b1 > b0 && ModelSpec::block_kind(b1 - 1) == BlockKind::kMlp &&
+      !plan.blocks[b1 - 1].recompute) {
+    const Strategy& s_top = plan.blocks[b1 - 1];
     const double t = s_top.degree(), f = model.ffn_size() * (model.swiglu ? 2.0 : 1.0);
     const double tokens = static_cast<double>(local_batch(model, s_top, world)) * model.seq;
     top = std::max(top, d * (tokens * f / t + f * model.hidden / t));
