@@ -534,6 +534,19 @@ void fit_step_overheads(const Session& session, const std::vector<PlanStats>& st
 // running the simulator with the other scale at 0) and a constant.
 void fit_memory_terms(const Session& session, const std::vector<PlanStats>& stats, uint64_t seed,
                       CalibrationFile& c) {
+  if (session.sspec.model.live_layers) {
+    // The live layers' memory is counted (runtime/core/live_memory.h), not fitted: the scales
+    // stay 1, 1 and 0 (unused), and the fit error is the count's median miss on these plans.
+    c.runtime.memory_state_scale = 1, c.runtime.memory_activation_scale = 1;
+    c.runtime.memory_base_bytes = 0;
+    std::vector<double> err;
+    for (size_t i = 0; i < session.plans.size(); ++i)
+      if (stats[i].peak_bytes > 0)
+        err.push_back(std::abs(sim_peak(session.sspec, c, session.plans[i], seed) /
+                                   stats[i].peak_bytes - 1));
+    c.memory_fit_error = err.empty() ? 0.0 : median(err);
+    return;
+  }
   CalibrationFile only_state = c, only_act = c;
   only_state.runtime.memory_state_scale = 1, only_state.runtime.memory_activation_scale = 0;
   only_act.runtime.memory_state_scale = 0, only_act.runtime.memory_activation_scale = 1;

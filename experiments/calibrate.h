@@ -50,7 +50,7 @@ struct PlanComparison {
   double live_step_s = 0, sim_step_s = 0, live_spread = 0;
   double live_peak_bytes = 0, sim_peak_bytes = 0;  // largest rank
   std::vector<double> live_rank_peak_bytes, sim_rank_peak_bytes;  // rank by rank
-  // The live ranks' analytic estimate (runtime/live/launch/memory_estimate.h), rank by rank.
+  // The live ranks' analytic estimate (runtime/core/live_memory.h), rank by rank.
   std::vector<double> estimate_rank_peak_bytes;
   double live_repartition_s = 0, sim_repartition_s = 0;  // into this plan (0 for the first)
   double live_repartition_bytes = 0, sim_repartition_bytes = 0;

@@ -400,6 +400,11 @@ ExperimentSpec parse_impl(const std::string& text, const std::string& file,
   if (auto c = root.optional("catalog")) spec.catalog = parse_catalog_options(*c);
   check_catalog(root.optional("catalog").value_or(root), spec);
   if (auto l = root.optional("live")) {
+    // The live ranks run their own layers: the simulator of this config prices their memory.
+    if (auto impl = root.child("model").optional("implementation");
+        impl && impl->as_string() != "live")
+      impl->fail("a config with a live section runs the live layers (implementation: live)");
+    spec.model.live_layers = true;
     spec.live = parse_live(*l);
     if (!spec.live.corpus.empty()) check_corpus(*l->optional("corpus"), spec);
     if (auto extra = l->optional("extra")) parse_env_options(*extra, "live.extra", base_dir, spec);

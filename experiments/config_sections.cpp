@@ -8,7 +8,7 @@ ModelSpec parse_model(const YamlField& f) {
   f.check_keys({"name", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "micro_batch",
                 "global_batch", "vocab", "dtype", "mixed_precision", "main_grads_fp32",
                 "flash_attention", "arch", "norm", "activation", "position", "bias", "dropout",
-                "tied_embeddings"});
+                "tied_embeddings", "implementation"});
   ModelSpec m;
   if (auto name = f.optional("name")) m.name = name->as_string();
   m.layers = f.child("layers").as_int(1, 4096);
@@ -26,6 +26,10 @@ ModelSpec parse_model(const YamlField& f) {
   if (auto v = f.optional("bias")) m.linear_bias = v->as_bool();
   if (auto v = f.optional("dropout")) m.dropout = v->as_bool();
   if (auto v = f.optional("tied_embeddings")) m.tied_embeddings = v->as_bool();
+  // Whose layers the simulator's memory follows (model_spec.h live_layers): a live section sets
+  // `live` (experiments/config.cpp).
+  if (auto v = f.optional("implementation"))
+    m.live_layers = v->as_choice({"megatron", "live"}) == "live";
   if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     f.child("kv_heads").fail(std::to_string(m.kv_heads) + " key/value heads do not divide " +
                              std::to_string(m.heads) + " heads (each query group has as many)");

@@ -15,7 +15,7 @@
 #include "experiments/calibrate.h"
 #include "experiments/config.h"
 #include "experiments/live_measure.h"
-#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/sim/sim_run.h"
 
 namespace shardgym {
@@ -145,7 +145,7 @@ PlanComparison compare_plan(const ExperimentSpec& spec, const Plan& plan, const 
                             const Measurement& first, const Measurement& pred) {
   PlanComparison c;
   const int world = spec.live.ranks;
-  const std::vector<live::MemoryEstimate> stages = live::live_stage_memory_estimates(
+  const std::vector<MemoryEstimate> stages = live_stage_memory_estimates(
       spec.model, plan, world, plan_micro_batches(plan, spec.model, world));
   for (int r = 0; r < world; ++r)
     c.estimate_rank_peak_bytes.push_back(
@@ -415,7 +415,7 @@ std::string live_validation_table(const LiveValidation& v) {
   for (const NamedError& f : error_figures(v))
     if (f.error != &v.repeat || v.repeat.n > 0) row(f.table, *f.error);
   o << "(peak memory: the fullest rank; rank peaks: every rank; rank est.: the live ranks'\n"
-    << " analytic estimate, runtime/live/launch/memory_estimate.h, against every rank)\n";
+    << " analytic estimate, runtime/core/live_memory.h, against every rank)\n";
   o << std::setprecision(3) << "Kendall tau of the plans' step latencies: " << v.kendall_tau;
   if (v.repeat.n > 0) o << " (live against itself, second visit: " << v.repeat_tau << ")";
   o << std::setprecision(3)

@@ -57,6 +57,10 @@ struct ModelSpec {
   bool overlap_p2p_comm = true;
   bool vocab_parallel = false;        // embedding and LM head split over the vocabulary by
                                       // the edge blocks' TP degree (Megatron-LM's layers)
+  // The layers as the live ranks run them (runtime/live/tp; config `implementation: live`,
+  // set for every config with a live section): the simulator's peak memory is then
+  // live_memory.h's, measured structure and all, not Megatron-LM's with fitted scales.
+  bool live_layers = false;
   // Block traits (Megatron-LM flags in brackets; the defaults are GPT's, as every config
   // before them was written).
   bool rmsnorm = false;          // [--normalization RMSNorm] one weight per norm, no bias

@@ -267,6 +267,9 @@ class SimRun : public TrainingRun {
   void stage_memory(const std::vector<int>& idx, std::vector<double>& out) const;
   // The same from memory_cache_ (or block_cache_ where it is filled): no block times computed.
   void stage_memory_only(const std::vector<int>& idx, std::vector<double>& out) const;
+  // For a model with live_layers: each stage's peak as the live ranks hold it
+  // (runtime/core/live_memory.h); the calibration's memory scales do not apply.
+  void live_stage_memory(const std::vector<int>& idx, std::vector<double>& out) const;
   // Memory-fit tables of action_mask (sim_run_mask.cpp): for each group of catalog entries,
   // their own memory term sorted, and the mask rows admitting the first n of them.
   struct MaskTable {
@@ -387,6 +390,7 @@ class SimRun : public TrainingRun {
   mutable std::vector<int> block_stage_;
   mutable std::vector<double> in_flight_;
   mutable std::vector<double> stage_scratch_;
+  mutable Plan live_plan_;  // live_stage_memory's plan, kept to reuse its blocks' storage
   mutable std::vector<int> fits_idx_;  // fits()'s entries, kept to spare an allocation a call
   mutable std::vector<double> stage_acc_;  // evaluate()'s per-stage sums, 12 per stage
   // edge_memory()'s figures for the first / last stage, valid for gen_ and those degrees.

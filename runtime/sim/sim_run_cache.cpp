@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "runtime/core/cost.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/core/placement.h"
 #include "runtime/sim/layout.h"
 #include "runtime/sim/pipeline_model.h"
@@ -377,7 +378,18 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
     for (int s = 0; s < p; ++s) out[s] += base;
 }
 
+void SimRun::live_stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
+  live_plan_.blocks.resize(blocks_);
+  for (int b = 0; b < blocks_; ++b) live_plan_.blocks[b] = entries_[idx[b]];
+  live_plan_.pipeline = pipe_;
+  const std::vector<MemoryEstimate> stages =
+      live_stage_memory_estimates(cost_.model(), live_plan_, world_, pipe_.micro_batches);
+  out.assign(stage_cost_.size(), 0.0);
+  for (size_t s = 0; s < out.size(); ++s) out[s] = stages[std::min(s, stages.size() - 1)].total();
+}
+
 void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {
+  if (model_.live_layers) return live_stage_memory(idx, out);
   out.assign(stage_cost_.size(), 0.0);
   edge_memory(idx, out);
   for (int b = 0; b < blocks_; ++b) {
@@ -389,6 +401,7 @@ void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out)
 }
 
 void SimRun::stage_memory_only(const std::vector<int>& idx, std::vector<double>& out) const {
+  if (model_.live_layers) return live_stage_memory(idx, out);
   out.assign(stage_cost_.size(), 0.0);
   edge_memory(idx, out);
   const RuntimeCalibration& cal = cost_.cluster().calibration;
@@ -591,6 +604,7 @@ void SimRun::evaluate(const std::vector<int>& idx, const std::vector<int>* from,
   Energy e;
   e.link_j = h.link_energy_j * m;
   sum_blocks(idx, noise, m, acc, out, e);
+  if (model_.live_layers) live_stage_memory(idx, stage_scratch_);
   const double nr = draw(), nh = draw(), np = draw();
   for (int s = 0; s < p; ++s) acc.mb[s] += acc.redist[s] * nr, acc.waits[s] += acc.redist[s] * nr;
   acc.mb[p - 1] += h.compute_s * nh;

@@ -102,8 +102,9 @@ void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
                             std::to_string(blocks_) + ")");
   }
   const int K = catalog_.size();
-  if (stage_cost_.size() > 1) {
-    // Pipelines: try each entry on the whole plan (stage memory is not one sum).
+  if (stage_cost_.size() > 1 || model_.live_layers) {
+    // Pipelines and the live layers: try each entry on the whole plan (stage memory is not one
+    // sum).
     ensure_shapes();
     std::vector<int> trial = idx_;
     for (int b = first; b < first + count; ++b, out += K) {

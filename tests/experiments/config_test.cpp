@@ -317,6 +317,22 @@ TEST(ConfigTest, IncludedMappingIsNotEchoed) {
     EXPECT_EQ(what.find(leak), std::string::npos) << leak << " in: " << what;
 }
 
+// A config with a live section runs the live ranks' layers, so its simulator prices their
+// memory (model.live_layers); a simulator config of them says so (`implementation: live`),
+// and a live config that says otherwise is refused at the key.
+TEST(ConfigTest, ALiveSectionPricesTheLiveLayers) {
+  EXPECT_FALSE(load_experiment(experiments("quickstart.yaml")).model.live_layers);
+  EXPECT_TRUE(load_experiment(experiments("fidelity/sim-threads-4.yaml")).model.live_layers);
+  const std::vector<std::string> ids = registered_env_ids();
+  if (std::find(ids.begin(), ids.end(), "shardgym/TPLive-v0") == ids.end())
+    GTEST_SKIP() << "shardgym/TPLive-v0 is not in this build (LibTorch off)";
+  EXPECT_TRUE(load_experiment(experiments("live-quickstart.yaml")).model.live_layers);
+  const std::string e = edit_error(experiments("live-quickstart.yaml"), "  mixed_precision: false",
+                                   "  implementation: megatron\n  mixed_precision: false");
+  EXPECT_NE(e.find("implementation: live"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.implementation"), std::string::npos) << e;
+}
+
 // live.corpus is read at load: a corpus too short for one window of the model's sequence, or
 // a FIFO, is a ConfigError at the key (a rank used to find out when it started).
 TEST(ConfigTest, LiveCorpusIsCheckedAtLoad) {

@@ -1,5 +1,5 @@
 // Measured peak memory per rank (counting allocator keyed by rank) against the analytic
-// estimate (launch/memory_estimate.h: runtime/core's parameter and Korthikanti activation formulas,
+// estimate (runtime/core/live_memory.h: runtime/core's parameter and Korthikanti activation formulas,
 // adjusted to the live layers), for every strategy kind on 4 rank threads.
 #include <cmath>
 #include <random>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/live/driver/live_run.h"
-#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/sim/sim_run.h"
 #include "tests/live/live_test_spec.h"
 

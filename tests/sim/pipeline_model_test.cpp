@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/live_memory.h"
 #include "runtime/core/plan.h"
 #include "runtime/sim/collective_model.h"
 #include "runtime/sim/pipeline_model.h"
@@ -285,7 +286,7 @@ TEST(PipelineModel, MicroBatchesHoldOneMicroBatchOfActivations) {
 
 // Under GPipe every micro-batch's forward runs before any backward, so the last stage holds
 // m micro-batches of its blocks' activations and of the LM head's (fp32 logits), as the live
-// ranks do (runtime/live/launch/memory_estimate.cpp); under 1F1B it holds one of each.
+// ranks do (runtime/core/live_memory.cpp); under 1F1B it holds one of each.
 TEST(PipelineModel, GPipesLastStageHoldsEveryMicroBatchsLogits) {
   ExperimentSpec spec =
       h100_spec(gpt(4, 2048, 16, 1024, 1), 16, 2, "uniform:tp1d(t=8)@pp(p=2,m=4)");
@@ -306,6 +307,33 @@ TEST(PipelineModel, GPipesLastStageHoldsEveryMicroBatchsLogits) {
   ASSERT_GT(head_act, 0);
   EXPECT_NEAR(b->peak_memory_bytes[8] - a->peak_memory_bytes[8], 3 * (blocks_act + head_act),
               1e-6 * a->peak_memory_bytes[8]);
+}
+
+// A model with the live layers (runtime/core/live_memory.h) is priced as the live ranks hold
+// it, stage by stage, whatever the calibration's memory scales say; the action mask then
+// tries each entry on the whole plan.
+TEST(PipelineModel, LiveLayersMemoryIsTheLiveRanksCount) {
+  ExperimentSpec spec = h100_spec(gpt(4, 256, 4, 128, 1), 16, 1,
+                                  "dp;dp(recompute=1);3*dp;dp(recompute=1);2*dp@pp(p=2,m=4,split=1/3)");
+  spec.model.live_layers = true;
+  spec.cluster.calibration.memory_state_scale = 0.5;  // not applied to the live layers
+  spec.cluster.calibration.memory_base_bytes = 1e9;
+  SimRun run(spec);
+  const auto m = run.estimate(run.plan());
+  ASSERT_TRUE(m && m->ok) << (m ? m->error : "");
+  const std::vector<MemoryEstimate> stages =
+      live_stage_memory_estimates(run.model(), run.plan(), 8, 4);
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_NE(stages[0].total(), stages[1].total());
+  for (int r = 0; r < 8; ++r)
+    EXPECT_DOUBLE_EQ(m->peak_memory_bytes[r], stages[r / 4].total()) << "rank " << r;
+  const std::vector<uint8_t> row = run.action_mask(0);
+  EXPECT_GT(std::count(row.begin(), row.end(), uint8_t{1}), 0);
+  spec.model.live_layers = false;  // Megatron-LM's layers: the scales and base apply
+  SimRun megatron(spec);
+  const auto g = megatron.estimate(megatron.plan());
+  ASSERT_TRUE(g && g->ok);
+  EXPECT_GT(g->peak_memory_bytes[0], 1e9);
 }
 
 TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {

@@ -13,7 +13,7 @@
 #include "runtime/live/comm/device.h"
 #include "runtime/live/driver/rank_driver.h"
 #include "runtime/live/launch/group_sets.h"
-#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/live/launch/world_limits.h"
 #include "runtime/live/tp/micro_batches.h"
 
@@ -72,7 +72,7 @@ double reported_loss(const std::vector<RankReport>& reports) {
 
 std::string why_model_not_live(const ModelSpec& m) {
   // Every block trait runs live (GPT's and Llama's, tp/reference_gpt.h); dropout is never
-  // applied (the live model has none, launch/memory_estimate.cpp counts no masks). Rotary
+  // applied (the live model has none, runtime/core/live_memory.cpp counts no masks). Rotary
   // embeddings rotate pairs of a head's features (tp/rotary.h): an odd head_dim has none.
   if (m.rotary && m.heads > 0 && m.head_dim() % 2 != 0)
     return "position: rotary needs an even head dimension, hidden/heads = " +

@@ -28,7 +28,7 @@
 
 #include "runtime/core/experiment_spec.h"
 #include "runtime/core/training_run.h"
-#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/live/driver/meters.h"
 #include "runtime/live/driver/rank_protocol.h"
 #include "runtime/live/launch/world_limits.h"

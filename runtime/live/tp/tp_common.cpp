@@ -19,7 +19,7 @@ constexpr double kEps = 1e-5;  // as at::layer_norm in the reference
 // RMSNorm that keeps only its input and the per-row 1/rms for the backward, as fused RMSNorm
 // kernels do (Transformer Engine's, which Megatron-LM's Llama runs; Apex's FusedRMSNorm):
 // written with autograd's elementary operations it would also keep x·r and x², one more
-// [rows, h] tensor or two per norm than the activations counted (launch/memory_estimate.cpp).
+// [rows, h] tensor or two per norm than the activations counted (runtime/core/live_memory.cpp).
 // g2: the group the hidden dimension is split over, or null. With r = (Σx²/H + eps)^(-1/2),
 // w the weight and g the output gradient:
 //   dx = r·(g·w) − x·r³·Σ(g·w·x)/H  (Σ over the whole hidden dimension: all-reduce on g2)

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/data_shares.h"
-#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/live/launch/thread_ranks.h"
 #include "runtime/live/tp/micro_batches.h"
 #include "runtime/live/tp/rank_trainer.h"

@@ -1,19 +1,23 @@
-// Analytic peak memory of one rank of the live run, from runtime/core's formulas: what the
-// allocator meter is checked against and what LiveRun's action mask uses.
+// Analytic peak memory of one rank of the live run (runtime/live/tp runs the model): what the
+// allocator meter is checked against, what LiveRun's action mask uses, and what the simulator
+// prices for a model with `live_layers` (model_spec.h). From runtime/core's formulas:
 //
 //   state       = (embedding + LM head + Σ_blocks params held by the rank) · state bytes/param
 //                 (live runs keep params, grads, exp_avg, exp_avg_sq in the model dtype)
-//   activations = the larger of the backward's two fullest moments (measured with the
-//                 allocator meter, docs/live-fidelity.md, "What a stage holds at its peak"):
-//                   the loss's backward (last stage): every block's activations of each micro-
-//                     batch in flight, the head's (final norm output [b,s,h], log-
-//                     probabilities [b,s,V]) of each, and the loss's two gradients [b,s,V];
-//                   a recomputed block's backward: the other micro-batches' activations, the
-//                     blocks before it, and its own rebuilt (plus, in attention, the two
-//                     score gradients alive together)
+//   activations = the fullest of three moments of the backward (measured with the allocator
+//                 meter, docs/live-fidelity.md, "What a stage holds at its peak"), each with
+//                 every micro-batch in flight held and, on a stage before the last, each one's
+//                 stage output kept for its backward:
+//                   the loss's backward (last stage): the head's activations of each micro-
+//                     batch (final norm output [b,s,h], log-probabilities [b,s,V]) and the
+//                     loss's two gradients [b,s,V];
+//                   the stage's top MLP's backward: its hidden gradient and fc2's weight's;
+//                   a recomputed block's backward: one micro-batch fewer, the blocks before
+//                     it, and its own rebuilt (plus, in attention, the two score gradients)
 //                 with a block's activations Korthikanti's (cost.h) adjusted to the live
 //                 layers: − the dropout terms (the live GPT has no dropout), + with sp=1 the
-//                 all-gathered GEMM input the layers keep for backward.
+//                 all-gathered GEMM input the layers keep for backward, block-by-block
+//                 checkpoints (a recomputed MLP keeps its input).
 #pragma once
 
 #include <vector>
@@ -21,7 +25,7 @@
 #include "runtime/core/model_spec.h"
 #include "runtime/core/plan.h"
 
-namespace shardgym::live {
+namespace shardgym {
 
 struct MemoryEstimate {
   double state_bytes = 0;
@@ -42,4 +46,4 @@ MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, in
 std::vector<MemoryEstimate> live_stage_memory_estimates(const ModelSpec& model, const Plan& plan,
                                                         int world, int micro_batches = 1);
 
-}  // namespace shardgym::live
+}  // namespace shardgym

@@ -1,4 +1,4 @@
-#include "runtime/live/launch/memory_estimate.h"
+#include "runtime/core/live_memory.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "runtime/core/data_shares.h"
 #include "runtime/core/strategy_family.h"
 
-namespace shardgym::live {
+namespace shardgym {
 namespace {
 
 // What the live layers keep beyond the paper's count: with sequence parallelism the
@@ -142,4 +142,4 @@ MemoryEstimate live_memory_estimate(const ModelSpec& model, const Plan& plan, in
   return most;
 }
 
-}  // namespace shardgym::live
+}  // namespace shardgym
