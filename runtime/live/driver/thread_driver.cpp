@@ -57,13 +57,13 @@ class ThreadDriver : public RankDriver {
       : box_(std::make_shared<Mailbox>()),
         world_(config.world_size),
         timeout_s_(config.timeout_s),
-        meter_(std::make_unique<MemoryMeter::Lease>(config.world_size)) {
+        meter_(config.world_size) {
     box_->reports.resize(world_);
     box_->have.assign(world_, false);
     box_->answered.assign(world_, 0);
     auto box = box_;
     const FaultSpec fault = parse_fault(config.fault);
-    const int meter_base = meter_->base();
+    const int meter_base = meter_.base();
     ranks_ = std::make_unique<ThreadRanks>(
         world_,
         [box, config, meter_base](CommWorld& w) {
@@ -172,7 +172,7 @@ class ThreadDriver : public RankDriver {
   double timeout_s_;
   // This run's memory meter slots: released after ranks_ (declared later) has ended the rank
   // threads, whose trainers free their tensors into these slots as they leave.
-  std::unique_ptr<MemoryMeter::Lease> meter_;
+  MemoryMeter::Lease meter_;
   std::unique_ptr<ThreadRanks> ranks_;
 };
 
