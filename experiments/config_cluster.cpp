@@ -42,8 +42,8 @@ double parse_peak_flops(const YamlField& f, DType dtype, std::string& missing) {
 DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
   f.check_keys({"name", "peak_tflops", "memory_gib", "memory_bw_gbs", "idle_w", "busy_w",
                 "gemm_efficiency", "gemm_fixed_us", "attention_efficiency", "memory_efficiency",
-                "host_kernel_us",
-                "host_micro_batch_us", "host_overlap_exponent"});
+                "host_kernel_us", "host_micro_batch_us", "host_overlap_exponent",
+                "workspace_mib"});
   DeviceType d;
   d.name = f.child("name").as_string();
   d.peak_flops = parse_peak_flops(f.child("peak_tflops"), dtype, missing);
@@ -71,6 +71,9 @@ DeviceType parse_device(const YamlField& f, DType dtype, std::string& missing) {
     d.host_micro_batch_s = e->as_double(0, 1e6) * kMicro;
   // 1 adds host and GPU time; beyond 64 the combination is max(G, H) to 1 % or better.
   if (auto e = f.optional("host_overlap_exponent")) d.host_overlap_exponent = e->as_double(1, 64);
+  // At most 64 GiB: a framework's workspaces beside the model, not the model.
+  if (auto e = f.optional("workspace_mib"))
+    d.workspace_bytes = e->as_double(0, 65536) * (kGiB / 1024);
   return d;
 }
 

@@ -147,9 +147,12 @@ PlanComparison compare_plan(const ExperimentSpec& spec, const Plan& plan, const 
   const int world = spec.live.ranks;
   const std::vector<MemoryEstimate> stages = live_stage_memory_estimates(
       spec.model, plan, world, plan_micro_batches(plan, spec.model, world));
+  // The framework's workspaces (DeviceType::workspace_bytes) beside the model's tensors.
+  const double workspace = spec.cluster.max_workspace_bytes();
   for (int r = 0; r < world; ++r)
     c.estimate_rank_peak_bytes.push_back(
-        stages[std::min(stages.size() - 1, size_t(r) * stages.size() / size_t(world))].total());
+        stages[std::min(stages.size() - 1, size_t(r) * stages.size() / size_t(world))].total() +
+        workspace);
   c.plan = plan.to_string();
   c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
   c.live_peak_bytes = s.peak_bytes;

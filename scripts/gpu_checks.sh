@@ -94,7 +94,9 @@ step() {  # step NAME SECONDS COMMAND...: runs it, its output to $out/NAME.log
 # Which steps (GPU_CHECKS, default "tests bench gemm"); "fidelity" adds the simulator against
 # live CPU ranks on pipelined plans, 2 and 4 ranks, threads and processes
 # (scripts/reproduce/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine;
-# "memory" a step near the GPU's memory capacity (scripts/gpu_memory_pressure.py, Python only).
+# "memory" a step near the GPU's memory capacity (scripts/gpu_memory_pressure.py, Python only);
+# "live-memory" the live ranks' memory count against the CUDA allocator (validate-sim);
+# "stream" the step's memory-bound passes (scripts/gpu_stream_bench.py, Python only).
 # Limits that keep the whole run inside a 10-minute lease command.
 checks=" ${GPU_CHECKS:-tests bench gemm} "
 if [[ $checks == *" tests "* ]]; then
@@ -107,12 +109,35 @@ fi
 if [[ $checks == *" gemm "* ]]; then
   step gemm_sweep 120 "$py" scripts/gpu_gemm_sweep.py --out "$out/gemm_sweep.csv"
 fi
+if [[ $checks == *" stream "* ]]; then
+  # The memory-bound passes (copy, AdamW, gradient clipping, zeroing) and the host's issue time
+  # of a tiny kernel (scripts/gpu_stream_bench.py).
+  step stream_bench 90 "$py" scripts/gpu_stream_bench.py --out "$out/stream_bench.csv"
+fi
 if [[ $checks == *" memory "* ]]; then
   # A step near the GPU's memory capacity (scripts/gpu_memory_pressure.py), with PyTorch's
   # default allocator and with expandable segments.
-  step memory_pressure 240 "$py" scripts/gpu_memory_pressure.py --quick --out "$out/memory_pressure.csv"
+  # MEMORY_PRESSURE_ARGS: the script's options (default --quick).
+  # shellcheck disable=SC2086
+  step memory_pressure 240 "$py" scripts/gpu_memory_pressure.py ${MEMORY_PRESSURE_ARGS:---quick} \
+    --out "$out/memory_pressure.csv"
+  # shellcheck disable=SC2086
   step memory_pressure_expandable 240 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
-    "$py" scripts/gpu_memory_pressure.py --quick --out "$out/memory_pressure_expandable.csv"
+    "$py" scripts/gpu_memory_pressure.py ${MEMORY_PRESSURE_ARGS:---quick} \
+    --out "$out/memory_pressure_expandable.csv"
+fi
+if [[ $checks == *" live-memory "* ]]; then
+  # The live memory count (runtime/core/live_memory.h) against the CUDA caching allocator's
+  # peak on every rank: rank processes sharing the GPU over Gloo, pipelined plans and plans
+  # of one stage (experiments/fidelity/live-cuda-processes-4.yaml; its step times are not the
+  # point: Gloo stages collectives through the host).
+  step workspace_probe 60 "$py" scripts/gpu_workspace_probe.py
+  step live_memory_pipelined 200 build-cuda/experiments/shardgym validate-sim \
+    experiments/fidelity/live-cuda-processes-4.yaml --pipelines --plans 12 --warmup 1 \
+    --iterations 2 --seed 1 --no-repeat --allow-noisy --out "$out/live_memory_pipelined.json"
+  step live_memory_one_stage 150 build-cuda/experiments/shardgym validate-sim \
+    experiments/fidelity/live-cuda-processes-4.yaml --plans 8 --warmup 1 \
+    --iterations 2 --seed 1 --no-repeat --allow-noisy --out "$out/live_memory_one_stage.json"
 fi
 if [[ $checks == *" fidelity "* ]]; then
   # LIVE_FIDELITY_CASES: some of threads-2 threads-4 processes-2 processes-4 (default: all).
@@ -129,8 +154,13 @@ for f in cuda_equivalence live_cuda; do
     "$out/$f.log" | sed 's/^/  /'
 done
 [[ -f $out/bench_live.log ]] && grep -A12 -iE 'step|eager' "$out/bench_live.log" | head -30
+[[ -f $out/stream_bench.csv ]] && sed 's/^/  /' "$out/stream_bench.csv"
 for f in memory_pressure memory_pressure_expandable; do
-  [[ -f $out/$f.csv ]] && { echo "  $f:"; column -s, -t < "$out/$f.csv" | sed 's/^/    /'; }
+  [[ -f $out/$f.csv ]] && { echo "  $f:"; sed 's/^/    /' "$out/$f.csv"; }
+done
+[[ -f $out/workspace_probe.log ]] && sed 's/^/  /' "$out/workspace_probe.log"
+for f in live_memory_pipelined live_memory_one_stage; do
+  [[ -f $out/$f.log ]] && { echo "  $f:"; grep -E '^(peak memory|rank peaks|rank est\.|step) ' "$out/$f.log"; }
 done
 [[ -f $out/live_fidelity.log ]] && grep -E '^== |^step |^peak memory|^Kendall|^live noise' "$out/live_fidelity.log"
 cat "$out/summary.txt"

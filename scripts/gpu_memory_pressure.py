@@ -24,6 +24,7 @@ column says which): expandable segments let the allocator grow a segment instead
 many of fixed sizes, which is what Megatron-LM's runs near capacity are advised to use.
 
 Usage: python3 scripts/gpu_memory_pressure.py [--out FILE] [--quick] [--hidden H] [--layers L]
+           [--micro-batches B...] [--fractions F...] [--steps N]
        python3 scripts/gpu_memory_pressure.py --dry-run   (one step on the CPU: checks the code)
 """
 import argparse
@@ -37,16 +38,19 @@ import time
 
 def build(torch, hidden, layers, heads, recompute, device, dtype):
     nn = torch.nn
+    # Parameters made on the device itself: a CPU initialisation of a billion parameters would
+    # take longer than the steps measured on them.
+    kw = {"device": device, "dtype": dtype}
 
     class Layer(nn.Module):
         def __init__(self):
             super().__init__()
-            self.ln1 = nn.LayerNorm(hidden)
-            self.qkv = nn.Linear(hidden, 3 * hidden)
-            self.proj = nn.Linear(hidden, hidden)
-            self.ln2 = nn.LayerNorm(hidden)
-            self.fc1 = nn.Linear(hidden, 4 * hidden)
-            self.fc2 = nn.Linear(4 * hidden, hidden)
+            self.ln1 = nn.LayerNorm(hidden, **kw)
+            self.qkv = nn.Linear(hidden, 3 * hidden, **kw)
+            self.proj = nn.Linear(hidden, hidden, **kw)
+            self.ln2 = nn.LayerNorm(hidden, **kw)
+            self.fc1 = nn.Linear(hidden, 4 * hidden, **kw)
+            self.fc2 = nn.Linear(4 * hidden, hidden, **kw)
 
         def attention(self, x):
             s, b, _ = x.shape
@@ -76,7 +80,7 @@ def build(torch, hidden, layers, heads, recompute, device, dtype):
                     x = layer(x)
             return x
 
-    return Stack().to(device=device, dtype=dtype)
+    return Stack()
 
 
 def main():
@@ -89,6 +93,11 @@ def main():
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per cap (after 2 warm-up)")
+    ap.add_argument("--micro-batches", type=int, nargs="+",
+                    help="micro-batches to measure (default 1 2 4 8; --quick: 4)")
+    ap.add_argument("--fractions", type=float, nargs="+",
+                    help="caps as multiples of the uncapped step's allocated peak "
+                         "(default 1.6 1.3 1.15 1.08 1.04 1.02 1.0 0.98 0.95)")
     args = ap.parse_args()
 
     import torch
@@ -105,7 +114,7 @@ def main():
         return 2
     mode = "expandable" if "expandable_segments:True" in os.environ.get(
         "PYTORCH_CUDA_ALLOC_CONF", "") else "default"
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", torch.cuda.current_device())
     total = torch.cuda.get_device_properties(dev).total_memory
     gib = float(1 << 30)
     out = open(args.out, "w", newline="") if args.out else sys.stdout
@@ -117,6 +126,11 @@ def main():
     fractions_of_peak = [1.6, 1.3, 1.15, 1.08, 1.04, 1.02, 1.0, 0.98, 0.95]
     if args.quick:
         fractions_of_peak = [1.3, 1.08, 1.02, 0.98]
+    micro_batches = args.micro_batches or micro_batches
+    fractions_of_peak = args.fractions or fractions_of_peak
+    if min(micro_batches) < 1 or min(fractions_of_peak) <= 0:
+        print("gpu_memory_pressure: micro-batches and fractions must be positive", file=sys.stderr)
+        return 2
 
     def one_config(recompute, mb, cap):
         """Median step time (ms), retries and OOMs per step, peaks; None where it failed."""

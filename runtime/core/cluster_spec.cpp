@@ -13,6 +13,12 @@ int ClusterSpec::world_size() const {
   return p;
 }
 
+double ClusterSpec::max_workspace_bytes() const {
+  double w = 0;
+  for (const DeviceType& d : devices) w = std::max(w, d.workspace_bytes);
+  return w;
+}
+
 int ClusterSpec::node_of(int rank) const {
   const std::vector<long long>* first = rank_index.get();
   auto find = [&]() -> int {

@@ -46,6 +46,12 @@ struct DeviceType {
   // rank's calibration: argument checks, contiguous copies and the call into the backend on
   // the rank's thread); < 0: a collective costs host_kernel_s like a kernel.
   double host_collective_s = -1;
+  // Device memory the framework's allocator holds on each rank besides the model's tensors
+  // and counts in its peak: PyTorch's cuBLAS workspaces, one per (handle, stream), 32 MiB on
+  // Hopper (measured on an H200, docs/live-fidelity.md, "On a GPU's caching allocator"); a
+  // training step issues GEMMs from two threads (its own and autograd's device thread), so
+  // two. 0 = not stated. Every rank's peak memory includes it (simulator and live estimate).
+  double workspace_bytes = 0;
 };
 
 struct LinkClass {
@@ -125,6 +131,8 @@ struct ClusterSpec {
   static constexpr int kMaxGpus = 1 << 24;
 
   int world_size() const;
+  // The largest DeviceType::workspace_bytes of the devices: what the fullest rank adds.
+  double max_workspace_bytes() const;
   int num_nodes() const { return static_cast<int>(nodes.size()); }
   int node_of(int rank) const;
   const DeviceType& device_of(int rank) const;

@@ -373,7 +373,8 @@ void SimRun::edge_memory(const std::vector<int>& idx, std::vector<double>& out) 
   }
   out[0] += edge_[0];
   out[p - 1] += edge_[1] + head_in_flight_ * edge_act_;
-  const double base = cost_.cluster().calibration.memory_base_bytes;
+  const double base = cost_.cluster().calibration.memory_base_bytes +
+                     cost_.cluster().max_workspace_bytes();
   if (base != 0)
     for (int s = 0; s < p; ++s) out[s] += base;
 }
@@ -385,7 +386,9 @@ void SimRun::live_stage_memory(const std::vector<int>& idx, std::vector<double>&
   const std::vector<MemoryEstimate> stages =
       live_stage_memory_estimates(cost_.model(), live_plan_, world_, pipe_.micro_batches);
   out.assign(stage_cost_.size(), 0.0);
-  for (size_t s = 0; s < out.size(); ++s) out[s] = stages[std::min(s, stages.size() - 1)].total();
+  const double workspace = cost_.cluster().max_workspace_bytes();
+  for (size_t s = 0; s < out.size(); ++s)
+    out[s] = stages[std::min(s, stages.size() - 1)].total() + workspace;
 }
 
 void SimRun::stage_memory(const std::vector<int>& idx, std::vector<double>& out) const {

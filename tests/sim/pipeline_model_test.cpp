@@ -336,6 +336,37 @@ TEST(PipelineModel, LiveLayersMemoryIsTheLiveRanksCount) {
   EXPECT_GT(g->peak_memory_bytes[0], 1e9);
 }
 
+// A device's stated workspace (DeviceType::workspace_bytes: the framework's cuBLAS
+// workspaces) joins every rank's peak, on the live layers' count and on Megatron-LM's, and
+// the memory check sees it: a capacity between a plan's peak without and with it refuses it.
+TEST(PipelineModel, ADevicesWorkspaceJoinsEveryRanksPeak) {
+  const std::string plan = "dp;dp(recompute=1);3*dp;dp(recompute=1);2*dp@pp(p=2,m=4,split=1/3)";
+  for (const bool live : {true, false}) {
+    ExperimentSpec spec = h100_spec(gpt(4, 256, 4, 128, 1), 16, 1, plan);
+    spec.model.live_layers = live;
+    const auto without = SimRun(spec).estimate(Plan::parse(plan, 8));
+    ASSERT_TRUE(without && without->ok) << (without ? without->error : "");
+    const double workspace = 64.0 * (1 << 20);
+    for (DeviceType& d : spec.cluster.devices) d.workspace_bytes = workspace;
+    SimRun run(spec);
+    const auto with = run.estimate(run.plan());
+    ASSERT_TRUE(with && with->ok) << (with ? with->error : "");
+    for (int r = 0; r < 8; ++r)
+      EXPECT_DOUBLE_EQ(with->peak_memory_bytes[r], without->peak_memory_bytes[r] + workspace)
+          << (live ? "live layers" : "Megatron-LM's") << ", rank " << r;
+    const double fullest =
+        *std::max_element(without->peak_memory_bytes.begin(), without->peak_memory_bytes.end());
+    for (DeviceType& d : spec.cluster.devices) d.memory_bytes = fullest + workspace / 2;
+    SimRun tight(spec);
+    EXPECT_FALSE(tight.fits(Plan::parse(plan, 8))) << "over capacity with its workspace";
+    const auto over = tight.estimate(Plan::parse(plan, 8));
+    ASSERT_TRUE(over);
+    EXPECT_TRUE(over->oom);
+    for (DeviceType& d : spec.cluster.devices) d.workspace_bytes = 0;
+    EXPECT_TRUE(SimRun(spec).fits(Plan::parse(plan, 8))) << "fits without its workspace";
+  }
+}
+
 TEST(PipelineModel, AStageBoundaryMovesAndStaysValid) {
   ExperimentSpec spec =
       h100_spec(gpt(8, 2048, 16, 1024, 1), 16, 2, "uniform:tp1d(t=8)@pp(p=2,m=8)");

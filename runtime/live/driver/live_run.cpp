@@ -505,7 +505,8 @@ bool LiveRun::fits(const Plan& plan) const {
   const double capacity = memory_capacity();
   return capacity <= 0 ||
          live_memory_estimate(config_.model, plan, config_.world_size, micro_batches_of(plan))
-                 .total() <=
+                     .total() +
+                 cluster_.max_workspace_bytes() <=
              capacity;
 }
 
