@@ -48,9 +48,10 @@ struct DeviceType {
   double host_collective_s = -1;
   // Device memory the framework's allocator holds on each rank besides the model's tensors
   // and counts in its peak: PyTorch's cuBLAS workspaces, one per (handle, stream), 32 MiB on
-  // Hopper (measured on an H200, docs/live-fidelity.md, "On a GPU's caching allocator"); a
-  // training step issues GEMMs from two threads (its own and autograd's device thread), so
-  // two. 0 = not stated. Every rank's peak memory includes it (simulator and live estimate).
+  // Hopper; a training step issues GEMMs from two threads (its own and autograd's device
+  // thread), so two (both measured on an H200, scripts/gpu_workspace_probe.py,
+  // docs/live-fidelity.md, "On a GPU's caching allocator"). 0 = not stated. Every rank's peak
+  // memory includes it (simulator, live action mask, validate-sim's live estimate).
   double workspace_bytes = 0;
 };
 
