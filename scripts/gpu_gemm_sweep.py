@@ -30,19 +30,10 @@ def main():
     try:
         from triton.testing import do_bench
     except ImportError:  # events by hand, median of 30 after 5 warm-ups
+        from gpu_timing import cuda_event_median_ms
+
         def do_bench(fn, warmup=0, rep=0, return_mode="median"):
-            for _ in range(5):
-                fn()
-            times = []
-            for _ in range(30):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b))
-            times.sort()
-            return times[len(times) // 2]
+            return cuda_event_median_ms(torch, fn, warmup=5, repeats=30)
 
     dev = torch.device("cuda")
     dtypes = [("bf16", torch.bfloat16, False), ("fp32", torch.float32, False),

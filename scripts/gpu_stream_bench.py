@@ -30,6 +30,8 @@ import statistics
 import sys
 import time
 
+from gpu_timing import cuda_event_median_ms
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -57,17 +59,7 @@ def main():
         p.grad = torch.randn_like(p)
 
     def timed(fn):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(args.repeats):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        return statistics.median(times)
+        return cuda_event_median_ms(torch, fn, warmup=3, repeats=args.repeats)
 
     out = open(args.out, "w", newline="") if args.out else sys.stdout
     w = csv.writer(out)
