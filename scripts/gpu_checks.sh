@@ -96,7 +96,8 @@ step() {  # step NAME SECONDS COMMAND...: runs it, its output to $out/NAME.log
 # (scripts/reproduce/live_fidelity.sh --pipelines): the GPU machine's host is a quiet many-core machine;
 # "memory" a step near the GPU's memory capacity (scripts/gpu_memory_pressure.py, Python only);
 # "live-memory" the live ranks' memory count against the CUDA allocator (validate-sim);
-# "stream" the step's memory-bound passes (scripts/gpu_stream_bench.py, Python only).
+# "stream" the step's memory-bound passes (scripts/gpu_stream_bench.py, Python only);
+# "host" the host's issue time of an eager GPT layer (scripts/gpu_host_issue.py).
 # Limits that keep the whole run inside a 10-minute lease command.
 checks=" ${GPU_CHECKS:-tests bench gemm} "
 if [[ $checks == *" tests "* ]]; then
@@ -108,6 +109,10 @@ if [[ $checks == *" bench "* ]]; then
 fi
 if [[ $checks == *" gemm "* ]]; then
   step gemm_sweep 120 "$py" scripts/gpu_gemm_sweep.py --out "$out/gemm_sweep.csv"
+fi
+if [[ $checks == *" host "* ]]; then
+  # The host's issue time of an eager GPT layer at small shapes (scripts/gpu_host_issue.py).
+  step host_issue 120 "$py" scripts/gpu_host_issue.py --out "$out/host_issue.csv"
 fi
 if [[ $checks == *" stream "* ]]; then
   # The memory-bound passes (copy, AdamW, gradient clipping, zeroing) and the host's issue time
@@ -154,6 +159,7 @@ for f in cuda_equivalence live_cuda; do
     "$out/$f.log" | sed 's/^/  /'
 done
 [[ -f $out/bench_live.log ]] && grep -A12 -iE 'step|eager' "$out/bench_live.log" | head -30
+[[ -f $out/host_issue.csv ]] && sed 's/^/  /' "$out/host_issue.csv"
 [[ -f $out/stream_bench.csv ]] && sed 's/^/  /' "$out/stream_bench.csv"
 for f in memory_pressure memory_pressure_expandable; do
   [[ -f $out/$f.csv ]] && { echo "  $f:"; sed 's/^/    /' "$out/$f.csv"; }

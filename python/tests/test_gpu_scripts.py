@@ -23,7 +23,7 @@ def test_memory_pressure_dry_run_steps_on_the_cpu():
 
 
 @pytest.mark.parametrize("script", ["gpu_stream_bench.py", "gpu_workspace_probe.py",
-                                    "gpu_memory_pressure.py"])
+                                    "gpu_memory_pressure.py", "gpu_host_issue.py"])
 def test_without_a_gpu_the_scripts_say_so(script):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
