@@ -2,7 +2,10 @@
 
 # shardgym_warnings(target): the project's warning set.
 function(shardgym_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  # A function that falls off its end without a return is undefined behaviour that compiles:
+  # always an error (a missing `return d;` once built clean and crashed at run time).
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
+                                           -Werror=return-type)
   if(SHARDGYM_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
