@@ -30,7 +30,7 @@ def main():
     try:
         from triton.testing import do_bench
     except ImportError:  # events by hand, median of 30 after 5 warm-ups
-        from gpu_timing import cuda_event_median_ms
+        from gpu_common import cuda_event_median_ms
 
         def do_bench(fn, warmup=0, rep=0, return_mode="median"):
             return cuda_event_median_ms(torch, fn, warmup=5, repeats=30)

@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 
+from gpu_common import cuda_device
 from gpu_memory_pressure import build
 
 
@@ -32,17 +33,12 @@ def main():
     if args.layers < 1 or args.steps < 1:
         print("gpu_host_issue: --layers and --steps must be positive", file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("gpu_host_issue: PyTorch is not importable here", file=sys.stderr)
+    found = cuda_device("gpu_host_issue")
+    if found is None:
         return 2
-    if not torch.cuda.is_available():
-        print("gpu_host_issue: no CUDA device visible", file=sys.stderr)
-        return 2
+    torch, dev = found
     from torch.profiler import ProfilerActivity, profile
 
-    dev = torch.device("cuda", torch.cuda.current_device())
     out = open(args.out, "w", newline="") if args.out else sys.stdout
     w = csv.writer(out)
     w.writerow(["hidden", "seq", "micro_batch", "layers", "kernels_per_layer",

@@ -35,6 +35,8 @@ import statistics
 import sys
 import time
 
+from gpu_common import cuda_device
+
 
 def build(torch, hidden, layers, heads, recompute, device, dtype):
     nn = torch.nn
@@ -109,12 +111,12 @@ def main():
         opt.step()
         print("gpu_memory_pressure: dry run ok (one step of a 2-layer stack on the CPU)")
         return 0
-    if not torch.cuda.is_available():
-        print("gpu_memory_pressure: no CUDA device visible", file=sys.stderr)
+    found = cuda_device("gpu_memory_pressure")
+    if found is None:
         return 2
+    _, dev = found
     mode = "expandable" if "expandable_segments:True" in os.environ.get(
         "PYTORCH_CUDA_ALLOC_CONF", "") else "default"
-    dev = torch.device("cuda", torch.cuda.current_device())
     total = torch.cuda.get_device_properties(dev).total_memory
     gib = float(1 << 30)
     out = open(args.out, "w", newline="") if args.out else sys.stdout

@@ -30,7 +30,7 @@ import statistics
 import sys
 import time
 
-from gpu_timing import cuda_event_median_ms
+from gpu_common import cuda_device, cuda_event_median_ms
 
 
 def main():
@@ -46,11 +46,10 @@ def main():
         print("gpu_stream_bench: --params >= 1e6, positive --tensor-mib, --peak-gbs, --repeats",
               file=sys.stderr)
         return 2
-    import torch
-    if not torch.cuda.is_available():
-        print("gpu_stream_bench: no CUDA device visible", file=sys.stderr)
+    found = cuda_device("gpu_stream_bench")
+    if found is None:
         return 2
-    dev = torch.device("cuda")
+    torch, dev = found
     per = max(1, int(args.tensor_mib * (1 << 20) / 4))
     count = max(1, int(args.params // per))
     n = count * per

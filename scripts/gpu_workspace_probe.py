@@ -17,17 +17,14 @@ Usage: python3 scripts/gpu_workspace_probe.py
 """
 import sys
 
+from gpu_common import cuda_device
+
 
 def main():
-    try:
-        import torch
-    except ImportError:
-        print("gpu_workspace_probe: PyTorch is not importable here", file=sys.stderr)
+    found = cuda_device("gpu_workspace_probe")
+    if found is None:
         return 2
-    if not torch.cuda.is_available():
-        print("gpu_workspace_probe: no CUDA device visible", file=sys.stderr)
-        return 2
-    dev = torch.device("cuda", torch.cuda.current_device())
+    torch, dev = found
     mib = float(1 << 20)
     held = [torch.cuda.memory_allocated(dev)]
 

@@ -10,10 +10,10 @@
 #include <stdexcept>
 
 #include "runtime/core/cost.h"
+#include "runtime/core/live_memory.h"
 #include "runtime/live/comm/device.h"
 #include "runtime/live/driver/rank_driver.h"
 #include "runtime/live/launch/group_sets.h"
-#include "runtime/core/live_memory.h"
 #include "runtime/live/launch/world_limits.h"
 #include "runtime/live/tp/micro_batches.h"
 
