@@ -116,52 +116,32 @@ struct PPOConfig {
   // `pref` is the plan the sampled policy drifts to, without the wait.
   bool decode_pref = true;
   double margin = 1.0;
-  // Plan rows (plan=1): besides each block's row, the policy has a plan-move row and two
-  // entry rows; on a plan move every attention block takes one entry and every MLP block
-  // another, in one step. Single-block moves away from Megatron-LM's plan are worth little
-  // alone (seq-mix-corpus: +0.1 % per block under 2 % noise; quickstart: +0.5 %) or lose
-  // (seq-mix-corpus: MLP blocks alone to tp1d(t=16,sp=1,chunks=2), 0.96 of Megatron-LM), while
-  // the better plans move every block of a kind together (that pair with attention on
-  // tp1d(t=8,sp=1): 1.19): without these rows the policy reaches them only by many lucky
-  // block moves. plan_p: the probability of a plan move per training step, fixed (an
-  // exploration rate: learnt, it collapsed to ~0.03 within a few updates, before the entry
-  // rows knew where to go). plan_lr: Adam's step for the entry rows (Adam moves a parameter
-  // ~lr per step; at lr=3e-4 a row's top probability went from 0.087 to 0.093 in 90 s; on
-  // seq-mix-corpus seeds 0 and 2, 3e-3 reached 95 % on neither, 1e-2 on seed 0;
-  // docs/benchmarks.md, "PPO across training seeds").
-  // Off by default: on the measured seeds it reached 95 % on 3 of 5 seq-mix-corpus seeds
-  // (0 of 5 without) but on fewer quickstart, periodic-congestion and stragglers-come-go
-  // seeds (docs/benchmarks.md, "PPO across training seeds").
+  // Plan rows (plan=1, off by default): besides each block's row, the policy has a plan-move
+  // row and two entry rows; on a plan move every attention block takes one entry and every
+  // MLP block another, in one step, so plans that move every block of a kind together are one
+  // sampled step away instead of many lucky block moves. plan_p: the probability of a plan
+  // move per training step, fixed (an exploration rate; learnt, it collapsed before the entry
+  // rows knew where to go). plan_lr: Adam's step for the entry rows.
   bool plan = false;
   // plan=alt: the runs of restart on stall alternate, without plan rows (run 0, as plan=0)
-  // and with them (runs 1, 3, ...): a population of the two kinds in time. The two are
-  // complementary on the measured seeds (plan rows reach 95 % where the block rows stay on
-  // Megatron-LM's plan, on seq-mix-corpus, and lose elsewhere); plan stays false in the
-  // config and each run's Impl gets its own flag (PPO::run_config). Needs restart_s > 0.
-  // Measured (five seeds, 180 s): 4 or 5 of 5 seeds at 0.95 of the oracle on five of nine
-  // configs, 1-3 on the others; choosing the kind by its runs' evaluations instead was worse
-  // (docs/benchmarks.md, "PPO across training seeds: the two kinds in turn").
+  // and with them (runs 1, 3, ...): a population of the two kinds in time. plan stays false
+  // in the config and each run's Impl gets its own flag (PPO::run_config). Needs restart_s > 0.
   bool plan_alt = false;
   double plan_p = 0.05;
   double plan_lr = 1e-2;
   // Restart on stall: seconds of training (wall, evaluations included) without an improving
   // evaluation after which PPO starts afresh (see StallWatch); 0 = never (the default).
-  // Off by default: on the measured seeds (60 s budgets) restart_s=20 reached 95 % on 5 of 5
-  // quickstart seeds (4 without) but on fewer of three scenarios; restart_s=40 on 5 of 5 and
-  // as many as without (docs/benchmarks.md, "PPO across training seeds: restarts on stall").
   double restart_s = 0;
   // Polish: updates between two searches (0 = never, the default; the shipped configs use 4,
   // one value for all, not tuned) and the relative gain in episode return a substitution must
   // show on each of two seeds (0.1 %, StallWatch::kMinGain's reasoning: above the rounding of
-  // a summed return, below the smallest gain that counts). Why: the seeds that fail
-  // stall on a plan one coordinated move from the target (pcie-1node seed 3 holds
-  // tp1d(t=2,sp=1) on every block where the oracle holds tp1d(t=2,sp=1,chunks=2)); one block
-  // moving gains 1/32 of that, under 2 % noise per step, so PPO's per-block samples do not
-  // find it, while a whole-kind substitution scored on whole episodes does. Measured (five
-  // training seeds, nine configs): 5 of 5 at 0.95 of the oracle's return on every config, in
-  // 5-98 s, and the best plan (hindsight-static, or on hetero-dynamic the dynamic oracle's
-  // switch) on every config; but the searches, from Megatron-LM's plan, did it alone every
-  // time (docs/benchmarks.md, "PPO across training seeds: polish").
+  // a summed return, below the smallest gain that counts). It exists for plans one
+  // coordinated move away: one block moving gains a fraction of a whole kind's move, under
+  // the step noise, so per-block samples do not find it while a whole-kind substitution
+  // scored on whole episodes does.
+  //
+  // What each of these options did, measured over training seeds and configs (plan rows,
+  // restarts, the two kinds in turn, polish): docs/benchmarks.md, "PPO across training seeds".
   int polish = 0;
   double polish_gain = 1e-3;
 

@@ -31,6 +31,12 @@ void add_noise_options(CLI::App* cmd, shardgym::cli::NoiseArgs& a) {
       ->check(CLI::Range(0.001, 10.0));
 }
 
+// A required positional that names an existing file (a config, a trace).
+void add_input_file(CLI::App* cmd, const std::string& name, std::string& into,
+                    const std::string& help) {
+  cmd->add_option(name, into, help)->required()->check(CLI::ExistingFile);
+}
+
 // The call of a subcommand whose options were parsed into *a.
 template <class Args>
 Command bind(CLI::App* cmd, std::shared_ptr<Args> a,
@@ -66,9 +72,7 @@ Command add_train(CLI::App& parent, const Context&) {
       "DIR/trace.h5, learners are saved to DIR/agent.ckpt, and each episode's throughput\n"
       "(tokens/s, repartition included) is compared with the static Megatron-LM plan under\n"
       "the same conditions.");
-  cmd->add_option("config", a->config, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "config", a->config, "Experiment config (YAML)");
   cmd->add_option("--out", a->out, "Output directory (default: runs/<config name>)");
   cmd->add_option("--seed", a->seed, "Seed (default: the config's first seed)");
   cmd->add_option("--episodes", a->episodes, "Episodes (default: the config's)")
@@ -88,9 +92,7 @@ Command add_inspect(CLI::App& parent, const Context&) {
   cmd->footer(
       "Schema version, env, creation time, shapes, and one line per episode (seed,\n"
       "agent, steps, return, latency, energy, how it ended).");
-  cmd->add_option("trace", a->trace, "Trace file (HDF5, shardgym-trace)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "trace", a->trace, "Trace file (HDF5, shardgym-trace)");
   cmd->add_flag("--json", a->json, "Print JSON (config text included)");
   return {cmd,
           [a](std::ostream& out, std::ostream&) { return run_inspect(a->trace, a->json, out); }};
@@ -109,9 +111,7 @@ Command add_replay(CLI::App& parent, const Context&) {
       "with --backend sim shows the simulator's error on those very plans.\n"
       "  shardgym replay runs/quickstart/trace.h5 --episode 0\n"
       "  shardgym replay runs/live-quickstart/trace.h5 --backend sim --per-step");
-  cmd->add_option("trace", a->trace, "Trace file (HDF5, shardgym-trace)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "trace", a->trace, "Trace file (HDF5, shardgym-trace)");
   cmd->add_option("--episode", a->episode, "Episode K of the trace (default 0)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--backend", a->backend, "sim or live (default: the recorded one)")
@@ -132,9 +132,7 @@ Command add_cost(CLI::App& parent, const Context&) {
   cmd->footer(
       "Compute, communication, memory and energy of every block under the simulator's cost\n"
       "model for the config's cluster, noise-free, at step 0 of the scenario.");
-  cmd->add_option("config", a->config, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "config", a->config, "Experiment config (YAML)");
   cmd->add_option("--plan", a->plan,
                   "megatron, megatron-sp, uniform:<strategy>, or one strategy per block "
                   "(notation: README, Strategies)")
@@ -206,9 +204,7 @@ Command add_calibrate(CLI::App& parent, const Context& context) {
       "Use the file with `cluster.calibration: FILE` in a config, or validate-sim --calibration.\n"
       "Format: docs/calibration.md.\n"
       "Example: shardgym calibrate experiments/live-quickstart.yaml --out calib.yaml");
-  cmd->add_option("config", a->config, "A live experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "config", a->config, "A live experiment config (YAML)");
   cmd->add_option("--out", a->out, "Calibration file to write")->required();
   cmd->add_option("--warmup", a->warmup, "Unmeasured iterations after each plan change (default 2)")
       ->check(CLI::Range(1, 1000));
@@ -308,9 +304,7 @@ Command add_bench_learn(CLI::App& parent, const Context&) {
       "greedy evaluation episode (the clock keeps running); stops when the evaluation return\n"
       "reaches --threshold x the static oracle's on the same seed. Also prints ATP's and\n"
       "Megatron-LM's returns. Figures: docs/benchmarks.md.");
-  cmd->add_option("config", a->config, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "config", a->config, "Experiment config (YAML)");
   cmd->add_option("--agent", a->agent,
                   "Learning agent id (default: the config's agent if it learns, else ppo)");
   cmd->add_option("--oracle", a->oracle,
@@ -344,9 +338,7 @@ Command add_eval(CLI::App& parent, const Context&) {
       "energy per token next to the static Megatron-LM plan under the same seed.\n"
       "  shardgym eval experiments/quickstart.yaml --agent ckpt:runs/quickstart/agent.ckpt\n"
       "  shardgym eval experiments/scenarios/pcie-1node.yaml --agent atp --seeds 0,1,2");
-  cmd->add_option("config", a->config, "Experiment config (YAML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_input_file(cmd, "config", a->config, "Experiment config (YAML)");
   cmd->add_option("--agent", a->agent,
                   "ckpt:PATH (the config's agent, loaded from PATH) or an agent id: megatron, "
                   "atp, oracle, dynamic-oracle, random, greedy, anneal, ppo(...), ... "

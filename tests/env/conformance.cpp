@@ -120,7 +120,9 @@ void check_spaces(Env& env, uint64_t seed, const Policy& policy) {
     const size_t tail = components > size_t(blocks) ? size_t(s.action_space.nvec.back()) : 0;
     const std::vector<uint8_t> mask = env.action_mask();
     ASSERT_EQ(mask.size(), static_cast<size_t>(blocks) * k + tail);
-    if (tail > 0) EXPECT_EQ(mask[static_cast<size_t>(blocks) * k], 1) << "keep is masked";
+    if (tail > 0) {
+      EXPECT_EQ(mask[static_cast<size_t>(blocks) * k], 1) << "keep is masked";
+    }
     for (int b = 0; b < blocks; ++b) {
       int allowed = 0;
       for (int c = 0; c < k; ++c) allowed += mask[b * k + c];

@@ -73,7 +73,9 @@ TEST(LiveCuda, PipelineStagesOnRankProcessesSharingOneGpu) {
     EXPECT_EQ(g[i].memory_source, "cuda-allocator");
     ASSERT_EQ(g[i].peak_memory_bytes.size(), 4u);
     for (double peak : g[i].peak_memory_bytes) EXPECT_GT(peak, 0);
-    if (i == 1) EXPECT_GT(g[i].repartition_bytes, 0);  // the boundary moved a layer
+    if (i == 1) {
+      EXPECT_GT(g[i].repartition_bytes, 0);  // the boundary moved a layer
+    }
   }
 }
 

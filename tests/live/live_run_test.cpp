@@ -267,7 +267,9 @@ TEST(LiveRun, TrainsLlamaBlocksAndRepartitions) {
     const bool moves = p != run.plan();
     const Measurement m = run.step(p);
     ASSERT_TRUE(m.ok) << m.error;
-    if (moves) EXPECT_GT(m.repartition_bytes, 0) << "step " << i;
+    if (moves) {
+      EXPECT_GT(m.repartition_bytes, 0) << "step " << i;
+    }
     EXPECT_TRUE(std::isfinite(m.loss));
     losses.push_back(m.loss);
   }
@@ -442,7 +444,9 @@ TEST(LiveRun, PipelinedPlansTrainTheLossesOfOneStage) {
   for (size_t i = 0; i < g.size(); ++i) {
     for (int b = 0; b < blocks; ++b) EXPECT_GT(g[i].block_fwd_s[b], 0) << "block " << b;
     ASSERT_EQ(g[i].peak_memory_bytes.size(), 4u);
-    if (i == 1) EXPECT_GT(g[i].repartition_bytes, 0);  // the boundary moved a layer
+    if (i == 1) {
+      EXPECT_GT(g[i].repartition_bytes, 0);  // the boundary moved a layer
+    }
   }
 }
 

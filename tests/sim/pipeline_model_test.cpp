@@ -73,9 +73,13 @@ TEST(PipelineModel, OneFOneBReplayWaitsForItsTransfers) {
       EXPECT_NEAR(pipeline_replay(fwd.data(), bwd.data(), none.data(), p, m, Schedule::k1F1B),
                   (m + p - 1) * c, 1e-9);
       const double t = pipeline_replay(fwd.data(), bwd.data(), hop.data(), p, m, Schedule::k1F1B);
-      if (m == 1) EXPECT_NEAR(t, p * c + 2 * (p - 1) * x, 1e-9);
-      else if (p == 2) EXPECT_NEAR(t, (m + 1) * (c + x), 1e-9);
-      else if (m >= p) EXPECT_NEAR(t, (m + p - 1) * (c + 2 * x) - 3 * x, 1e-9);
+      if (m == 1) {
+        EXPECT_NEAR(t, p * c + 2 * (p - 1) * x, 1e-9);
+      } else if (p == 2) {
+        EXPECT_NEAR(t, (m + 1) * (c + x), 1e-9);
+      } else if (m >= p) {
+        EXPECT_NEAR(t, (m + p - 1) * (c + 2 * x) - 3 * x, 1e-9);
+      }
     }
   }
 }
