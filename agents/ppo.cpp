@@ -337,8 +337,10 @@ void PPO::observe(const Transition& t) {
   m.pending = false;
   if (t.action != m.pending_env_act)
     return;  // someone else chose this step: not the policy's sample
-  double reward = t.failed ? config_.fail_reward : t.reward;
   const bool done = t.terminated || t.truncated || t.failed;
+  double reward = t.failed              ? config_.fail_reward
+                  : config_.norm_reward ? m.reward_scale.scale(0, t.reward, config_.gamma, done)
+                                        : t.reward;
   if (t.truncated && !t.terminated && !t.failed)
     reward += config_.gamma * m.values(t.next_obs, 1)[0];  // time limit: bootstrap
   PPORollout& b = m.buffer;

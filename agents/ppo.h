@@ -99,6 +99,11 @@ struct PPOConfig {
   double max_grad_norm = 0.5;
   bool norm_adv = true;
   bool clip_vloss = true;
+  // norm_reward=1: each env reward is divided by the running standard deviation of the
+  // discounted return before learning (agents/return_scale.h: Gymnasium's NormalizeReward, not
+  // clipped); fail_reward is added unscaled. Off by default; what it did on the adaptivity
+  // suite: docs/suite.md.
+  bool norm_reward = false;
   int hidden = 64;
   double fail_reward = -1.0;
   bool block_ratio = true;  // ratio=block (per-block clipping) | ratio=joint (CleanRL)

@@ -142,6 +142,11 @@ void PPO::save(const std::string& path) const {
   put_vec(f, "next_obs", Elem::kF32, m.next_obs);
   put_vec(f, "sub", Elem::kI32, m.tables.sub);
   put_vec(f, "sub_keys", Elem::kF32, m.tables.key_values);
+  const ReturnScale& rs = m.reward_scale;
+  const double scale[4] = {rs.mean, rs.var, rs.count, rs.ret.empty() ? 0.0 : rs.ret[0]};
+  std::vector<int64_t> scale_bits(4);
+  std::memcpy(scale_bits.data(), scale, sizeof(scale));
+  put_vec(f, "reward_scale", Elem::kI64, scale_bits);
   checkpoint::write_file_atomic(path, f.encode(), "ppo save");
 }
 
@@ -223,6 +228,13 @@ void PPO::load_records(const RecordFile& f, const std::string& where) {
   m.next_obs = c.next_obs;
   m.tables.key_values = c.keys;
   m.tables.sub = c.sub;
+  m.reward_scale = ReturnScale{};
+  if (!c.reward_scale.empty()) {
+    m.reward_scale.mean = c.reward_scale[0];
+    m.reward_scale.var = c.reward_scale[1];
+    m.reward_scale.count = c.reward_scale[2];
+    m.reward_scale.ret = {c.reward_scale[3]};
+  }
   if (fresh) impl_ = std::move(fresh);
 }
 

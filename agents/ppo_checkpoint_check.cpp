@@ -1,6 +1,8 @@
 #include "agents/ppo_checkpoint_check.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -96,6 +98,19 @@ void read_substitutions(const RecordFile& f, const CheckpointLayout& l, const st
     throw std::runtime_error(where + " has a damaged substitution table");
 }
 
+// norm_reward's statistics, saved as the bits of four doubles (exact): finite, a variance
+// >= 0 and a count > 0. Absent (a checkpoint from before they were saved): empty.
+std::vector<double> read_reward_scale(const RecordFile& f, const std::string& where) {
+  if (!f.has("reward_scale")) return {};
+  const std::vector<int64_t> bits = f.vec<int64_t>("reward_scale", Elem::kI64, 4, where);
+  std::vector<double> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) std::memcpy(&v[i], &bits[i], sizeof(double));
+  if (v.size() != 4 || !std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); }) ||
+      !(v[1] >= 0) || !(v[2] > 0))
+    throw std::runtime_error(where + " has damaged reward statistics (record 'reward_scale')");
+  return v;
+}
+
 }  // namespace
 
 CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout& l,
@@ -170,6 +185,7 @@ CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout&
   c.pending_value = pending_value[0];
 
   read_substitutions(f, l, where, c);
+  c.reward_scale = read_reward_scale(f, where);
   return c;
 }
 

@@ -53,6 +53,9 @@ struct CheckpointContents {
   std::vector<uint8_t> pending_mask;
   std::vector<int64_t> pending_act;
   std::vector<int32_t> sub;
+  // norm_reward's statistics (agents/return_scale.h): mean, variance, count and the return
+  // of the agent-API episode; empty in a checkpoint written before they were saved.
+  std::vector<double> reward_scale;
 };
 
 // The header's plan-rows flag (plan=alt picks the layout by it); throws on a bad header.

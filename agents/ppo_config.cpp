@@ -12,7 +12,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
                  "clip",   "ent",         "vf",     "max_grad_norm", "norm_adv", "clip_vloss",
                  "hidden", "fail_reward", "ratio",  "keep",          "keep_p",   "decode",
                  "margin", "plan",        "plan_p", "plan_lr",
-                 "restart_s", "polish", "polish_gain"});
+                 "restart_s", "polish", "polish_gain", "norm_reward"});
   PPOConfig c;
   c.lr = id.get("lr", c.lr);
   c.rollout = static_cast<int>(id.get("rollout", static_cast<double>(c.rollout)));
@@ -26,6 +26,7 @@ PPOConfig PPOConfig::from_id(const ParsedId& id) {
   c.max_grad_norm = id.get("max_grad_norm", c.max_grad_norm);
   c.norm_adv = id.get("norm_adv", 1.0) != 0;
   c.clip_vloss = id.get("clip_vloss", 1.0) != 0;
+  c.norm_reward = id.get("norm_reward", c.norm_reward ? 1.0 : 0.0) != 0;
   c.hidden = static_cast<int>(id.get("hidden", static_cast<double>(c.hidden)));
   c.fail_reward = id.get("fail_reward", c.fail_reward);
   c.keep = id.get("keep", 1.0) != 0;

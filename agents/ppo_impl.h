@@ -12,6 +12,7 @@
 #include "agents/ppo.h"
 #include "agents/ppo_checkpoint_check.h"
 #include "agents/ppo_net.h"
+#include "agents/return_scale.h"
 
 namespace shardgym {
 
@@ -47,6 +48,8 @@ struct PPO::Impl {
   // The update after which the next search runs, and the wait before it (polish updates;
   // doubled after a search that keeps nothing).
   int polish_next = 0, polish_wait = 0;
+  // norm_reward (PPOConfig): the returns' statistics (env 0 is the agent API's episode).
+  ReturnScale reward_scale;
 
   // Agent-API path (one env): the step act() took, waiting for observe().
   PPORollout buffer;

@@ -68,6 +68,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
   std::vector<std::vector<int32_t>> plans;  // the plan in force for obs (catalog indices)
   std::vector<Observation> obs = envs.reset(env_seed(), &plans);
   std::vector<double> running(n, 0.0);
+  impl_->reward_scale.start_episodes(n);
   const bool was_training = training_;
   training_ = true;
   restart_pending_ = false;
@@ -76,6 +77,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
       restart_pending_ = false;
       obs = envs.reset(env_seed(), &plans);
       running.assign(n, 0.0);
+      impl_->reward_scale.start_episodes(n);
     }
     Impl& m = *impl_;  // replaced by a restart
     PPORollout r;
@@ -96,9 +98,11 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
       r.mask.insert(r.mask.end(), smp.mask.begin(), smp.mask.end());
       r.act.insert(r.act.end(), smp.a.data_ptr<int64_t>(), smp.a.data_ptr<int64_t>() + n * m.rows);
       for (int i = 0; i < n; ++i) {
-        double reward = failed[i] ? config_.fail_reward : s.rewards[i];
-        reward += bootstrap[i];  // 0 where the episode did not end by a time limit
         const bool done = s.terminated[i] || s.truncated[i] || failed[i];
+        double reward = failed[i]              ? config_.fail_reward
+                        : config_.norm_reward ? m.reward_scale.scale(i, s.rewards[i], config_.gamma, done)
+                                              : s.rewards[i];
+        reward += bootstrap[i];  // 0 where the episode did not end by a time limit
         r.logp.insert(r.logp.end(), smp.logp[i].data_ptr<float>(),
                       smp.logp[i].data_ptr<float>() + m.rows);
         r.value.push_back(smp.value[i].item<float>());

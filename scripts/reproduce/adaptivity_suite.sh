@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The adaptivity suite's table (docs/suite.md, "Results on the adaptivity suite"; README, "On
 # unseen instances"): for each task of experiments/suite.yaml, the references and `replan`,
-# then ATP and PPO without its plan search, then PPO with it (five training seeds each, trained
-# on training instances only), each run to its own JSON under runs/suite/, then one table of
-# them all (`suite --markdown --from-json`). CPU time, from the table's train and eval columns:
-# about 45 min for the references and replan, 20 min for ATP and ppo(polish=0), 1 h 40 min for
-# ppo(polish=4) (node loss alone 30 min); JOBS=2 runs two tasks at a time.
+# then ATP and PPO without its plan search, PPO with its rewards scaled (norm_reward=1), then
+# PPO with its plan search (five training seeds each, trained on training instances only),
+# each run to its own JSON under runs/suite/, then one table of them all (`suite --markdown
+# --from-json`). CPU time, from the table's train and eval columns: about 45 min for the
+# references and replan, 20 min for ATP and ppo(polish=0), 20 min for norm_reward, 1 h 40 min
+# for ppo(polish=4) (node loss alone 30 min); JOBS=2 runs two tasks at a time.
 # Usage: scripts/reproduce/adaptivity_suite.sh [TASK ...]   (default: all six)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -20,6 +21,8 @@ one_task() {
     > "runs/suite/R-$t.log" 2>&1
   "$bin" suite experiments/suite.yaml --agents "atp,ppo(polish=0)" --no-references --tasks "$t" \
     --out "runs/suite/L-$t.json" > "runs/suite/L-$t.log" 2>&1
+  "$bin" suite experiments/suite.yaml --agents "ppo(polish=0,norm_reward=1)" --no-references \
+    --tasks "$t" --out "runs/suite/N-$t.json" > "runs/suite/N-$t.log" 2>&1
   "$bin" suite experiments/suite.yaml --agents "ppo(polish=4)" --no-references --tasks "$t" \
     --out "runs/suite/P-$t.json" > "runs/suite/P-$t.log" 2>&1
   echo "$t done ($(date +%H:%M:%S))" >&2
@@ -35,7 +38,7 @@ for t in "${tasks[@]}"; do
 done
 wait
 files=()
-for kind in R L P; do
+for kind in R L N P; do
   for t in "${tasks[@]}"; do files+=("runs/suite/$kind-$t.json"); done
 done
 "$bin" suite --markdown --from-json "${files[@]}"

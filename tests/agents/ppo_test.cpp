@@ -104,6 +104,8 @@ TEST_F(PPOTest, ConfigFromId) {
   EXPECT_EQ(c.restart_s, 0);  // off by default
   EXPECT_DOUBLE_EQ(PPOConfig::from_id(ParsedId::parse("ppo(restart_s=10)")).restart_s, 10);
   EXPECT_EQ(c.polish, 0);  // off by default
+  EXPECT_FALSE(c.norm_reward);  // off by default
+  EXPECT_TRUE(PPOConfig::from_id(ParsedId::parse("ppo(norm_reward=1)")).norm_reward);
   EXPECT_EQ(PPOConfig::from_id(ParsedId::parse("ppo(polish=4)")).polish, 4);
   for (const char* bad :
        {"ppo(lr=0)", "ppo(rollout=0)", "ppo(gamma=2)", "ppo(rollout=2,minibatches=4)",
@@ -491,43 +493,57 @@ TEST_F(PPOTest, LearnsWithMaskedEntries) {
   }
 }
 
+// With norm_reward the returns' statistics are part of the state: a loaded agent that began
+// them afresh would scale the next update's rewards otherwise and act differently after it.
 TEST_F(PPOTest, AgentApiTrainsAndCheckpointsRestoreEverything) {
-  ExperimentSpec spec = tiny_scenario();
-  auto env = agent_tests::sim_env(spec);
-  auto a = make_agent("ppo(rollout=12,minibatches=3,hidden=16)", env->spec(), 5);
-  int updates = 0;
-  for (int e = 0; e < 2; ++e) {
-    ResetResult start = env->reset(e);
-    Observation obs = start.obs;
-    std::vector<int32_t> plan = start.info.plan_indices;
-    a->begin_episode(*env);
-    while (true) {
-      Action act = a->act(obs, env->action_mask(), plan);
-      StepResult s = env->step(act);
-      a->observe({obs, act, s.reward, s.obs, s.terminated, s.truncated, false});
-      updates += a->update();
-      obs = s.obs;
-      plan = s.info.plan_indices;
-      if (s.terminated || s.truncated) break;
+  for (const std::string id : {"ppo(rollout=12,minibatches=3,hidden=16)",
+                               "ppo(rollout=12,minibatches=3,hidden=16,norm_reward=1)"}) {
+    SCOPED_TRACE(id);
+    ExperimentSpec spec = tiny_scenario();
+    auto env = agent_tests::sim_env(spec);
+    auto a = make_agent(id, env->spec(), 5);
+    int updates = 0;
+    for (int e = 0; e < 2; ++e) {
+      ResetResult start = env->reset(e);
+      Observation obs = start.obs;
+      std::vector<int32_t> plan = start.info.plan_indices;
+      a->begin_episode(*env);
+      while (true) {
+        Action act = a->act(obs, env->action_mask(), plan);
+        StepResult s = env->step(act);
+        a->observe({obs, act, s.reward, s.obs, s.terminated, s.truncated, false});
+        updates += a->update();
+        obs = s.obs;
+        plan = s.info.plan_indices;
+        if (s.terminated || s.truncated) break;
+      }
     }
+    EXPECT_EQ(updates, 2);  // 32 steps, an update every 12
+    const std::string file =
+        (std::filesystem::temp_directory_path() / "shardgym_ppo_test.ckpt").string();
+    a->save(file);
+    auto b = make_agent(id, env->spec(), 99);
+    b->load(file);
+    auto wrong = make_agent("ppo(hidden=8)", env->spec(), 0);
+    EXPECT_THROW(wrong->load(file), std::runtime_error);
+    auto with_plan = make_agent("ppo(rollout=12,minibatches=3,hidden=16,plan=1)", env->spec(), 0);
+    EXPECT_THROW(with_plan->load(file), std::runtime_error);  // saved without plan rows
+    std::remove(file.c_str());
+    // Both continue identically, through the next updates (8 buffered steps + 4 more, then
+    // another 12).
+    auto ea = agent_tests::sim_env(spec), eb = agent_tests::sim_env(spec);
+    agent_tests::Rollout ra = agent_tests::rollout(*ea, *a, 7, 2, true);
+    agent_tests::Rollout rb = agent_tests::rollout(*eb, *b, 7, 2, true);
+    EXPECT_EQ(ra.actions, rb.actions);
+    EXPECT_EQ(ra.invalid, 0);
+    // And hold the same state after: parameters, moments, rollout, generator, statistics.
+    const std::string fa = file + ".a", fb = file + ".b";
+    a->save(fa);
+    b->save(fb);
+    EXPECT_EQ(agent_tests::slurp(fa), agent_tests::slurp(fb));
+    std::remove(fa.c_str());
+    std::remove(fb.c_str());
   }
-  EXPECT_EQ(updates, 2);  // 32 steps, an update every 12
-  const std::string file =
-      (std::filesystem::temp_directory_path() / "shardgym_ppo_test.ckpt").string();
-  a->save(file);
-  auto b = make_agent("ppo(rollout=12,minibatches=3,hidden=16)", env->spec(), 99);
-  b->load(file);
-  auto wrong = make_agent("ppo(hidden=8)", env->spec(), 0);
-  EXPECT_THROW(wrong->load(file), std::runtime_error);
-  auto with_plan = make_agent("ppo(rollout=12,minibatches=3,hidden=16,plan=1)", env->spec(), 0);
-  EXPECT_THROW(with_plan->load(file), std::runtime_error);  // saved without plan rows
-  std::remove(file.c_str());
-  // Both continue identically, through the next update (8 buffered steps + 4 more).
-  auto ea = agent_tests::sim_env(spec), eb = agent_tests::sim_env(spec);
-  agent_tests::Rollout ra = agent_tests::rollout(*ea, *a, 7, 1, true);
-  agent_tests::Rollout rb = agent_tests::rollout(*eb, *b, 7, 1, true);
-  EXPECT_EQ(ra.actions, rb.actions);
-  EXPECT_EQ(ra.invalid, 0);
 }
 
 }  // namespace
