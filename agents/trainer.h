@@ -1,7 +1,8 @@
 // Trainer: the one loop around a learner's vectorised training, shared by `shardgym train`,
 // `bench learn` and `suite`. After every update it plays one greedy episode of the policy on
-// a held-out env and seed (the caller's env: it decides which instance that is and counts its
-// steps), tells the agent that evaluation (restart on stall), keeps the best policy across
+// each held-out env and seed (the caller's envs: it decides which instances those are and
+// counts their steps), scores the policy by their mean return, tells the agent that score
+// (restart on stall), keeps the best policy across
 // restarts (saved as soon as it is picked: temporary file, fsync, rename; loaded back at the
 // end), and reports the learner's restarts and notes as lines.
 //
@@ -18,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "agents/agent.h"
 #include "agents/evaluate.h"
@@ -29,7 +31,8 @@ class VectorEnv;
 // What the trainer hands its caller after each update and evaluation.
 struct TrainerUpdate {
   const TrainProgress& progress;
-  const EpisodeSummary& evaluation;  // the greedy episode after this update
+  const EpisodeSummary& evaluation;  // the greedy episode after this update (the first env's)
+  double score = 0;                  // the mean return of the greedy episodes after this update
   bool best = false;                 // it returned more than every evaluation before it
   double best_return = 0;            // the best evaluation's return so far (this one included)
 };
@@ -38,6 +41,13 @@ class Trainer {
  public:
   // checkpoint: where the best policy goes ("" = the best is tracked but not saved).
   Trainer(Env& eval_env, uint64_t eval_seed, std::string checkpoint);
+  // Several held-out envs, each with its seed (at least one): the policy kept is the one whose
+  // greedy episodes on them return most on average.
+  struct Held {
+    Env* env;
+    uint64_t seed;
+  };
+  Trainer(std::vector<Held> evals, std::string checkpoint);
 
   // Receives the learner's restarts ("restart N at W s, ...") and notes, one line each;
   // empty: they are not reported.
@@ -50,12 +60,11 @@ class Trainer {
   bool run(Agent& agent, VectorEnv& envs, int64_t steps,
            const std::function<bool(const TrainerUpdate&)>& on_update = {});
 
-  double best_return() const { return best_return_; }
+  double best_return() const { return best_return_; }  // the best score
   int best_update() const { return best_update_; }  // -1: no evaluation yet
 
  private:
-  Env& eval_env_;
-  uint64_t eval_seed_;
+  std::vector<Held> evals_;
   std::string checkpoint_;
   double best_return_ = -std::numeric_limits<double>::infinity();
   int best_update_ = -1;

@@ -141,18 +141,29 @@ class CycleInstances : public Wrapper {
   bool started_ = false;
 };
 
-// Trains `agent` on training instances only; keeps the update whose greedy episode on a
-// training instance that no training env plays (the last one, where there are two or more)
-// returned most. Every env step the learner causes — rollouts, its own searches, and those
-// greedy episodes, which pick the policy kept — counts toward run.train_env_steps.
+// Trains `agent` on training instances only; keeps the update whose greedy episodes on the
+// training instances that no training env plays (the last suite.pick_instances, where there
+// are more training instances than that) returned most on average. Every env step the learner
+// causes — rollouts, its own searches, and those greedy episodes, which pick the policy kept —
+// counts toward run.train_env_steps.
 void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, SuiteRun& run,
               const SuiteOptions& o) {
   std::vector<uint64_t> train = suite.train_instances;
-  const uint64_t pick_instance = train.back();
-  if (train.size() > 1) train.pop_back();
+  std::vector<uint64_t> pick;
+  while (pick.size() < static_cast<size_t>(std::max(1, suite.pick_instances)) && !train.empty()) {
+    pick.insert(pick.begin(), train.back());
+    if (train.size() > 1) train.pop_back();
+    else break;
+  }
   const int n = std::max(1, std::min<int>(suite.train_envs, static_cast<int>(train.size())));
   const CountSteps::Counter steps = std::make_shared<std::atomic<int64_t>>(0);
-  CountSteps pick_env(make_env(task.env_id, with_instance(task, pick_instance)), steps);
+  std::vector<std::unique_ptr<CountSteps>> pick_envs;
+  std::vector<Trainer::Held> held;
+  for (uint64_t instance : pick) {
+    pick_envs.push_back(std::make_unique<CountSteps>(
+        make_env(task.env_id, with_instance(task, instance)), steps));
+    held.push_back({pick_envs.back().get(), instance});
+  }
   const auto played = std::make_shared<PlayedInstances>();
   const fs::path ckpt = fs::temp_directory_path() /
                         ("shardgym-suite-" + std::to_string(::getpid()) + ".ckpt");
@@ -161,7 +172,7 @@ void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, 
         std::make_unique<CycleInstances>(task, train, static_cast<size_t>(k), size_t(n), played),
         steps);
   });
-  Trainer trainer(pick_env, pick_instance, ckpt.string());
+  Trainer trainer(std::move(held), ckpt.string());
   const bool vectorised = trainer.run(agent, envs, suite.train_steps, [&](const TrainerUpdate&) {
     run.train_env_steps = steps->load();
     return true;
@@ -170,7 +181,7 @@ void train_on(const SuiteSpec& suite, const ExperimentSpec& task, Agent& agent, 
   fs::remove(ckpt, ec);
   if (vectorised) {
     run.trained_on.assign(played->set.begin(), played->set.end());
-    run.trained_on.push_back(pick_instance);
+    run.trained_on.insert(run.trained_on.end(), pick.begin(), pick.end());
     return;
   }
   // Agents without vectorised training learn episode by episode, round the training instances.
@@ -194,7 +205,7 @@ SuiteSpec load_suite(const std::string& path) {
   YamlField root(parse_yaml_text(text, path), path, "", 1);
   root.expect_map();
   root.check_keys({"name", "source", "tasks", "train_instances", "test_instances", "agents",
-                   "training_seeds", "train_steps", "train_envs"});
+                   "training_seeds", "train_steps", "train_envs", "pick_instances"});
   SuiteSpec s;
   s.path = path;
   s.name = root.optional("name") ? root.child("name").as_string() : fs::path(path).stem().string();
@@ -243,6 +254,12 @@ SuiteSpec load_suite(const std::string& path) {
   if (auto f = root.optional("training_seeds")) s.training_seeds = f->as_int(1, 100);
   if (auto f = root.optional("train_steps")) s.train_steps = f->as_int(0);
   if (auto f = root.optional("train_envs")) s.train_envs = f->as_int(1, 256);
+  if (auto f = root.optional("pick_instances")) {
+    s.pick_instances = f->as_int(1, 64);
+    if (s.pick_instances >= static_cast<int>(s.train_instances.size()))
+      f->fail("must be fewer than the " + std::to_string(s.train_instances.size()) +
+              " training instances (the others train)");
+  }
   return s;
 }
 

@@ -46,10 +46,14 @@ struct SuiteSpec {
   int training_seeds = 5;                // per learning agent
   int64_t train_steps = 20000;           // env steps per learner, task and training seed
   int train_envs = 8;                    // envs of vectorised training
+  // Training instances held out of the training envs to pick the policy kept (the last ones
+  // of train_instances): the update whose greedy episodes on them return most on average.
+  int pick_instances = 1;
 };
 
 // Reads a suite file (docs/suite.md): name, tasks, train_instances, test_instances (each a
-// list or {first, count}), agents, training_seeds, train_steps, train_envs. Every task is
+// list or {first, count}), agents, training_seeds, train_steps, train_envs, pick_instances
+// (fewer than the training instances). Every task is
 // loaded with load_experiment. Throws ConfigError naming file, key and reason: unknown keys,
 // a task that does not load or runs no simulator, instances given twice or in both sets.
 SuiteSpec load_suite(const std::string& path);

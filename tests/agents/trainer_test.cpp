@@ -113,6 +113,33 @@ TEST(Trainer, KeepsTheBestEvaluationAndLoadsItBack) {
   EXPECT_EQ(said, lines);
 }
 
+TEST(Trainer, SeveralHeldOutEnvsScoreThePolicyByTheirMeanReturn) {
+  Training s;
+  std::unique_ptr<Env> second = agent_tests::sim_env(s.spec);
+  const uint64_t seed2 = kHeldOutSeedBase + 7;
+  std::vector<double> first, mean;
+  int best_v = 0;
+  for (int v = 1; v <= 6; ++v) {
+    Scripted a(s.eval_env->spec());
+    a.version = v;
+    first.push_back(run_episode(*s.eval_env, a, kHeldOutSeedBase, false).total_reward);
+    const double other = run_episode(*second, a, seed2, false).total_reward;
+    mean.push_back((first.back() + other) / 2);
+    if (v == 1 || mean.back() > mean[best_v - 1]) best_v = v;
+  }
+  Scripted agent(s.envs.spec());
+  Trainer trainer({{s.eval_env.get(), kHeldOutSeedBase}, {second.get(), seed2}}, s.ckpt);
+  ASSERT_TRUE(trainer.run(agent, s.envs, 100, [&](const TrainerUpdate& u) {
+    EXPECT_DOUBLE_EQ(u.evaluation.total_reward, first[u.progress.update - 1]);  // the first env's
+    EXPECT_DOUBLE_EQ(u.score, mean[u.progress.update - 1]);
+    return true;
+  }));
+  EXPECT_EQ(agent.noted, mean);  // the agent is told the score
+  EXPECT_EQ(agent.version, best_v);
+  EXPECT_DOUBLE_EQ(trainer.best_return(), mean[best_v - 1]);
+  EXPECT_THROW(Trainer({}, ""), std::invalid_argument);
+}
+
 TEST(Trainer, StopsWhenItsCallerSaysSoAndSkipsAgentsWithoutVectorisedTraining) {
   Training s;
   Scripted agent(s.envs.spec());

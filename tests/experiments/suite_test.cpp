@@ -190,6 +190,25 @@ TEST_F(SuiteTest, LearnersTrainOnTrainingInstancesOnlyAndTheTableSummarisesTheEp
   EXPECT_EQ(merged.tasks[0].runs.size(), 7u);
   EXPECT_THROW(suite_from_json({write("l.json", suite_to_json(learner))}), ConfigError);  // no refs
   EXPECT_THROW(suite_from_json({write("r.json", json), write("r2.json", json)}), ConfigError);
+  // Two training instances kept apart to pick the policy: the training envs play the other
+  // three, and both greedy episodes of every update count (20 steps each).
+  SuiteSpec two = load_suite(suite("train_instances: {first: 100, count: 5}\n"
+                                   "test_instances: [0, 1, 2]\ntraining_seeds: 1\n"
+                                   "train_steps: 256\ntrain_envs: 2\npick_instances: 2\n"));
+  EXPECT_EQ(two.pick_instances, 2);
+  const SuiteRun& one_pick = learner.tasks[0].runs[0];
+  const SuiteResult with_two = run_suite(two, {"ppo(polish=0,lr=1e-3)"}, alone);
+  const SuiteRun& two_picks = with_two.tasks[0].runs[0];
+  EXPECT_EQ(two_picks.trained_on, (std::vector<uint64_t>{100, 101, 102, 103, 104}));
+  EXPECT_EQ(two_picks.train_env_steps - 256, 2 * (one_pick.train_env_steps - 256));
+}
+
+TEST_F(SuiteTest, PickInstancesLeaveSomeToTrainOn) {
+  expect_error("train_instances: {first: 100, count: 4}\ntest_instances: [0]\npick_instances: 4\n",
+               "pick_instances");
+  expect_error("train_instances: {first: 100, count: 4}\ntest_instances: [0]\npick_instances: 0\n",
+               "pick_instances");
+  EXPECT_EQ(load_suite(suite("train_instances: [7, 8]\ntest_instances: [0]\n")).pick_instances, 1);
 }
 
 // Overall rows: an agent run on some tasks only gets none (no figures standing for tasks it
