@@ -338,9 +338,7 @@ void PPO::observe(const Transition& t) {
   if (t.action != m.pending_env_act)
     return;  // someone else chose this step: not the policy's sample
   const bool done = t.terminated || t.truncated || t.failed;
-  double reward = t.failed              ? config_.fail_reward
-                  : config_.norm_reward ? m.reward_scale.scale(0, t.reward, config_.gamma, done)
-                                        : t.reward;
+  double reward = m.learner_reward(0, t.reward, t.failed, done);
   if (t.truncated && !t.terminated && !t.failed)
     reward += config_.gamma * m.values(t.next_obs, 1)[0];  // time limit: bootstrap
   PPORollout& b = m.buffer;

@@ -50,6 +50,12 @@ struct PPO::Impl {
   int polish_next = 0, polish_wait = 0;
   // norm_reward (PPOConfig): the returns' statistics (env 0 is the agent API's episode).
   ReturnScale reward_scale;
+  // The reward learning uses for env i's step (the agent API: env 0): fail_reward for a failed
+  // step, else the env's, scaled where norm_reward is on (which also feeds the statistics).
+  double learner_reward(int i, double reward, bool failed, bool done) {
+    if (failed) return config.fail_reward;
+    return config.norm_reward ? reward_scale.scale(i, reward, config.gamma, done) : reward;
+  }
 
   // Agent-API path (one env): the step act() took, waiting for observe().
   PPORollout buffer;

@@ -99,9 +99,7 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
       r.act.insert(r.act.end(), smp.a.data_ptr<int64_t>(), smp.a.data_ptr<int64_t>() + n * m.rows);
       for (int i = 0; i < n; ++i) {
         const bool done = s.terminated[i] || s.truncated[i] || failed[i];
-        double reward = failed[i]              ? config_.fail_reward
-                        : config_.norm_reward ? m.reward_scale.scale(i, s.rewards[i], config_.gamma, done)
-                                              : s.rewards[i];
+        double reward = m.learner_reward(i, s.rewards[i], failed[i], done);
         reward += bootstrap[i];  // 0 where the episode did not end by a time limit
         r.logp.insert(r.logp.end(), smp.logp[i].data_ptr<float>(),
                       smp.logp[i].data_ptr<float>() + m.rows);
