@@ -22,24 +22,7 @@
 
 namespace shardgym {
 
-class VectorEnv;
-
-// Progress of vectorised training, reported after every update (train_vectorized).
-struct TrainProgress {
-  int update = 0;
-  int64_t env_steps = 0;           // summed over envs, so far
-  double wall_s = 0;               // since training started
-  double mean_episode_return = 0;  // of the episodes that ended since the last report (NaN: none)
-  int episodes = 0;
-  // Restarts on stall so far (PPO's restart_s; 0 for agents without them) and the wall time
-  // (s, same clock as wall_s) at which each began, in order.
-  int restarts = 0;
-  std::vector<double> restart_wall_s;
-  double restart_after_s = 0;  // the stall that triggers a restart (s; 0: restarts off)
-  // What the agent did during this update that a log should show, one line each (PPO's
-  // polish searches); callers print them.
-  std::vector<std::string> notes;
-};
+class VectorLearner;
 
 struct Transition {
   Observation obs;
@@ -68,18 +51,9 @@ class Agent {
   // run (static plans, oracles) keep the env and do so at their first act() of the episode.
   virtual void begin_episode(Env& env) {}
   virtual bool learns() const { return false; }
-  // Vectorised training for learners that have it (PPO): trains on `envs` for at least
-  // `steps` env steps; `on_progress` (may be empty) runs after every update and stops the
-  // training early by returning false. Returns false, doing nothing, for agents without it
-  // (callers then drive act/observe/update on one env).
-  virtual bool train_vectorized(VectorEnv& envs, int64_t steps,
-                                const std::function<bool(const TrainProgress&)>& on_progress) {
-    return false;
-  }
-  // The caller's greedy evaluation (episode return) of the current policy, made in
-  // train_vectorized's on_progress after an update (agents/trainer.h does it). Agents that
-  // restart on stall (PPO with restart_s > 0) judge progress by it; others ignore it.
-  virtual void note_evaluation(double eval_return) {}
+  // Learners with a vectorised training loop of their own (PPO) return it (agents/learner.h;
+  // the Trainer drives it); others nullptr, and callers drive act/observe/update on one env.
+  virtual VectorLearner* vector_learner() { return nullptr; }
   // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.
   virtual void set_training(bool training) {}
   // Full state to a file (params, optimizer, rng); load restores it exactly. The default

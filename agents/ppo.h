@@ -50,13 +50,12 @@
 // checkpoints. Sampling in training never uses them: PPO learns as it would without. Each search
 // is reported in TrainProgress::notes.
 //
-// Restart on stall (restart_s > 0, train_vectorized only): when the caller's greedy
-// evaluations (Agent::note_evaluation) of the current run have not improved for restart_s
-// seconds of training, the network, optimizer, generator and rollout state (the envs are
-// reset) start afresh from a seed derived from the agent's seed and the restart count; update
-// and step counts go on. The caller keeps the best evaluated policy across all restarts
-// (agents/trainer.h, which train, bench learn and suite share). A checkpoint needs nothing of it:
-// the stall clock lives only during one train_vectorized call.
+// Restart on stall (restart_s > 0, vectorised training only): the Trainer (agents/trainer.h)
+// watches its greedy evaluations of the current run and, when they have not improved for
+// restart_s seconds of training, asks PPO to start afresh (start_afresh): the network,
+// optimizer, generator and rollout state (the envs are reset) start from a seed derived from
+// the agent's seed and the run's number (restart_seed); update and step counts go on. The
+// Trainer keeps the best evaluated policy across all runs. A checkpoint needs nothing of it.
 //
 // Two ways to train: the Agent API (act / observe / update: an update runs every `rollout`
 // observed steps) or train() on a VectorEnv (`rollout` steps of every env per update).
@@ -69,12 +68,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "agents/agent.h"
+#include "agents/learner.h"
 
 namespace shardgym {
 
@@ -135,7 +134,8 @@ struct PPOConfig {
   double plan_p = 0.05;
   double plan_lr = 1e-2;
   // Restart on stall: seconds of training (wall, evaluations included) without an improving
-  // evaluation after which PPO starts afresh (see StallWatch); 0 = never (the default).
+  // evaluation after which the Trainer has PPO start afresh (agents/trainer.h, StallWatch);
+  // 0 = never (the default).
   double restart_s = 0;
   // Polish: updates between two searches (0 = never, the default; the shipped configs use 4,
   // one value for all, not tuned) and the relative gain in episode return a substitution must
@@ -152,30 +152,6 @@ struct PPOConfig {
 
   // From "ppo(k=v,...)"; throws std::invalid_argument on unknown keys or bad values.
   static PPOConfig from_id(const ParsedId& id);
-};
-
-// Decides restarts on stall from the stream of evaluations of one run. An evaluation
-// improves when it beats the run's best so far by more than kMinGain · max(|best|, 1e-9):
-// the failing seeds sit exactly on Megatron-LM's score (docs/benchmarks.md, "PPO across
-// training seeds"), so any gain above float rounding of an episode's summed return would do;
-// 0.1 % keeps a policy that only jitters by a hair around its best from counting as progress
-// while staying well below the 0.6 % between Megatron-LM's plan (0.944 of the oracle) and the
-// 0.95 target on periodic-congestion, so a real step toward the target counts.
-class StallWatch {
- public:
-  static constexpr double kMinGain = 1e-3;
-  explicit StallWatch(double restart_s) : restart_s_(restart_s) {}
-  // A new run begins at now_s (no best yet).
-  void start(double now_s);
-  // An evaluation at now_s; true when the run has gone restart_s seconds without improving
-  // (then call start() for the next run). Never true with restart_s = 0.
-  bool observe(double now_s, double eval_return);
-  double best() const { return best_; }
-
- private:
-  double restart_s_;
-  double best_ = -std::numeric_limits<double>::infinity();
-  double since_ = 0;
 };
 
 // The seed of run `restart` (1, 2, ...) of an agent seeded `seed` (splitmix64 of both).
@@ -197,7 +173,7 @@ struct PPOTrainResult {
   double wall_s = 0;
 };
 
-class PPO : public Agent {
+class PPO : public Agent, public VectorLearner {
  public:
   PPO(const EnvSpec& spec, const PPOConfig& config, uint64_t seed, std::string name = "ppo");
   ~PPO() override;
@@ -223,15 +199,16 @@ class PPO : public Agent {
   // on_update returning false stops after that update.
   PPOTrainResult train(VectorEnv& envs, int64_t steps,
                        const std::function<bool(const PPOUpdate&)>& on_update = {});
-  bool train_vectorized(VectorEnv& envs, int64_t steps,
+  // VectorLearner: train() reporting TrainProgress; restarts on stall as the Trainer decides.
+  VectorLearner* vector_learner() override { return this; }
+  void train_vectorized(VectorEnv& envs, int64_t steps,
                         const std::function<bool(const TrainProgress&)>& on_progress) override;
+  double restart_after_s() const override { return config_.restart_s; }
+  void start_afresh(int run) override;
 
   const PPOConfig& config() const { return config_; }
   int64_t parameter_count() const;
-  void note_evaluation(double eval_return) override { last_eval_ = eval_return; }
-  // Restarts of the last train_vectorized call and their wall times (s since it began).
-  int restarts() const { return static_cast<int>(restart_wall_s_.size()); }
-  const std::vector<double>& restart_wall_s() const { return restart_wall_s_; }
+  int run() const { return run_; }  // 0, then the run of the last start_afresh
 
  private:
   struct Impl;
@@ -241,13 +218,11 @@ class PPO : public Agent {
   EnvSpec spec_;
   uint64_t seed_;
   std::unique_ptr<Impl> impl_;
-  // Restart on stall (train_vectorized): the evaluation noted since the last update (NaN:
-  // none), the restart times, and a restart train()'s loop has yet to reset the envs for.
-  double last_eval_ = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> restart_wall_s_;
-  std::vector<std::string> notes_;  // for the next TrainProgress
+  // The run in force (start_afresh), and a fresh run whose envs train()'s loop has yet to
+  // reset.
+  int run_ = 0;
   bool restart_pending_ = false;
-  void restart(double now_s);
+  std::vector<std::string> notes_;  // for the next TrainProgress
   // Polish (see above): the search (agents/plan_polish.h) on greedy episodes of `env`.
   // Returns the substitutions kept.
   int polish(Env& env);

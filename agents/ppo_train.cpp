@@ -149,42 +149,23 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
   return result;
 }
 
-bool PPO::train_vectorized(VectorEnv& envs, int64_t steps,
+void PPO::train_vectorized(VectorEnv& envs, int64_t steps,
                            const std::function<bool(const TrainProgress&)>& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto since_t0 = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  StallWatch watch(config_.restart_s);
-  watch.start(0);
-  restart_wall_s_.clear();
   train(envs, steps, [&](const PPOUpdate& u) {
-    last_eval_ = std::numeric_limits<double>::quiet_NaN();
     // This update's notes, handed to on_progress (and dropped without one).
     std::vector<std::string> notes = std::move(notes_);
     notes_.clear();
-    if (on_progress) {
-      TrainProgress p;
-      p.update = u.update;
-      p.env_steps = u.env_steps;
-      p.wall_s = since_t0();
-      p.mean_episode_return = u.mean_episode_return;
-      p.episodes = u.episodes;
-      p.restarts = restarts();
-      p.restart_wall_s = restart_wall_s_;
-      p.restart_after_s = config_.restart_s;
-      p.notes = std::move(notes);
-      if (!on_progress(p)) return false;
-    }
-    // The stall clock reads after the evaluation: its time counts as training time.
-    if (!std::isnan(last_eval_) && watch.observe(since_t0(), last_eval_)) {
-      const double now = since_t0();
-      restart(now);
-      watch.start(now);
-    }
-    return true;
+    if (!on_progress) return true;
+    TrainProgress p;
+    p.update = u.update;
+    p.env_steps = u.env_steps;
+    p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p.mean_episode_return = u.mean_episode_return;
+    p.episodes = u.episodes;
+    p.notes = std::move(notes);
+    return on_progress(p);
   });
-  return true;
 }
 
 int PPO::polish(Env& env) {
@@ -204,11 +185,12 @@ int PPO::polish(Env& env) {
   return r.kept;
 }
 
-void PPO::restart(double now_s) {
-  restart_wall_s_.push_back(now_s);
+void PPO::start_afresh(int run) {
+  if (run < 1) throw std::invalid_argument("ppo: a fresh run is numbered from 1");
+  run_ = run;
   const int updates = impl_->updates;
   const int64_t env_steps = impl_->env_steps;
-  impl_ = std::make_unique<Impl>(spec_, run_config(restarts()), restart_seed(seed_, restarts()));
+  impl_ = std::make_unique<Impl>(spec_, run_config(run), restart_seed(seed_, run));
   impl_->updates = updates;
   impl_->env_steps = env_steps;
   restart_pending_ = true;
@@ -218,21 +200,6 @@ PPOConfig PPO::run_config(int run) const {
   PPOConfig c = config_;
   if (c.plan_alt) c.plan = run % 2 == 1;
   return c;
-}
-
-void StallWatch::start(double now_s) {
-  best_ = -std::numeric_limits<double>::infinity();
-  since_ = now_s;
-}
-
-bool StallWatch::observe(double now_s, double eval_return) {
-  if (std::isnan(eval_return)) return false;
-  if (std::isinf(best_) || eval_return > best_ + kMinGain * std::max(std::abs(best_), 1e-9)) {
-    best_ = eval_return;
-    since_ = now_s;
-    return false;
-  }
-  return restart_s_ > 0 && now_s - since_ >= restart_s_;
 }
 
 uint64_t restart_seed(uint64_t seed, int restart) {

@@ -100,7 +100,6 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
   const bool trained = trainer.run(*agent, *envs, options.max_steps, [&](const TrainerUpdate& u) {
     const TrainProgress& p = u.progress;
     eval_s += u.evaluation.wall_s;
-    r.restart_wall_s = p.restart_wall_s;
     LearnBenchPoint pt;
     pt.update = p.update;
     pt.training_steps = p.env_steps;
@@ -131,6 +130,7 @@ LearnBenchResult bench_learning(const ExperimentSpec& spec, const LearnBenchOpti
                                 "' has no vectorised training (ppo has)");
   r.wall_s = seconds_since(t0);
   r.eval_wall_s = eval_s;
+  r.restart_wall_s = trainer.restart_wall_s();
   return r;
 }
 

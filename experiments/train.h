@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "agents/agent.h"
+#include "agents/learner.h"
 #include "analysis/table.h"
 #include "experiments/progress.h"
 #include "runtime/core/experiment_spec.h"

@@ -65,14 +65,14 @@ std::vector<double> update_losses(PPO& agent, const ExperimentSpec& spec) {
   return out;
 }
 
-// Trains `ppo` (of a tiny restart_s) on `envs` for 2 updates of 8 steps, every evaluation
-// reporting no progress: it restarts once.
+// Trains `ppo` on `envs` for 2 updates of 8 steps, then starts run 1 (as the Trainer does
+// when the evaluations stall, agents/trainer.h).
 void train_to_a_restart(PPO& ppo, VectorEnv& envs) {
-  ppo.train_vectorized(envs, 2 * 8 * 2, [&](const TrainProgress&) {
-    ppo.note_evaluation(1.0);
-    return true;
-  });
-  ASSERT_EQ(ppo.restarts(), 1);
+  int updates = 0;
+  ppo.train_vectorized(envs, 2 * 8 * 2, [&](const TrainProgress&) { return ++updates > 0; });
+  ASSERT_EQ(updates, 2);
+  ppo.start_afresh(1);
+  ASSERT_EQ(ppo.run(), 1);
 }
 
 class PPOTest : public ::testing::Test {
@@ -254,72 +254,23 @@ std::vector<double> curve(uint64_t seed) {
   return out;
 }
 
-TEST_F(PPOTest, StallWatchRestartsOnlyAfterRestartSecondsWithoutImprovement) {
-  StallWatch w(/*restart_s=*/10);
-  w.start(0);
-  EXPECT_FALSE(w.observe(1, 0.90));    // the run's first evaluation: its best
-  EXPECT_FALSE(w.observe(5, 0.9005));  // +0.06 %: below kMinGain (0.1 %), not progress
-  EXPECT_FALSE(w.observe(10.9, 0.90));
-  EXPECT_TRUE(w.observe(11, 0.90));  // 10 s since the best at 1 s
-  w.start(11);                       // a new run: no best, a new clock
-  EXPECT_FALSE(w.observe(15, 0.5));
-  // Improving by 1 % every 9 s: never 10 s without progress.
-  for (int k = 1; k <= 20; ++k) EXPECT_FALSE(w.observe(15 + 9.0 * k, 0.5 * (1 + 0.01 * k)));
-  EXPECT_DOUBLE_EQ(w.best(), 0.5 * 1.2);
-  // Negative returns: the gain is relative to |best|.
-  w.start(0);
-  EXPECT_FALSE(w.observe(0, -2.0));
-  EXPECT_FALSE(w.observe(20, -1.9));  // +5 %: progress
-  EXPECT_TRUE(w.observe(30, -1.899));
-  StallWatch off(0);
-  off.start(0);
-  EXPECT_FALSE(off.observe(0, 1.0));
-  EXPECT_FALSE(off.observe(1e6, 1.0));
+TEST_F(PPOTest, RestartSeedsDifferByRunAndSeed) {
   EXPECT_NE(restart_seed(7, 1), restart_seed(7, 2));
   EXPECT_NE(restart_seed(7, 1), restart_seed(8, 1));
   EXPECT_NE(restart_seed(7, 1), 7u);
 }
 
-// train_vectorized with evaluations noted by the caller: a stalled run restarts, an improving
-// one does not.
-TEST_F(PPOTest, RestartsWhenEvaluationsStallAndNotWhenTheyImprove) {
+// start_afresh(1) starts the run of the derived seed: the agent then learns exactly as a fresh
+// PPO seeded restart_seed(5, 1) does, bit for bit; restart_s is what the Trainer reads.
+TEST_F(PPOTest, AFreshRunLearnsAsAnAgentOfTheDerivedSeed) {
   ExperimentSpec spec = tiny_scenario();
-  for (bool stall : {true, false}) {
-    VectorEnv envs = vector_env(spec, 2);
-    // restart_s tiny: any evaluation that does not improve on the run's best restarts.
-    PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,"
-                                                            "restart_s=1e-9)")),
-            5);
-    std::vector<int> restarts;
-    std::vector<double> walls;
-    int k = 0;
-    ppo.train_vectorized(envs, 2 * 8 * 6, [&](const TrainProgress& p) {
-      restarts.push_back(p.restarts);
-      walls = p.restart_wall_s;
-      EXPECT_DOUBLE_EQ(p.restart_after_s, 1e-9);
-      ppo.note_evaluation(stall ? 1.0 : 1.0 + 0.1 * ++k);
-      return true;
-    });
-    ASSERT_EQ(restarts.size(), 6u);
-    if (stall) {
-      // Updates 1, 3, 5 set a fresh run's best; 2, 4, 6 find no progress and restart (the
-      // count shows at the next update; the last restart after the last update).
-      EXPECT_EQ(restarts, (std::vector<int>{0, 0, 1, 1, 2, 2}));
-      EXPECT_EQ(ppo.restarts(), 3);
-      ASSERT_EQ(ppo.restart_wall_s().size(), 3u);
-      EXPECT_TRUE(std::is_sorted(ppo.restart_wall_s().begin(), ppo.restart_wall_s().end()));
-      EXPECT_EQ(walls.size(), 2u);
-    } else {
-      EXPECT_EQ(restarts, (std::vector<int>(6, 0)));
-      EXPECT_EQ(ppo.restarts(), 0);
-    }
-  }
-  // A restart starts the run of the derived seed: after one (update 2 stalls, the last), the
-  // agent learns exactly as a fresh PPO seeded restart_seed(5, 1) does, bit for bit.
   const PPOConfig cfg =
       PPOConfig::from_id(ParsedId::parse("ppo(rollout=8,hidden=8,restart_s=1e-9)"));
   VectorEnv envs = vector_env(spec, 2);
   PPO ppo(envs.spec(), cfg, 5);
+  EXPECT_DOUBLE_EQ(ppo.restart_after_s(), 1e-9);
+  EXPECT_EQ(ppo.vector_learner(), &ppo);
+  EXPECT_THROW(ppo.start_afresh(0), std::invalid_argument);
   ASSERT_NO_FATAL_FAILURE(train_to_a_restart(ppo, envs));
   PPO fresh(envs.spec(), cfg, restart_seed(5, 1));
   auto losses = [&](PPO& agent) { return update_losses(agent, spec); };

@@ -1,6 +1,6 @@
 // The trainer shared by train, bench learn and suite (agents/trainer.h): it evaluates after
-// every update, keeps the best policy across updates and loads it back, tells the agent each
-// evaluation, reports restarts and notes, and stops when its caller says so.
+// every update, keeps the best policy across updates and loads it back, restarts a learner
+// whose scores stall, reports restarts and notes, and stops when its caller says so.
 #include "agents/trainer.h"
 
 #include <algorithm>
@@ -19,8 +19,9 @@ namespace {
 
 // A scripted learner: update u makes it version u; its policy takes, in every block, the
 // (version mod n)-th of the n entries the mask allows, so versions play other plans and
-// score other returns. A checkpoint holds the version.
-class Scripted : public Agent {
+// score other returns. A checkpoint holds the version. With `frozen` updates leave the version
+// as it is (every score the same: a stall).
+class Scripted : public Agent, public VectorLearner {
  public:
   explicit Scripted(const EnvSpec& spec)
       : blocks_(spec.num_blocks),
@@ -36,22 +37,26 @@ class Scripted : public Agent {
     if (moves_ > 0) a.push_back(0);
     return a;
   }
-  bool train_vectorized(VectorEnv&, int64_t,
+  VectorLearner* vector_learner() override { return this; }
+  void train_vectorized(VectorEnv&, int64_t,
                         const std::function<bool(const TrainProgress&)>& on_progress) override {
     for (int u = 1; u <= updates; ++u) {
-      version = u;
+      if (!frozen) version = u;
       TrainProgress p;
       p.update = u;
+      p.env_steps = 10 * u;
       p.notes = {"note " + std::to_string(u)};
-      if (u >= 3) p.restarts = 1, p.restart_wall_s = {1.5}, p.restart_after_s = 20;
+      ++progress_calls;
       if (!on_progress(p)) break;
     }
-    return true;
   }
-  void note_evaluation(double r) override { noted.push_back(r); }
+  double restart_after_s() const override { return restart_after; }
+  void start_afresh(int run) override { runs.push_back(run); }
 
-  int version = 0, updates = 6;
-  std::vector<double> noted;
+  int version = 0, updates = 6, progress_calls = 0;
+  bool frozen = false;
+  double restart_after = 0;
+  std::vector<int> runs;  // start_afresh's calls
 
  protected:
   void write_state(std::ostream& out) const override { out << version << "\n"; }
@@ -97,7 +102,6 @@ TEST(Trainer, KeepsTheBestEvaluationAndLoadsItBack) {
     best_flags.push_back(u.best);
     return true;
   }));
-  EXPECT_EQ(agent.noted, want);      // every evaluation told to the agent, in order
   EXPECT_EQ(agent.version, best_v);  // the best policy loaded back
   EXPECT_EQ(trainer.best_update(), best_v);
   EXPECT_DOUBLE_EQ(trainer.best_return(), want[best_v - 1]);
@@ -106,12 +110,61 @@ TEST(Trainer, KeepsTheBestEvaluationAndLoadsItBack) {
     EXPECT_EQ(best_flags[v - 1], want[v - 1] > running) << "update " << v;
     running = std::max(running, want[v - 1]);
   }
-  // Notes every update, the restart once, when it first shows.
-  const std::vector<std::string> lines = {
-      "note 1", "note 2", "restart 1 at 1.5 s, after 20 s without improvement", "note 3", "note 4",
-      "note 5", "note 6"};
-  EXPECT_EQ(said, lines);
+  // Notes every update; restarts off (restart_after_s 0): none.
+  EXPECT_EQ(said, (std::vector<std::string>{"note 1", "note 2", "note 3", "note 4", "note 5",
+                                             "note 6"}));
+  EXPECT_TRUE(agent.runs.empty());
+  EXPECT_TRUE(trainer.restart_wall_s().empty());
 }
+
+// A learner asking for restarts on stall (a tiny restart_after_s: any score that does not beat
+// its run's best restarts) whose scores never move: updates 1, 3, 5 set a fresh run's best,
+// 2 and 4 stall and start runs 1 and 2, announced after that update's notes; 6 is the last
+// update (its steps reach the budget) and restarts nothing.
+TEST(Trainer, RestartsALearnerWhoseScoresStall) {
+  Training s;
+  Scripted agent(s.envs.spec());
+  agent.frozen = true;
+  agent.version = 1;
+  agent.restart_after = 1e-9;
+  Trainer trainer(*s.eval_env, kHeldOutSeedBase, "");
+  std::vector<std::string> said;
+  trainer.say = [&](const std::string& line) { said.push_back(line); };
+  ASSERT_TRUE(trainer.run(agent, s.envs, 60));
+  EXPECT_EQ(agent.runs, (std::vector<int>{1, 2}));
+  ASSERT_EQ(trainer.restart_wall_s().size(), 2u);
+  EXPECT_LE(trainer.restart_wall_s()[0], trainer.restart_wall_s()[1]);
+  ASSERT_EQ(said.size(), 8u);
+  EXPECT_EQ(said[2].rfind("restart 1 at ", 0), 0u) << said[2];
+  EXPECT_NE(said[2].find("after 1e-09 s without improvement"), std::string::npos) << said[2];
+  EXPECT_EQ(said[5].rfind("restart 2 at ", 0), 0u) << said[5];
+  EXPECT_EQ(said[7], "note 6");
+}
+
+// StallWatch: a run improves when an evaluation beats its best by more than kMinGain.
+TEST(Trainer, StallWatchRestartsOnlyAfterRestartSecondsWithoutImprovement) {
+  StallWatch w(/*restart_s=*/10);
+  w.start(0);
+  EXPECT_FALSE(w.observe(1, 0.90));    // the run's first evaluation: its best
+  EXPECT_FALSE(w.observe(5, 0.9005));  // +0.06 %: below kMinGain (0.1 %), not progress
+  EXPECT_FALSE(w.observe(10.9, 0.90));
+  EXPECT_TRUE(w.observe(11, 0.90));  // 10 s since the best at 1 s
+  w.start(11);                       // a new run: no best, a new clock
+  EXPECT_FALSE(w.observe(15, 0.5));
+  // Improving by 1 % every 9 s: never 10 s without progress.
+  for (int k = 1; k <= 20; ++k) EXPECT_FALSE(w.observe(15 + 9.0 * k, 0.5 * (1 + 0.01 * k)));
+  EXPECT_DOUBLE_EQ(w.best(), 0.5 * 1.2);
+  // Negative returns: the gain is relative to |best|.
+  w.start(0);
+  EXPECT_FALSE(w.observe(0, -2.0));
+  EXPECT_FALSE(w.observe(20, -1.9));  // +5 %: progress
+  EXPECT_TRUE(w.observe(30, -1.899));
+  StallWatch off(0);
+  off.start(0);
+  EXPECT_FALSE(off.observe(0, 1.0));
+  EXPECT_FALSE(off.observe(1e6, 1.0));
+}
+
 
 TEST(Trainer, SeveralHeldOutEnvsScoreThePolicyByTheirMeanReturn) {
   Training s;
@@ -134,7 +187,6 @@ TEST(Trainer, SeveralHeldOutEnvsScoreThePolicyByTheirMeanReturn) {
     EXPECT_DOUBLE_EQ(u.score, mean[u.progress.update - 1]);
     return true;
   }));
-  EXPECT_EQ(agent.noted, mean);  // the agent is told the score
   EXPECT_EQ(agent.version, best_v);
   EXPECT_DOUBLE_EQ(trainer.best_return(), mean[best_v - 1]);
   EXPECT_THROW(Trainer({}, ""), std::invalid_argument);
@@ -147,7 +199,7 @@ TEST(Trainer, StopsWhenItsCallerSaysSoAndSkipsAgentsWithoutVectorisedTraining) {
   int calls = 0;
   EXPECT_TRUE(trainer.run(agent, s.envs, 100, [&](const TrainerUpdate&) { return ++calls < 2; }));
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(agent.noted.size(), 2u);
+  EXPECT_EQ(agent.progress_calls, 2);
   EXPECT_EQ(agent.version, 2);  // no checkpoint: nothing to load back
   auto random = make_agent("random", s.envs.spec(), 0);
   calls = 0;

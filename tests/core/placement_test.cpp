@@ -175,7 +175,9 @@ TEST(Placement, UnevenHeadsPartitionEveryTensorByHead) {
           int64_t covered = 0;
           for (int q = 0; q < t; ++q) {
             EXPECT_TRUE(whole.contains(boxes[q][k]));
-            if (replicated) EXPECT_EQ(boxes[q][k], whole);
+            if (replicated) {
+              EXPECT_EQ(boxes[q][k], whole);
+            }
             covered += boxes[q][k].numel();
             for (int r = q + 1; r < t && !replicated; ++r)
               EXPECT_EQ(boxes[q][k].overlap(boxes[r][k]), 0) << s.to_string() << " param " << k;

@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace shardgym::live {
 namespace {
@@ -227,24 +228,35 @@ RankCommand RankCommand::parse(const std::string& text) {
   return c;
 }
 
+namespace {
+// RankReport's figures, each under its key: one list for the writer and the reader, so the
+// two cannot drift apart.
+constexpr std::pair<const char*, double RankReport::*> kReportFigures[] = {
+    {"loss", &RankReport::loss},
+    {"step_s", &RankReport::step_s},
+    {"repartition_s", &RankReport::repartition_s},
+    {"repartition_bytes", &RankReport::repartition_bytes},
+    {"repartition_peak_bytes", &RankReport::repartition_peak_bytes},
+    {"busy_s", &RankReport::busy_s},
+    {"peak_bytes", &RankReport::peak_bytes},
+    {"optimizer_s", &RankReport::optimizer_s},
+};
+constexpr std::pair<const char*, std::vector<double> RankReport::*> kReportSeries[] = {
+    {"fwd_s", &RankReport::fwd_s},
+    {"bwd_s", &RankReport::bwd_s},
+    {"comm_s", &RankReport::comm_s},
+};
+}  // namespace
+
 std::string RankReport::serialize() const {
   std::ostringstream o;
   put(o, "seq", std::to_string(seq));
   put(o, "rank", std::to_string(rank));
   put(o, "ok", ok ? "1" : "0");
   put(o, "error", error);
-  put(o, "loss", num(loss));
-  put(o, "step_s", num(step_s));
-  put(o, "repartition_s", num(repartition_s));
-  put(o, "repartition_bytes", num(repartition_bytes));
-  put(o, "repartition_peak_bytes", num(repartition_peak_bytes));
   put(o, "blocks_changed", std::to_string(blocks_changed));
-  put(o, "busy_s", num(busy_s));
-  put(o, "peak_bytes", num(peak_bytes));
-  put(o, "fwd_s", nums(fwd_s));
-  put(o, "bwd_s", nums(bwd_s));
-  put(o, "comm_s", nums(comm_s));
-  put(o, "optimizer_s", num(optimizer_s));
+  for (const auto& [key, field] : kReportFigures) put(o, key, num(this->*field));
+  for (const auto& [key, field] : kReportSeries) put(o, key, nums(this->*field));
   return o.str();
 }
 
@@ -255,18 +267,9 @@ RankReport RankReport::parse(const std::string& text) {
   r.rank = f.i32("rank");
   r.ok = f.str("ok") == "1";
   r.error = f.str("error");
-  r.loss = f.dbl("loss");
-  r.step_s = f.dbl("step_s");
-  r.repartition_s = f.dbl("repartition_s");
-  r.repartition_bytes = f.dbl("repartition_bytes");
-  r.repartition_peak_bytes = f.dbl("repartition_peak_bytes");
   r.blocks_changed = f.i32("blocks_changed");
-  r.busy_s = f.dbl("busy_s");
-  r.peak_bytes = f.dbl("peak_bytes");
-  r.fwd_s = f.dbls("fwd_s");
-  r.bwd_s = f.dbls("bwd_s");
-  r.comm_s = f.dbls("comm_s");
-  r.optimizer_s = f.dbl("optimizer_s");
+  for (const auto& [key, field] : kReportFigures) r.*field = f.dbl(key);
+  for (const auto& [key, field] : kReportSeries) r.*field = f.dbls(key);
   return r;
 }
 

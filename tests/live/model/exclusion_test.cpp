@@ -87,7 +87,9 @@ TEST(Exclusion, TrainingThroughLeavingAndRejoiningMatchesTheReference) {
     EXPECT_EQ(elements[q][0] == 0, !group0) << "rank " << q;
     EXPECT_EQ(received[q][1], group0 ? 0 : bytes * p2_state) << "rank " << q;
     EXPECT_EQ(elements[q][1] == 0, group0) << "rank " << q;
-    if (group0) EXPECT_GT(received[q][2], 0) << "rank " << q << ": a rejoining rank receives";
+    if (group0) {
+      EXPECT_GT(received[q][2], 0) << "rank " << q << ": a rejoining rank receives";
+    }
     EXPECT_GT(elements[q][2], 0) << "rank " << q;
   }
 }

@@ -98,7 +98,7 @@ TEST(Shares, EachGroupsTensorCollectivesCarryItsShareOfTheRows) {
   const auto batch = testing::random_batch(model, 16, 8);
   std::mutex mu;
   std::map<std::vector<int>, std::vector<double>> bytes;  // by weights: per rank
-  for (const std::vector<int> w : {std::vector<int>{}, std::vector<int>{3, 1}}) {
+  for (const std::vector<int>& w : {std::vector<int>{}, std::vector<int>{3, 1}}) {
     plan.pipeline.shares = w;
     std::vector<double> per_rank(4, 0);
     run_threads(4, [&](CommWorld& cw) {
