@@ -160,17 +160,21 @@ std::unique_ptr<Agent> make_agent(const std::string& id, const EnvSpec& spec, ui
   return it->second.factory(parsed, spec, seed);
 }
 
-void Agent::save(const std::string& path) const {
+std::string Agent::save_bytes() const {
   std::ostringstream out;
   out << kSaveMagic << ' ' << kSaveVersion << '\n' << name() << '\n';
   write_state(out);
-  if (!out) throw std::runtime_error("agent save: cannot encode the state for '" + path + "'");
-  checkpoint::write_file_atomic(path, checkpoint::seal_text(out.str()), "agent save");
+  if (!out) throw std::runtime_error("agent save: cannot encode the state of '" + name() + "'");
+  return checkpoint::seal_text(out.str());
+}
+
+void Agent::save(const std::string& path) const {
+  checkpoint::write_file_atomic(path, save_bytes(), name() + " save");
 }
 
 void Agent::load(const std::string& path) {
-  load_text(checkpoint::read_regular_file(path, max_checkpoint_bytes(), "agent load"),
-            "agent load: '" + path + "'");
+  load_bytes(checkpoint::read_regular_file(path, max_checkpoint_bytes(), name() + " load"),
+             name() + " load: '" + path + "'");
 }
 
 void Agent::load_text(const std::string& bytes, const std::string& where) {

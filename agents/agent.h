@@ -56,19 +56,24 @@ class Agent {
   virtual VectorLearner* vector_learner() { return nullptr; }
   // Training mode (default) explores; evaluation mode acts greedily where the agent can tell.
   virtual void set_training(bool training) {}
-  // Full state to a file (params, optimizer, rng); load restores it exactly. The default
-  // writes a header naming the agent, then write_state(); load checks the name.
+  // Full state to a file (params, optimizer, rng); load restores it exactly.
   // Checkpoints are untrusted (agents/checkpoint_file.h): load reads only a regular file of
   // at most max_checkpoint_bytes(), checks its CRC, and every value against the agent's
   // config before use; save writes a temporary file, fsyncs it and renames it over `path`.
-  virtual void save(const std::string& path) const;
-  virtual void load(const std::string& path);
-  // The default load on bytes already read (`where` names them in errors).
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+  // What save writes, and load on bytes already read (`where` names them in errors): an agent
+  // that holds another (agents/polished.h) nests its bytes. The default writes a header naming
+  // the agent, then write_state() (load_text reads it and checks the name).
+  virtual std::string save_bytes() const;
+  virtual void load_bytes(const std::string& bytes, const std::string& where) {
+    load_text(bytes, where);
+  }
   void load_text(const std::string& bytes, const std::string& where);
+  // The largest checkpoint this agent's config implies.
+  virtual size_t max_checkpoint_bytes() const { return size_t{1} << 16; }
 
  protected:
-  // The largest checkpoint of the default save/load this agent's config implies.
-  virtual size_t max_checkpoint_bytes() const { return size_t{1} << 16; }
   // Text state of the default save/load (e.g. the rng); stateless agents write nothing.
   virtual void write_state(std::ostream& out) const {}
   virtual void read_state(std::istream& in) {}

@@ -40,6 +40,12 @@ class VectorLearner {
   // a seed derived from the agent's and `run`, the envs reset before the next rollout; update
   // and step counts go on. Called from within on_progress.
   virtual void start_afresh(int run) {}
+  // For work done on the learner's behalf between updates (a plan search, agents/polished.h):
+  // a seed from the learner's own generator, so that one seed still fixes the whole run; and
+  // env k's open episode dropped (someone else stepped it), the env reset before the next
+  // rollout. Called from within on_progress.
+  virtual uint64_t draw_seed() = 0;
+  virtual void drop_episode(int env) = 0;
 };
 
 }  // namespace shardgym

@@ -1,4 +1,5 @@
-// The plan search over a greedy policy's plans (PPO's `polish`, ppo.h), as a unit of its own.
+// The plan search over a greedy policy's plans, as a unit of its own (the agent that runs it
+// around a learner, `ppo(polish=N)`: agents/polished.h).
 //
 // The search knows the policy only through its SubstitutionTables (below) and a function that
 // plays one greedy episode with them. A candidate replaces, for one kind of block (or both), one

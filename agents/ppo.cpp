@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "agents/agent_util.h"
+#include "agents/polished.h"
 #include "agents/ppo_impl.h"
 #include "env/pipeline_action.h"
 #include "env/partition_env.h"
@@ -28,7 +29,6 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
       gen(at::detail::createCPUGenerator(seed)) {
   if (blocks <= 0 || catalog <= 0)
     throw std::invalid_argument("ppo: the env spec has no blocks or an empty catalog");
-  polish_next = polish_wait = cfg.polish;
   if (spec.observation_space.shape.size() != 1)
     throw std::invalid_argument("ppo: needs a flat observation (PartitionEnv layout)");
   obs_dim = static_cast<int>(spec.observation_space.shape[0]);
@@ -37,8 +37,7 @@ PPO::Impl::Impl(const EnvSpec& spec, const PPOConfig& cfg, uint64_t seed)
   if (globals < PartitionEnv::kGlobalFixed)
     throw std::invalid_argument("ppo: observation of " + std::to_string(obs_dim) +
                                 " values is too short for " + std::to_string(blocks) + " blocks");
-  // Polish's tables; their conditions are read by the observation's part names.
-  tables = SubstitutionTables(spec);
+  conditions = SubstitutionTables(spec).cond_index.size();
   const int pipeline_obs = pipeline_choices(spec.pipeline_stages);
   torch::manual_seed(seed);
   net = ppo_detail::PolicyNet(blocks, catalog, PartitionEnv::kBlockFeatures, globals, cfg.hidden,
@@ -316,7 +315,6 @@ Action PPO::act(const Observation& obs, const std::vector<uint8_t>& mask,
     }
     acc[0][m.plan_row] = 0;  // the env action is the block rows, as set here
   }
-  if (!training_) m.tables.substitute(obs.data(), a.data_ptr<int64_t>(), usable);  // polish
   Action out = m.env_action(a.data_ptr<int64_t>());
   if (training_) {
     m.pending = true;
@@ -364,7 +362,11 @@ bool PPO::update() {
 }
 
 std::unique_ptr<Agent> make_ppo_agent(const ParsedId& id, const EnvSpec& spec, uint64_t seed) {
-  return std::make_unique<PPO>(spec, PPOConfig::from_id(id), seed, id.to_string());
+  const PPOConfig config = PPOConfig::from_id(id);
+  auto ppo = std::make_unique<PPO>(spec, config, seed, id.to_string());
+  if (config.polish == 0) return ppo;
+  // polish=N: the plan search around it, an agent of its own (agents/polished.h).
+  return std::make_unique<Polished>(std::move(ppo), spec, config.polish, config.polish_gain);
 }
 
 }  // namespace shardgym

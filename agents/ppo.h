@@ -34,21 +34,12 @@
 //       keep_p=0.95,decode=pref,margin=1,plan=0|1|alt,plan_p=0.05,plan_lr=0.01,restart_s=0,
 //       polish=0,polish_gain=0.001)
 //
-// Polish (polish=N > 0, train() only; the search is agents/plan_polish.h): every N updates, a
-// local search over the greedy policy's plans, on greedy episodes of training seeds (the env's
-// rewards, nothing else). A candidate replaces, for one kind of block (or both), one entry the
-// greedy policy holds by another, wherever it holds it: a substitution table per kind, applied
-// after decoding in evaluation (PPO::act with training off). Each round scores every single
-// substitution (one kind, or both to the same entry) on one seed; when none gains, the pairs of
-// each kind's best 8; the best candidate is kept when its return beats the table in force by more
-// than polish_gain (relative) on that seed and again on a second. When nothing for all steps gains
-// and the episode showed 2 to 8 distinct conditions (sequence factor, compute slowdown, link
-// bandwidths, merged within 10 %), the search keys a table to each: under the nearest key a kind's
-// entry is set outright (singles, both kinds, then pairs), so the policy can change its plan when
-// the conditions change. Up to 4 rounds per search. A search that keeps nothing doubles the wait
-// before the next. The tables live with the run (a restart clears them) and are saved in
-// checkpoints. Sampling in training never uses them: PPO learns as it would without. Each search
-// is reported in TrainProgress::notes.
+// Polish (polish=N > 0): the factory (make_ppo_agent) returns PPO inside Polished
+// (agents/polished.h), the plan search as an agent of its own: every N updates it searches
+// whole-kind substitutions of the greedy policy's plans (agents/plan_polish.h) and applies
+// the tables it keeps in evaluation. PPO itself knows nothing of it: it samples and learns
+// as it would without, and lends the search seeds of its generator (draw_seed) and env 0
+// (drop_episode).
 //
 // Restart on stall (restart_s > 0, vectorised training only): the Trainer (agents/trainer.h)
 // watches its greedy evaluations of the current run and, when they have not improved for
@@ -70,6 +61,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agents/agent.h"
@@ -188,9 +180,8 @@ class PPO : public Agent, public VectorLearner {
   // Checkpoints (agents/checkpoint_file.h): a record file of plain arrays (no code), every
   // record checked against this agent's config before anything changes; earlier TorchScript
   // archives are refused. load_bytes is load on bytes already read (`where` names them).
-  void save(const std::string& path) const override;
-  void load(const std::string& path) override;
-  void load_bytes(const std::string& bytes, const std::string& where);
+  std::string save_bytes() const override;
+  void load_bytes(const std::string& bytes, const std::string& where) override;
   size_t max_checkpoint_bytes() const override;
 
   // Trains on `envs` for at least `steps` env steps (summed over envs; whole rollouts).
@@ -205,6 +196,8 @@ class PPO : public Agent, public VectorLearner {
                         const std::function<bool(const TrainProgress&)>& on_progress) override;
   double restart_after_s() const override { return config_.restart_s; }
   void start_afresh(int run) override;
+  uint64_t draw_seed() override;  // from the generator env seeds come from
+  void drop_episode(int env) override;
 
   const PPOConfig& config() const { return config_; }
   int64_t parameter_count() const;
@@ -222,10 +215,8 @@ class PPO : public Agent, public VectorLearner {
   // reset.
   int run_ = 0;
   bool restart_pending_ = false;
-  std::vector<std::string> notes_;  // for the next TrainProgress
-  // Polish (see above): the search (agents/plan_polish.h) on greedy episodes of `env`.
-  // Returns the substitutions kept.
-  int polish(Env& env);
+  // Envs whose episodes train()'s loop is to drop (drop_episode), with their next seeds.
+  std::vector<std::pair<int, uint64_t>> dropped_;
   // The config of run `run` (0: the first; restart k starts run k): config_ with plan rows
   // on odd runs under plan=alt.
   PPOConfig run_config(int run) const;

@@ -82,7 +82,7 @@ ppo_detail::CheckpointLayout PPO::checkpoint_layout(const Impl& m) const {
   l.plan_row = m.plan_row;
   l.hidden = hidden;
   l.rollout = rollout;
-  l.conditions = m.tables.cond_index.size();
+  l.conditions = m.conditions;
   for (const auto& kv : m.net->named_parameters()) l.params.emplace_back(kv.key(), sizes_of(kv.value()));
   l.generator_bytes = m.gen.get_state().numel();
   return l;
@@ -103,7 +103,7 @@ ppo_detail::CheckpointLayout PPO::largest_checkpoint_layout() const {
 
 size_t PPO::max_checkpoint_bytes() const { return largest_checkpoint_layout().max_bytes(); }
 
-void PPO::save(const std::string& path) const {
+std::string PPO::save_bytes() const {
   const Impl& m = *impl_;
   if (m.buffer.rows() > config_.rollout)
     throw std::runtime_error("ppo save: the rollout holds more than rollout=" +
@@ -140,20 +140,12 @@ void PPO::save(const std::string& path) const {
   put_vec(f, "pending_logp", Elem::kF32, m.pending_logp);
   put_vec(f, "pending_value", Elem::kF32, std::vector<float>{m.pending_value});
   put_vec(f, "next_obs", Elem::kF32, m.next_obs);
-  put_vec(f, "sub", Elem::kI32, m.tables.sub);
-  put_vec(f, "sub_keys", Elem::kF32, m.tables.key_values);
   const ReturnScale& rs = m.reward_scale;
   const double scale[4] = {rs.mean, rs.var, rs.count, rs.ret.empty() ? 0.0 : rs.ret[0]};
   std::vector<int64_t> scale_bits(4);
   std::memcpy(scale_bits.data(), scale, sizeof(scale));
   put_vec(f, "reward_scale", Elem::kI64, scale_bits);
-  checkpoint::write_file_atomic(path, f.encode(), "ppo save");
-}
-
-void PPO::load(const std::string& path) {
-  const std::string where = "ppo load: '" + path + "'";
-  const std::string bytes = checkpoint::read_regular_file(path, max_checkpoint_bytes(), "ppo load");
-  load_bytes(bytes, where);
+  return f.encode();
 }
 
 void PPO::load_bytes(const std::string& bytes, const std::string& where) {
@@ -226,8 +218,6 @@ void PPO::load_records(const RecordFile& f, const std::string& where) {
   m.pending_logp = c.pending_logp;
   m.pending_value = c.pending_value;
   m.next_obs = c.next_obs;
-  m.tables.key_values = c.keys;
-  m.tables.sub = c.sub;
   m.reward_scale = ReturnScale{};
   if (!c.reward_scale.empty()) {
     m.reward_scale.mean = c.reward_scale[0];

@@ -36,13 +36,10 @@ size_t CheckpointLayout::max_bytes() const {
   }
   const size_t mask = static_cast<size_t>(blocks) * catalog + moves;
   const size_t row = static_cast<size_t>(obs_dim) * 4 + mask + static_cast<size_t>(rows) * 12 + 9;
-  const size_t C = std::max<size_t>(1, conditions);
-  const size_t tables = 2 * static_cast<size_t>(catalog) * (1 + kMaxPolishKeys) * 4 +
-                        static_cast<size_t>(kMaxPolishKeys) * C * 4;
   // Parameters with Adam's two moments; the rollout (at most `rollout` rows, PPO::update);
-  // the pending step and next observation; the tables; the generator; names and headers.
+  // the pending step and next observation; the generator; names and headers.
   return params_numel * 12 + static_cast<size_t>(std::max(1, rollout)) * row + 2 * row +
-         static_cast<size_t>(obs_dim) * 4 + tables + static_cast<size_t>(generator_bytes) +
+         static_cast<size_t>(obs_dim) * 4 + static_cast<size_t>(generator_bytes) +
          max_records() * 128 + 4096;
 }
 
@@ -80,22 +77,6 @@ void read_network(const RecordFile& f, const CheckpointLayout& l, const std::str
     checkpoint::require_finite(sq, a + "exp_avg_sq", where);
     c.moments.push_back({i, step[0], &avg, &sq});
   }
-}
-
-// The plan search's substitution tables and the condition keys they are filed under.
-void read_substitutions(const RecordFile& f, const CheckpointLayout& l, const std::string& where,
-                        CheckpointContents& c) {
-  auto floats = [&](const std::string& name, int64_t max) {
-    return finite_floats(f, name, max, where);
-  };
-  const size_t C = std::max<size_t>(1, l.conditions);
-  c.keys = floats("sub_keys", static_cast<int64_t>(C) * kMaxPolishKeys);
-  c.sub = f.vec<int32_t>("sub", Elem::kI32,
-                         2 * static_cast<int64_t>(l.catalog) * (1 + kMaxPolishKeys), where);
-  const size_t tables = 1 + c.keys.size() / C;
-  if (c.keys.size() % C != 0 || c.sub.size() != 2 * static_cast<size_t>(l.catalog) * tables ||
-      std::any_of(c.sub.begin(), c.sub.end(), [&](int32_t e) { return e < 0 || e >= l.catalog; }))
-    throw std::runtime_error(where + " has a damaged substitution table");
 }
 
 // norm_reward's statistics, saved as the bits of four doubles (exact): finite, a variance
@@ -184,7 +165,6 @@ CheckpointContents check_checkpoint(const RecordFile& f, const CheckpointLayout&
     throw std::runtime_error(where + ": the pending step's arrays do not fit this agent's config");
   c.pending_value = pending_value[0];
 
-  read_substitutions(f, l, where, c);
   c.reward_scale = read_reward_scale(f, where);
   return c;
 }

@@ -1,7 +1,7 @@
 // The checks of a PPO record checkpoint against the agent's config, without LibTorch
 // (agents/ppo_checkpoint.cpp installs what passes; fuzz/ppo_checkpoint_fuzz.cpp runs these on
 // arbitrary bytes). Every record's dtype and shape, every count against the config (the
-// rollout at most `rollout` rows, polish at most ppo_detail::kMaxPolishKeys keys), every
+// rollout at most `rollout` rows), every
 // action entry against its row's range, every float finite: nothing of the file is used
 // before all of it passed (docs/robustness.md, "Checkpoints").
 #pragma once
@@ -12,19 +12,17 @@
 #include <vector>
 
 #include "agents/checkpoint_file.h"
-#include "agents/plan_polish.h"
 
 namespace shardgym::ppo_detail {
 
 inline constexpr int64_t kCheckpointVersion = 4;  // 1–3: TorchScript archives, refused
 inline constexpr const char* kCheckpointKind = "ppo";
-inline constexpr int kMaxPolishKeys = kPolishMaxKeys;  // tables per condition (plan_polish.h)
 
 // What the agent's config builds: the network's parameters (name, shape) and the sizes.
 struct CheckpointLayout {
   int blocks = 0, catalog = 0, moves = 0, obs_dim = 0, rows = 0, plan_row = -1, hidden = 0;
   int rollout = 1;
-  size_t conditions = 0;  // polish's conditions per key
+  size_t conditions = 0;  // the run's conditions (the plan rows' input)
   std::vector<std::pair<std::string, std::vector<int64_t>>> params;
   int64_t generator_bytes = 0;
   // The largest file this layout can produce.
@@ -48,11 +46,10 @@ struct CheckpointContents {
   std::vector<float> obs, logp, value, reward;
   std::vector<uint8_t> mask, done;
   std::vector<int64_t> act;
-  std::vector<float> pending_obs, pending_logp, next_obs, keys;
+  std::vector<float> pending_obs, pending_logp, next_obs;
   float pending_value = 0;
   std::vector<uint8_t> pending_mask;
   std::vector<int64_t> pending_act;
-  std::vector<int32_t> sub;
   // norm_reward's statistics (agents/return_scale.h): mean, variance, count and the return
   // of the agent-API episode; empty in a checkpoint written before they were saved.
   std::vector<double> reward_scale;

@@ -43,11 +43,8 @@ struct PPO::Impl {
   at::Generator gen;
   int updates = 0;
   int64_t env_steps = 0;
-  // Polish's substitution tables and their condition keys (agents/plan_polish.h).
-  SubstitutionTables tables;
-  // The update after which the next search runs, and the wait before it (polish updates;
-  // doubled after a search that keeps nothing).
-  int polish_next = 0, polish_wait = 0;
+  // The run's conditions among the globals (the plan rows' input, agents/plan_polish.h).
+  size_t conditions = 0;
   // norm_reward (PPOConfig): the returns' statistics (env 0 is the agent API's episode).
   ReturnScale reward_scale;
   // The reward learning uses for env i's step (the agent API: env 0): fail_reward for a failed

@@ -1,13 +1,10 @@
 // PPO on a VectorEnv, and PPO checkpoints (see ppo.h).
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "agents/agent_util.h"
 #include "agents/evaluate.h"
-#include "agents/plan_polish.h"
 #include "agents/ppo_impl.h"
 #include "env/vector_env.h"
 
@@ -62,23 +59,30 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
     throw std::invalid_argument("ppo train: the vector env's spaces differ from the agent's");
   const int n = envs.size();
   PPOTrainResult result;
-  auto env_seed = [&] {
-    return static_cast<uint64_t>(at::randint(1 << 30, {1}, impl_->gen).item<int64_t>());
-  };
   std::vector<std::vector<int32_t>> plans;  // the plan in force for obs (catalog indices)
-  std::vector<Observation> obs = envs.reset(env_seed(), &plans);
+  std::vector<Observation> obs = envs.reset(draw_seed(), &plans);
   std::vector<double> running(n, 0.0);
   impl_->reward_scale.start_episodes(n);
   const bool was_training = training_;
   training_ = true;
   restart_pending_ = false;
+  dropped_.clear();
   while (result.env_steps < steps) {
-    if (restart_pending_) {  // a fresh run (restart()): its own env seeds, no open episodes
+    if (restart_pending_) {  // a fresh run (start_afresh): its own env seeds, no open episodes
       restart_pending_ = false;
-      obs = envs.reset(env_seed(), &plans);
+      dropped_.clear();
+      obs = envs.reset(draw_seed(), &plans);
       running.assign(n, 0.0);
       impl_->reward_scale.start_episodes(n);
     }
+    for (const auto& [k, seed] : dropped_) {  // drop_episode(k): a fresh episode
+      if (k >= n) throw std::invalid_argument("ppo train: no env " + std::to_string(k));
+      ResetResult again = envs.env(k).reset(seed);
+      obs[k] = std::move(again.obs);
+      plans[k] = std::move(again.info.plan_indices);
+      running[k] = 0;
+    }
+    dropped_.clear();
     Impl& m = *impl_;  // replaced by a restart
     PPORollout r;
     r.envs = n;
@@ -129,16 +133,6 @@ PPOTrainResult PPO::train(VectorEnv& envs, int64_t steps,
     std::vector<float> flat_next;
     for (const Observation& o : obs) flat_next.insert(flat_next.end(), o.begin(), o.end());
     PPOUpdate u = m.learn(r, m.values(flat_next, n));
-    if (config_.polish > 0 && m.updates >= m.polish_next) {
-      // The search plays whole episodes on env 0; its open training episode is dropped.
-      m.polish_wait = polish(envs.env(0)) > 0 ? config_.polish : 2 * m.polish_wait;
-      m.polish_next = m.updates + m.polish_wait;
-      training_ = true;
-      ResetResult again = envs.env(0).reset(env_seed());
-      obs[0] = std::move(again.obs);
-      plans[0] = std::move(again.info.plan_indices);
-      running[0] = 0;
-    }
     u.episodes = ended;
     if (ended > 0) u.mean_episode_return = ended_sum / ended;
     result.updates.push_back(u);
@@ -153,9 +147,6 @@ void PPO::train_vectorized(VectorEnv& envs, int64_t steps,
                            const std::function<bool(const TrainProgress&)>& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
   train(envs, steps, [&](const PPOUpdate& u) {
-    // This update's notes, handed to on_progress (and dropped without one).
-    std::vector<std::string> notes = std::move(notes_);
-    notes_.clear();
     if (!on_progress) return true;
     TrainProgress p;
     p.update = u.update;
@@ -163,26 +154,17 @@ void PPO::train_vectorized(VectorEnv& envs, int64_t steps,
     p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.mean_episode_return = u.mean_episode_return;
     p.episodes = u.episodes;
-    p.notes = std::move(notes);
     return on_progress(p);
   });
 }
 
-int PPO::polish(Env& env) {
-  Impl& m = *impl_;
-  // Training seeds: far from the small integers that configs evaluate on.
-  auto draw_seed = [&] {
-    return (uint64_t{1} << 40) +
-           static_cast<uint64_t>(at::randint(1 << 30, {1}, m.gen).item<int64_t>());
-  };
-  const uint64_t seed_a = draw_seed(), seed_b = draw_seed();
-  // Greedy episodes of this policy (act applies the tables outside training) on `env`.
-  auto play = [&](uint64_t seed, PolishLook* look) {
-    return polish_episode(env, *this, m.tables, seed, look);
-  };
-  const PolishResult r = polish_plans(m.tables, play, seed_a, seed_b, config_.polish_gain);
-  notes_.push_back(polish_note(m.updates, r));
-  return r.kept;
+uint64_t PPO::draw_seed() {
+  return static_cast<uint64_t>(at::randint(1 << 30, {1}, impl_->gen).item<int64_t>());
+}
+
+void PPO::drop_episode(int env) {
+  if (env < 0) throw std::invalid_argument("ppo: no env " + std::to_string(env));
+  dropped_.emplace_back(env, draw_seed());  // the seed now: the generator's order as it was
 }
 
 void PPO::start_afresh(int run) {

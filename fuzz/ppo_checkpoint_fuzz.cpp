@@ -88,11 +88,6 @@ void write_seeds(const std::string& dir) {
     f.put("pending_logp", Elem::kF32, {R}, logp.data());
     f.put("pending_value", Elem::kF32, {1}, one.data());
     f.put("next_obs", Elem::kF32, {D}, obs.data());
-    std::vector<int32_t> sub(2 * l.catalog * 2);
-    for (size_t i = 0; i < sub.size(); ++i) sub[i] = static_cast<int32_t>(i % l.catalog);
-    const std::vector<float> keys(l.conditions, 1.0f);
-    f.put("sub", Elem::kI32, {int64_t(sub.size())}, sub.data());
-    f.put("sub_keys", Elem::kF32, {int64_t(keys.size())}, keys.data());
     std::ofstream(dir + "/seed-" + std::to_string(sel), std::ios::binary)
         << static_cast<char>(sel) << f.encode();
     std::ofstream(dir + "/seed-" + std::to_string(sel) + "-crcfix", std::ios::binary)
@@ -139,7 +134,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(c.obs.size() == n * l.obs_dim && c.act.size() == n * l.rows, "rollout arrays");
   for (size_t i = 0; i < c.act.size(); ++i)
     FUZZ_CHECK(c.act[i] >= 0 && c.act[i] < (l.catalog > 3 ? l.catalog : 3), "action entry");
-  for (int32_t e : c.sub) FUZZ_CHECK(e >= 0 && e < l.catalog, "substitution entry");
   FUZZ_CHECK(c.generator->data.size() == static_cast<size_t>(l.generator_bytes), "generator");
   const std::string once = f.encode();
   FUZZ_CHECK(checkpoint::RecordFile::decode(once, "again", l.max_records()).encode() == once,

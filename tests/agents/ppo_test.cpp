@@ -11,7 +11,9 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include "agents/checkpoint_file.h"
 #include "agents/evaluate.h"
+#include "agents/polished.h"
 #include "env/vector_env.h"
 #include "runtime/core/training_run.h"
 #include "tests/agents/agent_test_util.h"
@@ -370,16 +372,35 @@ std::vector<Action> greedy_plans(Agent& agent, const ExperimentSpec& spec, uint6
   return plans;
 }
 
-// Trains `ppo` for one update (2 envs × 16 steps) and returns the notes of its progress
-// (polish's searches), printed.
-std::vector<std::string> one_update_of_two_envs(PPO& ppo, VectorEnv& envs) {
+// PPO inside the plan search (polish=N: make_ppo_agent returns agents/polished.h's agent).
+std::unique_ptr<Agent> polished_ppo(const std::string& id, const EnvSpec& spec, uint64_t seed) {
+  std::unique_ptr<Agent> agent = make_ppo_agent(ParsedId::parse(id), spec, seed);
+  EXPECT_NE(dynamic_cast<Polished*>(agent.get()), nullptr) << id;
+  return agent;
+}
+
+// Trains `agent` for one update (2 envs × 16 steps) and returns the notes of its progress
+// (the plan search's), printed.
+std::vector<std::string> one_update_of_two_envs(Agent& agent, VectorEnv& envs) {
   std::vector<std::string> notes;
-  ppo.train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
+  agent.vector_learner()->train_vectorized(envs, 2 * 16, [&](const TrainProgress& p) {
     notes.insert(notes.end(), p.notes.begin(), p.notes.end());
     return true;
   });
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
   return notes;
+}
+
+// A fresh agent of the same id (another seed) loaded from `bytes`, written to a file.
+std::unique_ptr<Agent> loaded_from(const std::string& bytes, const EnvSpec& spec,
+                                   const std::string& id) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / "shardgym_polished_test.ckpt").string();
+  checkpoint::write_file_atomic(file, bytes, "test");
+  std::unique_ptr<Agent> back = make_ppo_agent(ParsedId::parse(id), spec, 99);
+  back->load(file);
+  std::remove(file.c_str());
+  return back;
 }
 
 TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
@@ -389,20 +410,38 @@ TEST_F(PPOTest, PolishKeepsWholeKindSubstitutionsThatGainAndCheckpointsThem) {
   ExperimentSpec spec = tiny_scenario();
   VectorEnv envs = vector_env(spec, 2);
   const std::string id = "ppo(rollout=16,hidden=16,polish=1)";
-  PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);
+  std::unique_ptr<Agent> agent = polished_ppo(id, envs.spec(), 3);
   PPO before(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);  // the same, unpolished
-  const std::vector<std::string> notes = one_update_of_two_envs(ppo, envs);
+  const std::vector<std::string> notes = one_update_of_two_envs(*agent, envs);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("polish after update 1"), std::string::npos);
   EXPECT_EQ(notes[0].find(" 0 substitutions kept"), std::string::npos) << notes[0];
-  EXPECT_GT(greedy_return(ppo, spec), greedy_return(before, spec) + 1e-3);
+  EXPECT_GT(greedy_return(*agent, spec), greedy_return(before, spec) + 1e-3);
   // Every block of a kind holds one entry at every step (a table maps entries, not blocks).
-  for (const Action& plan : greedy_plans(ppo, spec, 7))
+  const std::vector<Action> plans = greedy_plans(*agent, spec, 7);
+  for (const Action& plan : plans)
     for (size_t b = 2; b < plan.size(); ++b) EXPECT_EQ(plan[b], plan[b % 2]);
+  EXPECT_NE(greedy_plans(before, spec, 7), plans);
   // The table travels with the checkpoint.
-  std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
-  EXPECT_EQ(greedy_plans(*loaded, spec, 7), greedy_plans(ppo, spec, 7));
-  EXPECT_NE(greedy_plans(before, spec, 7), greedy_plans(ppo, spec, 7));
+  EXPECT_EQ(greedy_plans(*loaded_from(agent->save_bytes(), envs.spec(), id), spec, 7), plans);
+  // A PPO checkpoint that carries the tables itself (the layout before the search was an
+  // agent of its own) loads with them; a damaged table is refused and changes nothing.
+  auto& polished = dynamic_cast<Polished&>(*agent);
+  checkpoint::RecordFile legacy = checkpoint::RecordFile::decode(
+      polished.inner().save_bytes(), "test", 4096);
+  const std::vector<int32_t> sub = polished.tables().sub;
+  const std::vector<float> keys = polished.tables().key_values;
+  legacy.put("sub", checkpoint::Elem::kI32, {int64_t(sub.size())}, sub.data());
+  legacy.put("sub_keys", checkpoint::Elem::kF32, {int64_t(keys.size())}, keys.data());
+  EXPECT_EQ(greedy_plans(*loaded_from(legacy.encode(), envs.spec(), id), spec, 7), plans);
+  std::vector<int32_t> bad = sub;
+  bad[1] = 1 << 20;  // no entry of the catalog
+  legacy.put("sub", checkpoint::Elem::kI32, {int64_t(bad.size())}, bad.data());
+  EXPECT_THROW(agent->load_bytes(legacy.encode(), "damaged"), std::runtime_error);
+  EXPECT_EQ(greedy_plans(*agent, spec, 7), plans);
+  // A restart starts a fresh policy without tables.
+  polished.start_afresh(1);
+  EXPECT_EQ(polished.tables().sub, SubstitutionTables(envs.spec()).sub);
 }
 
 TEST_F(PPOTest, PolishKeysTablesByConditionsAndCheckpointsThem) {
@@ -412,12 +451,12 @@ TEST_F(PPOTest, PolishKeysTablesByConditionsAndCheckpointsThem) {
   test_specs::add_link_drop(spec, 8, "nvlink", 0.25);
   VectorEnv envs = vector_env(spec, 2);
   const std::string id = "ppo(rollout=16,hidden=16,polish=1)";
-  PPO ppo(envs.spec(), PPOConfig::from_id(ParsedId::parse(id)), 3);
-  const std::vector<std::string> notes = one_update_of_two_envs(ppo, envs);
+  std::unique_ptr<Agent> agent = polished_ppo(id, envs.spec(), 3);
+  const std::vector<std::string> notes = one_update_of_two_envs(*agent, envs);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("for one of 2 conditions)"), std::string::npos) << "two keys";
-  std::unique_ptr<PPO> loaded = through_checkpoint(ppo, envs.spec(), id);
-  EXPECT_EQ(greedy_plans(*loaded, spec, 7), greedy_plans(ppo, spec, 7));
+  EXPECT_EQ(greedy_plans(*loaded_from(agent->save_bytes(), envs.spec(), id), spec, 7),
+            greedy_plans(*agent, spec, 7));
 }
 
 TEST_F(PPOTest, LearnsWithMaskedEntries) {

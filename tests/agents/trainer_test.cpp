@@ -52,6 +52,8 @@ class Scripted : public Agent, public VectorLearner {
   }
   double restart_after_s() const override { return restart_after; }
   void start_afresh(int run) override { runs.push_back(run); }
+  uint64_t draw_seed() override { return 0; }
+  void drop_episode(int) override {}
 
   int version = 0, updates = 6, progress_calls = 0;
   bool frozen = false;
