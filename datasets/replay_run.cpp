@@ -1,7 +1,6 @@
 #include "datasets/replay_run.h"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 
 #include "datasets/trace_reader.h"
@@ -139,37 +138,15 @@ RunContext ReplayRun::current_context() const {
   c.step = calls_;
   c.phase = spec_.scenario.phase_at(calls_);
   c.num_phases = spec_.scenario.num_phases();
-  c.link_bw_factor.assign(spec_.cluster.links.size(), 1.0);
-  std::map<int, double> stragglers;
-  const int world = spec_.cluster.world_size();
-  c.rank_slowdown.assign(world, 1.0);
-  c.rank_alive.assign(world, 1);
-  for (const ScenarioEvent& e : spec_.scenario.events) {
-    if (e.step > calls_) continue;
-    switch (e.kind) {
-      case EventKind::kLinkBandwidth: {
-        const int l = spec_.cluster.link_index(e.target);
-        if (l >= 0) c.link_bw_factor[l] = e.factor;
-        break;
-      }
-      case EventKind::kStraggler:
-        stragglers[e.rank] = e.factor;
-        if (e.rank >= 0 && e.rank < world) c.rank_slowdown[e.rank] = e.factor;
-        break;
-      case EventKind::kRankLoss:
-      case EventKind::kRankJoin:  // the trace's actions say whether a spare stood in
-        if (e.rank >= 0 && e.rank < world) c.rank_alive[e.rank] = e.kind == EventKind::kRankJoin;
-        break;
-      case EventKind::kSeqLength:
-        if (spec_.model.seq > 0) c.seq_factor = static_cast<double>(e.value) / spec_.model.seq;
-        break;
-      case EventKind::kBatch:
-        break;
-    }
-  }
-  for (const auto& [rank, factor] : stragglers) {
-    c.max_compute_slowdown = std::max(c.max_compute_slowdown, factor);
-  }
+  // The trace's actions say whether a spare stood in for a lost rank; here it is lost.
+  const ScenarioState state = spec_.scenario.state_at(calls_, spec_.cluster);
+  c.link_bw_factor = state.link_factor;
+  c.rank_slowdown = state.slowdown;
+  c.rank_alive.resize(state.lost.size());
+  for (size_t r = 0; r < state.lost.size(); ++r) c.rank_alive[r] = !state.lost[r];
+  if (state.seq > 0 && spec_.model.seq > 0)
+    c.seq_factor = static_cast<double>(state.seq) / spec_.model.seq;
+  for (double f : state.slowdown) c.max_compute_slowdown = std::max(c.max_compute_slowdown, f);
   for (int r = 0; r < spec_.cluster.world_size(); ++r) {
     const double mem = spec_.cluster.device_of(r).memory_bytes;
     c.memory_capacity = r == 0 ? mem : std::min(c.memory_capacity, mem);

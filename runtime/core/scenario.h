@@ -4,12 +4,15 @@
 // event of the same kind and target replaces them. Factors multiply nominal values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "runtime/core/scenario_draw.h"
 
 namespace shardgym {
+
+struct ClusterSpec;
 
 enum class EventKind {
   kLinkBandwidth,  // target: link class name; factor multiplies its bandwidth
@@ -47,6 +50,17 @@ struct ScenarioEvent {
   bool operator!=(const ScenarioEvent& o) const { return !(*this == o); }
 };
 
+// The cluster as the scenario's events have left it at one step: events in step order, a
+// later one replacing an earlier one of the same kind and target, a rank_join undoing its
+// rank's rank_loss. An event naming a link class or rank the cluster does not have changes
+// nothing (runs refuse such scenarios before they start).
+struct ScenarioState {
+  std::vector<double> link_factor;  // per ClusterSpec::links entry, 1 = nominal bandwidth
+  std::vector<double> slowdown;     // per rank, 1 = nominal speed
+  std::vector<uint8_t> lost;        // per rank, 1 = lost (rank_loss, no rank_join since)
+  int seq = 0, global_batch = 0;    // where an event set them; 0 = the model's own
+};
+
 struct Scenario {
   std::string name = "static";
   std::vector<ScenarioEvent> events;  // scripted events, sorted by step
@@ -63,6 +77,9 @@ struct Scenario {
   // Number of distinct phases: 1 + number of distinct event steps.
   int phase_at(int step) const;
   int num_phases() const;
+  // What the events up to and including `step` have set on `cluster` (ScenarioState); every
+  // backend reads the scenario through it.
+  ScenarioState state_at(int step, const ClusterSpec& cluster) const;
 };
 
 }  // namespace shardgym

@@ -97,7 +97,7 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   dp_entry_ = entry_of(Strategy::dp());
   idle_power_w_ = cost_.head_cost().idle_power_w;
   plan_ = resolve_plan(spec.initial_plan, model_, spec.cluster);
-  cost_.set_conditions(conditions_at(0));
+  cost_.set_conditions(conditions_at(scenario_.state_at(0, spec.cluster)));
   configure(resolved_pipeline(plan_));
   install(0);
   group_act_ = static_cast<int>(act_keys_.size());
@@ -106,36 +106,14 @@ SimRun::SimRun(const ExperimentSpec& spec, SimOptions options)
   reset(spec.seeds.empty() ? 0 : spec.seeds.front(), plan_);
 }
 
-Conditions SimRun::conditions_at(int step) const {
+Conditions SimRun::conditions_at(const ScenarioState& state) const {
   Conditions c;
   c.model = model_;
-  c.link_factor.assign(cost_.cluster().links.size(), 1.0);
-  c.slowdown.assign(world_, 1.0);
-  // Sorted by step: a later event of the same kind and target replaces an earlier one.
-  for (const auto& e : scenario_.events) {
-    if (e.step > step) break;
-    switch (e.kind) {
-      case EventKind::kLinkBandwidth:
-        c.link_factor[cost_.cluster().link_index(e.target)] = e.factor;
-        break;
-      case EventKind::kStraggler: c.slowdown[e.rank] = e.factor; break;
-      case EventKind::kSeqLength: c.model.seq = e.value; break;
-      case EventKind::kBatch: c.model.global_batch = e.value; break;
-      case EventKind::kRankLoss:
-      case EventKind::kRankJoin: break;  // liveness: lost_at()
-    }
-  }
+  c.link_factor = state.link_factor;
+  c.slowdown = state.slowdown;
+  if (state.seq > 0) c.model.seq = state.seq;
+  if (state.global_batch > 0) c.model.global_batch = state.global_batch;
   return c;
-}
-
-std::vector<uint8_t> SimRun::lost_at(int step) const {
-  std::vector<uint8_t> lost(world_, 0);
-  for (const auto& e : scenario_.events) {
-    if (e.step > step) break;
-    if (e.kind == EventKind::kRankLoss) lost[e.rank] = 1;
-    if (e.kind == EventKind::kRankJoin) lost[e.rank] = 0;
-  }
-  return lost;
 }
 
 bool SimRun::needs_spare(const Pipeline& pipe, std::vector<int>* ranks) const {
@@ -250,12 +228,13 @@ bool SimRun::configure(const Pipeline& pipe) const {
 void SimRun::install(int step) {
   installed_phase_ = static_cast<int>(
       std::upper_bound(event_steps_.begin(), event_steps_.end(), step) - event_steps_.begin());
-  lost_ = lost_at(step);
+  const ScenarioState state = scenario_.state_at(step, cost_.cluster());
+  lost_ = state.lost;
   any_lost_ = std::find(lost_.begin(), lost_.end(), 1) != lost_.end();
   if (replaced_.size() != lost_.size()) replaced_.assign(lost_.size(), 0);
   for (int r = 0; r < world_; ++r)
     if (!lost_[r]) replaced_[r] = 0;  // back in service: no spare stands in any more
-  const Conditions c = conditions_at(step);
+  const Conditions c = conditions_at(state);
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
                     now.model.global_batch == c.model.global_batch &&

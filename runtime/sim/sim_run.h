@@ -357,13 +357,12 @@ class SimRun : public TrainingRun {
   void evaluate(const std::vector<int>& idx, const std::vector<int>* from,
                 const std::vector<int>& from_stage, int from_stage_world, LogNormalNoise* noise,
                 Measurement& out, IterationBreakdown* stages = nullptr) const;
-  Conditions conditions_at(int step) const;
-  std::vector<uint8_t> lost_at(int step) const;  // 1: the rank is lost at that step
+  Conditions conditions_at(const ScenarioState& state) const;  // the model's, as it says
   // Whether a plan with `pipe`'s data shares trains on a lost rank that no spare stands in for
   // (those ranks appended to `ranks`): then the step restarts from a checkpoint.
   bool needs_spare(const Pipeline& pipe, std::vector<int>* ranks = nullptr) const;
   void charge_restart(Measurement& m) const;  // scenario.h RestartModel
-  void install(int step);  // conditions_at(step); invalidates the caches if they differ
+  void install(int step);  // the scenario's state at `step`; invalidates the caches if it differs
   // The group's slots of one table under the conditions in force (group_ set): kind < 0,
   // redistribution on `stage` (group_act_² slots), else repartition of (stage, kind)
   // (group_param_²), each row-major by (from, to) layout id.

@@ -466,12 +466,8 @@ double LiveRun::eval_loss(int index) {
 }
 
 std::vector<double> LiveRun::slowdown_at(int step) const {
-  std::vector<double> slow(static_cast<size_t>(std::max(0, config_.world_size)), 1.0);
-  for (const ScenarioEvent& e : scenario_.events) {  // sorted by step; later ones replace
-    if (e.step > step) break;
-    if (e.kind == EventKind::kStraggler && e.rank >= 0 && e.rank < config_.world_size)
-      slow[e.rank] = e.factor;
-  }
+  std::vector<double> slow = scenario_.state_at(step, cluster_).slowdown;
+  slow.resize(static_cast<size_t>(std::max(0, config_.world_size)), 1.0);
   return slow;
 }
 
