@@ -60,8 +60,9 @@ struct EpisodeHooks {
   std::function<void(const StepResult& step, const EpisodeSummary& so_far)> on_step;
 };
 // Held-out evaluation seeds start here. PPO's training envs draw their seeds below 2^30
-// (agents/ppo_train.cpp) and its searches from 2^40 (PPO::polish), so a learner's greedy
-// evaluation on kHeldOutSeedBase + k never replays an episode it trained or searched on.
+// (agents/ppo_train.cpp) and the plan search's from 2^40 (agents/polished.cpp), so a
+// learner's greedy evaluation on kHeldOutSeedBase + k never replays an episode it trained or
+// searched on.
 inline constexpr uint64_t kHeldOutSeedBase = uint64_t{1} << 31;
 
 EpisodeSummary run_episode(Env& env, Agent& agent, uint64_t seed, bool learn,
