@@ -111,7 +111,7 @@ void SubstitutionTables::clear() {
   set_keys({});
 }
 
-void SubstitutionTables::substitute(const float* obs, int64_t* act,
+void SubstitutionTables::substitute(const float* obs, int32_t* act,
                                     const std::vector<uint8_t>& usable) const {
   auto apply = [&](int t) {
     for (int b = 0; b < blocks; ++b) {

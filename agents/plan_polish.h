@@ -56,7 +56,7 @@ struct SubstitutionTables {
   void clear();
   // Applies table 0, then the table of obs's nearest key, to the block rows of one decoded
   // action (a substitute the block's mask, `usable`, does not allow is not taken).
-  void substitute(const float* obs, int64_t* act, const std::vector<uint8_t>& usable) const;
+  void substitute(const float* obs, int32_t* act, const std::vector<uint8_t>& usable) const;
 };
 
 // What one greedy episode showed the search: per table t (0: every step; 1 + k: the steps

@@ -60,10 +60,8 @@ Polished::Polished(std::unique_ptr<Agent> inner, const EnvSpec& spec, int every,
 Action Polished::act(const Observation& obs, const std::vector<uint8_t>& mask,
                      const std::vector<int32_t>& plan) {
   Action a = inner_->act(obs, mask, plan);
-  if (training_ || a.size() < static_cast<size_t>(tables_.blocks)) return a;
-  std::vector<int64_t> blocks(a.begin(), a.begin() + tables_.blocks);
-  tables_.substitute(obs.data(), blocks.data(), mask);
-  std::copy(blocks.begin(), blocks.end(), a.begin());
+  if (!training_ && a.size() >= static_cast<size_t>(tables_.blocks))
+    tables_.substitute(obs.data(), a.data(), mask);  // the block rows lead the action
   return a;
 }
 

@@ -148,7 +148,7 @@ TEST(SubstitutionTables, AppliesTableZeroThenTheNearestKeysTable) {
   const std::vector<uint8_t> all(4 * K, 1);
   for (float condition : {1.05f, 3.7f}) {
     const float obs[2] = {0.0f, condition};
-    int64_t act[4] = {0, 0, 0, 1};
+    int32_t act[4] = {0, 0, 0, 1};
     t.substitute(obs, act, all);
     const bool second = condition > 2;
     EXPECT_EQ(t.nearest_key(obs), second ? 1 : 0);
@@ -159,7 +159,7 @@ TEST(SubstitutionTables, AppliesTableZeroThenTheNearestKeysTable) {
   std::vector<uint8_t> no_two(all);
   for (int b = 0; b < 4; ++b) no_two[b * K + 2] = 0;
   const float obs[2] = {0.0f, 4.0f};
-  int64_t act[4] = {0, 0, 0, 0};
+  int32_t act[4] = {0, 0, 0, 0};
   t.substitute(obs, act, no_two);
   EXPECT_EQ(act[0], 1);  // table 0's substitute taken, key 1's (2) not allowed
   EXPECT_EQ(act[1], 0);
