@@ -1,4 +1,4 @@
-// SimRun::action_mask: shape validity and memory fit with one block changed, in O(catalog)
+// PlanPricer::action_mask: shape validity and memory fit with one block changed, in O(catalog)
 // byte operations per block (the env asks for a row per changed block on every step).
 //
 // With the other blocks fixed, entry e fits block b iff  base + part(e) ≤ capacity, where
@@ -11,10 +11,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <stdexcept>
+#include <unordered_map>
 
-#include "runtime/sim/sim_run.h"
+#include "runtime/sim/plan_pricer.h"
 
 namespace shardgym {
 
@@ -62,7 +62,7 @@ std::shared_ptr<const Tables> shared_copy(Tables tables) {
 
 }  // namespace
 
-void SimRun::ensure_mask_tables() const {
+void PlanPricer::ensure_mask_tables() {
   if (mask_gen_ == gen_ && mask_tables_) return;
   ensure_shapes();
   const int K = catalog_.size();
@@ -94,7 +94,7 @@ void SimRun::ensure_mask_tables() const {
   if (stage_cost_.size() == 1) block_cache_.share(0), block_cache_.share(1);
 }
 
-void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
+void PlanPricer::mask_rows(const std::vector<int>& in_force, int first, int count, uint8_t* out) {
   if (count <= 0) return;
   if (first < 0 || first + count > blocks_) {
     const int b = first < 0 ? first : first + count - 1;
@@ -106,7 +106,7 @@ void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
     // Pipelines and the live layers: try each entry on the whole plan (stage memory is not one
     // sum).
     ensure_shapes();
-    std::vector<int> trial = idx_;
+    std::vector<int> trial = in_force;
     for (int b = first; b < first + count; ++b, out += K) {
       for (int e = 0; e < K; ++e) {
         out[e] = 0;
@@ -118,12 +118,12 @@ void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
           fits = fits && stage_scratch_[s] <= stage_capacity_[s];
         out[e] = fits ? 1 : 0;
       }
-      trial[b] = idx_[b];
+      trial[b] = in_force[b];
     }
     return;
   }
   ensure_mask_tables();
-  if (current_mem_ < 0) current_mem_ = memory_of(idx_);
+  if (current_mem_ < 0) current_mem_ = memory_of(in_force);
   const double cap = stage_capacity_[0];
   const MaskTables& tables = *mask_tables_;
   // Number of entries of table t whose own term is ≤ limit: std::upper_bound without its
@@ -149,13 +149,13 @@ void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
   };
   for (int b = first; b < first + count; ++b, out += K) {
     const int kind = b & 1;
-    const int neighbour = kind ? idx_[b - 1] : (b + 1 < blocks_ ? idx_[b + 1] : -1);
+    const int neighbour = kind ? in_force[b - 1] : (b + 1 < blocks_ ? in_force[b + 1] : -1);
     MaskMemo& memo = mask_memo_[kind];
-    const bool hit = memo.gen == gen_ && memo.memory == current_mem_ && memo.entry == idx_[b] &&
+    const bool hit = memo.gen == gen_ && memo.memory == current_mem_ && memo.entry == in_force[b] &&
                      memo.neighbour == neighbour;
-    const BlockSlot& cur = block(kind, idx_[b]);
+    const BlockSlot& cur = block(kind, in_force[b]);
     if (kind) {
-      const bool after_recompute = recomputes_[idx_[b - 1]];
+      const bool after_recompute = recomputes_[in_force[b - 1]];
       const int t = after_recompute ? 3 : 2;
       if (!hit) {
         const double own = cur.state + (after_recompute ? cur.act_prev : cur.act);
@@ -169,7 +169,7 @@ void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
           const BlockSlot& mlp = block(1, neighbour);
           mlp_act = mlp.act, mlp_act_prev = mlp.act_prev;
         }
-        const bool recomputes = recomputes_[idx_[b]];
+        const bool recomputes = recomputes_[in_force[b]];
         const double own = cur.state + cur.act + (recomputes ? mlp_act_prev : mlp_act);
         const double base = current_mem_ - own;
         memo.first = admitted(0, cap - base - mlp_act, row_hint_[2 * b]);
@@ -187,7 +187,8 @@ void SimRun::action_mask_rows_into(int first, int count, uint8_t* out) const {
       }
       for (; e < K; ++e) out[e] = plain[e] | recompute[e];
     }
-    memo.gen = gen_, memo.memory = current_mem_, memo.entry = idx_[b], memo.neighbour = neighbour;
+    memo.gen = gen_, memo.memory = current_mem_, memo.entry = in_force[b],
+    memo.neighbour = neighbour;
   }
 }
 

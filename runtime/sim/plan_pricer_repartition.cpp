@@ -1,7 +1,7 @@
-// SimRun::price_repartition: what moving from one plan to the next costs, block by block
+// PlanPricer::price_repartition: what moving from one plan to the next costs, block by block
 // (docs/design.md §4, "Repartition"; §11 for share groups that leave and rejoin): seconds,
 // bytes received (all ranks), link energy and the memory a rank holds in transit on top of
-// its state (runtime/sim/layout.h). Split from evaluate() (sim_run_cache.cpp), which prices
+// its state (runtime/sim/layout.h). Split from evaluate() (plan_pricer_evaluate.cpp), which prices
 // the iteration.
 #include <algorithm>
 #include <numeric>
@@ -9,7 +9,7 @@
 
 #include "runtime/core/placement.h"
 #include "runtime/sim/layout.h"
-#include "runtime/sim/sim_run.h"
+#include "runtime/sim/plan_pricer.h"
 
 namespace shardgym {
 
@@ -18,8 +18,8 @@ namespace shardgym {
 // stage_move_cost: the live exchange's geometry). The old stage's first rank counts in the old
 // pipeline's stage size: with another stage count, the new size put it past the world (ASan:
 // heap-buffer-overflow in LinkState::link_of).
-void SimRun::price_stage_move(int b, int a, int z, int from_st, int from_stage_world, double both,
-                              TransitSums& t) const {
+void PlanPricer::price_stage_move(int b, int a, int z, int from_st, int from_stage_world,
+                                  double both, TransitSums& t) {
   const LinkState& ls = cost_.links();
   const int st = block_stage_[b];
   const int src = from_st * from_stage_world, dst = st * stage_world_;
@@ -45,7 +45,7 @@ void SimRun::price_stage_move(int b, int a, int z, int from_st, int from_stage_w
 }
 
 // A block that stays on its stage's ranks and changes its parameters' layout (a → z).
-void SimRun::price_block_move(int b, int a, int z, double both, TransitSums& t) const {
+void PlanPricer::price_block_move(int b, int a, int z, double both, TransitSums& t) {
   const int st = block_stage_[b];
   const TransferSlot& r = repartition(st, b & 1, a, z);
   t.seconds += r.time, t.bytes += r.bytes * both, t.energy_j += r.energy * both;
@@ -84,10 +84,11 @@ void SimRun::price_block_move(int b, int a, int z, double both, TransitSums& t) 
   }
 }
 
-SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
-                                                  const std::vector<int>* from,
-                                                  const std::vector<int>& from_stage,
-                                                  int from_stage_world) const {
+PlanPricer::RepartitionSums PlanPricer::price_repartition(const std::vector<int>& idx,
+                                                          const std::vector<int>* from,
+                                                          const std::vector<int>& from_stage,
+                                                          int from_stage_world,
+                                                          const std::vector<int>& from_shares) {
   // Memory in transit (layout.h): blocks move in order, each holding its new state and one
   // message before its old state (with its gradients) is freed; `held` is what the blocks
   // moved so far added. Raw state bytes, as the live tensors are (no memory calibration).
@@ -100,7 +101,7 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
   // both plans receive what their new boxes lack; a group that leaves receives nothing and a
   // group that joins receives all of its new state (below). Every group holds the same boxes
   // (degrees divide a group), so a group's part of a block's bytes is 1/n of them.
-  const std::vector<int>& before = plan_.pipeline.shares;
+  const std::vector<int>& before = from_shares;
   const std::vector<int>& now = pipe_.shares;
   const int groups = static_cast<int>(std::max(before.size(), now.size()));
   auto had = [&](int i) { return before.empty() || before[i] > 0; };
@@ -168,8 +169,8 @@ SimRun::RepartitionSums SimRun::price_repartition(const std::vector<int>& idx,
 
 // Share group `joiner` (weight 0 before, > 0 now) receives its state from group `donor`: see
 // price_repartition. g: ranks per group and stage.
-SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, int donor, int joiner,
-                                                 int g) const {
+PlanPricer::RepartitionSums PlanPricer::price_group_join(const std::vector<int>& idx, int donor,
+                                                         int joiner, int g) {
   const int t_first = model_.vocab_parallel ? entries_[idx[0]].degree() : 1;
   const int t_last = model_.vocab_parallel ? entries_[idx[blocks_ - 1]].degree() : 1;
   const double edge = double(model_.embedding_params());
@@ -218,8 +219,8 @@ SimRun::RepartitionSums SimRun::price_group_join(const std::vector<int>& idx, in
   return out;
 }
 
-const SimRun::StageMove& SimRun::stage_move(int kind, int from, int from_first, int from_size,
-                                            int to, int to_first) const {
+const PlanPricer::StageMove& PlanPricer::stage_move(int kind, int from, int from_first,
+                                                    int from_size, int to, int to_first) {
   const std::array<int, 7> key{kind, from, from_first, from_size, to, to_first, stage_world_};
   if (auto it = stage_moves_.find(key); it != stage_moves_.end()) return it->second;
   const double moved = stage_cost_.front().moved_bytes_per_param();
@@ -233,7 +234,7 @@ const SimRun::StageMove& SimRun::stage_move(int kind, int from, int from_first, 
   return stage_moves_.emplace(key, std::move(mv)).first->second;
 }
 
-SimRun::OuterMove SimRun::price_outer_move(int from_stage_world) const {
+PlanPricer::OuterMove PlanPricer::price_outer_move(int from_stage_world) {
   // Who holds each outer tensor (live: outer_holders): the embedding the first stage, the
   // final norm and the LM head the last; a tied wte both.
   const int64_t h = model_.hidden, V = model_.vocab;
