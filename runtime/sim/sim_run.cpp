@@ -139,8 +139,10 @@ void SimRun::install(int step) {
   for (int r = 0; r < world_; ++r)
     if (!lost_[r]) replaced_[r] = 0;  // back in service: no spare stands in any more
   const Conditions c = conditions_of(pricer_.model(), state);
-  if (pricer_.set_conditions(c, phase))
-    max_slowdown_ = *std::max_element(c.slowdown.begin(), c.slowdown.end());
+  pricer_.set_conditions(c, phase);
+  // Whether or not the conditions changed: the run is built under step 0's, so the first
+  // episode's context would otherwise miss a straggler from step 0 that later ones report.
+  max_slowdown_ = *std::max_element(c.slowdown.begin(), c.slowdown.end());
 }
 
 void SimRun::draw_link_measurement() {

@@ -110,6 +110,24 @@ TEST(SimRun, EventsChangeCostsAtTheirStep) {
   testing::expect_same_measurement(run.step(p), ms[0]);
 }
 
+// A straggler from step 0 is in the context of every episode, the first one included (the
+// run is built under step 0's conditions, so installing them again changes nothing else).
+TEST(SimRun, AStragglerFromStepZeroIsInEveryEpisodesContext) {
+  ExperimentSpec spec = small_spec(0.0);
+  spec.scenario.events = {{0, EventKind::kStraggler, "", 1, 2.5, 0},
+                          {2, EventKind::kStraggler, "", 1, 1.0, 0}};
+  SimRun run(spec);
+  EXPECT_DOUBLE_EQ(run.context().max_compute_slowdown, 2.5);
+  run.reset(0, run.plan());
+  EXPECT_DOUBLE_EQ(run.context().max_compute_slowdown, 2.5);
+  const Plan p = run.plan();
+  run.step(p);
+  run.step(p);
+  EXPECT_DOUBLE_EQ(run.context().max_compute_slowdown, 1.0);  // recovered at step 2
+  run.reset(0, p);
+  EXPECT_DOUBLE_EQ(run.context().max_compute_slowdown, 2.5);
+}
+
 // Blocks that change stage (runtime/live/tp/repartition.cpp moves them so): every rank of the
 // new stage receives what it lacks of its new boxes. 8 ranks, 4 layers, all tp1d(t=2): a
 // boundary move hands one layer (2 blocks) to the other stage's 4 ranks, each receiving its
