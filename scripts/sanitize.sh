@@ -4,6 +4,9 @@
 #   scripts/sanitize.sh tsan [cmake args]   TSan into build-tsan/, ctest -L multirank, with the
 #                                           suppressions of fuzz/tsan.supp (uninstrumented
 #                                           Gloo / LibTorch only)
+#   scripts/sanitize.sh tsan-sim [cmake args]  TSan into build-tsan-sim/: the tests that run
+#                                           simulated envs and runs on threads (shared costs,
+#                                           vector envs, the thread pool); no LibTorch needed
 # e.g. scripts/sanitize.sh asan -DSHARDGYM_WITH_TORCH=OFF (what .ci/run does).
 # Overrides: SHARDGYM_SANITIZE_BUILD_DIR (build folder), SHARDGYM_JOBS (default 2),
 # SHARDGYM_TEST_LABELS (ctest -L), SHARDGYM_TEST_EXCLUDE (ctest -E regex),
@@ -18,11 +21,17 @@ multirank_targets="comm_test launch_test world_limits_test live_run_test memory_
   process_test live_process_test
   live_model_mappings_test live_model_equivalence_test live_model_tp_block_test
   live_model_repartition_test live_comm_worker shardgym_rank_worker"
+# tsan-sim builds and runs only the tests whose simulated runs share costs across threads.
+threaded_sim_tests="sim_run_test sim_env_test env_vector_env_test env_thread_pool_test"
+only=""
 case "$kind" in
   asan) sanitize=address,undefined labels="cpu|multirank|gpu" targets="" ;;
   tsan) sanitize=thread labels="multirank" targets=$multirank_targets ;;
-  -h|--help|"") sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$kind" ]]; exit ;;
-  *) echo "sanitize.sh: expected asan or tsan, got '$kind'" >&2; exit 2 ;;
+  tsan-sim)
+    sanitize=thread labels="cpu" targets=$threaded_sim_tests
+    only="^($(echo $threaded_sim_tests | tr ' ' '|'))\$" ;;
+  -h|--help|"") sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$kind" ]]; exit ;;
+  *) echo "sanitize.sh: expected asan, tsan or tsan-sim, got '$kind'" >&2; exit 2 ;;
 esac
 shift
 build_dir=${SHARDGYM_SANITIZE_BUILD_DIR:-build-$kind}
@@ -38,6 +47,7 @@ ninja -C "$build_dir" -j"${SHARDGYM_JOBS:-2}" ${SHARDGYM_SANITIZE_TARGETS:-$targ
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:exitcode=66:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$PWD/fuzz/tsan.supp}
-exclude=()
-[[ -n "${SHARDGYM_TEST_EXCLUDE:-}" ]] && exclude=(-E "$SHARDGYM_TEST_EXCLUDE")
-ctest --test-dir "$build_dir" --output-on-failure -j2 -L "$labels" "${exclude[@]}"
+chosen=()
+[[ -n "${SHARDGYM_TEST_EXCLUDE:-}" ]] && chosen=(-E "$SHARDGYM_TEST_EXCLUDE")
+[[ -n "$only" ]] && chosen+=(-R "$only")
+ctest --test-dir "$build_dir" --output-on-failure -j2 -L "$labels" "${chosen[@]}"

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "env/registry.h"
+#include "env/vector_env.h"
 #include "runtime/sim/sim_run.h"
 #include "tests/core/expect_measurement.h"
 #include "tests/sim/sim_fixtures.h"
@@ -113,6 +114,49 @@ TEST(SimEnv, SiblingsStepAsEnvsBuiltAlone) {
       EXPECT_EQ(s->info.measurement.repartition_s, r.info.measurement.repartition_s);
     }
   }
+}
+
+// Sibling envs stepped by a VectorEnv on two threads fill what they share at the same time
+// (transfer tables per scenario phase, block-cost rows and mask tables: plan_pricer.h) and
+// step exactly as envs built alone, stepped one after another, across a phase change and an
+// autoreset. Under ThreadSanitizer (.ci/run) this is the simulator's race check.
+TEST(SimEnv, SiblingsOnThreadsStepAsEnvsBuiltAlone) {
+  ExperimentSpec spec = noisy_spec(6);
+  ScenarioEvent seq;  // a phase change: the shared transfer tables are keyed by phase
+  seq.step = 3, seq.kind = EventKind::kSeqLength, seq.value = 1024;
+  spec.scenario.events.push_back(seq);
+  constexpr int kN = 4, kSteps = 14;
+  const EnvMaker sibling = make_sibling_envs("shardgym/TPSim-v0", spec);
+  VectorEnv vec(kN, [&](int) { return sibling(); }, /*threads=*/2);
+  std::vector<std::unique_ptr<Env>> alone;
+  for (int i = 0; i < kN; ++i) alone.push_back(make_env("shardgym/TPSim-v0", spec));
+  const std::vector<Observation> obs = vec.reset(7);
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(obs[i], alone[i]->reset(7 + i).obs);
+  const Space& space = vec.spec().action_space;
+  std::mt19937_64 rng(3);
+  int ended = 0;
+  for (int t = 0; t < kSteps; ++t) {
+    const std::vector<std::vector<uint8_t>> masks = vec.action_masks();
+    std::vector<Action> actions;
+    for (int i = 0; i < kN; ++i) {
+      ASSERT_EQ(masks[i], alone[i]->action_mask()) << "env " << i << " step " << t;
+      actions.push_back(space.sample(rng, &masks[i]));
+    }
+    const VectorStep v = vec.step(actions);
+    for (int i = 0; i < kN; ++i) {
+      const StepResult s = alone[i]->step(actions[i]);
+      EXPECT_EQ(v.rewards[i], s.reward) << "env " << i << " step " << t;
+      EXPECT_EQ(v.infos[i].measurement.repartition_s, s.info.measurement.repartition_s);
+      if (s.truncated) {
+        ++ended;
+        EXPECT_EQ(v.final_obs[i], s.obs);
+        EXPECT_EQ(v.obs[i], alone[i]->reset().obs);
+      } else {
+        EXPECT_EQ(v.obs[i], s.obs);
+      }
+    }
+  }
+  EXPECT_GE(ended, kN);
 }
 
 TEST(SimEnv, StepSpeedSanity) {
