@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "runtime/core/data_shares.h"
-#include "runtime/sim/pipeline_model.h"
-
 namespace shardgym {
 namespace {
 
