@@ -10,7 +10,8 @@
 # e.g. scripts/sanitize.sh asan -DSHARDGYM_WITH_TORCH=OFF (what .ci/run does).
 # Overrides: SHARDGYM_SANITIZE_BUILD_DIR (build folder), SHARDGYM_JOBS (default 2),
 # SHARDGYM_TEST_LABELS (ctest -L), SHARDGYM_TEST_EXCLUDE (ctest -E regex),
-# SHARDGYM_SANITIZE_TARGETS (ninja targets; default all for asan, the multirank tests for tsan).
+# SHARDGYM_SANITIZE_TARGETS (ninja targets; default all for asan, the multirank tests for tsan,
+# the threaded simulator tests for tsan-sim).
 # Built -O1 -g: sanitizer reports with usable stacks, at about half the compile time of -O2.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,7 +31,7 @@ case "$kind" in
   tsan-sim)
     sanitize=thread labels="cpu" targets=$threaded_sim_tests
     only="^($(echo $threaded_sim_tests | tr ' ' '|'))\$" ;;
-  -h|--help|"") sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$kind" ]]; exit ;;
+  -h|--help|"") sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; [[ -n "$kind" ]]; exit ;;
   *) echo "sanitize.sh: expected asan, tsan or tsan-sim, got '$kind'" >&2; exit 2 ;;
 esac
 shift

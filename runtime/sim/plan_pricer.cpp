@@ -129,18 +129,17 @@ double PlanPricer::min_capacity() const {
   return *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
 }
 
-bool PlanPricer::set_conditions(const Conditions& c, int phase) {
+void PlanPricer::set_conditions(const Conditions& c, int phase) {
   phase_ = phase;
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
                     now.model.global_batch == c.model.global_batch &&
                     now.link_factor == c.link_factor && now.slowdown == c.slowdown;
-  if (same) return false;
+  if (same) return;
   cost_.set_conditions(c);
   const Pipeline pipe = pipe_;
   pipe_.micro_batches = -1;  // force configure() to reinstall the stages' conditions
   configure(pipe);
-  return true;
 }
 
 Pipeline PlanPricer::resolved_pipeline(const Plan& plan) const {

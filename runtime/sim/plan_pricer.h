@@ -150,13 +150,11 @@ class PlanPricer {
   const Strategy& entry(int e) const { return entries_[e]; }
   uint64_t entry_key(int e) const { return entry_keys_[e]; }
 
-  // Installs the conditions of scenario phase `phase`; returns whether they differ from
-  // those installed (then every cache is invalidated, the pipeline kept).
-  bool set_conditions(const Conditions& c, int phase);
+  // Installs the conditions of scenario phase `phase`; where they differ from those
+  // installed, every cache is invalidated (the pipeline kept).
+  void set_conditions(const Conditions& c, int phase);
   // Sets up the stages and micro-batches of `pipe` (m explicit); returns whether it changed.
   bool configure(const Pipeline& pipe);
-  // The plan's pipeline under the conditions installed (a batch event changes Megatron-LM's m).
-  Pipeline resolved_pipeline(const Plan& plan) const;
   // The plan's entries into `idx` ("" or the reason it is not valid here); installs the
   // plan's pipeline. `in_force`: the plan in force, whose unchanged blocks skip the checks.
   std::string resolve(const Plan& plan, const PlanEntries& in_force, std::vector<int>& idx);
@@ -244,6 +242,8 @@ class PlanPricer {
     }
   };
 
+  // The plan's pipeline under the conditions installed (a batch event changes Megatron-LM's m).
+  Pipeline resolved_pipeline(const Plan& plan) const;
   int entry_of(const Strategy& s);  // adds strategies outside the catalog
   int entry_of(const Strategy& s, uint64_t key);
   void ensure_shapes();  // shape_ok_ for the current model
