@@ -17,8 +17,8 @@ EnvType sim_type() {
   t.factory = [](const ExperimentSpec& s) {
     return std::make_unique<PartitionEnv>("shardgym/TPSim-v0", std::make_unique<SimRun>(s), s);
   };
-  // Envs of one spec side by side (vector envs) share their transfer costs: a pair of layouts
-  // that all N envs meet is priced once (SimOptions::costs).
+  // Envs of one spec side by side (vector envs) share their costs: a strategy or a pair of
+  // layouts that all N envs meet is priced once (SimOptions::costs).
   t.siblings = [](const ExperimentSpec& s) -> EnvMaker {
     SimOptions options;
     options.costs = new_sim_cost_share();

@@ -109,7 +109,7 @@ struct EnvType {
   std::string description;  // one line
   EnvFactory factory;
   // Optional: a maker of bare envs of `spec` that share what the backend can share between
-  // them (the simulator: its transfer costs, runtime/sim/sim_run.h SimOptions::costs). Each
+  // them (the simulator: its costs, runtime/sim/plan_pricer.h SimOptions::costs). Each
   // call of the returned maker gives one env, as factory(spec) would. Empty: envs are built
   // alone by factory.
   std::function<EnvMaker(const ExperimentSpec&)> siblings;

@@ -52,7 +52,7 @@ nb::object array(T* data, std::initializer_list<size_t> shape, const nb::capsule
 class PyVectorEnv {
  public:
   // The envs are siblings of one spec: they share what their backend shares (the simulator:
-  // its transfer costs, priced once for all N; env/registry.h make_sibling_envs).
+  // its costs, priced once for all N; env/registry.h make_sibling_envs).
   PyVectorEnv(const std::string& id, const ExperimentSpec& spec, int num_envs, int threads)
       : envs_(
             num_envs, [maker = make_sibling_envs(id, spec)](int) { return maker(); }, threads) {

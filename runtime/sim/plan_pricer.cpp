@@ -39,55 +39,6 @@ int dense_id(std::vector<Key>& keys, Key key) {
 
 }  // namespace
 
-PlanPricer::BlockRows::BlockRows(const BlockRows& o) : shared_(o.shared_) {
-  for (size_t i = 0; i < o.rows_.size(); ++i)
-    rows_.push_back(shared_[i] ? o.rows_[i] : std::make_shared<Row>(*o.rows_[i]));
-}
-
-void PlanPricer::BlockRows::assign(size_t rows, size_t entries) {
-  rows_.clear();
-  for (size_t i = 0; i < rows; ++i) rows_.push_back(std::make_shared<Row>(entries));
-  shared_.assign(rows, 0);
-}
-
-PlanPricer::BlockRows::Row& PlanPricer::BlockRows::mut(size_t i) {
-  if (shared_[i]) {
-    rows_[i] = std::make_shared<Row>(*rows_[i]);
-    shared_[i] = 0;
-  }
-  return *rows_[i];
-}
-
-void PlanPricer::BlockRows::share(size_t i) {
-  if (shared_[i]) return;
-  // The live shared rows by a hash of their bytes (slots are plain numbers; equal bytes are
-  // equal slots, stamps included, so a run gets only a row it would have built itself).
-  static std::mutex mutex;
-  static std::unordered_multimap<uint64_t, std::weak_ptr<Row>> live;
-  const Row& row = *rows_[i];
-  const size_t bytes = row.size() * sizeof(BlockSlot);
-  const unsigned char* c = reinterpret_cast<const unsigned char*>(row.data());
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t k = 0; k < bytes; ++k) h = (h ^ c[k]) * 1099511628211ull;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto range = live.equal_range(h);
-  for (auto it = range.first; it != range.second;) {
-    std::shared_ptr<Row> held = it->second.lock();
-    if (!held) {
-      it = live.erase(it);
-      continue;
-    }
-    if (held->size() == row.size() && std::memcmp(held->data(), row.data(), bytes) == 0) {
-      rows_[i] = std::move(held);
-      shared_[i] = 1;
-      return;
-    }
-    ++it;
-  }
-  live.emplace(h, rows_[i]);
-  shared_[i] = 1;
-}
-
 void check_sim_spec(const ModelSpec& model, const ClusterSpec& cluster) {
   const std::string bad_model = model.validate();
   if (!bad_model.empty()) throw std::invalid_argument("model '" + model.name + "': " + bad_model);
@@ -118,11 +69,20 @@ PlanPricer::PlanPricer(const ModelSpec& model, const ClusterSpec& cluster,
   for (const auto& s : catalog_.entries()) entry_of(s);
   dp_entry_ = entry_of(Strategy::dp());
   idle_power_w_ = cost_.head_cost().idle_power_w;
-  cost_.set_conditions(initial);
-  configure(resolved_pipeline(plan));
+  group_entries_ = static_cast<int>(entries_.size());
   group_act_ = static_cast<int>(act_keys_.size());
   group_param_ = static_cast<int>(param_keys_.size());
-  if (options.costs) join(std::move(options.costs), events);
+  cost_.set_conditions(initial);
+  // A run built without a share has one of its own: one cache scheme for both.
+  join(options.costs ? std::move(options.costs) : new_sim_cost_share(), events);
+  configure(resolved_pipeline(plan));
+}
+
+const CostModel& PlanPricer::stage_cost_model(int stage) const {
+  if (stage < 0 || stage >= stages_)
+    throw std::out_of_range("stage " + std::to_string(stage) + " outside [0, " +
+                            std::to_string(stages_) + ")");
+  return stage_cost_[stage];
 }
 
 double PlanPricer::min_capacity() const {
@@ -150,8 +110,8 @@ Pipeline PlanPricer::resolved_pipeline(const Plan& plan) const {
 }
 
 bool PlanPricer::configure(const Pipeline& pipe) {
-  if (!stage_cost_.empty() && pipe == pipe_) return false;
-  const bool same_stages = !stage_cost_.empty() && pipe.stages == pipe_.stages;
+  if (stages_ > 0 && pipe == pipe_) return false;
+  const bool same_stages = stages_ > 0 && pipe.stages == pipe_.stages;
   const bool split_only = same_stages && pipe.micro_batches == pipe_.micro_batches &&
                           pipe.schedule == pipe_.schedule &&
                           pipe.virtual_stages == pipe_.virtual_stages &&
@@ -169,16 +129,18 @@ bool PlanPricer::configure(const Pipeline& pipe) {
     return true;
   }
   if (!same_stages) {
-    stage_cost_.clear();
-    for (int s = 0; s < p; ++s)
-      stage_cost_.emplace_back(cost_.cluster().slice(s * stage_world_, stage_world_), calibration_,
-                               terms_);
-    block_cache_.assign(2 * p, entries_.size());
-    memory_cache_.assign(2 * p, std::vector<MemorySlot>(entries_.size()));
+    own_block_.assign(2 * p, std::vector<BlockSlot>(entries_.size() - group_entries_));
+    own_memory_.assign(2 * p, std::vector<MemorySlot>(entries_.size() - group_entries_));
     redist_cache_.assign(p, std::vector<TransferSlot>(size_t(act_stride_) * act_stride_));
     repart_cache_.assign(2 * p, std::vector<TransferSlot>(size_t(param_stride_) * param_stride_));
   }
   block_stage_ = shape.block_stages();
+  ++gen_;
+  // Per-micro-batch conditions: context parallelism prices parts of sequences (plan.h
+  // context_model), then per micro-batch.
+  const ModelSpec micro = micro_batch_model(
+      context_model(cost_.conditions().model, pipe.context, world_), pipe.micro_batches, world_);
+  bind_rows(micro);
   stage_capacity_.assign(p, 0.0);
   for (int s = 0; s < p; ++s) {
     const ClusterSpec& sc = stage_cost_[s].cluster();
@@ -195,28 +157,12 @@ bool PlanPricer::configure(const Pipeline& pipe) {
   // schedule's last model chunk is counted once (its head runs each micro-batch's backward
   // right after the forward, as 1F1B's last stage does).
   head_in_flight_ = pipe.schedule == Schedule::kInterleaved ? 1.0 : in_flight_[p - 1];
-  // Per-micro-batch conditions on every stage.
-  Conditions c = cost_.conditions();
-  // Context parallelism prices parts of sequences (plan.h context_model), then per micro-batch.
-  c.model =
-      micro_batch_model(context_model(c.model, pipe.context, world_), pipe.micro_batches, world_);
-  // Uneven data shares (core/data_shares.h): each rank's share of the even batch.
-  const std::vector<double> work =
-      share_work(pipe.shares, effective_global_batch(cost_.model(), world_), world_, p);
-  for (int s = 0; s < p; ++s) {
-    Conditions cs = c;
-    cs.slowdown.assign(c.slowdown.begin() + s * stage_world_,
-                       c.slowdown.begin() + (s + 1) * stage_world_);
-    if (!pipe.shares.empty())
-      cs.work.assign(work.begin() + s * stage_world_, work.begin() + (s + 1) * stage_world_);
-    stage_cost_[s].set_conditions(cs);
-  }
-  ++gen_;
   // What the transfer caches depend on (see transfer_gen_): the stages, the micro-batch's shape
   // and the links.
-  std::vector<double> sig = {double(p), double(c.model.seq), double(c.model.global_batch),
-                             double(c.model.micro_batch), double(pipe.micro_batches)};
-  sig.insert(sig.end(), c.link_factor.begin(), c.link_factor.end());
+  const std::vector<double>& links = cost_.conditions().link_factor;
+  std::vector<double> sig = {double(p), double(micro.seq), double(micro.global_batch),
+                             double(micro.micro_batch), double(pipe.micro_batches)};
+  sig.insert(sig.end(), links.begin(), links.end());
   if (!same_stages || sig != transfer_sig_) {
     ++transfer_gen_;
     transfer_sig_ = std::move(sig);
@@ -246,8 +192,10 @@ int PlanPricer::entry_of(const Strategy& s, uint64_t key) {
   recomputes_.push_back(s.recompute ? 1 : 0);
   act_id_.push_back(dense_id(act_keys_, activation_layout_key(s)));
   param_id_.push_back(dense_id(param_keys_, param_layout_key(s)));
-  for (size_t i = 0; i < block_cache_.size(); ++i) block_cache_.mut(i).resize(entries_.size());
-  for (auto& row : memory_cache_) row.resize(entries_.size());
+  if (group_) {  // outside the catalog (registered after join()): the pricer's own slots
+    for (auto& row : own_block_) row.resize(entries_.size() - group_entries_);
+    for (auto& row : own_memory_) row.resize(entries_.size() - group_entries_);
+  }
   for (auto& m : shape_ok_) m.resize(entries_.size());
   shape_gen_ = 0;
   shape_valid_ = false;
@@ -360,29 +308,59 @@ std::string PlanPricer::resolve(const Plan& plan, const PlanEntries& in_force,
 }
 
 const HeadCost& PlanPricer::head() {
-  if (head_gen_ != gen_) head_ = stage_cost_.back().head_cost(), head_gen_ = gen_;
+  if (head_gen_ != gen_) head_ = stage_cost_[stages_ - 1].head_cost(), head_gen_ = gen_;
   return head_;
 }
 
 const PlanPricer::BlockSlot& PlanPricer::fill_block(int stage, int kind, int entry) {
-  BlockSlot& s = block_cache_.mut(2 * stage + kind)[entry];
   const BlockCost c = stage_cost_[stage].block_cost(
       kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
-  s.fwd = c.fwd_s, s.bwd = c.bwd_s, s.comm = c.comm_s;
-  s.busy_j = c.busy_energy_j, s.link_j = c.link_energy_j;
-  s.grad_sync = c.grad_sync_s, s.param_gather = c.param_gather_s, s.optimizer = c.optimizer_s;
-  s.params = c.params_per_rank;
-  s.host = c.host_s;
+  BlockFigures f;
+  f.fwd = c.fwd_s, f.bwd = c.bwd_s, f.comm = c.comm_s;
+  f.busy_j = c.busy_energy_j, f.link_j = c.link_energy_j;
+  f.grad_sync = c.grad_sync_s, f.param_gather = c.param_gather_s, f.optimizer = c.optimizer_s;
+  f.params = c.params_per_rank;
+  f.host = c.host_s;
   const RuntimeCalibration& cal = cost_.cluster().calibration;
-  s.state = c.state_bytes * cal.memory_state_scale;
-  s.state_moved = c.state_bytes;
-  s.act = c.activation_bytes * cal.memory_activation_scale;
-  s.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
-  s.gen = gen_;
+  f.state = c.state_bytes * cal.memory_state_scale;
+  f.state_moved = c.state_bytes;
+  f.act = c.activation_bytes * cal.memory_activation_scale;
+  f.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
+  if (entry < group_entries_)
+    return publish(group_block_[size_t(2 * stage + kind) * group_entries_ + entry], f);
+  BlockSlot& s = own_block_[2 * stage + kind][entry - group_entries_];
+  static_cast<BlockFigures&>(s) = f;
+  s.gen.store(gen_, std::memory_order_relaxed);
   return s;
 }
 
-// ------------------------------------------------------------------ shared transfer costs
+PlanPricer::MemoryFigures PlanPricer::block_memory(int stage, int kind, int entry) {
+  const bool shared = entry < group_entries_;
+  const size_t at = size_t(2 * stage + kind) * group_entries_ + entry;
+  const int own = entry - group_entries_;
+  const BlockSlot& full = shared ? group_block_[at] : own_block_[2 * stage + kind][own];
+  const uint32_t want = shared ? 1 : gen_;
+  if (full.gen.load(std::memory_order_acquire) == want) {
+    MemoryFigures f;
+    f.state = full.state, f.act = full.act, f.act_prev = full.act_prev;
+    return f;
+  }
+  MemorySlot& m = shared ? group_memory_[at] : own_memory_[2 * stage + kind][own];
+  if (m.gen.load(std::memory_order_acquire) == want) return m;
+  const CostModel::BlockMemory c = stage_cost_[stage].block_memory(
+      kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
+  const RuntimeCalibration& cal = cost_.cluster().calibration;
+  MemoryFigures f;
+  f.state = c.state_bytes * cal.memory_state_scale;  // as fill_block has them
+  f.act = c.activation_bytes * cal.memory_activation_scale;
+  f.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
+  if (shared) return publish(m, f);
+  static_cast<MemoryFigures&>(m) = f;
+  m.gen.store(gen_, std::memory_order_relaxed);
+  return m;
+}
+
+// ------------------------------------------------------------------------------ shared costs
 
 class SimCostShare {
  public:
@@ -395,9 +373,15 @@ class SimCostShare {
     std::unique_ptr<PlanPricer::TransferSlot[]> redist, repart;
   };
   std::mutex mutex;
-  // By (scenario phase, stages, micro-batches, schedule, virtual stages): what the stages'
-  // cost models depend on besides the spec (a moved boundary changes none of them).
+  // By (scenario phase, stages, micro-batches, schedule, virtual stages): what moving
+  // activations and state depends on besides the spec (a moved boundary, the data shares and
+  // the ranks' speeds change none of it; layout.h).
   std::map<std::array<int, 5>, std::unique_ptr<Tables>> tables;
+  // By what the stages' cost models are made of besides the spec (PlanPricer::bind_rows; a
+  // moved boundary changes none of it). Held by the runs bound to them; past kMaxRows sets
+  // the index starts over (the runs keep theirs).
+  static constexpr size_t kMaxRows = 1024;
+  std::map<std::vector<double>, std::shared_ptr<PlanPricer::PriceRows>> rows;
   // What the first run that joined was built from, for the check of the others.
   bool joined = false;
   int blocks = 0, world = 0;
@@ -406,7 +390,38 @@ class SimCostShare {
   std::vector<ScenarioEvent> events;
   std::vector<uint32_t> act_keys;
   std::vector<uint64_t> param_keys;
+  std::vector<double> probe;  // cost_probe() of the first
 };
+
+namespace {
+
+// A few figures of a cost model under step 0's conditions that the devices, links,
+// calibration and cost terms all enter (the LM head; of each kind a data-parallel block and
+// the catalog's last entry valid for it, whose collectives cross the links): runs whose
+// figures differ cannot share costs.
+std::vector<double> cost_probe(const CostModel& cost, const std::vector<Strategy>& catalog,
+                               int world) {
+  const HeadCost h = cost.head_cost();
+  std::vector<double> out = {h.compute_s, h.grad_sync_s, h.memory_bytes, h.idle_power_w,
+                             h.host_s,    h.loop_host_s, h.iteration_s,  h.memory_capacity};
+  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
+    std::vector<Strategy> probed = {Strategy::dp()};
+    for (auto it = catalog.rbegin(); it != catalog.rend(); ++it)
+      if (strategy_invalid_reason(*it, cost.model(), kind, world).empty()) {
+        probed.push_back(*it);
+        break;
+      }
+    for (const Strategy& st : probed) {
+      const BlockCost b = cost.block_cost(kind, st);
+      for (double v : {b.fwd_s, b.bwd_s, b.comm_s, b.grad_sync_s, b.optimizer_s, b.host_s,
+                       b.state_bytes, b.activation_bytes})
+        out.push_back(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::shared_ptr<SimCostShare> new_sim_cost_share() { return std::make_shared<SimCostShare>(); }
 
@@ -414,6 +429,7 @@ void PlanPricer::join(std::shared_ptr<SimCostShare> share,
                       const std::vector<ScenarioEvent>& events) {
   const std::vector<uint32_t> act(act_keys_.begin(), act_keys_.begin() + group_act_);
   const std::vector<uint64_t> param(param_keys_.begin(), param_keys_.begin() + group_param_);
+  std::vector<double> probe = cost_probe(cost_, catalog_.entries(), world_);
   {
     std::lock_guard<std::mutex> lock(share->mutex);
     SimCostShare& s = *share;
@@ -421,7 +437,7 @@ void PlanPricer::join(std::shared_ptr<SimCostShare> share,
       s.joined = true;
       s.blocks = blocks_, s.world = world_, s.model = model_.name;
       s.catalog = catalog_.entries(), s.events = events;
-      s.act_keys = act, s.param_keys = param;
+      s.act_keys = act, s.param_keys = param, s.probe = std::move(probe);
     } else {
       auto differ = [](const std::string& what) {
         throw std::invalid_argument("SimOptions::costs: this run differs from the first in " +
@@ -434,6 +450,7 @@ void PlanPricer::join(std::shared_ptr<SimCostShare> share,
       // events in the same phases.
       if (s.events != events) differ("scenario events");
       if (s.act_keys != act || s.param_keys != param) differ("layouts");
+      if (s.probe != probe) differ("cluster, calibration or cost terms (its costs)");
     }
   }
   group_ = std::move(share);
@@ -441,7 +458,7 @@ void PlanPricer::join(std::shared_ptr<SimCostShare> share,
 }
 
 void PlanPricer::bind_group_tables() {
-  const std::array<int, 5> key = {phase_, static_cast<int>(stage_cost_.size()), pipe_.micro_batches,
+  const std::array<int, 5> key = {phase_, stages_, pipe_.micro_batches,
                                   static_cast<int>(pipe_.schedule), pipe_.virtual_stages};
   std::lock_guard<std::mutex> lock(group_->mutex);
   std::unique_ptr<SimCostShare::Tables>& t = group_->tables[key];
@@ -449,6 +466,67 @@ void PlanPricer::bind_group_tables() {
   group_redist_ = t->redist.get();
   group_repart_ = t->repart.get();
   group_tables_gen_ = gen_;
+}
+
+std::vector<CostModel> PlanPricer::stage_models(const ModelSpec& micro) const {
+  const int p = std::max(1, pipe_.stages);
+  Conditions c = cost_.conditions();
+  c.model = micro;
+  // Uneven data shares (core/data_shares.h): each rank's share of the even batch.
+  const std::vector<double> work =
+      share_work(pipe_.shares, effective_global_batch(cost_.model(), world_), world_, p);
+  std::vector<CostModel> out;
+  for (int s = 0; s < p; ++s) {
+    out.emplace_back(cost_.cluster().slice(s * stage_world_, stage_world_), calibration_, terms_);
+    Conditions cs = c;
+    cs.slowdown.assign(c.slowdown.begin() + s * stage_world_,
+                       c.slowdown.begin() + (s + 1) * stage_world_);
+    if (!pipe_.shares.empty())
+      cs.work.assign(work.begin() + s * stage_world_, work.begin() + (s + 1) * stage_world_);
+    out.back().set_conditions(cs);
+  }
+  return out;
+}
+
+void PlanPricer::bind_rows(const ModelSpec& micro) {
+  // What the stages' cost models are made of: the conditions (the micro-batch's shape, the
+  // links, the ranks' speeds) and the pipeline but for its split.
+  const Conditions& c = cost_.conditions();
+  std::vector<double> key = {
+      double(pipe_.stages),         double(pipe_.micro_batches), double(pipe_.schedule),
+      double(pipe_.virtual_stages), double(pipe_.context),       double(micro.seq),
+      double(micro.global_batch),   double(micro.micro_batch),   double(pipe_.shares.size())};
+  key.insert(key.end(), pipe_.shares.begin(), pipe_.shares.end());
+  key.insert(key.end(), c.link_factor.begin(), c.link_factor.end());
+  key.insert(key.end(), c.slowdown.begin(), c.slowdown.end());
+  std::shared_ptr<PriceRows> rows;
+  {
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    auto it = group_->rows.find(key);
+    if (it != group_->rows.end()) rows = it->second;
+  }
+  if (!rows) {  // built outside the lock; a run that built the same first wins
+    rows = std::make_shared<PriceRows>(stage_models(micro), group_entries_);
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    auto& index = group_->rows;
+    if (index.size() >= SimCostShare::kMaxRows) index.clear();
+    rows = index.emplace(std::move(key), std::move(rows)).first->second;
+  }
+  rows_ = std::move(rows);
+  stage_cost_ = rows_->stages.data();
+  stages_ = static_cast<int>(rows_->stages.size());
+  group_block_ = rows_->block.get();
+  group_memory_ = rows_->memory.get();
+}
+
+template <typename Figures>
+const PlanPricer::Slot<Figures>& PlanPricer::publish(Slot<Figures>& s, const Figures& f) {
+  std::lock_guard<std::mutex> lock(rows_->mutex);
+  if (!s.gen.load(std::memory_order_relaxed)) {  // else another run wrote the same figures
+    static_cast<Figures&>(s) = f;
+    s.gen.store(1, std::memory_order_release);
+  }
+  return s;
 }
 
 template <typename Cost>
@@ -465,7 +543,7 @@ const PlanPricer::TransferSlot& PlanPricer::publish(TransferSlot& s, Cost&& cost
 const PlanPricer::TransferSlot& PlanPricer::fill_redistribution(int stage, int from, int to) {
   const int a = act_id_[from], z = act_id_[to];
   auto cost = [&] { return stage_cost_[stage].redistribution(entries_[from], entries_[to]); };
-  if (group_ && a < group_act_ && z < group_act_)
+  if (a < group_act_ && z < group_act_)
     return publish(group_slots(stage, -1)[size_t(a) * group_act_ + z], cost);
   TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
   const TransferCost c = cost();
@@ -480,7 +558,7 @@ const PlanPricer::TransferSlot& PlanPricer::repartition(int stage, int kind, int
     return stage_cost_[stage].repartition(kind == 0 ? BlockKind::kAttention : BlockKind::kMlp,
                                           entries_[from], entries_[to]);
   };
-  if (group_ && a < group_param_ && z < group_param_) {
+  if (a < group_param_ && z < group_param_) {
     TransferSlot& s = group_slots(stage, kind)[size_t(a) * group_param_ + z];
     return s.gen.load(std::memory_order_acquire) ? s : publish(s, cost);
   }

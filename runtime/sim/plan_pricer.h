@@ -31,16 +31,20 @@
 // calibration) and the conditions and pipeline installed (set_conditions, configure); it
 // does not know the episode: the step, the noise, the plan in force and the ranks lost are
 // SimRun's (sim_run.h), passed in where a price depends on them (PlanEntries, the shares
-// before a move). Costs are cached per (block kind, strategy) and per pair of layouts,
-// computed on first use and invalidated only when the conditions or the stages change, so a
-// step is O(blocks) lookups.
+// before a move). Costs are computed on first use and kept, so a step is O(blocks) lookups.
 //
-// Threads. Pricing fills the caches: one pricer per run, and one run per thread (a clone
-// copies its pricer). Runs on other threads share what is shareable through construction:
-// transfer costs (SimOptions::costs, one table per scenario phase and pipeline shape), and
-// block-cost rows and mask tables that come out byte for byte the same (process-wide indexes
-// of immutable copies). One const pricer shared by every run, keyed by phase and pipeline,
-// is the open next step.
+// Where the costs are kept: a SimCostShare, thread-safe, holds every figure of the catalog's
+// strategies, keyed by what it depends on — per set of conditions and pipeline (but for its
+// split) the stages' cost models, block figures per (stage, kind, entry), memory-only figures
+// and the mask's memory tables (PriceRows); per scenario phase and pipeline shape the
+// transfers per pair of layouts. Each slot is written once, under a mutex, and read after an
+// acquire load. Runs built with one share (SimOptions::costs: the envs of a vector env, the
+// sim backend's sibling envs, Python's vector envs through them) price each figure once for
+// all; a run built without one has a share of its own. The pricer itself is the run's cursor
+// into the share: the rows bound for the conditions installed, the strategies outside the
+// catalog a plan used (their figures in its own slots, invalidated by a cache generation),
+// and per-call scratch. So one run per thread (a clone copies its cursor and shares its
+// share); any number of runs on any threads per share.
 //
 // Length: the cache tables and their inline lookups are declared here so that the step's hot
 // path inlines them (`bench sim`).
@@ -51,6 +55,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -97,19 +102,20 @@ struct IterationBreakdown {
   double head_redistribution_s = 0;
 };
 
-// The transfer costs that runs built from one ExperimentSpec and SimOptions share (the envs of
-// a vector env, the sim backend's sibling envs): activation redistribution and repartition of
-// the catalog's layouts, per scenario phase and pipeline shape, priced once for all of them
-// and read from one table instead of one copy per run. Thread-safe (plan_pricer.cpp).
+// The costs that runs built from one ExperimentSpec and SimOptions share (the envs of a vector
+// env, the sim backend's sibling envs): every figure of the catalog's strategies (see "Where
+// the costs are kept" above), priced once for all of them and read from one table instead of
+// one copy per run. Thread-safe (plan_pricer.cpp).
 class SimCostShare;
 std::shared_ptr<SimCostShare> new_sim_cost_share();
 
 struct SimOptions {
   Calibration calibration = default_calibration();
   CostTerms terms;
-  // Runs constructed with the same share share their transfer costs (empty: none). Every run
-  // joining it must come from the same spec and options as the first; one that visibly does
-  // not (model, world, catalog, events, layouts) is refused with std::invalid_argument.
+  // Runs constructed with the same share share their costs (empty: the run makes its own).
+  // Every run joining it must come from the same spec and options as the first; one that
+  // visibly does not (model, world, catalog, events, layouts, or a probe of its costs that
+  // the devices, links, calibration and terms enter) is refused with std::invalid_argument.
   std::shared_ptr<SimCostShare> costs;
 };
 
@@ -139,7 +145,7 @@ class PlanPricer {
   // The whole cluster under the conditions installed; stage_cost_model(s) is what block
   // costs use.
   const CostModel& cost_model() const { return cost_; }
-  const CostModel& stage_cost_model(int stage) const { return stage_cost_.at(stage); }
+  const CostModel& stage_cost_model(int stage) const;  // std::out_of_range outside [0, p)
   const Conditions& conditions() const { return cost_.conditions(); }
   const Pipeline& pipeline() const { return pipe_; }  // installed, m explicit
   const std::vector<int>& block_stages() const { return block_stage_; }
@@ -181,36 +187,34 @@ class PlanPricer {
 
  private:
   friend class SimCostShare;  // holds TransferSlot tables
-  struct BlockSlot {          // cached BlockCost summary of one (kind, entry)
-    uint32_t gen = 0;
+  // The figures of one (kind, entry) kept from its BlockCost, and the slot that holds them.
+  struct BlockFigures {
     double fwd = 0, bwd = 0, comm = 0, busy_j = 0, link_j = 0;
     double grad_sync = 0, param_gather = 0, optimizer = 0, params = 0;
     double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
     double state_moved = 0;  // state bytes a stage move sends (before memory calibration)
     double host = 0;         // per micro-batch: the host's issue time (BlockCost::host_s)
   };
-  // Block-cost rows, [2·stage + kind] → one slot per entry. A row may be an immutable copy
-  // shared with other runs that built the very same bytes (share(); 64 envs then read one
-  // row instead of 64); writing to it (mut) first takes a private copy, and copying a
-  // BlockRows copies the private rows, so a run never writes what another reads.
-  class BlockRows {
-   public:
-    using Row = std::vector<BlockSlot>;
-    BlockRows() = default;
-    BlockRows(const BlockRows& o);
-    BlockRows& operator=(const BlockRows& o) { return *this = BlockRows(o); }
-    BlockRows(BlockRows&&) = default;
-    BlockRows& operator=(BlockRows&&) = default;
-    void assign(size_t rows, size_t entries);  // fresh private rows of empty slots
-    size_t size() const { return rows_.size(); }
-    const Row& operator[](size_t i) const { return *rows_[i]; }
-    Row& mut(size_t i);
-    void share(size_t i);  // swaps row i for the shared copy of its bytes
-
-   private:
-    std::vector<std::shared_ptr<Row>> rows_;
-    std::vector<uint8_t> shared_;
+  // fits_memory()'s memory-only figures (as fill_block has them).
+  struct MemoryFigures {
+    double state = 0, act = 0, act_prev = 0;
   };
+  // A cached figure with its stamp, published as TransferSlot's are: in the shared rows
+  // (PriceRows) `gen` is 1 once written, under the share's mutex (release), and read after an
+  // acquire load; in a pricer's own rows it is the cache generation it was filled for.
+  template <typename Figures>
+  struct Slot : Figures {
+    std::atomic<uint32_t> gen{0};
+    Slot() = default;
+    Slot(const Slot& o) : Figures(o), gen(o.gen.load(std::memory_order_relaxed)) {}
+    Slot& operator=(const Slot& o) {
+      Figures::operator=(o);
+      gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
+  };
+  using BlockSlot = Slot<BlockFigures>;
+  using MemorySlot = Slot<MemoryFigures>;
   // Cached TransferCost of one pair of layouts. In a pricer's own tables `gen` is the cache
   // generation it was filled for; in a share's (SimOptions::costs) it is 1 once the figures are
   // written, which happens once, under the group's mutex (release), so that runs on other
@@ -260,17 +264,26 @@ class PlanPricer {
   }
   const BlockSlot& block(int kind, int entry) { return block(0, kind, entry); }
   // Cached costs; the fill_* functions compute a stale or missing slot (the hot path is inline).
+  // The catalog's entries are read from the share's rows for the conditions installed, any
+  // other strategy from the pricer's own.
   const BlockSlot& block(int stage, int kind, int entry) {
-    const BlockSlot& s = block_cache_[2 * stage + kind][entry];
-    return s.gen == gen_ ? s : fill_block(stage, kind, entry);
+    if (entry < group_entries_) {
+      const BlockSlot& s = group_block_[size_t(2 * stage + kind) * group_entries_ + entry];
+      return s.gen.load(std::memory_order_acquire) ? s : fill_block(stage, kind, entry);
+    }
+    const BlockSlot& s = own_block_[2 * stage + kind][entry - group_entries_];
+    return s.gen.load(std::memory_order_relaxed) == gen_ ? s : fill_block(stage, kind, entry);
   }
   const BlockSlot& fill_block(int stage, int kind, int entry);
-  // Transfer costs: a pricer of a group reads the pairs of the catalog's layouts straight from
-  // the group's tables (one copy for all the envs of a vector env, instead of a private copy
-  // per env in front of it); a pricer alone, and layouts outside the catalog, use its own.
+  // The memory figures of (stage, kind, entry): its block slot's where that is filled, else
+  // computed alone (no times).
+  MemoryFigures block_memory(int stage, int kind, int entry);
+  // Transfer costs: the pairs of the catalog's layouts are read straight from the share's
+  // tables (one copy for all the envs of a vector env, instead of a private copy per env in
+  // front of it); layouts outside the catalog from the pricer's own.
   const TransferSlot& redistribution(int stage, int from_entry, int to_entry) {
     const int a = act_id_[from_entry], z = act_id_[to_entry];
-    if (group_ && a < group_act_ && z < group_act_) {
+    if (a < group_act_ && z < group_act_) {
       const TransferSlot& s = group_slots(stage, -1)[size_t(a) * group_act_ + z];
       if (s.gen.load(std::memory_order_acquire)) return s;
       return fill_redistribution(stage, from_entry, to_entry);
@@ -301,10 +314,26 @@ class PlanPricer {
   // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
   // entries after an attention without / with recompute.
   using MaskTables = std::array<MaskTable, 4>;
-  // Builds the tables for gen_, then shares them: pricers whose tables come out byte for byte
-  // the same (the envs of a vector env, under the same conditions) hold one immutable copy
-  // (plan_pricer_mask.cpp keeps a process-wide index of the live ones, under a mutex). 64 envs
-  // then read 60 KB of tables instead of 64 × 60 KB, which no core's cache holds.
+  // The block and memory figures of the catalog's entries under one set of conditions and
+  // stages (scenario phase, and the pipeline but for its split), kept by the share
+  // (SimOptions::costs; a run built without one has its own) for every run that installs the
+  // same: the stages' cost models, rows [2·stage + kind] of one slot per catalog entry, and
+  // the mask tables.
+  struct PriceRows {
+    PriceRows(std::vector<CostModel> stage_models, size_t entries)
+        : stages(std::move(stage_models)),
+          block(new BlockSlot[2 * stages.size() * entries]),
+          memory(new MemorySlot[2 * stages.size() * entries]) {}
+    const std::vector<CostModel> stages;  // per stage, under these conditions (immutable)
+    std::unique_ptr<BlockSlot[]> block;
+    std::unique_ptr<MemorySlot[]> memory;
+    std::mutex mutex;                               // publishes the slots and the mask tables
+    std::atomic<const MaskTables*> masks{nullptr};  // set once, with release
+    std::unique_ptr<const MaskTables> masks_held;
+  };
+  // The tables of the conditions installed, built by the first run of the share that asks and
+  // kept in its PriceRows: 64 envs then read 60 KB of tables instead of 64 × 60 KB, which no
+  // core's cache holds.
   void ensure_mask_tables();
   // The last row mask_rows built for each block kind: what it depended on (cache generation,
   // memory of the plan in force, the block's entry and its neighbour's) and the prefix rows it
@@ -372,7 +401,7 @@ class PlanPricer {
   double iteration_tail(const std::vector<int>& idx, const StageSums& acc, int p, double nh,
                         IterationBreakdown* bd);
   void fill_memory(Measurement& out);
-  // The group's slots of one table under the conditions in force (group_ set): kind < 0,
+  // The group's slots of one table under the conditions in force: kind < 0,
   // redistribution on `stage` (group_act_² slots), else repartition of (stage, kind)
   // (group_param_²), each row-major by (from, to) layout id.
   TransferSlot* group_slots(int stage, int kind) {
@@ -380,12 +409,19 @@ class PlanPricer {
     return kind < 0 ? group_redist_ + size_t(stage) * group_act_ * group_act_
                     : group_repart_ + size_t(2 * stage + kind) * group_param_ * group_param_;
   }
-  void bind_group_tables();  // the group's tables for the conditions in force
+  void bind_group_tables();  // the group's transfer tables for the conditions in force
+  // The group's PriceRows for the conditions and pipeline installed (`micro`: the model of one
+  // micro-batch under them), built from stage_models where none is yet.
+  void bind_rows(const ModelSpec& micro);
+  std::vector<CostModel> stage_models(const ModelSpec& micro) const;
   // Computes a transfer cost into a slot of the group's (once; returns the slot).
   template <typename Cost>
   const TransferSlot& publish(TransferSlot& slot, Cost&& cost);
-  // The shared transfer costs (SimOptions::costs); its ids are those of the entries the
-  // constructor registered.
+  // Writes `f` into a slot of the group's rows (once; returns the slot).
+  template <typename Figures>
+  const Slot<Figures>& publish(Slot<Figures>& slot, const Figures& f);
+  // The shared costs (SimOptions::costs, or a share of its own); its ids are those of the
+  // entries the constructor registered.
   void join(std::shared_ptr<SimCostShare> share, const std::vector<ScenarioEvent>& events);
 
   ModelSpec model_;
@@ -398,7 +434,8 @@ class PlanPricer {
   double idle_power_w_ = 0;  // Σ_ranks idle_w
   // Stages of the pipeline in force: their cost models, block stages, activations in flight.
   Pipeline pipe_;
-  std::vector<CostModel> stage_cost_;
+  const CostModel* stage_cost_ = nullptr;  // rows_'s, one per stage
+  int stages_ = 0;
   std::vector<int> block_stage_;
   std::vector<double> in_flight_;
   std::vector<double> stage_capacity_;  // smallest device memory of each stage
@@ -430,14 +467,10 @@ class PlanPricer {
 
   // Caches, valid while their stamp equals gen_.
   uint32_t gen_ = 1;
-  // Per stage: [2·stage + kind] / [stage] / [2·stage + kind].
-  BlockRows block_cache_;
-  // fits_memory()'s memory-only slots, [2·stage + kind] → entry, stamped like block_cache_.
-  struct MemorySlot {
-    uint32_t gen = 0;
-    double state = 0, act = 0, act_prev = 0;
-  };
-  std::vector<std::vector<MemorySlot>> memory_cache_;
+  // Block and memory-only slots of the entries outside the catalog, [2·stage + kind] →
+  // entry − group_entries_ (the catalog's are in rows_).
+  std::vector<std::vector<BlockSlot>> own_block_;
+  std::vector<std::vector<MemorySlot>> own_memory_;
   std::vector<std::vector<TransferSlot>> redist_cache_;  // act ids, stride act_stride_
   std::vector<std::vector<TransferSlot>> repart_cache_;  // param ids, stride param_stride_
   // redist_cache_ and repart_cache_ are stamped with transfer_gen_ instead: moving activations
@@ -452,7 +485,7 @@ class PlanPricer {
   uint32_t shape_gen_ = 0;
   std::array<int64_t, 6> shape_sig_{};  // what shape_ok_ was computed for
   bool shape_valid_ = false;
-  std::shared_ptr<const MaskTables> mask_tables_;
+  const MaskTables* mask_tables_ = nullptr;  // rows_'s, for mask_gen_
   uint32_t mask_gen_ = 0;
   MaskMemo mask_memo_[2];
   std::vector<uint32_t> row_hint_;  // per block: its last counts (table rows) of mask_rows, 2
@@ -463,7 +496,11 @@ class PlanPricer {
   std::map<std::array<int, 7>, StageMove> stage_moves_;  // stage_move's
 
   std::shared_ptr<SimCostShare> group_;
-  int group_act_ = 0, group_param_ = 0;   // layouts of the catalog (and dp): ids below these
+  int group_act_ = 0, group_param_ = 0;  // layouts of the catalog (and dp): ids below these
+  int group_entries_ = 0;                // entries of the catalog (and dp): ids below this
+  std::shared_ptr<PriceRows> rows_;      // the group's rows for gen_'s conditions and stages
+  BlockSlot* group_block_ = nullptr;     // rows_'s slots
+  MemorySlot* group_memory_ = nullptr;
   int phase_ = 0;                         // scenario phase whose conditions are installed
   TransferSlot* group_redist_ = nullptr;  // the group's slots for gen_'s conditions
   TransferSlot* group_repart_ = nullptr;

@@ -22,7 +22,7 @@
 namespace shardgym {
 
 void PlanPricer::edge_memory(const std::vector<int>& idx, std::vector<double>& out) {
-  const int p = static_cast<int>(stage_cost_.size());
+  const int p = stages_;
   // Embedding on the first stage, LM head and its fp32 logits on the last, both split over
   // the vocabulary by the tensor-parallel degree of the stage's edge block (Megatron-LM's
   // VocabParallelEmbedding and column-parallel output layer); the logits as HeadCost has them,
@@ -55,7 +55,7 @@ void PlanPricer::live_stage_memory(const std::vector<int>& idx, std::vector<doub
   live_plan_.pipeline = pipe_;
   const std::vector<MemoryEstimate> stages =
       live_stage_memory_estimates(cost_.model(), live_plan_, world_, pipe_.micro_batches);
-  out.assign(stage_cost_.size(), 0.0);
+  out.assign(size_t(stages_), 0.0);
   const double workspace = cost_.cluster().max_workspace_bytes();
   for (size_t s = 0; s < out.size(); ++s)
     out[s] = stages[std::min(s, stages.size() - 1)].total() + workspace;
@@ -63,7 +63,7 @@ void PlanPricer::live_stage_memory(const std::vector<int>& idx, std::vector<doub
 
 void PlanPricer::stage_memory(const std::vector<int>& idx, std::vector<double>& out) {
   if (model_.live_layers) return live_stage_memory(idx, out);
-  out.assign(stage_cost_.size(), 0.0);
+  out.assign(size_t(stages_), 0.0);
   edge_memory(idx, out);
   for (int b = 0; b < blocks_; ++b) {
     const int st = block_stage_[b];
@@ -75,29 +75,13 @@ void PlanPricer::stage_memory(const std::vector<int>& idx, std::vector<double>& 
 
 void PlanPricer::stage_memory_only(const std::vector<int>& idx, std::vector<double>& out) {
   if (model_.live_layers) return live_stage_memory(idx, out);
-  out.assign(stage_cost_.size(), 0.0);
+  out.assign(size_t(stages_), 0.0);
   edge_memory(idx, out);
-  const RuntimeCalibration& cal = cost_.cluster().calibration;
   for (int b = 0; b < blocks_; ++b) {
-    const int st = block_stage_[b], kind = b & 1, e = idx[b];
-    const BlockSlot& full = block_cache_[2 * st + kind][e];
-    double state = 0, act = 0, act_prev = 0;
-    if (full.gen == gen_) {
-      state = full.state, act = full.act, act_prev = full.act_prev;
-    } else {
-      MemorySlot& m = memory_cache_[2 * st + kind][e];
-      if (m.gen != gen_) {
-        const CostModel::BlockMemory c = stage_cost_[st].block_memory(
-            kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[e]);
-        m.state = c.state_bytes * cal.memory_state_scale;  // as fill_block has them
-        m.act = c.activation_bytes * cal.memory_activation_scale;
-        m.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
-        m.gen = gen_;
-      }
-      state = m.state, act = m.act, act_prev = m.act_prev;
-    }
+    const int st = block_stage_[b], kind = b & 1;
+    const MemoryFigures m = block_memory(st, kind, idx[b]);
     const bool after_recompute = kind && recomputes_[idx[b - 1]];
-    out[st] += state + in_flight_[st] * (after_recompute ? act_prev : act);
+    out[st] += m.state + in_flight_[st] * (after_recompute ? m.act_prev : m.act);
   }
 }
 
@@ -139,7 +123,7 @@ void PlanPricer::sum_blocks(const std::vector<int>& idx, LogNormalNoise* noise, 
       acc.redist[st] += r.time, e.redist_j += m * r.energy;
     }
   }
-  const int p = static_cast<int>(stage_cost_.size());
+  const int p = stages_;
   if (act_id_[idx[blocks_ - 1]] != act_id_[dp_entry_]) {
     const TransferSlot& r = redistribution(p - 1, idx[blocks_ - 1], dp_entry_);
     acc.redist[p - 1] += r.time, e.redist_j += m * r.energy;
@@ -233,7 +217,7 @@ double PlanPricer::iteration_tail(const std::vector<int>& idx, const StageSums& 
 // Peak memory per rank: its stage's (an excluded share group holds no state); out of memory
 // where a stage exceeds its capacity.
 void PlanPricer::fill_memory(Measurement& out) {
-  const int p = static_cast<int>(stage_cost_.size());
+  const int p = stages_;
   const std::vector<int>& now = pipe_.shares;
   if (p == 1) {
     out.peak_memory_bytes.assign(world_, stage_scratch_[0]);
@@ -256,7 +240,7 @@ void PlanPricer::evaluate(const std::vector<int>& idx, const std::vector<int>* f
                           Measurement& out, IterationBreakdown* bd) {
   auto draw = [noise]() { return noise ? noise->next() : 1.0; };
   const HeadCost& h = head();
-  const int p = static_cast<int>(stage_cost_.size());
+  const int p = stages_;
   const double m = std::max(1, pipe_.micro_batches);
   out.block_fwd_s.resize(blocks_);
   out.block_bwd_s.resize(blocks_);
@@ -327,7 +311,7 @@ IterationBreakdown PlanPricer::breakdown(const std::vector<int>& idx) {
   IterationBreakdown bd;
   Measurement m;
   evaluate(idx, nullptr, block_stage_, stage_world_, pipe_.shares, nullptr, m, &bd);
-  const int p = static_cast<int>(stage_cost_.size());
+  const int p = stages_;
   bd.pipeline = pipe_;
   bd.bubble_fraction =
       p > 1 ? bubble_fraction(p, pipe_.micro_batches,

@@ -12,58 +12,16 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "runtime/sim/plan_pricer.h"
 
 namespace shardgym {
 
-namespace {
-
-// The live tables of every run, by a hash of their contents. A run's tables are read-only
-// once shared, so any number of runs (and threads) may read one copy.
-template <typename Tables>
-std::shared_ptr<const Tables> shared_copy(Tables tables) {
-  // FNV-1a over the sorted values (a few KB; the prefix rows, 15 KB each, are compared only
-  // on a hash match).
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& t : tables) {
-    const unsigned char* c = reinterpret_cast<const unsigned char*>(t.values.data());
-    for (size_t i = 0; i < t.values.size() * sizeof(double); ++i) h = (h ^ c[i]) * 1099511628211ull;
-    h = (h ^ t.values.size()) * 1099511628211ull;
-  }
-  auto same = [](const Tables& a, const Tables& b) {
-    for (size_t t = 0; t < a.size(); ++t) {
-      if (a[t].prefix != b[t].prefix || a[t].values.size() != b[t].values.size()) return false;
-      // Bytes, not ==: a NaN equals itself here, and -0.0 differs from 0.0.
-      if (std::memcmp(a[t].values.data(), b[t].values.data(),
-                      a[t].values.size() * sizeof(double)) != 0)
-        return false;
-    }
-    return true;
-  };
-  static std::mutex mutex;
-  static std::unordered_multimap<uint64_t, std::weak_ptr<const Tables>> live;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto range = live.equal_range(h);
-  for (auto it = range.first; it != range.second;) {
-    std::shared_ptr<const Tables> held = it->second.lock();
-    if (!held) {
-      it = live.erase(it);
-      continue;
-    }
-    if (same(*held, tables)) return held;
-    ++it;
-  }
-  auto made = std::make_shared<const Tables>(std::move(tables));
-  live.emplace(h, made);
-  return made;
-}
-
-}  // namespace
-
 void PlanPricer::ensure_mask_tables() {
   if (mask_gen_ == gen_ && mask_tables_) return;
+  mask_tables_ = rows_->masks.load(std::memory_order_acquire);
+  mask_gen_ = gen_;
+  if (mask_tables_) return;  // another run of the share built them
   ensure_shapes();
   const int K = catalog_.size();
   MaskTables tables;
@@ -87,11 +45,12 @@ void PlanPricer::ensure_mask_tables() {
       row[members[n].second] = 1;
     }
   }
-  mask_tables_ = shared_copy(std::move(tables));
-  mask_gen_ = gen_;
-  // The tables filled every shape-valid catalog entry's block costs on stage 0 (the only
-  // one: pipelines do not use the tables): runs built alike share those rows from here on.
-  if (stage_cost_.size() == 1) block_cache_.share(0), block_cache_.share(1);
+  std::lock_guard<std::mutex> lock(rows_->mutex);
+  if (!rows_->masks_held) {  // else another run built the same tables meanwhile
+    rows_->masks_held = std::make_unique<const MaskTables>(std::move(tables));
+    rows_->masks.store(rows_->masks_held.get(), std::memory_order_release);
+  }
+  mask_tables_ = rows_->masks_held.get();
 }
 
 void PlanPricer::mask_rows(const std::vector<int>& in_force, int first, int count, uint8_t* out) {
@@ -102,7 +61,7 @@ void PlanPricer::mask_rows(const std::vector<int>& in_force, int first, int coun
                             std::to_string(blocks_) + ")");
   }
   const int K = catalog_.size();
-  if (stage_cost_.size() > 1 || model_.live_layers) {
+  if (stages_ > 1 || model_.live_layers) {
     // Pipelines and the live layers: try each entry on the whole plan (stage memory is not one
     // sum).
     ensure_shapes();

@@ -184,7 +184,7 @@ PlanPricer::RepartitionSums PlanPricer::price_group_join(const std::vector<int>&
   for (int b = 0; b < blocks_; ++b)
     if (entries_[idx[b]].uneven()) period = std::lcm(period, entries_[idx[b]].degree());
   double per_rank = 0, bytes = 0, peak = 0;
-  for (int st = 0; st < static_cast<int>(stage_cost_.size()); ++st) {
+  for (int st = 0; st < stages_; ++st) {
     const double moved = stage_cost_[st].moved_bytes_per_param();
     for (int q = 0; q < period; ++q) {
       double stage_rank = 0;
@@ -200,8 +200,7 @@ PlanPricer::RepartitionSums PlanPricer::price_group_join(const std::vector<int>&
                                     : block(st, b & 1, idx[b]).params));
       }
       const double edge_here =
-          (st == 0 ? emb / t_first : 0.0) +
-          (st + 1 == static_cast<int>(stage_cost_.size()) ? (edge - emb) / t_last : 0.0);
+          (st == 0 ? emb / t_first : 0.0) + (st + 1 == stages_ ? (edge - emb) / t_last : 0.0);
       if (edge_here > 0) receive(moved * edge_here);
       per_rank = std::max(per_rank, stage_rank);
       bytes += stage_rank * g / period;
@@ -223,7 +222,7 @@ const PlanPricer::StageMove& PlanPricer::stage_move(int kind, int from, int from
                                                     int from_size, int to, int to_first) {
   const std::array<int, 7> key{kind, from, from_first, from_size, to, to_first, stage_world_};
   if (auto it = stage_moves_.find(key); it != stage_moves_.end()) return it->second;
-  const double moved = stage_cost_.front().moved_bytes_per_param();
+  const double moved = stage_cost_[0].moved_bytes_per_param();
   const TransferCost c = stage_move_cost(
       model_, kind ? BlockKind::kMlp : BlockKind::kAttention, entries_[from], from_first, from_size,
       entries_[to], to_first, stage_world_, moved, cost_.cluster(), cost_.links());
@@ -249,7 +248,7 @@ PlanPricer::OuterMove PlanPricer::price_outer_move(int from_stage_world) {
   auto holds = [&](const Part& p, int q, int size) {
     return (p.first && q < size) || (p.last && q >= world_ - size);
   };
-  const double moved = stage_cost_.front().moved_bytes_per_param();
+  const double moved = stage_cost_[0].moved_bytes_per_param();
   const LinkState& ls = cost_.links();
   OuterMove out;
   out.received.assign(world_, 0.0);

@@ -7,12 +7,11 @@
 // (k+1)-th call of step()) runs under every event with `step ≤ k`. context(), estimate() and
 // action_mask() describe the conditions of the step about to be taken.
 //
-// Speed. The pricer caches costs per (block kind, strategy) and per pair of layouts, and
-// invalidates them only when the conditions change (an event, or reset to different
-// conditions), so step() is O(blocks) lookups plus the noise draws.
+// Speed. The pricer keeps costs per (block kind, strategy) and per pair of layouts under each
+// set of conditions it met, so step() is O(blocks) lookups plus the noise draws.
 //
-// Threads. const methods fill the pricer's caches: use one run per thread (clone() for
-// more). Runs on other threads may share their transfer costs through construction
+// Threads. const methods move the pricer's cursor and fill its caches: use one run per thread
+// (clone() for more). Runs on any threads may share all their costs through construction
 // (SimOptions::costs).
 //
 // Lost ranks (core/scenario.h). A plan that trains on a lost rank (a rank_loss event, no

@@ -93,7 +93,7 @@ TEST(SimEnv, IsRegisteredAndSteps) {
 }
 
 // Sibling envs (make_sibling_envs: one spec, side by side, as vector envs build them) share
-// their transfer costs and step exactly as envs built alone, with make_env's stack.
+// their costs and step exactly as envs built alone, with make_env's stack.
 TEST(SimEnv, SiblingsStepAsEnvsBuiltAlone) {
   const ExperimentSpec spec = noisy_spec(6);
   const EnvMaker sibling = make_sibling_envs("shardgym/TPSim-v0", spec);
