@@ -312,7 +312,7 @@ const HeadCost& PlanPricer::head() {
   return head_;
 }
 
-const PlanPricer::BlockSlot& PlanPricer::fill_block(int stage, int kind, int entry) {
+const BlockSlot& PlanPricer::fill_block(int stage, int kind, int entry) {
   const BlockCost c = stage_cost_[stage].block_cost(
       kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
   BlockFigures f;
@@ -327,14 +327,15 @@ const PlanPricer::BlockSlot& PlanPricer::fill_block(int stage, int kind, int ent
   f.act = c.activation_bytes * cal.memory_activation_scale;
   f.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
   if (entry < group_entries_)
-    return publish(group_block_[size_t(2 * stage + kind) * group_entries_ + entry], f);
+    return publish(rows_->mutex, group_block_[size_t(2 * stage + kind) * group_entries_ + entry],
+                   f);
   BlockSlot& s = own_block_[2 * stage + kind][entry - group_entries_];
   static_cast<BlockFigures&>(s) = f;
   s.gen.store(gen_, std::memory_order_relaxed);
   return s;
 }
 
-PlanPricer::MemoryFigures PlanPricer::block_memory(int stage, int kind, int entry) {
+MemoryFigures PlanPricer::block_memory(int stage, int kind, int entry) {
   const bool shared = entry < group_entries_;
   const size_t at = size_t(2 * stage + kind) * group_entries_ + entry;
   const int own = entry - group_entries_;
@@ -354,7 +355,7 @@ PlanPricer::MemoryFigures PlanPricer::block_memory(int stage, int kind, int entr
   f.state = c.state_bytes * cal.memory_state_scale;  // as fill_block has them
   f.act = c.activation_bytes * cal.memory_activation_scale;
   f.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
-  if (shared) return publish(m, f);
+  if (shared) return publish(rows_->mutex, m, f);
   static_cast<MemoryFigures&>(m) = f;
   m.gen.store(gen_, std::memory_order_relaxed);
   return m;
@@ -362,109 +363,26 @@ PlanPricer::MemoryFigures PlanPricer::block_memory(int stage, int kind, int entr
 
 // ------------------------------------------------------------------------------ shared costs
 
-class SimCostShare {
- public:
-  // The slots of one set of conditions: redistribution per stage over the catalog's
-  // activation layouts, repartition per (stage, kind) over its parameter layouts.
-  struct Tables {
-    Tables(int stages, int act, int param)
-        : redist(new PlanPricer::TransferSlot[size_t(stages) * act * act]),
-          repart(new PlanPricer::TransferSlot[size_t(2 * stages) * param * param]) {}
-    std::unique_ptr<PlanPricer::TransferSlot[]> redist, repart;
-  };
-  std::mutex mutex;
-  // By (scenario phase, stages, micro-batches, schedule, virtual stages): what moving
-  // activations and state depends on besides the spec (a moved boundary, the data shares and
-  // the ranks' speeds change none of it; layout.h).
-  std::map<std::array<int, 5>, std::unique_ptr<Tables>> tables;
-  // By what the stages' cost models are made of besides the spec (PlanPricer::bind_rows; a
-  // moved boundary changes none of it). Held by the runs bound to them; past kMaxRows sets
-  // the index starts over (the runs keep theirs).
-  static constexpr size_t kMaxRows = 1024;
-  std::map<std::vector<double>, std::shared_ptr<PlanPricer::PriceRows>> rows;
-  // What the first run that joined was built from, for the check of the others.
-  bool joined = false;
-  int blocks = 0, world = 0;
-  std::string model;
-  std::vector<Strategy> catalog;
-  std::vector<ScenarioEvent> events;
-  std::vector<uint32_t> act_keys;
-  std::vector<uint64_t> param_keys;
-  std::vector<double> probe;  // cost_probe() of the first
-};
-
-namespace {
-
-// A few figures of a cost model under step 0's conditions that the devices, links,
-// calibration and cost terms all enter (the LM head; of each kind a data-parallel block and
-// the catalog's last entry valid for it, whose collectives cross the links): runs whose
-// figures differ cannot share costs.
-std::vector<double> cost_probe(const CostModel& cost, const std::vector<Strategy>& catalog,
-                               int world) {
-  const HeadCost h = cost.head_cost();
-  std::vector<double> out = {h.compute_s, h.grad_sync_s, h.memory_bytes, h.idle_power_w,
-                             h.host_s,    h.loop_host_s, h.iteration_s,  h.memory_capacity};
-  for (BlockKind kind : {BlockKind::kAttention, BlockKind::kMlp}) {
-    std::vector<Strategy> probed = {Strategy::dp()};
-    for (auto it = catalog.rbegin(); it != catalog.rend(); ++it)
-      if (strategy_invalid_reason(*it, cost.model(), kind, world).empty()) {
-        probed.push_back(*it);
-        break;
-      }
-    for (const Strategy& st : probed) {
-      const BlockCost b = cost.block_cost(kind, st);
-      for (double v : {b.fwd_s, b.bwd_s, b.comm_s, b.grad_sync_s, b.optimizer_s, b.host_s,
-                       b.state_bytes, b.activation_bytes})
-        out.push_back(v);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::shared_ptr<SimCostShare> new_sim_cost_share() { return std::make_shared<SimCostShare>(); }
-
 void PlanPricer::join(std::shared_ptr<SimCostShare> share,
                       const std::vector<ScenarioEvent>& events) {
-  const std::vector<uint32_t> act(act_keys_.begin(), act_keys_.begin() + group_act_);
-  const std::vector<uint64_t> param(param_keys_.begin(), param_keys_.begin() + group_param_);
-  std::vector<double> probe = cost_probe(cost_, catalog_.entries(), world_);
-  {
-    std::lock_guard<std::mutex> lock(share->mutex);
-    SimCostShare& s = *share;
-    if (!s.joined) {
-      s.joined = true;
-      s.blocks = blocks_, s.world = world_, s.model = model_.name;
-      s.catalog = catalog_.entries(), s.events = events;
-      s.act_keys = act, s.param_keys = param, s.probe = std::move(probe);
-    } else {
-      auto differ = [](const std::string& what) {
-        throw std::invalid_argument("SimOptions::costs: this run differs from the first in " +
-                                    what + "; only runs built from the same spec share costs");
-      };
-      if (s.blocks != blocks_ || s.world != world_ || s.model != model_.name)
-        differ("model or world");
-      if (s.catalog != catalog_.entries()) differ("catalog");
-      // The shared tables are keyed by phase: two instances of a task's draws have other
-      // events in the same phases.
-      if (s.events != events) differ("scenario events");
-      if (s.act_keys != act || s.param_keys != param) differ("layouts");
-      if (s.probe != probe) differ("cluster, calibration or cost terms (its costs)");
-    }
-  }
+  SimCostShare::Origin o;
+  o.blocks = blocks_, o.world = world_, o.model = model_.name;
+  o.catalog = catalog_.entries(), o.events = events;
+  o.act_keys.assign(act_keys_.begin(), act_keys_.begin() + group_act_);
+  o.param_keys.assign(param_keys_.begin(), param_keys_.begin() + group_param_);
+  o.probe = cost_probe(cost_, catalog_.entries(), world_);
+  share->admit(std::move(o));
   group_ = std::move(share);
   group_tables_gen_ = 0;
 }
 
 void PlanPricer::bind_group_tables() {
-  const std::array<int, 5> key = {phase_, stages_, pipe_.micro_batches,
-                                  static_cast<int>(pipe_.schedule), pipe_.virtual_stages};
-  std::lock_guard<std::mutex> lock(group_->mutex);
-  std::unique_ptr<SimCostShare::Tables>& t = group_->tables[key];
-  if (!t) t = std::make_unique<SimCostShare::Tables>(key[1], group_act_, group_param_);
-  group_redist_ = t->redist.get();
-  group_repart_ = t->repart.get();
+  TransferTables& t = group_->transfers({phase_, stages_, pipe_.micro_batches,
+                                         static_cast<int>(pipe_.schedule), pipe_.virtual_stages},
+                                        group_act_, group_param_);
+  group_transfers_ = &t;
+  group_redist_ = t.redist.get();
+  group_repart_ = t.repart.get();
   group_tables_gen_ = gen_;
 }
 
@@ -499,73 +417,41 @@ void PlanPricer::bind_rows(const ModelSpec& micro) {
   key.insert(key.end(), pipe_.shares.begin(), pipe_.shares.end());
   key.insert(key.end(), c.link_factor.begin(), c.link_factor.end());
   key.insert(key.end(), c.slowdown.begin(), c.slowdown.end());
-  std::shared_ptr<PriceRows> rows;
-  {
-    std::lock_guard<std::mutex> lock(group_->mutex);
-    auto it = group_->rows.find(key);
-    if (it != group_->rows.end()) rows = it->second;
-  }
-  if (!rows) {  // built outside the lock; a run that built the same first wins
-    rows = std::make_shared<PriceRows>(stage_models(micro), group_entries_);
-    std::lock_guard<std::mutex> lock(group_->mutex);
-    auto& index = group_->rows;
-    if (index.size() >= SimCostShare::kMaxRows) index.clear();
-    rows = index.emplace(std::move(key), std::move(rows)).first->second;
-  }
-  rows_ = std::move(rows);
+  rows_ = group_->find_rows(key);
+  if (!rows_)  // built outside the share's lock; a run that built the same first wins
+    rows_ = group_->add_rows(std::move(key),
+                             std::make_shared<PriceRows>(stage_models(micro), group_entries_));
   stage_cost_ = rows_->stages.data();
   stages_ = static_cast<int>(rows_->stages.size());
   group_block_ = rows_->block.get();
   group_memory_ = rows_->memory.get();
 }
 
-template <typename Figures>
-const PlanPricer::Slot<Figures>& PlanPricer::publish(Slot<Figures>& s, const Figures& f) {
-  std::lock_guard<std::mutex> lock(rows_->mutex);
-  if (!s.gen.load(std::memory_order_relaxed)) {  // else another run wrote the same figures
-    static_cast<Figures&>(s) = f;
-    s.gen.store(1, std::memory_order_release);
-  }
-  return s;
-}
-
-template <typename Cost>
-const PlanPricer::TransferSlot& PlanPricer::publish(TransferSlot& s, Cost&& cost) {
-  const TransferCost c = cost();
-  std::lock_guard<std::mutex> lock(group_->mutex);
-  if (!s.gen.load(std::memory_order_relaxed)) {  // else another run wrote the same figures
-    s.set(c);
-    s.gen.store(1, std::memory_order_release);
-  }
-  return s;
-}
-
-const PlanPricer::TransferSlot& PlanPricer::fill_redistribution(int stage, int from, int to) {
+const TransferSlot& PlanPricer::fill_redistribution(int stage, int from, int to) {
   const int a = act_id_[from], z = act_id_[to];
-  auto cost = [&] { return stage_cost_[stage].redistribution(entries_[from], entries_[to]); };
+  const TransferFigures f(stage_cost_[stage].redistribution(entries_[from], entries_[to]));
   if (a < group_act_ && z < group_act_)
-    return publish(group_slots(stage, -1)[size_t(a) * group_act_ + z], cost);
+    return publish(group_transfers_->mutex, group_slots(stage, -1)[size_t(a) * group_act_ + z], f);
   TransferSlot& s = redist_cache_[stage][size_t(a) * act_stride_ + z];
-  const TransferCost c = cost();
-  s.set(c);
+  static_cast<TransferFigures&>(s) = f;
   s.gen.store(transfer_gen_, std::memory_order_relaxed);
   return s;
 }
 
-const PlanPricer::TransferSlot& PlanPricer::repartition(int stage, int kind, int from, int to) {
+const TransferSlot& PlanPricer::repartition(int stage, int kind, int from, int to) {
   const int a = param_id_[from], z = param_id_[to];
-  auto cost = [&] {
-    return stage_cost_[stage].repartition(kind == 0 ? BlockKind::kAttention : BlockKind::kMlp,
-                                          entries_[from], entries_[to]);
+  auto figures = [&] {
+    return TransferFigures(stage_cost_[stage].repartition(
+        kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[from], entries_[to]));
   };
   if (a < group_param_ && z < group_param_) {
     TransferSlot& s = group_slots(stage, kind)[size_t(a) * group_param_ + z];
-    return s.gen.load(std::memory_order_acquire) ? s : publish(s, cost);
+    return s.gen.load(std::memory_order_acquire) ? s
+                                                 : publish(group_transfers_->mutex, s, figures());
   }
   TransferSlot& s = repart_cache_[2 * stage + kind][size_t(a) * param_stride_ + z];
   if (s.gen.load(std::memory_order_relaxed) == transfer_gen_) return s;
-  const TransferCost c = cost();
-  s.set(c);
+  static_cast<TransferFigures&>(s) = figures();
   s.gen.store(transfer_gen_, std::memory_order_relaxed);
   return s;
 }

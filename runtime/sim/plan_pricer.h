@@ -33,18 +33,15 @@
 // SimRun's (sim_run.h), passed in where a price depends on them (PlanEntries, the shares
 // before a move). Costs are computed on first use and kept, so a step is O(blocks) lookups.
 //
-// Where the costs are kept: a SimCostShare, thread-safe, holds every figure of the catalog's
-// strategies, keyed by what it depends on — per set of conditions and pipeline (but for its
-// split) the stages' cost models, block figures per (stage, kind, entry), memory-only figures
-// and the mask's memory tables (PriceRows); per scenario phase and pipeline shape the
-// transfers per pair of layouts. Each slot is written once, under a mutex, and read after an
-// acquire load. Runs built with one share (SimOptions::costs: the envs of a vector env, the
-// sim backend's sibling envs, Python's vector envs through them) price each figure once for
-// all; a run built without one has a share of its own. The pricer itself is the run's cursor
-// into the share: the rows bound for the conditions installed, the strategies outside the
-// catalog a plan used (their figures in its own slots, invalidated by a cache generation),
-// and per-call scratch. So one run per thread (a clone copies its cursor and shares its
-// share); any number of runs on any threads per share.
+// Where the costs are kept: in a SimCostShare (cost_share.h), thread-safe, which holds every
+// figure of the catalog's strategies keyed by what it depends on. Runs built with one share
+// (SimOptions::costs: the envs of a vector env, the sim backend's sibling envs, Python's
+// vector envs through them) price each figure once for all; a run built without one has a
+// share of its own. The pricer itself is the run's cursor into the share: the tables bound
+// for the conditions installed, the strategies outside the catalog a plan used (their figures
+// in its own slots, invalidated by a cache generation), and per-call scratch. So one run per
+// thread (a clone copies its cursor and shares its share); any number of runs on any threads
+// per share.
 //
 // Length: the cache tables and their inline lookups are declared here so that the step's hot
 // path inlines them (`bench sim`).
@@ -55,7 +52,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -65,6 +61,7 @@
 #include "runtime/core/scenario.h"
 #include "runtime/sim/calibration.h"
 #include "runtime/sim/cost_model.h"
+#include "runtime/sim/cost_share.h"
 #include "runtime/sim/noise.h"
 
 namespace shardgym {
@@ -101,13 +98,6 @@ struct IterationBreakdown {
   std::vector<double> redistribution_s;
   double head_redistribution_s = 0;
 };
-
-// The costs that runs built from one ExperimentSpec and SimOptions share (the envs of a vector
-// env, the sim backend's sibling envs): every figure of the catalog's strategies (see "Where
-// the costs are kept" above), priced once for all of them and read from one table instead of
-// one copy per run. Thread-safe (plan_pricer.cpp).
-class SimCostShare;
-std::shared_ptr<SimCostShare> new_sim_cost_share();
 
 struct SimOptions {
   Calibration calibration = default_calibration();
@@ -186,66 +176,6 @@ class PlanPricer {
   void forget_in_force_memory() { current_mem_ = -1; }
 
  private:
-  friend class SimCostShare;  // holds TransferSlot tables
-  // The figures of one (kind, entry) kept from its BlockCost, and the slot that holds them.
-  struct BlockFigures {
-    double fwd = 0, bwd = 0, comm = 0, busy_j = 0, link_j = 0;
-    double grad_sync = 0, param_gather = 0, optimizer = 0, params = 0;
-    double state = 0, act = 0, act_prev = 0;  // act: per micro-batch
-    double state_moved = 0;  // state bytes a stage move sends (before memory calibration)
-    double host = 0;         // per micro-batch: the host's issue time (BlockCost::host_s)
-  };
-  // fits_memory()'s memory-only figures (as fill_block has them).
-  struct MemoryFigures {
-    double state = 0, act = 0, act_prev = 0;
-  };
-  // A cached figure with its stamp, published as TransferSlot's are: in the shared rows
-  // (PriceRows) `gen` is 1 once written, under the share's mutex (release), and read after an
-  // acquire load; in a pricer's own rows it is the cache generation it was filled for.
-  template <typename Figures>
-  struct Slot : Figures {
-    std::atomic<uint32_t> gen{0};
-    Slot() = default;
-    Slot(const Slot& o) : Figures(o), gen(o.gen.load(std::memory_order_relaxed)) {}
-    Slot& operator=(const Slot& o) {
-      Figures::operator=(o);
-      gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      return *this;
-    }
-  };
-  using BlockSlot = Slot<BlockFigures>;
-  using MemorySlot = Slot<MemoryFigures>;
-  // Cached TransferCost of one pair of layouts. In a pricer's own tables `gen` is the cache
-  // generation it was filled for; in a share's (SimOptions::costs) it is 1 once the figures are
-  // written, which happens once, under the group's mutex (release), so that runs on other
-  // threads read them after an acquire load of `gen` (a plain load on x86) and no lock.
-  struct TransferSlot {
-    std::atomic<uint32_t> gen{0};
-    double time = 0, bytes = 0, energy = 0;
-    double message = 0;   // repartitions: largest message of a rank, bytes
-    double messages = 0;  // repartitions: most messages one rank sends and receives
-    // Repartitions from or to an uneven layout: each rank's part (TransferCost::rank_moves);
-    // null otherwise.
-    std::shared_ptr<const std::vector<RankMove>> ranks;
-    TransferSlot() = default;
-    TransferSlot(const TransferSlot& o) : gen(o.gen.load(std::memory_order_relaxed)) { copy(o); }
-    TransferSlot& operator=(const TransferSlot& o) {
-      gen.store(o.gen.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      copy(o);
-      return *this;
-    }
-    void copy(const TransferSlot& o) {
-      time = o.time, bytes = o.bytes, energy = o.energy, message = o.message;
-      messages = o.messages, ranks = o.ranks;
-    }
-    void set(const TransferCost& c) {
-      time = c.time_s, bytes = c.bytes, energy = c.energy_j, message = c.max_message_bytes;
-      messages = c.max_rank_messages;
-      ranks = c.rank_moves.empty() ? nullptr
-                                   : std::make_shared<const std::vector<RankMove>>(c.rank_moves);
-    }
-  };
-
   // The plan's pipeline under the conditions installed (a batch event changes Megatron-LM's m).
   Pipeline resolved_pipeline(const Plan& plan) const;
   int entry_of(const Strategy& s);  // adds strategies outside the catalog
@@ -305,32 +235,6 @@ class PlanPricer {
   // For a model with live_layers: each stage's peak as the live ranks hold it
   // (runtime/core/live_memory.h); the calibration's memory scales do not apply.
   void live_stage_memory(const std::vector<int>& idx, std::vector<double>& out);
-  // Memory-fit tables of mask_rows (plan_pricer_mask.cpp): for each group of catalog entries,
-  // their own memory term sorted, and the mask rows admitting the first n of them.
-  struct MaskTable {
-    std::vector<double> values;
-    std::vector<uint8_t> prefix;  // (values.size() + 1) rows of catalog-size bytes
-  };
-  // 0/1: attention entries without / with recompute (own state + activations); 2/3: MLP
-  // entries after an attention without / with recompute.
-  using MaskTables = std::array<MaskTable, 4>;
-  // The block and memory figures of the catalog's entries under one set of conditions and
-  // stages (scenario phase, and the pipeline but for its split), kept by the share
-  // (SimOptions::costs; a run built without one has its own) for every run that installs the
-  // same: the stages' cost models, rows [2·stage + kind] of one slot per catalog entry, and
-  // the mask tables.
-  struct PriceRows {
-    PriceRows(std::vector<CostModel> stage_models, size_t entries)
-        : stages(std::move(stage_models)),
-          block(new BlockSlot[2 * stages.size() * entries]),
-          memory(new MemorySlot[2 * stages.size() * entries]) {}
-    const std::vector<CostModel> stages;  // per stage, under these conditions (immutable)
-    std::unique_ptr<BlockSlot[]> block;
-    std::unique_ptr<MemorySlot[]> memory;
-    std::mutex mutex;                               // publishes the slots and the mask tables
-    std::atomic<const MaskTables*> masks{nullptr};  // set once, with release
-    std::unique_ptr<const MaskTables> masks_held;
-  };
   // The tables of the conditions installed, built by the first run of the share that asks and
   // kept in its PriceRows: 64 envs then read 60 KB of tables instead of 64 × 60 KB, which no
   // core's cache holds.
@@ -414,12 +318,6 @@ class PlanPricer {
   // micro-batch under them), built from stage_models where none is yet.
   void bind_rows(const ModelSpec& micro);
   std::vector<CostModel> stage_models(const ModelSpec& micro) const;
-  // Computes a transfer cost into a slot of the group's (once; returns the slot).
-  template <typename Cost>
-  const TransferSlot& publish(TransferSlot& slot, Cost&& cost);
-  // Writes `f` into a slot of the group's rows (once; returns the slot).
-  template <typename Figures>
-  const Slot<Figures>& publish(Slot<Figures>& slot, const Figures& f);
   // The shared costs (SimOptions::costs, or a share of its own); its ids are those of the
   // entries the constructor registered.
   void join(std::shared_ptr<SimCostShare> share, const std::vector<ScenarioEvent>& events);
@@ -501,8 +399,9 @@ class PlanPricer {
   std::shared_ptr<PriceRows> rows_;      // the group's rows for gen_'s conditions and stages
   BlockSlot* group_block_ = nullptr;     // rows_'s slots
   MemorySlot* group_memory_ = nullptr;
-  int phase_ = 0;                         // scenario phase whose conditions are installed
-  TransferSlot* group_redist_ = nullptr;  // the group's slots for gen_'s conditions
+  int phase_ = 0;                              // scenario phase whose conditions are installed
+  TransferTables* group_transfers_ = nullptr;  // the group's tables for gen_'s conditions
+  TransferSlot* group_redist_ = nullptr;       // their slots
   TransferSlot* group_repart_ = nullptr;
   uint32_t group_tables_gen_ = 0;
 };
