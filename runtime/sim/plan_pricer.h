@@ -43,8 +43,8 @@
 // thread (a clone copies its cursor and shares its share); any number of runs on any threads
 // per share.
 //
-// Length: the cache tables and their inline lookups are declared here so that the step's hot
-// path inlines them (`bench sim`).
+// Length: the lookups of the step's hot path are inline here, with the per-run state they
+// read (`bench sim`); the tables they read are in cost_share.h.
 #pragma once
 
 #include <array>
@@ -230,7 +230,7 @@ class PlanPricer {
   double memory_of(const std::vector<int>& idx);
   // Peak memory of each stage's ranks for plan `idx` (pipe_ in force).
   void stage_memory(const std::vector<int>& idx, std::vector<double>& out);
-  // The same from memory_cache_ (or block_cache_ where it is filled): no block times computed.
+  // The same from the memory-only figures (block_memory): no block times computed.
   void stage_memory_only(const std::vector<int>& idx, std::vector<double>& out);
   // For a model with live_layers: each stage's peak as the live ranks hold it
   // (runtime/core/live_memory.h); the calibration's memory scales do not apply.
