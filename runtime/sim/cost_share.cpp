@@ -24,8 +24,8 @@ void SimCostShare::admit(Origin o) {
   const Origin& s = origin_;
   if (s.blocks != o.blocks || s.world != o.world || s.model != o.model) differ("model or world");
   if (s.catalog != o.catalog) differ("catalog");
-  // The transfer tables are keyed by phase: two instances of a task's draws have other events
-  // in the same phases.
+  // The share is for the siblings of one spec: runs of other instances of a task (other
+  // events) are kept apart, though the tables are keyed by content.
   if (s.events != o.events) differ("scenario events");
   if (s.act_keys != o.act_keys || s.param_keys != o.param_keys) differ("layouts");
   if (s.probe != o.probe) differ("cluster, calibration or cost terms (its costs)");
@@ -44,10 +44,10 @@ std::shared_ptr<PriceRows> SimCostShare::add_rows(std::vector<double> key,
   return rows_.emplace(std::move(key), std::move(made)).first->second;
 }
 
-TransferTables& SimCostShare::transfers(const std::array<int, 5>& key, int act, int param) {
+TransferTables& SimCostShare::transfers(std::vector<double> key, int stages, int act, int param) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::unique_ptr<TransferTables>& t = transfers_[key];
-  if (!t) t = std::make_unique<TransferTables>(key[1], act, param);
+  std::unique_ptr<TransferTables>& t = transfers_[std::move(key)];
+  if (!t) t = std::make_unique<TransferTables>(stages, act, param);
   return *t;
 }
 

@@ -4,8 +4,9 @@
 // - per set of conditions and pipeline but for its split (PriceRows): the stages' cost
 //   models, block figures per (stage, kind, catalog entry), memory-only figures, and the
 //   action mask's memory tables;
-// - per scenario phase and pipeline shape (TransferTables): activation redistribution and
-//   repartition per pair of the catalog's layouts.
+// - per micro-batch shape, links and pipeline shape (TransferTables): activation
+//   redistribution and repartition per pair of the catalog's layouts (they depend on neither
+//   the ranks' speeds nor the data shares; layout.h).
 //
 // Threads. A figure is written once, under its table's mutex, with a release store of its
 // slot's stamp, and read after an acquire load of the stamp (a plain load on x86) with no
@@ -125,7 +126,7 @@ struct PriceRows {
   std::unique_ptr<const MaskTables> masks_held;
 };
 
-// The transfers of the catalog's layouts under one scenario phase and pipeline shape:
+// The transfers of the catalog's layouts under one micro-batch shape, links and pipeline shape:
 // redistribution per stage over `act` activation layouts, repartition per (stage, kind) over
 // `param` parameter layouts, each row-major by (from, to) layout id.
 struct TransferTables {
@@ -143,8 +144,8 @@ class SimCostShare {
     int blocks = 0, world = 0;
     std::string model;
     std::vector<Strategy> catalog;
-    std::vector<ScenarioEvent> events;  // transfers are keyed by scenario phase
-    std::vector<uint32_t> act_keys;     // the catalog's layouts, in id order
+    std::vector<ScenarioEvent> events;
+    std::vector<uint32_t> act_keys;  // the catalog's layouts, in id order
     std::vector<uint64_t> param_keys;
     std::vector<double> probe;  // cost_probe() under step 0's conditions
   };
@@ -159,16 +160,17 @@ class SimCostShare {
   std::shared_ptr<PriceRows> add_rows(std::vector<double> key, std::shared_ptr<PriceRows> made);
   static constexpr size_t kMaxRows = 1024;
 
-  // The transfer tables of (scenario phase, stages, micro-batches, schedule, virtual stages),
-  // made for `act` and `param` layouts where none is yet. They live as long as the share.
-  TransferTables& transfers(const std::array<int, 5>& key, int act, int param);
+  // The transfer tables of `key` (what moving activations and state depends on: stages, the
+  // micro-batch's shape, m, schedule, virtual stages, the links), made for `stages` stages
+  // over `act` and `param` layouts where none is yet. They live as long as the share.
+  TransferTables& transfers(std::vector<double> key, int stages, int act, int param);
 
  private:
   std::mutex mutex_;  // the indexes and the origin
   bool joined_ = false;
   Origin origin_;
   std::map<std::vector<double>, std::shared_ptr<PriceRows>> rows_;
-  std::map<std::array<int, 5>, std::unique_ptr<TransferTables>> transfers_;
+  std::map<std::vector<double>, std::unique_ptr<TransferTables>> transfers_;
 };
 
 std::shared_ptr<SimCostShare> new_sim_cost_share();

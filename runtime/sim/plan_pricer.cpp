@@ -89,8 +89,7 @@ double PlanPricer::min_capacity() const {
   return *std::min_element(stage_capacity_.begin(), stage_capacity_.end());
 }
 
-void PlanPricer::set_conditions(const Conditions& c, int phase) {
-  phase_ = phase;
+void PlanPricer::set_conditions(const Conditions& c) {
   const Conditions& now = cost_.conditions();
   const bool same = gen_ > 1 && now.model.seq == c.model.seq &&
                     now.model.global_batch == c.model.global_batch &&
@@ -377,9 +376,10 @@ void PlanPricer::join(std::shared_ptr<SimCostShare> share,
 }
 
 void PlanPricer::bind_group_tables() {
-  TransferTables& t = group_->transfers({phase_, stages_, pipe_.micro_batches,
-                                         static_cast<int>(pipe_.schedule), pipe_.virtual_stages},
-                                        group_act_, group_param_);
+  std::vector<double> key = transfer_sig_;  // stages, micro-batch shape, m, links
+  key.push_back(double(pipe_.schedule));
+  key.push_back(double(pipe_.virtual_stages));
+  TransferTables& t = group_->transfers(std::move(key), stages_, group_act_, group_param_);
   group_transfers_ = &t;
   group_redist_ = t.redist.get();
   group_repart_ = t.repart.get();

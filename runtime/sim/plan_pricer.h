@@ -146,9 +146,9 @@ class PlanPricer {
   const Strategy& entry(int e) const { return entries_[e]; }
   uint64_t entry_key(int e) const { return entry_keys_[e]; }
 
-  // Installs the conditions of scenario phase `phase`; where they differ from those
-  // installed, every cache is invalidated (the pipeline kept).
-  void set_conditions(const Conditions& c, int phase);
+  // Installs the conditions `c` (the pipeline kept): where they differ from those installed,
+  // the tables of `c` are bound instead (found in the share, or made).
+  void set_conditions(const Conditions& c);
   // Sets up the stages and micro-batches of `pipe` (m explicit); returns whether it changed.
   bool configure(const Pipeline& pipe);
   // The plan's entries into `idx` ("" or the reason it is not valid here); installs the
@@ -399,7 +399,6 @@ class PlanPricer {
   std::shared_ptr<PriceRows> rows_;      // the group's rows for gen_'s conditions and stages
   BlockSlot* group_block_ = nullptr;     // rows_'s slots
   MemorySlot* group_memory_ = nullptr;
-  int phase_ = 0;                              // scenario phase whose conditions are installed
   TransferTables* group_transfers_ = nullptr;  // the group's tables for gen_'s conditions
   TransferSlot* group_redist_ = nullptr;       // their slots
   TransferSlot* group_repart_ = nullptr;

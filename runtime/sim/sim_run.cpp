@@ -127,8 +127,6 @@ void SimRun::charge_restart(Measurement& m) const {
 }
 
 void SimRun::install(int step) {
-  const int phase = static_cast<int>(
-      std::upper_bound(event_steps_.begin(), event_steps_.end(), step) - event_steps_.begin());
   const ScenarioState state = scenario_.state_at(step, cluster());
   lost_ = state.lost;
   any_lost_ = std::find(lost_.begin(), lost_.end(), 1) != lost_.end();
@@ -136,7 +134,7 @@ void SimRun::install(int step) {
   for (int r = 0; r < world_; ++r)
     if (!lost_[r]) replaced_[r] = 0;  // back in service: no spare stands in any more
   const Conditions c = conditions_of(pricer_.model(), state);
-  pricer_.set_conditions(c, phase);
+  pricer_.set_conditions(c);
   // Whether or not the conditions changed: the run is built under step 0's, so the first
   // episode's context would otherwise miss a straggler from step 0 that later ones report.
   max_slowdown_ = *std::max_element(c.slowdown.begin(), c.slowdown.end());

@@ -401,7 +401,7 @@ TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
       testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
                           testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
   spec.scenario.noise = 0.05;
-  ScenarioEvent seq;  // a phase change halfway: the group keys its costs by phase
+  ScenarioEvent seq;  // a change of conditions halfway: the share keys its costs by them
   seq.step = 6, seq.kind = EventKind::kSeqLength, seq.value = 1024;
   spec.scenario.events.push_back(seq);
   SimOptions shared;
