@@ -29,8 +29,9 @@ double parse_number(const std::string& text, const std::string& where, const cha
 Calibration::Calibration(std::vector<CalibrationRule> rules, std::string source)
     : rules_(std::move(rules)), source_(std::move(source)) {
   // Sorted by threshold so that a lookup can stop at the first rule above the GEMM.
-  std::stable_sort(rules_.begin(), rules_.end(),
-                   [](const auto& a, const auto& b) { return a.min_gemm_dim < b.min_gemm_dim; });
+  std::stable_sort(rules_.begin(), rules_.end(), [](const auto& a, const auto& b) {
+    return a.min_gemm_dim < b.min_gemm_dim;
+  });
 }
 
 double Calibration::efficiency(const std::string& device, const std::string& kind,
@@ -58,8 +59,9 @@ double Calibration::efficiency(const std::string& device, const std::string& kin
 Calibration default_calibration() {
   // Fraction of dense peak reached by a GEMM whose smallest dimension is at least the
   // threshold: small dimensions leave tensor cores and SMs idle (wave quantisation, tiles).
-  const double table[][2] = {{0, 0.10},   {16, 0.20},   {64, 0.35},   {128, 0.50}, {256, 0.60},
-                             {512, 0.68}, {1024, 0.74}, {2048, 0.78}, {4096, 0.80}};
+  const double table[][2] = {{0, 0.10},    {16, 0.20},   {64, 0.35},   {128, 0.50},
+                             {256, 0.60},  {512, 0.68},  {1024, 0.74}, {2048, 0.78},
+                             {4096, 0.80}};
   std::vector<CalibrationRule> rules;
   for (const auto& row : table) rules.push_back({"*", "*", row[0], row[1]});
   return Calibration(std::move(rules), "builtin");
@@ -81,10 +83,8 @@ Calibration parse_calibration(const std::string& text, const std::string& where)
     while (std::getline(ss, col, ',')) cols.push_back(trim(col));
     if (!body.empty() && body.back() == ',') cols.push_back("");
     if (cols.size() != 4)
-      throw std::invalid_argument(at +
-                                  ": expected 4 columns device,kind,min_gemm_dim,efficiency"
-                                  " but found " +
-                                  std::to_string(cols.size()));
+      throw std::invalid_argument(at + ": expected 4 columns device,kind,min_gemm_dim,efficiency"
+                                  " but found " + std::to_string(cols.size()));
     if (cols[0] == "device" && cols[1] == "kind") continue;  // header line
     CalibrationRule r;
     r.device = cols[0];

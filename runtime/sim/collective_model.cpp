@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 
 namespace shardgym {
 namespace {
@@ -29,12 +29,12 @@ double ring(double p, bool all_reduce, double bytes, double bus, double lat, dou
 }  // namespace
 
 bool GroupLinks::operator==(const GroupLinks& o) const {
-  return size == o.size && nodes == o.nodes && per_node == o.per_node && intra_bw == o.intra_bw &&
-         intra_lat == o.intra_lat && inter_bw == o.inter_bw && inter_lat == o.inter_lat &&
-         intra_link == o.intra_link && inter_link == o.inter_link && intra_eff == o.intra_eff &&
-         inter_eff == o.inter_eff && intra_bulk_lat == o.intra_bulk_lat &&
-         inter_bulk_lat == o.inter_bulk_lat && intra_bulk_bytes == o.intra_bulk_bytes &&
-         inter_bulk_bytes == o.inter_bulk_bytes;
+  return size == o.size && nodes == o.nodes && per_node == o.per_node &&
+         intra_bw == o.intra_bw && intra_lat == o.intra_lat && inter_bw == o.inter_bw &&
+         inter_lat == o.inter_lat && intra_link == o.intra_link && inter_link == o.inter_link &&
+         intra_eff == o.intra_eff && inter_eff == o.inter_eff &&
+         intra_bulk_lat == o.intra_bulk_lat && inter_bulk_lat == o.inter_bulk_lat &&
+         intra_bulk_bytes == o.intra_bulk_bytes && inter_bulk_bytes == o.inter_bulk_bytes;
 }
 
 LinkState make_link_state(const ClusterSpec& cluster, const std::vector<double>& factor) {
@@ -105,10 +105,8 @@ GroupLinks describe_group(const std::vector<int>& ranks, const LinkState& links)
     eff = c.bus_efficiency;
     bulk_bytes = c.bulk_bytes;
     // The bulk latency scales with the group's worst latency as the small-message one does.
-    if (c.bulk_latency_s >= 0 && c.latency_s > 0)
-      bulk_lat = lat * c.bulk_latency_s / c.latency_s;
-    else if (c.bulk_latency_s >= 0)
-      bulk_lat = c.bulk_latency_s;
+    if (c.bulk_latency_s >= 0 && c.latency_s > 0) bulk_lat = lat * c.bulk_latency_s / c.latency_s;
+    else if (c.bulk_latency_s >= 0) bulk_lat = c.bulk_latency_s;
   };
   protocol(g.intra_link, g.intra_lat, g.intra_eff, g.intra_bulk_lat, g.intra_bulk_bytes);
   protocol(g.inter_link, g.inter_lat, g.inter_eff, g.inter_bulk_lat, g.inter_bulk_bytes);
@@ -167,12 +165,9 @@ std::vector<GroupShape> group_shapes(const Strategy& s, CommAxis axis, const Lin
     const std::vector<int> ranks = comm_group(s, axis, r, world, context);
     for (int q : ranks) seen[q] = 1;
     const GroupLinks g = describe_group(ranks, links);
-    auto it =
-        std::find_if(out.begin(), out.end(), [&](const GroupShape& x) { return x.links == g; });
-    if (it == out.end())
-      out.push_back({g, 1});
-    else
-      ++it->count;
+    auto it = std::find_if(out.begin(), out.end(), [&](const GroupShape& x) { return x.links == g; });
+    if (it == out.end()) out.push_back({g, 1});
+    else ++it->count;
   }
   return out;
 }

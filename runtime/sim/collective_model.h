@@ -34,10 +34,10 @@ namespace shardgym {
 
 struct GroupLinks {
   int size = 1;
-  int nodes = 1;                         // nodes the group spans
-  int per_node = 1;                      // most group ranks on one node (q)
-  double intra_bw = 0, intra_lat = 0;    // bottleneck between group ranks of the same node
-  double inter_bw = 0, inter_lat = 0;    // bottleneck between group ranks of different nodes
+  int nodes = 1;     // nodes the group spans
+  int per_node = 1;  // most group ranks on one node (q)
+  double intra_bw = 0, intra_lat = 0;  // bottleneck between group ranks of the same node
+  double inter_bw = 0, inter_lat = 0;  // bottleneck between group ranks of different nodes
   int intra_link = -1, inter_link = -1;  // link-class indices of those bottlenecks
   // Of those link classes: bus efficiency, bulk-protocol latency and the size it starts at.
   double intra_eff = 1, inter_eff = 1;

@@ -99,8 +99,7 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, CostTe
     host_collective_s_ = std::max(host_collective_s_,
                                   d.host_collective_s >= 0 ? d.host_collective_s : d.host_kernel_s);
     host_micro_batch_s_ = std::max(host_micro_batch_s_, d.host_micro_batch_s);
-    if (d.host_overlap_exponent > 0)
-      host_overlap_ = std::min(host_overlap_, d.host_overlap_exponent);
+    if (d.host_overlap_exponent > 0) host_overlap_ = std::min(host_overlap_, d.host_overlap_exponent);
   }
   if (cluster_.calibration.serial_host) host_overlap_ = 1;  // CPU ranks: no overlap
   cond_.link_factor.assign(cluster_.links.size(), 1.0);

@@ -17,10 +17,8 @@ std::string num(double v) {
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\', out += c;
-    else if (c == '\n')
-      out += "\\n";
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
     else if (static_cast<unsigned char>(c) < 0x20) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
@@ -145,14 +143,16 @@ std::string to_json(const CostReport& r) {
   std::ostringstream o;
   o << "{\"model\":" << quote(r.model) << ",\"cluster\":" << quote(r.cluster)
     << ",\"plan\":" << quote(r.plan) << ",\"calibration\":" << quote(r.calibration)
-    << ",\"measured_calibration\":" << quote(r.measured_calibration) << ",\"world\":" << r.world
-    << ",\"pipeline\":{\"stages\":" << r.stages << ",\"micro_batches\":" << r.micro_batches
-    << ",\"schedule\":" << quote(r.schedule) << ",\"virtual_stages\":" << r.virtual_stages
-    << ",\"schedule_s\":" << num(r.schedule_s) << ",\"bubble_fraction\":" << num(r.bubble_fraction)
-    << ",\"p2p_s\":" << num(r.p2p_s) << ",\"tail_s\":" << num(r.tail_s) << "}"
-    << ",\"step_latency_s\":" << num(r.step_latency_s) << ",\"compute_s\":" << num(r.compute_s)
-    << ",\"comm_s\":" << num(r.comm_s) << ",\"redistribution_s\":" << num(r.redistribution_s)
-    << ",\"head_s\":" << num(r.head_s) << ",\"repartition_s\":" << num(r.repartition_s)
+    << ",\"measured_calibration\":" << quote(r.measured_calibration)
+    << ",\"world\":" << r.world << ",\"pipeline\":{\"stages\":" << r.stages
+    << ",\"micro_batches\":" << r.micro_batches << ",\"schedule\":" << quote(r.schedule)
+    << ",\"virtual_stages\":" << r.virtual_stages << ",\"schedule_s\":" << num(r.schedule_s)
+    << ",\"bubble_fraction\":" << num(r.bubble_fraction) << ",\"p2p_s\":" << num(r.p2p_s)
+    << ",\"tail_s\":" << num(r.tail_s) << "}"
+    << ",\"step_latency_s\":" << num(r.step_latency_s)
+    << ",\"compute_s\":" << num(r.compute_s) << ",\"comm_s\":" << num(r.comm_s)
+    << ",\"redistribution_s\":" << num(r.redistribution_s) << ",\"head_s\":" << num(r.head_s)
+    << ",\"repartition_s\":" << num(r.repartition_s)
     << ",\"repartition_bytes\":" << num(r.repartition_bytes)
     << ",\"repartition_peak_bytes\":" << num(r.repartition_peak_bytes)
     << ",\"energy_j\":" << num(r.energy_j)
@@ -166,7 +166,8 @@ std::string to_json(const CostReport& r) {
       << ",\"blocks\":" << st.blocks << ",\"first_rank\":" << st.first_rank
       << ",\"ranks\":" << st.ranks << ",\"micro_batch_s\":" << num(st.micro_batch_s)
       << ",\"host_s\":" << num(st.host_s) << ",\"compute_s\":" << num(st.compute_s)
-      << ",\"comm_s\":" << num(st.comm_s) << ",\"grad_sync_s\":" << num(st.grad_sync_s)
+      << ",\"comm_s\":" << num(st.comm_s)
+      << ",\"grad_sync_s\":" << num(st.grad_sync_s)
       << ",\"param_gather_s\":" << num(st.param_gather_s)
       << ",\"optimizer_s\":" << num(st.optimizer_s) << ",\"tail_s\":" << num(st.tail_s)
       << ",\"in_flight\":" << num(st.in_flight)
@@ -177,22 +178,22 @@ std::string to_json(const CostReport& r) {
   for (size_t i = 0; i < r.blocks.size(); ++i) {
     const BlockReport& b = r.blocks[i];
     o << (i ? "," : "") << "{\"block\":" << b.block << ",\"stage\":" << b.stage
-      << ",\"kind\":" << quote(b.kind) << ",\"strategy\":" << quote(b.strategy)
-      << ",\"flops_per_rank\":" << num(b.flops_per_rank) << ",\"fwd_s\":" << num(b.fwd_s)
-      << ",\"bwd_s\":" << num(b.bwd_s) << ",\"tp_comm_s\":" << num(b.tp_comm_s)
-      << ",\"grad_sync_s\":" << num(b.grad_sync_s) << ",\"comm_s\":" << num(b.comm_s)
-      << ",\"redistribution_s\":" << num(b.redistribution_s)
+      << ",\"kind\":" << quote(b.kind)
+      << ",\"strategy\":" << quote(b.strategy) << ",\"flops_per_rank\":" << num(b.flops_per_rank)
+      << ",\"fwd_s\":" << num(b.fwd_s) << ",\"bwd_s\":" << num(b.bwd_s)
+      << ",\"tp_comm_s\":" << num(b.tp_comm_s) << ",\"grad_sync_s\":" << num(b.grad_sync_s)
+      << ",\"comm_s\":" << num(b.comm_s) << ",\"redistribution_s\":" << num(b.redistribution_s)
       << ",\"comm_bytes_per_rank\":" << num(b.comm_bytes_per_rank)
       << ",\"state_bytes\":" << num(b.state_bytes)
-      << ",\"activation_bytes\":" << num(b.activation_bytes) << ",\"energy_j\":" << num(b.energy_j)
-      << ",\"collectives\":[";
+      << ",\"activation_bytes\":" << num(b.activation_bytes)
+      << ",\"energy_j\":" << num(b.energy_j) << ",\"collectives\":[";
     for (size_t j = 0; j < b.collectives.size(); ++j) {
       const CollectiveLine& c = b.collectives[j];
       o << (j ? "," : "") << "{\"what\":" << quote(c.what) << ",\"op\":" << quote(c.op)
         << ",\"axis\":" << quote(c.axis) << ",\"group_size\":" << c.group_size
-        << ",\"forward\":" << (c.forward ? "true" : "false") << ",\"elements\":" << num(c.elements)
-        << ",\"bytes_per_rank\":" << num(c.bytes_per_rank) << ",\"time_s\":" << num(c.time_s)
-        << "}";
+        << ",\"forward\":" << (c.forward ? "true" : "false")
+        << ",\"elements\":" << num(c.elements) << ",\"bytes_per_rank\":" << num(c.bytes_per_rank)
+        << ",\"time_s\":" << num(c.time_s) << "}";
     }
     o << "]}";
   }
@@ -205,8 +206,8 @@ std::string to_table(const CostReport& r, bool collectives) {
   const bool staged = r.stages > 1;
   o << "model " << r.model << " on " << r.cluster << " (" << r.world << " ranks), efficiency table "
     << r.calibration << ", measured calibration "
-    << (r.measured_calibration.empty() ? std::string("none") : r.measured_calibration) << "\nplan "
-    << r.plan << "\n\n";
+    << (r.measured_calibration.empty() ? std::string("none") : r.measured_calibration)
+    << "\nplan " << r.plan << "\n\n";
   char line[320];
   std::snprintf(line, sizeof line, "%5s %s%-9s %-46s %9s %9s %9s %9s %9s %9s %9s\n", "block",
                 staged ? "stage " : "", "kind", "strategy", "GFLOP/rk", "fwd ms", "bwd ms",
@@ -223,10 +224,9 @@ std::string to_table(const CostReport& r, bool collectives) {
     o << line;
     if (!collectives) continue;
     for (const auto& c : b.collectives) {
-      std::snprintf(line, sizeof line,
-                    "        %-14s %-2s p=%-4d %-3s %10.3f MB/rank %9.3f ms  %s\n", c.op.c_str(),
-                    c.axis.c_str(), c.group_size, c.forward ? "fwd" : "bwd", c.bytes_per_rank / 1e6,
-                    c.time_s * 1e3, c.what.c_str());
+      std::snprintf(line, sizeof line, "        %-14s %-2s p=%-4d %-3s %10.3f MB/rank %9.3f ms  %s\n",
+                    c.op.c_str(), c.axis.c_str(), c.group_size, c.forward ? "fwd" : "bwd",
+                    c.bytes_per_rank / 1e6, c.time_s * 1e3, c.what.c_str());
       o << line;
     }
   }
@@ -244,17 +244,20 @@ std::string to_table(const CostReport& r, bool collectives) {
       char blocks[24], ranks[24];
       std::snprintf(blocks, sizeof blocks, "%d-%d", st.first_block, st.first_block + st.blocks - 1);
       std::snprintf(ranks, sizeof ranks, "%d-%d", st.first_rank, st.first_rank + st.ranks - 1);
-      std::snprintf(
-          line, sizeof line,
-          "%5d %-9s %-11s %11.3f %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %7.2f / %5.1f\n",
-          st.stage, blocks, ranks, st.micro_batch_s * 1e3, st.host_s * 1e3, st.compute_s * 1e3,
-          st.comm_s * 1e3, (st.grad_sync_s + st.param_gather_s + st.optimizer_s) * 1e3,
-          st.tail_s * 1e3, st.in_flight, st.peak_memory_bytes / gib, st.capacity_bytes / gib);
+      std::snprintf(line, sizeof line,
+                    "%5d %-9s %-11s %11.3f %10.3f %10.3f %10.3f %10.3f %10.3f %9.2f %7.2f / %5.1f\n",
+                    st.stage, blocks, ranks, st.micro_batch_s * 1e3, st.host_s * 1e3,
+                    st.compute_s * 1e3,
+                    st.comm_s * 1e3,
+                    (st.grad_sync_s + st.param_gather_s + st.optimizer_s) * 1e3,
+                    st.tail_s * 1e3, st.in_flight, st.peak_memory_bytes / gib,
+                    st.capacity_bytes / gib);
       o << line;
     }
     o << "schedule       " << fmt("%10.3f ms", r.schedule_s * 1e3)
       << "  (+ stage-to-stage transfers " << fmt("%.3f", r.p2p_s * 1e3)
-      << ", exposed DP tail and head sync " << fmt("%.3f", r.tail_s * 1e3) << ")\n";
+      << ", exposed DP tail and head sync "
+      << fmt("%.3f", r.tail_s * 1e3) << ")\n";
   } else if (r.micro_batches > 1 || r.tail_s > 0) {
     o << "micro-batches  " << r.micro_batches << "; exposed DP tail and head sync "
       << fmt("%.3f ms", r.tail_s * 1e3) << "\n";
@@ -267,20 +270,17 @@ std::string to_table(const CostReport& r, bool collectives) {
                                         : ": its GPU time and this, combined by the host's "
                                           "overlap, docs/design.md §4)\n");
   }
-  o << "iteration      " << fmt("%10.3f ms", r.step_latency_s * 1e3)
-    << (staged ? "  (Σ stages: compute " : "  (compute ") << fmt("%.3f", r.compute_s * 1e3)
-    << ", comm " << fmt("%.3f", r.comm_s * 1e3)
-    << " (exposed TP, DP reduction before overlap), redistribution "
-    << fmt("%.3f", r.redistribution_s * 1e3) << ", embedding/head " << fmt("%.3f", r.head_s * 1e3)
-    << ")\n"
+  o << "iteration      " << fmt("%10.3f ms", r.step_latency_s * 1e3) << (staged ? "  (Σ stages: compute " : "  (compute ")
+    << fmt("%.3f", r.compute_s * 1e3) << ", comm " << fmt("%.3f", r.comm_s * 1e3)
+    << " (exposed TP, DP reduction before overlap), redistribution " << fmt("%.3f", r.redistribution_s * 1e3)
+    << ", embedding/head " << fmt("%.3f", r.head_s * 1e3) << ")\n"
     << "repartition    " << fmt("%10.3f ms", r.repartition_s * 1e3)
     << (r.repartition_bytes > 0
             ? fmt("  (%.3f GiB received; in transit at most ", r.repartition_bytes / gib) +
                   fmt("%.3f GiB/rank on top of the state)", r.repartition_peak_bytes / gib)
             : std::string())
     << "\n"
-    << "throughput     "
-    << fmt("%10.1f tokens/s", r.step_latency_s > 0 ? r.tokens / r.step_latency_s : 0) << "\n"
+    << "throughput     " << fmt("%10.1f tokens/s", r.step_latency_s > 0 ? r.tokens / r.step_latency_s : 0) << "\n"
     << "peak memory    " << fmt("%10.3f GiB/rank", r.peak_memory_bytes / gib) << " of "
     << fmt("%.3f GiB", r.memory_capacity / gib) << (r.oom ? "  OUT OF MEMORY" : "") << "\n"
     << "energy         " << fmt("%10.3f J", r.energy_j) << " (model)\n";

@@ -7,8 +7,8 @@
 // micro-batches (as SimRun charges them); the stages say how the schedule joins them.
 //
 //   SimRun run(spec);
-//   CostReport r = make_cost_report(run, Plan::parse("uniform:tp1d(t=8)",
-//   run.model().num_blocks())); std::cout << to_table(r);
+//   CostReport r = make_cost_report(run, Plan::parse("uniform:tp1d(t=8)", run.model().num_blocks()));
+//   std::cout << to_table(r);
 #pragma once
 
 #include <string>
@@ -37,15 +37,15 @@ struct BlockReport {
   std::string kind;      // attention | mlp
   std::string strategy;  // Strategy::to_string
   double flops_per_rank = 0;
-  double fwd_s = 0, bwd_s = 0;  // compute, slowest rank
-  double tp_comm_s = 0;         // tensor-parallel collectives, before overlap
-  double grad_sync_s = 0;       // data-parallel gradient all-reduce
-  double comm_s = 0;            // exposed: after chunk overlap, + grad sync
-  double redistribution_s = 0;  // activations into this block from the previous one (fwd+bwd)
+  double fwd_s = 0, bwd_s = 0;   // compute, slowest rank
+  double tp_comm_s = 0;          // tensor-parallel collectives, before overlap
+  double grad_sync_s = 0;        // data-parallel gradient all-reduce
+  double comm_s = 0;             // exposed: after chunk overlap, + grad sync
+  double redistribution_s = 0;   // activations into this block from the previous one (fwd+bwd)
   double comm_bytes_per_rank = 0;
-  double state_bytes = 0;  // params + grads + optimizer state
+  double state_bytes = 0;        // params + grads + optimizer state
   double activation_bytes = 0;
-  double energy_j = 0;  // idle share + busy + links, whole world
+  double energy_j = 0;           // idle share + busy + links, whole world
   std::vector<CollectiveLine> collectives;
 };
 
@@ -58,28 +58,28 @@ struct StageReport {
   double compute_s = 0;      // Σ its blocks' fwd + bwd, whole iteration
   double comm_s = 0;         // Σ its blocks' exposed TP communication, whole iteration
   double grad_sync_s = 0, param_gather_s = 0, optimizer_s = 0;  // before overlap
-  double tail_s = 0;     // what of those stays exposed after the schedule
-  double in_flight = 0;  // micro-batches of activations held at the peak
+  double tail_s = 0;         // what of those stays exposed after the schedule
+  double in_flight = 0;      // micro-batches of activations held at the peak
   double peak_memory_bytes = 0, capacity_bytes = 0;
 };
 
 struct CostReport {
   std::string model, cluster, plan, calibration;  // calibration: the efficiency table's source
-  std::string measured_calibration;               // cluster.calibration's file ("" = none)
+  std::string measured_calibration;  // cluster.calibration's file ("" = none)
   int world = 0;
   int stages = 1, micro_batches = 1, virtual_stages = 1;
-  std::string schedule;               // gpipe | 1f1b | interleaved
-  double schedule_s = 0;              // all micro-batches through the stages, bubble included
-  double bubble_fraction = 0;         // of equal stages: (p−1)/(m·v + p − 1)
-  double p2p_s = 0;                   // what stage-to-stage transfers add to the schedule
-  double tail_s = 0;                  // slowest stage's exposed DP work + embedding/head sync
-  double step_latency_s = 0;          // one iteration (as SimRun::estimate)
-  double compute_s = 0;               // Σ blocks fwd + bwd (all stages)
-  double comm_s = 0;                  // Σ blocks exposed TP communication + gradient reduction
-  double redistribution_s = 0;        // Σ block boundaries + last block → LM head
-  double head_s = 0;                  // LM head compute (all micro-batches) + its gradient sync
-  double repartition_s = 0;           // from the run's current plan to this one
-  double repartition_bytes = 0;       // received, all ranks
+  std::string schedule;          // gpipe | 1f1b | interleaved
+  double schedule_s = 0;         // all micro-batches through the stages, bubble included
+  double bubble_fraction = 0;    // of equal stages: (p−1)/(m·v + p − 1)
+  double p2p_s = 0;              // what stage-to-stage transfers add to the schedule
+  double tail_s = 0;             // slowest stage's exposed DP work + embedding/head sync
+  double step_latency_s = 0;     // one iteration (as SimRun::estimate)
+  double compute_s = 0;          // Σ blocks fwd + bwd (all stages)
+  double comm_s = 0;             // Σ blocks exposed TP communication + gradient reduction
+  double redistribution_s = 0;   // Σ block boundaries + last block → LM head
+  double head_s = 0;             // LM head compute (all micro-batches) + its gradient sync
+  double repartition_s = 0;      // from the run's current plan to this one
+  double repartition_bytes = 0;  // received, all ranks
   double repartition_peak_bytes = 0;  // memory in transit, the largest rank (layout.h)
   double energy_j = 0;
   double tokens = 0;

@@ -85,8 +85,7 @@ int64_t numel(const BoxesOf& b) {
   int64_t n = 0;
   for (size_t k = 0; k < b.size(); ++k) {
     int64_t e = 1;
-    for (int d = 0; d < (*b.boxes)[k].dims(); ++d)
-      e *= std::max<int64_t>(0, b.hi(k, d) - b.lo(k, d));
+    for (int d = 0; d < (*b.boxes)[k].dims(); ++d) e *= std::max<int64_t>(0, b.hi(k, d) - b.lo(k, d));
     n += e;
   }
   return n;
@@ -98,8 +97,8 @@ int64_t overlap(const BoxesOf& want, const BoxesOf& have) {
   for (size_t k = 0; k < want.size(); ++k) {
     int64_t e = 1;
     for (int d = 0; d < (*want.boxes)[k].dims() && e > 0; ++d)
-      e *= std::max<int64_t>(
-          0, std::min(want.hi(k, d), have.hi(k, d)) - std::max(want.lo(k, d), have.lo(k, d)));
+      e *= std::max<int64_t>(0, std::min(want.hi(k, d), have.hi(k, d)) -
+                                    std::max(want.lo(k, d), have.lo(k, d)));
     n += e;
   }
   return n;
@@ -169,8 +168,9 @@ TransferCost transfer(const RankBoxes& have, const RankBoxes& need, double elem_
 
 // The exchange's messages (runtime/core/exchange_geometry.h) into `out`: the largest message
 // and the most messages of one rank and, with `per_rank`, each rank's part (rank_moves).
-void add_messages(TransferCost& out, const std::vector<ExchangeItem>& items, const RankBoxes& have,
-                  const RankBoxes& want, double bytes_per_param, int world, bool per_rank) {
+void add_messages(TransferCost& out, const std::vector<ExchangeItem>& items,
+                  const RankBoxes& have, const RankBoxes& want, double bytes_per_param,
+                  int world, bool per_rank) {
   const ExchangeMessages msg = exchange_messages(items, world);
   out.max_message_bytes =
       double(*std::max_element(msg.largest.begin(), msg.largest.end())) * bytes_per_param;
@@ -240,8 +240,7 @@ TransferCost repartition_cost(const ModelSpec& m, BlockKind kind, const Strategy
   const int ta = from.degree();
   auto range = [&](int r) { return std::pair<int, int>(r / ta * ta, r / ta * ta + ta); };
   try {
-    const RankBoxes have = param_boxes(m, kind, from, world),
-                    want = param_boxes(m, kind, to, world);
+    const RankBoxes have = param_boxes(m, kind, from, world), want = param_boxes(m, kind, to, world);
     TransferCost out = transfer(have, want, bytes_per_param, range, cluster, links);
     // The exchange's messages: one item per parameter, listed for one period of each layout
     // (the moments have the parameter's boxes: bytes_per_param covers them).
@@ -275,8 +274,7 @@ TransferCost stage_move_cost(const ModelSpec& m, BlockKind kind, const Strategy&
       for (Box& x : b.none) x.hi = x.lo;
       return b;
     };
-    const RankBoxes have = staged(from, from_first, from_size),
-                    want = staged(to, to_first, to_size);
+    const RankBoxes have = staged(from, from_first, from_size), want = staged(to, to_first, to_size);
     // r pulls from the old stage.
     auto range = [&](int) { return std::pair<int, int>(from_first, from_first + from_size); };
     TransferCost out = transfer(have, want, bytes_per_param, range, cluster, links);
@@ -305,8 +303,8 @@ uint64_t strategy_key(const Strategy& s) {
   const uint64_t f = family_of(s).key(s);
   const uint64_t chunks = uint64_t(s.chunks);
   if (f == StrategyFamily::kNoKey || chunks >= (1u << 18)) return kUnpackable;
-  return uint64_t(s.kind) | f << 2 | chunks << 44 | uint64_t(s.selective ? 1 : 0) << 62 |
-         uint64_t(s.recompute ? 1 : 0) << 63;
+  return uint64_t(s.kind) | f << 2 | chunks << 44 |
+         uint64_t(s.selective ? 1 : 0) << 62 | uint64_t(s.recompute ? 1 : 0) << 63;
 }
 
 uint32_t activation_layout_key(const Strategy& s) {

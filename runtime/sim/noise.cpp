@@ -11,14 +11,17 @@ namespace shardgym {
 
 double inverse_normal_cdf(double p) {
   if (!(p > 0 && p < 1)) throw std::invalid_argument("inverse_normal_cdf: p must be in (0, 1)");
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
-                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                             6.680131188771972e+01, -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                             3.754408661907416e+00};
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                             -2.759285104469687e+02, 1.383577518672690e+02,
+                             -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                             -1.556989798598866e+02, 6.680131188771972e+01,
+                             -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                             -2.400758277161838e+00, -2.549732539343734e+00,
+                             4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                             2.445134137142996e+00, 3.754408661907416e+00};
   const double lo = 0.02425;
   double x;
   if (p < lo) {
@@ -73,7 +76,8 @@ std::shared_ptr<const std::vector<double>> shared_level_table(double sigma) {
 
 LogNormalNoise::LogNormalNoise(double sigma) : sigma_(sigma) {
   if (!(sigma >= 0) || sigma > 2)
-    throw std::invalid_argument("noise sigma " + std::to_string(sigma) + " is outside [0, 2]");
+    throw std::invalid_argument("noise sigma " + std::to_string(sigma) +
+                                " is outside [0, 2]");
   if (sigma_ <= 0) return;
   table_ = shared_level_table(sigma_);
   levels_ = table_->data();

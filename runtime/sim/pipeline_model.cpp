@@ -78,8 +78,8 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
       if (k == steady - 1) {
         send_b(bi);
       } else {  // send_backward_recv_forward
-        transfer(first ? 0 : bkey(s - 1, bi), true, !first, first ? 0 : fkey(s - 1, fi + 1), false,
-                 !first);
+        transfer(first ? 0 : bkey(s - 1, bi), true, !first, first ? 0 : fkey(s - 1, fi + 1),
+                 false, !first);
       }
     }
     for (int k = 0; k < warmup; ++k, ++bi) recv_b(bi), pass(bwd[s]), send_b(bi);
@@ -113,10 +113,7 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
           double& mine = op.sends[j] ? posted_send[k] : posted_recv[k];
           if (mine < 0) mine = t[s];
           const double other = op.sends[j] ? posted_recv[k] : posted_send[k];
-          if (other < 0) {
-            ready = false;
-            continue;
-          }
+          if (other < 0) { ready = false; continue; }
           end = std::max(end, std::max(mine, other) + hop[op.key[j] / 2 / m]);
         }
         if (!ready) break;
@@ -167,14 +164,12 @@ double bubble_fraction(int stages, int micro_batches, int virtual_stages) {
   return (p - 1) / (m * v + p - 1);
 }
 
-double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches, int virtual_stages,
-                               int stage) {
+double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches,
+                               int virtual_stages, int stage) {
   const double m = std::max(1, micro_batches), p = stages, s = stage;
   switch (schedule) {
-    case Schedule::kGPipe:
-      return m;
-    case Schedule::k1F1B:
-      return std::min(m, p - s);
+    case Schedule::kGPipe: return m;
+    case Schedule::k1F1B: return std::min(m, p - s);
     case Schedule::kInterleaved: {
       const double v = std::max(1, virtual_stages);
       return std::min(m, (2 * (p - s - 1) + (v - 1) * p + 1) / v);

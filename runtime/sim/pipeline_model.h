@@ -2,8 +2,8 @@
 // many micro-batches' activations each stage holds at its peak (docs/design.md §4).
 //
 // With C_s the time of one micro-batch's forward + backward on stage s (its p2p transfers
-// excluded; pipeline_time_with_transfers adds them), the schedules of Narayanan et al. 2021
-// ("Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", §2.2) take
+// excluded; pipeline_time_with_transfers adds them), the schedules of Narayanan et al. 2021 ("Efficient Large-Scale Language Model
+// Training on GPU Clusters Using Megatron-LM", §2.2) take
 //   GPipe, 1F1B:           T = m·max_s C_s + (Σ_s C_s − max_s C_s)
 //   interleaved, v chunks: T = m·max_s C_s + (Σ_s C_s − max_s C_s) / v
 // so with equal stages the bubble is (p−1)/(m·v + p − 1) of the iteration: (p−1)/(m+p−1) for
@@ -42,8 +42,8 @@ double pipeline_time(const std::vector<double>& stage_micro_batch_s, int micro_b
 // collectives (a rank thread blocked in one sleeps): a pass holds its cores for the rest
 // only, so another stage's pass may compute while it waits (a fluid view of the interleaving).
 double pipeline_replay(const double* fwd, const double* bwd, const double* hop, int stages,
-                       int micro_batches, Schedule schedule, int ranks_per_stage = 1, int cores = 0,
-                       const double* wait_share = nullptr);
+                       int micro_batches, Schedule schedule, int ranks_per_stage = 1,
+                       int cores = 0, const double* wait_share = nullptr);
 // An iteration's schedule with its point-to-point transfers (docs/design.md §4, "Pipeline
 // transfers"). mb[s]: one micro-batch on stage s, fwd_share[s] of it forward; hop[b] for
 // b < p − 1 the transfer over boundary b, hop[p − 1] from the last stage to the first.
@@ -54,12 +54,13 @@ double pipeline_replay(const double* fwd, const double* bwd, const double* hop, 
 //   T = m·max_s(mb_s ⊕ e_s) + (Σ mb − max mb)/v + 2·(v·Σ_{b<p−1} hop_b + (v − 1)·hop_{p−1}).
 double pipeline_time_with_transfers(const double* mb, const double* fwd_share, const double* hop,
                                     int stages, int micro_batches, Schedule schedule,
-                                    int virtual_stages, bool overlap_p2p, int ranks_per_stage = 1,
-                                    int cores = 0, const double* wait_share = nullptr);
+                                    int virtual_stages, bool overlap_p2p,
+                                    int ranks_per_stage = 1, int cores = 0,
+                                    const double* wait_share = nullptr);
 // Idle fraction of an iteration of equal stages: (p−1)/(m·v + p − 1).
 double bubble_fraction(int stages, int micro_batches, int virtual_stages);
-double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches, int virtual_stages,
-                               int stage);
+double micro_batches_in_flight(Schedule schedule, int stages, int micro_batches,
+                               int virtual_stages, int stage);
 // Exposed time of work `total` that overlaps `window` in `buckets` pieces (data-parallel
 // gradient reduction under the last backward, or parameter all-gather under the first
 // forward): at least the last bucket stays exposed.

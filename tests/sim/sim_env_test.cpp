@@ -1,11 +1,11 @@
 // The registered simulated env ("shardgym/TPSim-v0") and a speed sanity check of SimRun.
 // The speed figures are printed, not asserted: timing depends on the machine.
+#include <gtest/gtest.h>
+
 #include <time.h>
 
 #include <cstdio>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "env/registry.h"
 #include "env/vector_env.h"
@@ -74,9 +74,9 @@ ExperimentSpec noisy_spec(int steps) {
 
 TEST(SimEnv, IsRegisteredAndSteps) {
   ASSERT_TRUE(env_registered("shardgym/TPSim-v0"));
-  ExperimentSpec spec =
-      testing::experiment(testing::gpt(2, 1024, 16, 512, 2),
-                          testing::cluster(1, 4, testing::h100_sxm(), testing::nvswitch()));
+  ExperimentSpec spec = testing::experiment(testing::gpt(2, 1024, 16, 512, 2),
+                                            testing::cluster(1, 4, testing::h100_sxm(),
+                                                             testing::nvswitch()));
   auto env = make_bare_env("shardgym/TPSim-v0", spec);
   EXPECT_EQ(env->spec().backend, "sim");
   EXPECT_EQ(env->spec().num_blocks, 4);
@@ -109,7 +109,7 @@ TEST(SimEnv, SiblingsStepAsEnvsBuiltAlone) {
     const StepResult r = alone->step(action), ra = a->step(action), rb = b->step(action);
     for (const StepResult* s : {&ra, &rb}) {
       EXPECT_EQ(s->obs, r.obs);
-      EXPECT_EQ(s->reward, r.reward);        // NormalizeReward: the stack is make_env's
+      EXPECT_EQ(s->reward, r.reward);  // NormalizeReward: the stack is make_env's
       EXPECT_EQ(s->truncated, r.truncated);  // TimeLimit
       EXPECT_EQ(s->info.measurement.repartition_s, r.info.measurement.repartition_s);
     }
@@ -127,8 +127,7 @@ TEST(SimEnv, SiblingsOnThreadsStepAsEnvsBuiltAlone) {
   spec.scenario.events.push_back(seq);
   constexpr int kN = 4, kSteps = 14;
   const EnvMaker sibling = make_sibling_envs("shardgym/TPSim-v0", spec);
-  VectorEnv vec(
-      kN, [&](int) { return sibling(); }, /*threads=*/2);
+  VectorEnv vec(kN, [&](int) { return sibling(); }, /*threads=*/2);
   std::vector<std::unique_ptr<Env>> alone;
   for (int i = 0; i < kN; ++i) alone.push_back(make_env("shardgym/TPSim-v0", spec));
   const std::vector<Observation> obs = vec.reset(7);
@@ -172,10 +171,8 @@ TEST(SimEnv, StepSpeedSanity) {
   const double same = rate(n, [&](int) { run.step(fixed); });
   const double single = rate(n, [&](int i) { run.step(one[i % one.size()]); });
   const double every = rate(n, [&](int i) { run.step(all[i % all.size()]); });
-  std::printf(
-      "SimRun 32 layers / 64 GPUs: %.0f steps/s (same plan), %.0f (one block changed), "
-      "%.0f (every block re-drawn)\n",
-      same, single, every);
+  std::printf("SimRun 32 layers / 64 GPUs: %.0f steps/s (same plan), %.0f (one block changed), "
+              "%.0f (every block re-drawn)\n", same, single, every);
 
   auto env = make_bare_env("shardgym/TPSim-v0", spec);
   env->reset(0);
@@ -192,10 +189,8 @@ TEST(SimEnv, StepSpeedSanity) {
   const double env_same = rate(n, [&](int) { env->step(fixed_action); });
   const double env_single = rate(n, [&](int i) { env->step(acts_one[i % acts_one.size()]); });
   const double env_every = rate(n, [&](int i) { env->step(acts_all[i % acts_all.size()]); });
-  std::printf(
-      "PartitionEnv over it:       %.0f steps/s (same plan), %.0f (one block changed), "
-      "%.0f (every block re-drawn)\n",
-      env_same, env_single, env_every);
+  std::printf("PartitionEnv over it:       %.0f steps/s (same plan), %.0f (one block changed), "
+              "%.0f (every block re-drawn)\n", env_same, env_single, env_every);
   RecordProperty("sim_steps_per_s_same_plan", std::to_string(same));
   RecordProperty("env_steps_per_s_same_plan", std::to_string(env_same));
   RecordProperty("env_steps_per_s_random_plans", std::to_string(env_every));

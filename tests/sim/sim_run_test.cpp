@@ -1,14 +1,13 @@
 // SimRun as a TrainingRun: determinism, scenario timing, repartition charges, memory masks,
 // cloning (sim_run.h).
-#include "runtime/sim/sim_run.h"
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <thread>
 
-#include <gtest/gtest.h>
-
+#include "runtime/sim/sim_run.h"
 #include "tests/core/expect_measurement.h"
 #include "tests/sim/sim_fixtures.h"
 
@@ -16,9 +15,9 @@ namespace shardgym {
 namespace {
 
 ExperimentSpec small_spec(double noise = 0.0) {
-  ExperimentSpec s =
-      testing::experiment(testing::gpt(4, 1024, 16, 512, 2),
-                          testing::cluster(2, 4, testing::h100_sxm(), testing::nvswitch()));
+  ExperimentSpec s = testing::experiment(testing::gpt(4, 1024, 16, 512, 2),
+                                         testing::cluster(2, 4, testing::h100_sxm(),
+                                                          testing::nvswitch()));
   s.scenario.noise = noise;
   return s;
 }
@@ -174,8 +173,8 @@ TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
   EXPECT_EQ(run.step(sp).repartition_bytes, 0);
   Plan moved = sp;
   moved.blocks[3] = Strategy::tp1d(8);
-  const TransferCost expect =
-      run.cost_model().repartition(BlockKind::kMlp, start.blocks[3], moved.blocks[3]);
+  const TransferCost expect = run.cost_model().repartition(BlockKind::kMlp, start.blocks[3],
+                                                           moved.blocks[3]);
   const Measurement m = run.step(moved);
   // By hand: under t=4 rank r holds fc1 columns / fc2 rows slice r%4 of 4, under t=8 it
   // needs slice r of 8, which only ranks 0 and 7 already hold. The six others receive a
@@ -192,9 +191,9 @@ TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
 // A 4-layer GPT on 8 H100s starting from tp1d(8) everywhere, with device memory set to that
 // plan's peak plus `headroom` bytes: some plan changes fit, others do not.
 ExperimentSpec tight_memory_spec(double headroom) {
-  ExperimentSpec spec =
-      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
-                          testing::cluster(1, 8, testing::h100_sxm(), testing::nvswitch()));
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(1, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
   const Plan start = Plan::uniform(Strategy::tp1d(8), spec.model.num_blocks());
   spec.initial_plan = start.to_string();
   const double peak = SimRun(spec).estimate(start)->peak_memory_bytes[0];
@@ -294,8 +293,7 @@ TEST(SimRun, CloneContinuesIdentically) {
   for (int i = 0; i < 5; ++i) run.step(plans[i]);
   ASSERT_TRUE(run.cloneable());
   auto copy = run.clone();
-  for (int i = 5; i < 10; ++i)
-    testing::expect_same_measurement(run.step(plans[i]), copy->step(plans[i]));
+  for (int i = 5; i < 10; ++i) testing::expect_same_measurement(run.step(plans[i]), copy->step(plans[i]));
 }
 
 TEST(SimRun, ScenarioErrorsNameTheEvent) {
@@ -306,8 +304,7 @@ TEST(SimRun, ScenarioErrorsNameTheEvent) {
     FAIL() << "accepted an unknown link class";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("event 0 (step 2): unknown link class 'token-ring'"),
-              std::string::npos)
-        << e.what();
+              std::string::npos) << e.what();
   }
   spec.scenario.events = {{2, EventKind::kStraggler, "", 99, 2.0, 0}};
   EXPECT_THROW(SimRun{spec}, std::invalid_argument);
@@ -397,9 +394,9 @@ TEST(SimRun, MaskRowsInOneCallEqualRowByRowWithPipelines) {
 // figures, memory, transfers) step exactly as a run on its own, also when they price new
 // strategies and pairs on two threads at once; a run from another spec is refused by the share.
 TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
-  ExperimentSpec spec =
-      testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
-                          testing::cluster(2, 8, testing::h100_sxm(), testing::nvswitch()));
+  ExperimentSpec spec = testing::experiment(testing::gpt(4, 4096, 32, 2048, 1),
+                                            testing::cluster(2, 8, testing::h100_sxm(),
+                                                             testing::nvswitch()));
   spec.scenario.noise = 0.05;
   ScenarioEvent seq;  // a change of conditions halfway: the share keys its costs by them
   seq.step = 6, seq.kind = EventKind::kSeqLength, seq.value = 1024;
@@ -424,12 +421,8 @@ TEST(SimRun, SharedTransferCostsChangeNoMeasurement) {
   }
   std::vector<Measurement> a, b1, b2;
   for (const Plan& plan : plans) a.push_back(alone.step(plan));
-  std::thread t1([&] {
-    for (const Plan& plan : plans) b1.push_back(first.step(plan));
-  });
-  std::thread t2([&] {
-    for (const Plan& plan : plans) b2.push_back(second.step(plan));
-  });
+  std::thread t1([&] { for (const Plan& plan : plans) b1.push_back(first.step(plan)); });
+  std::thread t2([&] { for (const Plan& plan : plans) b2.push_back(second.step(plan)); });
   t1.join();
   t2.join();
   int moved = 0;
@@ -484,9 +477,9 @@ TEST(SimRun, HostIssueBoundsATinyLayerAndNotALargeOne) {
   double kernels = kHeadKernels;
   for (int b = 0; b < tiny.num_blocks(); ++b) {
     const BlockKind kind = ModelSpec::block_kind(b);
-    kernels +=
-        block_kernels(tiny, kind, s, static_cast<int>(block_collectives(tiny, kind, s, 8).size()),
-                      softmax_unfused(tiny, s, 8));
+    kernels += block_kernels(tiny, kind, s,
+                             static_cast<int>(block_collectives(tiny, kind, s, 8).size()),
+                             softmax_unfused(tiny, s, 8));
   }
   // One sequence and one head per rank: Megatron-LM's fused softmax does not take 1 score
   // batch (it needs a multiple of 4), PyTorch's runs in its place, 4 more kernels each way.
@@ -544,14 +537,15 @@ TEST(SimRun, HostOverlapExponentCombinesGpuAndHostTime) {
     const IterationBreakdown at_max = stage_times(m, 30e-6, 1e-3, plan);
     const double host = at_max.stages[0].host_s;
     ASSERT_GT(host, 0);
-    SCOPED_TRACE("hidden " + std::to_string(hidden) + ": GPU " + std::to_string(gpu) + " s, host " +
-                 std::to_string(host) + " s");
+    SCOPED_TRACE("hidden " + std::to_string(hidden) + ": GPU " + std::to_string(gpu) +
+                 " s, host " + std::to_string(host) + " s");
     EXPECT_DOUBLE_EQ(at_max.stages[0].micro_batch_s, std::max(gpu, host));
-    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 1).stages[0].micro_batch_s, gpu + host, 1e-12);
-    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 2).stages[0].micro_batch_s, std::hypot(gpu, host),
+    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 1).stages[0].micro_batch_s, gpu + host,
                 1e-12);
-    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 64).stages[0].micro_batch_s, std::max(gpu, host),
-                0.012 * std::max(gpu, host));
+    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 2).stages[0].micro_batch_s,
+                std::hypot(gpu, host), 1e-12);
+    EXPECT_NEAR(stage_times(m, 30e-6, 1e-3, plan, 64).stages[0].micro_batch_s,
+                std::max(gpu, host), 0.012 * std::max(gpu, host));
   }
 }
 
