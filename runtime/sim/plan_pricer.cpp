@@ -7,12 +7,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "runtime/core/cost.h"
 #include "runtime/core/data_shares.h"
@@ -191,10 +188,9 @@ int PlanPricer::entry_of(const Strategy& s, uint64_t key) {
   recomputes_.push_back(s.recompute ? 1 : 0);
   act_id_.push_back(dense_id(act_keys_, activation_layout_key(s)));
   param_id_.push_back(dense_id(param_keys_, param_layout_key(s)));
-  if (group_) {  // outside the catalog (registered after join()): the pricer's own slots
-    for (auto& row : own_block_) row.resize(entries_.size() - group_entries_);
-    for (auto& row : own_memory_) row.resize(entries_.size() - group_entries_);
-  }
+  // Outside the catalog: the pricer's own slots (none before the first configure()).
+  for (auto& row : own_block_) row.resize(entries_.size() - group_entries_);
+  for (auto& row : own_memory_) row.resize(entries_.size() - group_entries_);
   for (auto& m : shape_ok_) m.resize(entries_.size());
   shape_gen_ = 0;
   shape_valid_ = false;
@@ -320,11 +316,10 @@ const BlockSlot& PlanPricer::fill_block(int stage, int kind, int entry) {
   f.grad_sync = c.grad_sync_s, f.param_gather = c.param_gather_s, f.optimizer = c.optimizer_s;
   f.params = c.params_per_rank;
   f.host = c.host_s;
-  const RuntimeCalibration& cal = cost_.cluster().calibration;
-  f.state = c.state_bytes * cal.memory_state_scale;
+  const MemoryFigures m =
+      memory_figures(c.state_bytes, c.activation_bytes, c.activation_bytes_prev_recompute);
+  f.state = m.state, f.act = m.act, f.act_prev = m.act_prev;
   f.state_moved = c.state_bytes;
-  f.act = c.activation_bytes * cal.memory_activation_scale;
-  f.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
   if (entry < group_entries_)
     return publish(rows_->mutex, group_block_[size_t(2 * stage + kind) * group_entries_ + entry],
                    f);
@@ -332,6 +327,15 @@ const BlockSlot& PlanPricer::fill_block(int stage, int kind, int entry) {
   static_cast<BlockFigures&>(s) = f;
   s.gen.store(gen_, std::memory_order_relaxed);
   return s;
+}
+
+MemoryFigures PlanPricer::memory_figures(double state, double act, double act_prev) const {
+  const RuntimeCalibration& cal = cost_.cluster().calibration;
+  MemoryFigures f;
+  f.state = state * cal.memory_state_scale;
+  f.act = act * cal.memory_activation_scale;
+  f.act_prev = act_prev * cal.memory_activation_scale;
+  return f;
 }
 
 MemoryFigures PlanPricer::block_memory(int stage, int kind, int entry) {
@@ -349,11 +353,8 @@ MemoryFigures PlanPricer::block_memory(int stage, int kind, int entry) {
   if (m.gen.load(std::memory_order_acquire) == want) return m;
   const CostModel::BlockMemory c = stage_cost_[stage].block_memory(
       kind == 0 ? BlockKind::kAttention : BlockKind::kMlp, entries_[entry]);
-  const RuntimeCalibration& cal = cost_.cluster().calibration;
-  MemoryFigures f;
-  f.state = c.state_bytes * cal.memory_state_scale;  // as fill_block has them
-  f.act = c.activation_bytes * cal.memory_activation_scale;
-  f.act_prev = c.activation_bytes_prev_recompute * cal.memory_activation_scale;
+  const MemoryFigures f =
+      memory_figures(c.state_bytes, c.activation_bytes, c.activation_bytes_prev_recompute);
   if (shared) return publish(rows_->mutex, m, f);
   static_cast<MemoryFigures&>(m) = f;
   m.gen.store(gen_, std::memory_order_relaxed);

@@ -208,6 +208,8 @@ class PlanPricer {
   // The memory figures of (stage, kind, entry): its block slot's where that is filled, else
   // computed alone (no times).
   MemoryFigures block_memory(int stage, int kind, int entry);
+  // A block's memory in bytes as the calibration's memory scales count it.
+  MemoryFigures memory_figures(double state, double act, double act_prev) const;
   // Transfer costs: the pairs of the catalog's layouts are read straight from the share's
   // tables (one copy for all the envs of a vector env, instead of a private copy per env in
   // front of it); layouts outside the catalog from the pricer's own.
