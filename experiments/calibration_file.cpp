@@ -82,12 +82,16 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     << ", fit_error: " << num(c.repartition_fit_error) << "}\n"
     << "model_signature: " << quoted(r.model_signature) << "\n";
   if (!c.collectives.empty()) {
-    o << "# Collectives alone (not used by the simulator): slowest member's median seconds.\n"
+    o << "# Collectives and stage boundaries alone: slowest member's median seconds. The\n"
+      << "# collectives' fit is not used by the simulator; p2p prices stage-to-stage transfers.\n"
       << "collectives:\n"
       << "  fit: {latency_s: " << num(c.collective_latency_s)
       << ", bandwidth: " << num(c.collective_bandwidth)
-      << ", fit_error: " << num(c.collective_fit_error) << "}\n"
-      << "  timings:\n";
+      << ", fit_error: " << num(c.collective_fit_error) << "}\n";
+    if (c.p2p_bandwidth > 0)
+      o << "  p2p: {latency_s: " << num(c.p2p_latency_s) << ", bandwidth: " << num(c.p2p_bandwidth)
+        << ", fit_error: " << num(c.p2p_fit_error) << "}\n";
+    o << "  timings:\n";
     for (const CalibrationFile::Collective& t : c.collectives)
       o << "    - {op: " << t.op << ", group: " << quoted(t.group) << ", bytes: " << num(t.bytes)
         << ", seconds: " << num(t.seconds) << "}\n";
@@ -190,12 +194,18 @@ void parse_step_fits(const YamlField& root, CalibrationFile& c) {
 
 void parse_collectives(const YamlField& root, CalibrationFile& c) {
   if (auto co = root.optional("collectives")) {
-    co->check_keys({"fit", "timings"});
+    co->check_keys({"fit", "p2p", "timings"});
     YamlField fit = co->child("fit");
     fit.check_keys({"latency_s", "bandwidth", "fit_error"});
     c.collective_latency_s = fit.child("latency_s").as_double(0, 1e3);
     c.collective_bandwidth = fit.child("bandwidth").as_double(0, 1e18);
     if (auto f = fit.optional("fit_error")) c.collective_fit_error = f->as_double(0);
+    if (auto p2p = co->optional("p2p")) {
+      p2p->check_keys({"latency_s", "bandwidth", "fit_error"});
+      c.p2p_latency_s = p2p->child("latency_s").as_double(0, 1e3);
+      c.p2p_bandwidth = p2p->child("bandwidth").as_double(1, 1e18);
+      if (auto f = p2p->optional("fit_error")) c.p2p_fit_error = f->as_double(0);
+    }
     YamlField ts = co->child("timings");
     ts.expect_sequence();
     if (ts.size() > kMaxBlocks)
@@ -205,7 +215,7 @@ void parse_collectives(const YamlField& root, CalibrationFile& c) {
       YamlField f = ts.at(i);
       f.check_keys({"op", "group", "bytes", "seconds"});
       CalibrationFile::Collective t;
-      t.op = f.child("op").as_choice({"all_reduce", "all_gather", "reduce_scatter"});
+      t.op = f.child("op").as_choice({"all_reduce", "all_gather", "reduce_scatter", "p2p"});
       t.group = f.child("group").as_string();
       t.bytes = f.child("bytes").as_double(0, 1e15);
       t.seconds = f.child("seconds").as_double(0, 1e6);
@@ -292,6 +302,13 @@ std::string apply_calibration(const CalibrationFile& c, const std::string& path,
   link.bus_efficiency = 1.0;  // fitted as the bandwidth a ring step reaches
   link.bulk_latency_s = -1;
   link.bulk_bytes = 0;
+  // Stage-to-stage transfers: the stage boundaries timed alone, else (older files) the
+  // collectives alone per ring step; else as the link (calibration_file.h).
+  if (c.p2p_bandwidth > 0) {
+    link.p2p_latency_s = c.p2p_latency_s, link.p2p_bandwidth = c.p2p_bandwidth;
+  } else if (c.collective_bandwidth > 0) {
+    link.p2p_latency_s = c.collective_latency_s, link.p2p_bandwidth = c.collective_bandwidth;
+  }
   cluster.calibration = c.runtime;
   cluster.calibration.path = path;
   cluster.calibration.host_cores = c.cores;

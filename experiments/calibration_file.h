@@ -50,18 +50,23 @@ struct CalibrationFile {
   double memory_fit_error = 0, repartition_fit_error = 0;
   RuntimeCalibration runtime;  // block table, per-step overhead, optimizer, noise
 
-  // Microbenchmarks: every collective on every group the strategies form, at a few sizes,
-  // run alone (no training step around them), and the α–β fit of them. Recorded beside the
-  // link fit from the training step's waits, not used by the simulator (docs/calibration.md
-  // says why); absent in files written before they were measured.
+  // Microbenchmarks: every collective on every group the strategies form and every pipeline's
+  // first stage boundary, at a few sizes, run alone (no training step around them), and an
+  // α–β fit of each. The collectives' fit is recorded beside the link fit from the training
+  // step's waits, not used by the simulator; the stage boundaries' (p2p) prices a pipeline's
+  // stage-to-stage transfers, whose waits the schedule's replay counts itself
+  // (docs/calibration.md says why). Files before the boundaries were timed: the
+  // collectives' fit per ring step stands in for it (the same exchange with a neighbour);
+  // absent in files written before either was measured.
   struct Collective {
-    std::string op;      // all_reduce | all_gather | reduce_scatter
+    std::string op;      // all_reduce | all_gather | reduce_scatter | p2p
     std::string group;   // member ranks, "0,1"
     double bytes = 0;    // per rank, input
     double seconds = 0;  // slowest member, median
   };
   std::vector<Collective> collectives;
   double collective_latency_s = 0, collective_bandwidth = 0, collective_fit_error = 0;
+  double p2p_latency_s = 0, p2p_bandwidth = 0, p2p_fit_error = 0;  // bandwidth 0: not timed
 };
 
 std::string calibration_to_yaml(const CalibrationFile& c);

@@ -345,10 +345,15 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << " (fit error " << 100 * c.compute_fit_error << " %)\n"
       << "  link '" << c.link_name << "': " << c.link_latency_s * 1e6 << " us per ring step, "
       << c.link_bandwidth / 1e9 << " GB/s (fit error " << 100 * c.comm_fit_error << " %)\n"
-      << "  collectives alone (" << c.collectives.size() << " timings, not used): "
-      << c.collective_latency_s * 1e6 << " us per ring step, " << c.collective_bandwidth / 1e9
-      << " GB/s (fit error " << 100 * c.collective_fit_error << " %)\n"
-      << "  memory: " << c.runtime.memory_state_scale << " x state + "
+      << "  collectives and stage boundaries alone: " << c.collectives.size()
+      << " timings; the collectives (not used) " << c.collective_latency_s * 1e6
+      << " us per ring step, " << c.collective_bandwidth / 1e9 << " GB/s (fit error "
+      << 100 * c.collective_fit_error << " %)\n";
+  if (c.p2p_bandwidth > 0)
+    out << "  stage boundaries alone (stage-to-stage transfers): " << c.p2p_latency_s * 1e6
+        << " us + bytes / " << c.p2p_bandwidth / 1e9 << " GB/s (fit error "
+        << 100 * c.p2p_fit_error << " %)\n";
+  out << "  memory: " << c.runtime.memory_state_scale << " x state + "
       << c.runtime.memory_activation_scale << " x activations + "
       << c.runtime.memory_base_bytes / 1e6 << " MB (fit error " << 100 * c.memory_fit_error
       << " %)\n"

@@ -65,6 +65,11 @@ struct LinkClass {
   double bus_efficiency = 1.0;
   double bulk_latency_s = -1;  // < 0: same as latency_s
   double bulk_bytes = 0;       // 0: every message uses the bulk protocol
+  // A pipeline's stage-to-stage transfer (each rank sends to and receives from its
+  // counterpart, posted together): its own α and B where measured (a calibration's stage
+  // boundaries timed alone, docs/calibration.md); < 0: a ring step's (latency_s, bandwidth ·
+  // bus_efficiency).
+  double p2p_latency_s = -1, p2p_bandwidth = -1;
 };
 
 struct NodeSpec {

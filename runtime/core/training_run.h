@@ -94,12 +94,13 @@ class TrainingRun {
   virtual bool cloneable() const { return false; }
 
   // Live runs: every collective the trainer uses (all-reduce, all-gather, reduce-scatter) on
-  // every group its strategies form, `bytes` per rank, the median of `reps` after one
-  // warm-up (calibration's microbenchmarks, docs/calibration.md). Empty where not measured
-  // (the simulator, replay). Needs a reset run.
+  // every group its strategies form, then the first stage boundary of every pipeline the
+  // world can form (its ranks' sends and receives to their counterparts, posted together),
+  // `bytes` per rank, the median of `reps` after one warm-up (calibration's microbenchmarks,
+  // docs/calibration.md). Empty where not measured (the simulator, replay). Needs a reset run.
   struct CollectiveTiming {
-    std::string op;          // "all_reduce" | "all_gather" | "reduce_scatter"
-    std::vector<int> group;  // sorted global ranks
+    std::string op;          // "all_reduce" | "all_gather" | "reduce_scatter" | "p2p"
+    std::vector<int> group;  // sorted global ranks (p2p: two stages of S, rank r with r ± S)
     double bytes = 0;        // per rank, the input
     double seconds = 0;      // slowest member's median
   };

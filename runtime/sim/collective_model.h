@@ -68,6 +68,16 @@ struct LinkState {
     const int l = link_of(i, j);
     return l >= 0 ? classes[l].latency_s : 0.0;
   }
+  // One stage-to-stage transfer between i and j (LinkClass::p2p_latency_s, p2p_bandwidth):
+  // α + bytes / B under the link's current factor; 0 on the same rank.
+  double p2p_time(int i, int j, double bytes) const {
+    const int l = link_of(i, j);
+    if (l < 0) return 0.0;
+    const LinkClass& c = classes[l];
+    const double bw = c.p2p_bandwidth > 0 ? c.p2p_bandwidth * factor[l]
+                                          : c.bandwidth * factor[l] * c.bus_efficiency;
+    return (c.p2p_latency_s >= 0 ? c.p2p_latency_s : c.latency_s) + (bw > 0 ? bytes / bw : 0.0);
+  }
 };
 
 LinkState make_link_state(const ClusterSpec& cluster, const std::vector<double>& factor);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -28,6 +29,16 @@ double tp_exposed(const BlockCost& out, int k) {
 }
 
 }  // namespace
+
+double calibration_tokens_per_rank(const std::string& signature) {
+  const std::string text = " " + signature;
+  auto value = [&text](const char* key) {
+    const size_t at = text.find(std::string(" ") + key + "=");
+    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + std::strlen(key) + 2);
+  };
+  const double world = value("world");
+  return world > 0 ? value("batch") / world * value("seq") : 0.0;
+}
 
 std::string calibration_signature(const ModelSpec& m, int world) {
   std::ostringstream o;
@@ -495,13 +506,17 @@ CostModel::BlockMemory CostModel::block_memory(BlockKind kind, const Strategy& s
   return out;
 }
 
-HeadCost CostModel::head_cost() const {
+double CostModel::head_compute(double n, bool conditioned, double& busy_j) const {
   const ModelSpec& m = cond_.model;
-  HeadCost out;
-  const double seqs = double(effective_global_batch(m, world_)) / world_;
-  const double n = seqs * m.seq;
   const std::vector<Gemm> gemms = {{n, double(m.hidden), double(m.vocab), 1}};
-  compute_times(gemms, 3 * gemms[0].flops(), "head", out.compute_s, out.busy_energy_j);
+  double t = 0;
+  busy_j = 0;
+  if (conditioned) {
+    compute_times(gemms, 3 * gemms[0].flops(), "head", t, busy_j);
+  } else {
+    for (int r = 0; r < world_; ++r)
+      t = std::max(t, 3 * gemms_on(cluster_.devices[rank_device_[r]], gemms, "head", false));
+  }
   if (terms_.memory_bound) {
     // Cross-entropy over the logits, kernel by kernel as Megatron-Core's (unfused, the default)
     // vocab_parallel_cross_entropy runs it (core/tensor_parallel/cross_entropy.py, r0.8):
@@ -516,18 +531,38 @@ HeadCost CostModel::head_cost() const {
       const DeviceType& dev = cluster_.devices[rank_device_[r]];
       if (dev.memory_bw > 0 && dev.memory_efficiency > 0) {
         const double bw = dev.memory_bw * dev.memory_efficiency;
-        t_ce = std::max(t_ce, ce_bytes_per_logit * n * m.vocab / bw * cond_.slowdown[r] * work(r));
+        const double even = ce_bytes_per_logit * n * m.vocab / bw;
+        t_ce = std::max(t_ce, conditioned ? even * cond_.slowdown[r] * work(r) : even);
       }
     }
-    out.compute_s += t_ce;
+    t += t_ce;
   }
+  return t;
+}
+
+HeadCost CostModel::head_cost() const {
+  const ModelSpec& m = cond_.model;
+  HeadCost out;
+  const double seqs = double(effective_global_batch(m, world_)) / world_;
+  const double n = seqs * m.seq;
+  out.compute_s = head_compute(n, /*conditioned=*/true, out.busy_energy_j);
   const RuntimeCalibration& rc = cluster_.calibration;
   const bool measured = !rc.empty() && rc.model_signature == calibration_signature(m, world_);
-  if (measured) out.compute_s = rc.step_overhead_s, out.host_s = out.loop_host_s = 0;
-  // Files with a kernel time (calibration_fit.h) price small shapes physically; their per-step
-  // residual then stays per step.
-  else if (!rc.empty() && rc.serial_host)
-    out.iteration_s = rc.step_overhead_s;
+  if (measured) {
+    out.compute_s = rc.step_overhead_s, out.host_s = out.loop_host_s = 0;
+  } else if (!rc.empty() && rc.serial_host) {
+    // Files with a kernel time (calibration_fit.h) price small shapes physically, this head
+    // included (below, per micro-batch at its own shape). Their per-step residual was fitted
+    // on the table's plans, whose head it holds (a measured head is the residual: calibrate's
+    // fit_step_overheads); what stays per step is the rest, once the head of the table's
+    // shape (its tokens a rank, one micro-batch, its kernels' issue) is taken out of it.
+    const double table_n = calibration_tokens_per_rank(rc.model_signature);
+    double unused = 0;
+    const double table_head = table_n > 0 ? head_compute(table_n, /*conditioned=*/false, unused) +
+                                                host_kernel_s_ * kHeadKernels
+                                          : 0.0;
+    out.iteration_s = std::max(0.0, rc.step_overhead_s - table_head);
+  }
   std::vector<int> all;  // the ranks with a data share
   all.reserve(world_);
   for (int r = 0; r < world_; ++r)

@@ -62,6 +62,9 @@ namespace shardgym {
 // The key of a calibration's block table (RuntimeCalibration::model_signature): the shapes
 // and options of the micro-batch model that decide a block's time, and the world size.
 std::string calibration_signature(const ModelSpec& micro_batch_model, int world);
+// Tokens a rank runs through the LM head in one micro-batch of the table's plans (their
+// data-parallel head: batch / world sequences of seq tokens); 0 where the signature lacks them.
+double calibration_tokens_per_rank(const std::string& signature);
 
 // The cluster's state at one env step.
 struct Conditions {
@@ -117,8 +120,8 @@ struct HeadCost {
   double host_s = 0;           // per micro-batch: the host's time to issue the embedding and head
   double loop_host_s = 0;      // per micro-batch and stage: the framework's own work
   // Per iteration: the calibration's per-step overhead where the table does not hold the
-  // micro-batch (it was fitted per step, RuntimeCalibration::step_overhead_s; a measured head
-  // carries it in compute_s instead).
+  // micro-batch (it was fitted per step, RuntimeCalibration::step_overhead_s, less the head
+  // of the table's shape it holds; a measured head carries it in compute_s instead).
   double iteration_s = 0;
 };
 
@@ -181,6 +184,10 @@ class CostModel {
                   bool scaled = true) const;
   void compute_times(const std::vector<Gemm>& gemms, double flops, const std::string& kind,
                      double& slowest_s, double& busy_j) const;
+  // The LM head over n tokens a rank: its GEMM forward and backward and (memory-bound terms)
+  // the cross-entropy over its logits, on the slowest rank; `conditioned`: with the
+  // conditions' slowdowns and data shares, else every rank at its device's speed.
+  double head_compute(double n, bool conditioned, double& busy_j) const;
   // Seconds of one pass of a block on the slowest rank: dense GEMMs, the attention core and
   // `mem` bytes of memory-bound traffic, each weighted (fwd = 1, bwd = 2, ...). `by_pos` holds
   // one shape for every rank, or (uneven tp1d) one per position in the tensor group: rank r

@@ -142,12 +142,8 @@ double PlanPricer::latency_with_transfers(const StageSums& acc, int p, Iteration
   for (int b = 0; b < p; ++b) {
     const int from = b * stage_world_, to = ((b + 1) % p) * stage_world_;
     acc.hop[b] = 0;
-    for (int k = 0; k < stage_world_; ++k) {
-      const int l = ls.link_of(from + k, to + k);
-      if (l < 0) continue;
-      const double bw = ls.bw(from + k, to + k) * ls.classes[l].bus_efficiency;
-      acc.hop[b] = std::max(acc.hop[b], ls.lat(from + k, to + k) + (bw > 0 ? bytes / bw : 0.0));
-    }
+    for (int k = 0; k < stage_world_; ++k)
+      acc.hop[b] = std::max(acc.hop[b], ls.p2p_time(from + k, to + k, bytes));
   }
   for (int s = 0; s < p; ++s) {
     const double f = acc.fwd1[s], w = acc.bwd1[s];

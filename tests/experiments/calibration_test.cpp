@@ -67,10 +67,14 @@ CalibrationFile sample() {
   c.runtime.blocks = {{0, "dp", 1e-3, 2e-3, 3e-3, 0.1},
                       {1, "tp1d(t=2,sp=1,chunks=2)", 1.0 / 7, 2.0 / 7, 3.0 / 7, 0.2}};
   c.collectives = {{"all_reduce", "0,1", 4096, 1.0 / 3 * 1e-4},
-                   {"reduce_scatter", "0,1,2,3", 1048576, 2.0 / 7 * 1e-3}};
+                   {"reduce_scatter", "0,1,2,3", 1048576, 2.0 / 7 * 1e-3},
+                   {"p2p", "0,1,2,3", 65536, 1.0 / 17 * 1e-3}};
   c.collective_latency_s = 1.0 / 11 * 1e-4;
   c.collective_bandwidth = 1.0 / 13 * 1e10;
   c.collective_fit_error = 0.125;
+  c.p2p_latency_s = 1.0 / 19 * 1e-4;
+  c.p2p_bandwidth = 1.0 / 23 * 1e10;
+  c.p2p_fit_error = 0.0625;
   return c;
 }
 
@@ -107,8 +111,8 @@ TEST(CalibrationFile, RoundTripsExactly) {
     EXPECT_EQ(r.runtime.blocks[i].bwd_s, c.runtime.blocks[i].bwd_s);
     EXPECT_EQ(r.runtime.blocks[i].comm_s, c.runtime.blocks[i].comm_s);
   }
-  ASSERT_EQ(r.collectives.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
+  ASSERT_EQ(r.collectives.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(r.collectives[i].op, c.collectives[i].op);
     EXPECT_EQ(r.collectives[i].group, c.collectives[i].group);
     EXPECT_EQ(r.collectives[i].bytes, c.collectives[i].bytes);
@@ -117,6 +121,9 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.collective_latency_s, c.collective_latency_s);
   EXPECT_EQ(r.collective_bandwidth, c.collective_bandwidth);
   EXPECT_EQ(r.collective_fit_error, c.collective_fit_error);
+  EXPECT_EQ(r.p2p_latency_s, c.p2p_latency_s);
+  EXPECT_EQ(r.p2p_bandwidth, c.p2p_bandwidth);
+  EXPECT_EQ(r.p2p_fit_error, c.p2p_fit_error);
   // Written again, the text is the same.
   EXPECT_EQ(calibration_to_yaml(r), calibration_to_yaml(c));
   // Files written before the device fit had a time per kernel have none: 0.
@@ -136,6 +143,12 @@ TEST(CalibrationFile, RoundTripsExactly) {
   CalibrationFile older = c;
   older.collectives.clear();
   EXPECT_TRUE(parse_calibration_file(calibration_to_yaml(older), "c.yaml").collectives.empty());
+  // ... and those written before the stage boundaries were timed no p2p fit: bandwidth 0.
+  CalibrationFile no_p2p = c;
+  no_p2p.p2p_bandwidth = 0;
+  const std::string no_p2p_text = calibration_to_yaml(no_p2p);
+  EXPECT_EQ(no_p2p_text.find("p2p: {"), std::string::npos);
+  EXPECT_EQ(parse_calibration_file(no_p2p_text, "c.yaml").p2p_bandwidth, 0);
 }
 
 void expect_refused(const std::string& text, const std::string& key, const std::string& reason) {
@@ -307,6 +320,22 @@ TEST(CalibrationFile, ApplyReplacesTheFiguresAndChecksTheWorld) {
   EXPECT_EQ(cluster.links[0].latency_s, c.link_latency_s);
   EXPECT_EQ(cluster.links[0].bandwidth, c.link_bandwidth);
   EXPECT_EQ(cluster.calibration.path, "c.yaml");
+  // Stage-to-stage transfers: the stage boundaries' fit; without it (older files) the
+  // collectives alone per ring step; without either, the link's own (p2p fields < 0).
+  EXPECT_EQ(cluster.links[0].p2p_latency_s, c.p2p_latency_s);
+  EXPECT_EQ(cluster.links[0].p2p_bandwidth, c.p2p_bandwidth);
+  CalibrationFile older = c;
+  older.p2p_bandwidth = 0;
+  cluster = spec.cluster;
+  ASSERT_EQ(apply_calibration(older, "c.yaml", cluster), "");
+  EXPECT_EQ(cluster.links[0].p2p_latency_s, c.collective_latency_s);
+  EXPECT_EQ(cluster.links[0].p2p_bandwidth, c.collective_bandwidth);
+  older.collectives.clear();
+  older.collective_latency_s = older.collective_bandwidth = 0;
+  cluster = spec.cluster;
+  ASSERT_EQ(apply_calibration(older, "c.yaml", cluster), "");
+  EXPECT_LT(cluster.links[0].p2p_latency_s, 0);
+  EXPECT_LT(cluster.links[0].p2p_bandwidth, 0);
   c.ranks = 2;
   cluster = spec.cluster;
   EXPECT_NE(apply_calibration(c, "c.yaml", cluster).find("2 ranks"), std::string::npos);
@@ -378,6 +407,44 @@ TEST(CalibrationFile, CalibratedPlanTakesTheTable) {
   SimRun sim2(other);
   sim2.reset(0, plan);
   EXPECT_GT(std::abs(sim2.step(plan).block_comm_s[1] - 7e-3), 1e-6);
+}
+
+// A file with a kernel time prices a head the table does not hold physically, per
+// micro-batch; its per-step residual, fitted on the table's plans whose head it holds, then
+// stays per step without the head of the table's shape. Here the pipeline's micro-batch gives
+// a rank the table's shape (2 of the 8 sequences), so that head is this one.
+TEST(CalibrationFile, APipelinesResidualLeavesOutTheTablesHead) {
+  ExperimentSpec spec = live_quickstart();
+  spec.env_id = "shardgym/TPSim-v0";
+  spec.scenario.noise = 0;
+  const Plan plan = Plan::parse("uniform:dp@pp(p=2,m=2)", spec.model.num_blocks());
+  CalibrationFile c = sample();
+  {
+    SimRun plain(spec);
+    plain.reset(0, Plan::uniform(Strategy::dp(), spec.model.num_blocks()));
+    c.runtime.model_signature =
+        calibration_signature(plain.stage_cost_model(0).model(), spec.cluster.world_size());
+  }
+  EXPECT_DOUBLE_EQ(calibration_tokens_per_rank(c.runtime.model_signature),
+                   double(spec.model.global_batch) / 4 * spec.model.seq);
+  EXPECT_EQ(calibration_tokens_per_rank("layers=4 hidden=64"), 0);
+  auto step_with = [&](double overhead, double* head) {
+    CalibrationFile k = c;
+    k.runtime.step_overhead_s = overhead;
+    ExperimentSpec s = spec;
+    EXPECT_EQ(apply_calibration(k, "c.yaml", s.cluster), "");
+    EXPECT_TRUE(s.cluster.calibration.serial_host);
+    SimRun sim(s);
+    sim.reset(0, plan);
+    if (head) *head = sim.breakdown(plan).head_s + c.kernel_s * kHeadKernels;
+    return sim.step(plan).step_latency_s;
+  };
+  double head = 0;
+  const double none = step_with(0, &head);
+  ASSERT_GT(head, 0);
+  EXPECT_NEAR(step_with(0.05, nullptr) - none, 0.05 - head, 1e-9);
+  // A residual smaller than the head adds nothing (not less than nothing).
+  EXPECT_EQ(step_with(0.5 * head, nullptr), none);
 }
 
 TEST(CalibrationFile, ConfigKeyReachesTheSimulatorAndErrorsNameTheLine) {

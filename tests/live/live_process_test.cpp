@@ -74,6 +74,7 @@ TEST(LiveRunProcesses, TimeCollectivesInRankProcesses) {
   const auto timings = run.time_collectives(4096, 2);
   ASSERT_FALSE(timings.empty());
   for (const auto& t : timings) EXPECT_GT(t.seconds, 0) << t.op;
+  EXPECT_EQ(timings.back().op, "p2p");  // the stage boundaries, last
 }
 
 // The micro-batch count crosses the store channel: rank processes given m = 2 hold half the

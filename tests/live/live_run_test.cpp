@@ -109,8 +109,8 @@ TEST(LiveRun, SeveralIterationsPerStepReportMediansAndSpread) {
 // A device the build or the machine cannot give is refused by the constructor, naming the
 // keys, before any rank starts: CUDA in a CPU-only build or without a GPU, NCCL on the CPU.
 // Calibration's microbenchmarks: three collectives on every group of two or more ranks the
-// strategies form, timed on the ranks as they run (threads here; processes in
-// live_process_test), one entry per (group, op).
+// strategies form, then every pipeline's first stage boundary, timed on the ranks as they
+// run (threads here; processes in live_process_test), one entry per (group, op).
 TEST(LiveRun, TimesEveryCollectiveOnEveryGroup) {
   ExperimentSpec spec = tiny_live_spec(4, "threads");
   LiveRun run(spec);
@@ -121,17 +121,24 @@ TEST(LiveRun, TimesEveryCollectiveOnEveryGroup) {
   const auto timings = run.time_collectives(65536, 3);
   size_t groups = 0;
   for (const auto& set : standard_group_sets(4)) groups += set.size() >= 2;
-  ASSERT_EQ(timings.size(), 3 * groups);
+  // Then the first stage boundary of each pipeline 4 ranks form: stages of 1 and of 2 ranks.
+  ASSERT_EQ(timings.size(), 3 * groups + 2);
   std::set<std::vector<int>> seen;
-  for (const auto& t : timings) {
-    EXPECT_TRUE(t.op == "all_reduce" || t.op == "all_gather" || t.op == "reduce_scatter") << t.op;
+  for (size_t i = 0; i < timings.size(); ++i) {
+    const auto& t = timings[i];
+    if (i < 3 * groups)
+      EXPECT_TRUE(t.op == "all_reduce" || t.op == "all_gather" || t.op == "reduce_scatter") << t.op;
+    else
+      EXPECT_EQ(t.op, "p2p");
     EXPECT_GE(t.group.size(), 2u);
     EXPECT_EQ(t.bytes, 65536);
     EXPECT_TRUE(std::isfinite(t.seconds) && t.seconds > 0) << t.op << " " << t.seconds;
-    seen.insert(t.group);
+    if (t.op != "p2p") seen.insert(t.group);
   }
   EXPECT_EQ(seen.size(), groups);
   EXPECT_TRUE(seen.count({0, 1, 2, 3}));
+  EXPECT_EQ(timings[3 * groups].group, (std::vector<int>{0, 1}));
+  EXPECT_EQ(timings[3 * groups + 1].group, (std::vector<int>{0, 1, 2, 3}));
   // The run trains on afterwards.
   EXPECT_TRUE(run.step(Plan::uniform(Strategy::tp1d(4), run.model().num_blocks())).ok);
 }

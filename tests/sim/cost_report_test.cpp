@@ -103,5 +103,30 @@ TEST(CostReport, StagesOfAPipelinedPlan) {
   EXPECT_NE(to_json(r).find("\"stages\":[{\"stage\":0"), std::string::npos);
 }
 
+// A stage-to-stage transfer takes its link's own point-to-point figures where the link has
+// them (a calibration's stage boundaries timed alone), else the ring step's. The boundary of
+// this plan crosses the nodes' link, which nothing else in it uses: stating the ring step's
+// figures as the link's p2p ones leaves the step to the bit, and a slower p2p latency adds
+// to the transfers only.
+TEST(CostReport, StageTransfersTakeTheLinksPointToPointFigures) {
+  const Plan plan = Plan::parse("uniform:tp1d(t=4)@pp(p=2,m=4)", 4);
+  const CostReport base = make_cost_report(spec(), plan);
+  ExperimentSpec same = spec();
+  LinkClass& ib = same.cluster.links[1];
+  ASSERT_EQ(ib.name, same.cluster.inter_link);
+  ib.p2p_latency_s = ib.latency_s;
+  ib.p2p_bandwidth = ib.bandwidth * ib.bus_efficiency;
+  const CostReport stated = make_cost_report(same, plan);
+  EXPECT_EQ(stated.step_latency_s, base.step_latency_s);
+  EXPECT_EQ(stated.p2p_s, base.p2p_s);
+  ExperimentSpec slow = same;
+  slow.cluster.links[1].p2p_latency_s += 1e-3;
+  const CostReport r = make_cost_report(slow, plan);
+  EXPECT_EQ(r.schedule_s, base.schedule_s);
+  // 1F1B over 2 stages waits on at least the fill's and the drain's transfer (one each way).
+  EXPECT_GE(r.p2p_s - base.p2p_s, 2e-3 * (1 - 1e-9));
+  EXPECT_EQ(r.step_latency_s - r.p2p_s, base.step_latency_s - base.p2p_s);
+}
+
 }  // namespace
 }  // namespace shardgym

@@ -441,7 +441,8 @@ std::vector<TrainingRun::CollectiveTiming> LiveRun::time_collectives(double byte
   cmd.bytes = static_cast<int64_t>(bytes);
   cmd.reps = reps;
   const std::vector<RankReport> reports = command(cmd);
-  // The ranks walk standard_group_sets in order, three collectives per group of two or more.
+  // The ranks walk standard_group_sets in order, three collectives per group of two or more,
+  // then the stage boundaries (rank_protocol.h).
   std::vector<CollectiveTiming> out;
   size_t k = 0;
   for (const auto& set : standard_group_sets(config_.world_size)) {
@@ -454,6 +455,16 @@ std::vector<TrainingRun::CollectiveTiming> LiveRun::time_collectives(double byte
       out.push_back(std::move(c));
       ++k;
     }
+  }
+  // Then one stage boundary per stage size: ranks [0, 2·S), each with its counterpart.
+  for (const int s : timed_stage_sizes(config_.world_size)) {
+    CollectiveTiming c{"p2p", {}, static_cast<double>(cmd.bytes), 0.0};
+    for (int r = 0; r < 2 * s; ++r) c.group.push_back(r);
+    for (const RankReport& r : reports)
+      if (k < r.comm_s.size() && !std::isnan(r.comm_s[k]))
+        c.seconds = std::max(c.seconds, r.comm_s[k]);
+    out.push_back(std::move(c));
+    ++k;
   }
   return out;
 }

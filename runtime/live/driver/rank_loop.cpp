@@ -73,46 +73,76 @@ void maybe_fault(const FaultSpec& f, int rank, int step, RankChannel& channel, i
   if (f.kind == "exit") std::_Exit(3);
 }
 
+// The median of `reps` timed calls of `call`, after one warm-up call and `sync` (a barrier of
+// the ranks taking part).
+template <class Call, class Sync>
+double median_seconds(const Call& call, const Sync& sync, int reps) {
+  call();
+  sync();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const Stopwatch sw;
+    call();
+    times.push_back(sw.elapsed_s());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // Calibration's microbenchmarks: on every standard group of two or more ranks, in the order of
 // `sets` (every rank walks the same list, so the members of a group meet in the same order),
 // an all-reduce, an all-gather and a reduce-scatter of `bytes` per rank (float32), one
-// warm-up call and `reps` timed ones after a barrier. Returns this rank's median seconds per
-// (group, op), NaN for the groups it is not in. Disjoint groups run at the same time, as a
-// tensor-parallel layer's do.
+// warm-up call and `reps` timed ones after a barrier. Disjoint groups run at the same time, as
+// a tensor-parallel layer's do. Then each stage boundary of rank_protocol.h's
+// timed_stage_sizes, its two stages' ranks alone (the others wait at the world's barrier
+// before the next). Returns this rank's median seconds per (group, op), then per boundary,
+// NaN where it takes no part.
 std::vector<double> time_collectives(CommWorld& world, const std::vector<std::vector<int>>& sets,
                                      int64_t bytes, int reps, const c10::Device& device) {
   if (bytes < 4 || reps < 1)
     throw std::invalid_argument("collectives: need at least 4 bytes and 1 repetition");
+  constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   std::vector<double> out;
   for (const auto& set : sets) {
     if (set.size() < 2) continue;
     const bool member = std::binary_search(set.begin(), set.end(), world.rank());
     for (const std::string op : kTimedCollectives) {
       if (!member) {
-        out.push_back(std::numeric_limits<double>::quiet_NaN());
+        out.push_back(kAbsent);
         continue;
       }
       Comm& comm = world.group(set);
       const int64_t n = comm.size();
       const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
-      at::Tensor t = at::ones({elems}, at::TensorOptions().dtype(at::kFloat).device(device));
+      at::Tensor t = at::ones({elems}, opts);
       auto call = [&] {
         if (op == "all_reduce") comm.all_reduce(t);
         if (op == "all_gather") (void)comm.all_gather(t, 0);
         if (op == "reduce_scatter") (void)comm.reduce_scatter(t, 0);
         synchronize(device);
       };
-      call();
-      comm.barrier();
-      std::vector<double> times;
-      for (int i = 0; i < reps; ++i) {
-        const Stopwatch sw;
-        call();
-        times.push_back(sw.elapsed_s());
-      }
-      std::sort(times.begin(), times.end());
-      out.push_back(times[times.size() / 2]);
+      out.push_back(median_seconds(call, [&] { comm.barrier(); }, reps));
     }
+  }
+  Comm& all = world.world();
+  const int r = world.rank();
+  for (const int s : timed_stage_sizes(world.world_size())) {
+    all.barrier();
+    if (r >= 2 * s) {
+      out.push_back(kAbsent);
+      continue;
+    }
+    const int peer = r < s ? r + s : r - s;
+    at::Tensor send = at::ones({std::max<int64_t>(1, bytes / 4)}, opts);
+    at::Tensor recv = at::empty_like(send);
+    auto call = [&] {
+      std::vector<Comm::P2POp> ops{{true, send, peer}, {false, recv, peer}};
+      all.batch_p2p(ops);
+      synchronize(device);
+    };
+    // The warm-up exchange has met the counterpart: the pair starts together.
+    out.push_back(median_seconds(call, [] {}, reps));
   }
   return out;
 }

@@ -55,6 +55,16 @@ enum class RankOp { kReset, kStep, kEval, kStop, kAbort, kCollectives };
 // What kCollectives times on each group, in this order (the rank's report and the driver's
 // reading of it both walk it).
 inline constexpr const char* kTimedCollectives[] = {"all_reduce", "all_gather", "reduce_scatter"};
+// Then the first stage boundary of each pipeline the world can form (stage sizes S that
+// divide it into two or more stages, smallest first): ranks [0, S) and [S, 2S) exchange
+// `bytes` with their counterpart, a send and a receive posted together as a 1F1B step's
+// send_forward_recv_backward does (tp/pipeline.cpp).
+inline std::vector<int> timed_stage_sizes(int world) {
+  std::vector<int> out;
+  for (int s = 1; 2 * s <= world; ++s)
+    if (world % s == 0) out.push_back(s);
+  return out;
+}
 const char* op_name(RankOp op);  // "reset", "step", ... for messages and the wire format
 
 struct RankCommand {
