@@ -442,29 +442,24 @@ std::vector<TrainingRun::CollectiveTiming> LiveRun::time_collectives(double byte
   cmd.reps = reps;
   const std::vector<RankReport> reports = command(cmd);
   // The ranks walk standard_group_sets in order, three collectives per group of two or more,
-  // then the stage boundaries (rank_protocol.h).
+  // then the stage boundaries (rank_protocol.h); entry k of every report is the same timing.
   std::vector<CollectiveTiming> out;
-  size_t k = 0;
-  for (const auto& set : standard_group_sets(config_.world_size)) {
-    if (set.size() < 2) continue;
-    for (const char* op : kTimedCollectives) {
-      CollectiveTiming c{op, set, static_cast<double>(cmd.bytes), 0.0};
-      for (const RankReport& r : reports)
-        if (k < r.comm_s.size() && !std::isnan(r.comm_s[k]))
-          c.seconds = std::max(c.seconds, r.comm_s[k]);
-      out.push_back(std::move(c));
-      ++k;
-    }
-  }
-  // Then one stage boundary per stage size: ranks [0, 2·S), each with its counterpart.
-  for (const int s : timed_stage_sizes(config_.world_size)) {
-    CollectiveTiming c{"p2p", {}, static_cast<double>(cmd.bytes), 0.0};
-    for (int r = 0; r < 2 * s; ++r) c.group.push_back(r);
-    for (const RankReport& r : reports)
+  auto add = [&](const std::string& op, std::vector<int> group) {
+    const size_t k = out.size();
+    CollectiveTiming c{op, std::move(group), static_cast<double>(cmd.bytes), 0.0};
+    for (const RankReport& r : reports)  // the slowest member's
       if (k < r.comm_s.size() && !std::isnan(r.comm_s[k]))
         c.seconds = std::max(c.seconds, r.comm_s[k]);
     out.push_back(std::move(c));
-    ++k;
+  };
+  for (const auto& set : standard_group_sets(config_.world_size))
+    if (set.size() >= 2)
+      for (const char* op : kTimedCollectives) add(op, set);
+  // One stage boundary per stage size S: ranks [0, 2·S), each with its counterpart.
+  for (const int s : timed_stage_sizes(config_.world_size)) {
+    std::vector<int> group(2 * s);
+    for (int r = 0; r < 2 * s; ++r) group[r] = r;
+    add("p2p", std::move(group));
   }
   return out;
 }
