@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -458,7 +459,7 @@ std::vector<TrainingRun::CollectiveTiming> LiveRun::time_collectives(double byte
   // One stage boundary per stage size S: ranks [0, 2·S), each with its counterpart.
   for (const int s : timed_stage_sizes(config_.world_size)) {
     std::vector<int> group(2 * s);
-    for (int r = 0; r < 2 * s; ++r) group[r] = r;
+    std::iota(group.begin(), group.end(), 0);
     add("p2p", std::move(group));
   }
   return out;
