@@ -21,6 +21,7 @@
 #include "datasets/trace.h"
 #include "datasets/trace_writer.h"
 #include "env/registry.h"
+#include "experiments/calibrate_pipelines.h"
 #include "experiments/calibration_fit.h"
 #include "experiments/config.h"
 #include "experiments/live_measure.h"
@@ -155,6 +156,25 @@ class KernelCounter {
   Counter kernels_, collectives_;
 };
 
+// The device fit's points of a plan measured at m micro-batches: one per block kind (its
+// blocks alike), the measured compute per micro-batch against the physical model's, with the
+// model's kernels and collectives per micro-batch.
+void add_compute_points(const Plan& p, const PlanStats& s, int m, const SimRun& sim,
+                        const KernelCounter& kernels, std::vector<ComputePoint>& points) {
+  const IterationBreakdown bd = sim.breakdown(p);
+  for (int kind : {0, 1}) {
+    double measured = 0, physics = 0;
+    int n = 0;
+    for (int b = kind; b < p.size(); b += 2, ++n) {
+      measured += (s.fwd[b] + s.bwd[b]) / m;
+      physics += bd.blocks[b].fwd_s + bd.blocks[b].bwd_s;
+    }
+    if (n == 0) continue;
+    points.push_back(
+        {measured / n, physics / n, kernels.of(p, kind), kernels.collectives_of(p, kind)});
+  }
+}
+
 // The shape pass (CPU ranks): every uniform plan once more with its batch in the most
 // micro-batches of 4 and 2 that it can run, so that the device fit sees the same blocks at a
 // small shape, where a kernel's fixed cost weighs more than its arithmetic. One point per row
@@ -176,18 +196,7 @@ std::vector<ComputePoint> small_shape_points(const Stepper& step, const Training
     }
     if (m == 0) continue;
     const PlanStats s = measure(step, p, o);
-    const IterationBreakdown bd = sim.breakdown(p);
-    for (int kind : {0, 1}) {
-      double measured = 0, physics = 0;
-      int n = 0;
-      for (int b = kind; b < p.size(); b += 2, ++n) {
-        measured += (s.fwd[b] + s.bwd[b]) / m;
-        physics += bd.blocks[b].fwd_s + bd.blocks[b].bwd_s;
-      }
-      if (n == 0) continue;
-      points.push_back(
-          {measured / n, physics / n, kernels.of(p, kind), kernels.collectives_of(p, kind)});
-    }
+    add_compute_points(p, s, m, sim, kernels, points);
     if (o.progress) {
       std::ostringstream line;
       line << "shape pass [" << (i + 1) << "/" << uniform.size() << "] " << p.to_string()
@@ -431,12 +440,45 @@ double noise_sigma(const std::vector<PlanStats>& stats) {
   return log_dev.size() > 1 ? sample_stddev(log_dev) : 0.0;
 }
 
+// The pipeline pass's stages against the device fit without them and with them: per
+// micro-batch count, the median of predicted / measured − 1 over the blocks' compute (a
+// point per block kind and plan). The first is out of sample: how the fit from the table's and
+// the shape pass's shapes alone extrapolates to the shapes a pipeline runs.
+void report_staged_fit(const DeviceFit& without, const DeviceFit& with,
+                       const std::vector<ComputePoint>& staged, const std::vector<int>& staged_m,
+                       const LiveMeasureOptions& o) {
+  if (!o.progress) return;
+  const auto predict = [](const DeviceFit& f, const ComputePoint& p) {
+    return p.physics / f.speed + p.kernels * f.kernel_s + p.collectives * f.collective_s;
+  };
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_m;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    by_m[staged_m[i]].first.push_back(predict(without, staged[i]) / staged[i].measured - 1);
+    by_m[staged_m[i]].second.push_back(predict(with, staged[i]) / staged[i].measured - 1);
+  }
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(1)
+       << "device fit: the pipeline pass's stages (blocks' compute per micro-batch) against the "
+          "fit without them (out of sample) / with them:";
+  for (const auto& [m, errs] : by_m)
+    line << " m=" << m << " " << std::showpos << 100 * median(errs.first) << " / "
+         << 100 * median(errs.second) << std::noshowpos << " %";
+  line << "; fit error " << 100 * without.fit_error << " / " << 100 * with.fit_error << " %, "
+       << std::setprecision(1) << without.kernel_s * 1e6 << " / " << with.kernel_s * 1e6
+       << " us per kernel, " << std::setprecision(2) << without.speed << " / " << with.speed
+       << " x the catalog's speed";
+  o.progress(line.str());
+}
+
 // Device: its speed against the catalog's figures (peak FLOP/s and memory bandwidth alike)
 // and, on CPU ranks, the time each kernel costs the rank's thread (calibration_fit.h), from
-// the table's rows and, where the shape pass ran, the same plans at a small micro-batch.
+// the table's rows and, where the shape pass ran, the same plans at a small micro-batch, and
+// the pipeline pass's stages at their micro-batches (at m = 1 a stage runs the whole batch of
+// its ranks, larger than the table's shape: without it the fit saw small shapes only, and
+// priced the blocks of a pipeline at m = 1 14 % fast on 2 rank threads, docs/calibration.md).
 void fit_device_terms(const Session& session, const Rows& rows, const Stepper& step,
-                      const KernelCounter& kernels, const LiveMeasureOptions& o,
-                      CalibrationFile& c) {
+                      const KernelCounter& kernels, const PipelinePass& pipelines,
+                      const LiveMeasureOptions& o, CalibrationFile& c) {
   std::vector<ComputePoint> points;
   for (const auto& [key, r] : rows) {
     const double measured = median(block_medians(r.fwd)) + median(block_medians(r.bwd));
@@ -447,6 +489,20 @@ void fit_device_terms(const Session& session, const Rows& rows, const Stepper& s
     for (const ComputePoint& p :
          small_shape_points(step, session.run(), session.uniform, *session.sim, kernels, o))
       points.push_back(p);
+  }
+  // The pipeline pass's stages (CPU ranks, as the shape pass): first priced by the fit
+  // without them, which is what the simulator had before they were measured, then taken in.
+  std::vector<ComputePoint> staged;
+  std::vector<int> staged_m;
+  for (size_t i = 0; serial && i < pipelines.plans.size(); ++i) {
+    const int m = pipelines.plans[i].pipeline.micro_batches;
+    add_compute_points(pipelines.plans[i], pipelines.stats[i], m, *session.sim, kernels, staged);
+    staged_m.resize(staged.size(), m);
+  }
+  if (!staged.empty()) {
+    const DeviceFit without = fit_device(points, serial);
+    points.insert(points.end(), staged.begin(), staged.end());
+    report_staged_fit(without, fit_device(points, serial), staged, staged_m, o);
   }
   const DeviceFit fit = fit_device(points, serial);
   const DeviceType& dev = session.live.spec.cluster.devices[0];
@@ -655,9 +711,9 @@ void time_collectives_alone(const Session& session, CalibrationFile& c) {
 
 }  // namespace
 
-// Measure (measure_plans, the shape pass, the collectives alone), then fit the terms in the
-// order each needs the ones before it: table, noise, device, link, step overheads, memory,
-// repartition.
+// Measure (measure_plans, the pipeline pass, the shape pass, the collectives alone), then fit
+// the terms in the order each needs the ones before it: table, noise, device, link, step
+// overheads, memory, repartition.
 CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptions& o,
                                const std::string& command_line,
                                std::vector<std::pair<double, double>>* repeat_pairs) {
@@ -675,7 +731,13 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   const Rows rows = table_rows(session, stats, kernels);
   write_table(rows, c.runtime);
   c.runtime.noise_sigma = noise_sigma(stats);
-  fit_device_terms(session, rows, step, kernels, o, c);
+  PipelinePass pipelines;
+  if (o.pipeline_pass)
+    pipelines = measure_pipelines(step, run, *session.sim, session.plans.front(),
+                                  o.drift_reference ? c.drift_reference_s : 0.0,
+                                  session.live.spec.model.layers, o);
+  c.pipelines = pipelines.timings;
+  fit_device_terms(session, rows, step, kernels, pipelines, o, c);
   fit_link_terms(session, rows, c);
   fit_step_overheads(session, stats, o, c);
   fit_memory_terms(session, stats, o.seed, c);

@@ -35,6 +35,9 @@ struct LiveMeasureOptions {
   // calibrate, CPU ranks: the uniform plans once more at a small micro-batch, for the device
   // fit's time per kernel (calibration_fit.h). Off: one speed scale, no kernel time.
   bool shape_pass = true;
+  // calibrate: the pipelined uniform plans of the schedule's fill and drain
+  // (calibrate_pipelines.h); off where the world cannot form two stages.
+  bool pipeline_pass = true;
 };
 
 // `repeat_pairs` (optional): each uniform plan's step against its own a pass later, after the

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "experiments/config_parts.h"
+#include "runtime/core/plan.h"
 #include "runtime/core/strategy.h"
 
 namespace shardgym {
@@ -12,6 +13,8 @@ namespace {
 constexpr const char* kFormat = "shardgym-calibration";
 // Calibration tables are small: one row per catalog strategy and block kind.
 constexpr size_t kMaxBlocks = 1 << 16;
+// Pipelined plans of the pipeline pass: a few per stage count the world allows.
+constexpr size_t kMaxPipelines = 1 << 10;
 
 // 17 significant digits: a double written and read back is the same double.
 std::string num(double v) {
@@ -95,6 +98,17 @@ std::string calibration_to_yaml(const CalibrationFile& c) {
     for (const CalibrationFile::Collective& t : c.collectives)
       o << "    - {op: " << t.op << ", group: " << quoted(t.group) << ", bytes: " << num(t.bytes)
         << ", seconds: " << num(t.seconds) << "}\n";
+  }
+  if (!c.pipelines.empty()) {
+    o << "# The schedule's fill and drain: uniform pipelined plans, measured as the table's\n"
+      << "# plans; bubble = 1 - m * stage_compute_s / (step_s - optimizer_s). Not used by the\n"
+      << "# simulator.\n"
+      << "pipelines:\n";
+    for (const CalibrationFile::PipelineTiming& t : c.pipelines)
+      o << "  - {plan: " << quoted(t.plan) << ", step_s: " << num(t.step_s)
+        << ", optimizer_s: " << num(t.optimizer_s)
+        << ", stage_compute_s: " << num(t.stage_compute_s) << ", bubble: " << num(t.bubble)
+        << "}\n";
   }
   o << "# Seconds per micro-batch, slowest rank, median over the iterations.\n"
     << "blocks:\n";
@@ -224,6 +238,34 @@ void parse_collectives(const YamlField& root, CalibrationFile& c) {
   }
 }
 
+void parse_pipelines(const YamlField& root, CalibrationFile& c) {
+  auto ps = root.optional("pipelines");
+  if (!ps) return;
+  ps->expect_sequence();
+  if (ps->size() > kMaxPipelines)
+    ps->fail(std::to_string(ps->size()) + " pipelined plans; a calibration holds at most " +
+             std::to_string(kMaxPipelines));
+  for (size_t i = 0; i < ps->size(); ++i) {
+    YamlField f = ps->at(i);
+    f.check_keys({"plan", "step_s", "optimizer_s", "stage_compute_s", "bubble"});
+    CalibrationFile::PipelineTiming t;
+    YamlField plan = f.child("plan");
+    t.plan = plan.as_string();
+    const size_t at = t.plan.find("@");
+    try {
+      if (t.plan.size() > 256 || at == std::string::npos) throw std::invalid_argument("");
+      Pipeline::parse(t.plan.substr(at + 1));
+    } catch (const std::exception&) {
+      plan.fail("'" + t.plan.substr(0, 256) + "' is not a pipelined plan (text ending in @pp(...))");
+    }
+    t.step_s = f.child("step_s").as_double(0, 1e6);
+    t.optimizer_s = f.child("optimizer_s").as_double(0, 1e6);
+    t.stage_compute_s = f.child("stage_compute_s").as_double(0, 1e6);
+    t.bubble = f.child("bubble").as_double(-1e6, 1);
+    c.pipelines.push_back(std::move(t));
+  }
+}
+
 void parse_blocks(const YamlField& root, RuntimeCalibration& r) {
   r.model_signature = root.child("model_signature").as_string();
   YamlField blocks = root.child("blocks");
@@ -258,7 +300,7 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   if (!root.is_map()) root.fail("a calibration file is a map (see docs/calibration.md)");
   root.check_keys({"format", "version", "created", "command", "config", "machine", "live",
                    "measurement", "device", "link", "overhead", "noise", "memory", "repartition",
-                   "model_signature", "blocks", "collectives"});
+                   "model_signature", "blocks", "collectives", "pipelines"});
   YamlField format = root.child("format");
   if (format.as_string() != kFormat)
     format.fail("'" + format.as_string() + "' is not a calibration file (format: " + kFormat + ")");
@@ -271,6 +313,7 @@ CalibrationFile parse_calibration_file(const std::string& text, const std::strin
   parse_device_and_link(root, c);
   parse_step_fits(root, c);
   parse_collectives(root, c);
+  parse_pipelines(root, c);
   parse_blocks(root, c.runtime);
   return c;
 }

@@ -67,6 +67,20 @@ struct CalibrationFile {
   std::vector<Collective> collectives;
   double collective_latency_s = 0, collective_bandwidth = 0, collective_fit_error = 0;
   double p2p_latency_s = 0, p2p_bandwidth = 0, p2p_fit_error = 0;  // bandwidth 0: not timed
+
+  // The schedule's fill and drain (calibrate's pipeline pass, calibrate_pipelines.h): the
+  // uniform plan of the drift reference's strategy over every stage count the world and the
+  // layers allow, at m = 1, 2, 4, 1F1B and GPipe, measured as the table's plans are. Recorded,
+  // not used by the simulator (docs/calibration.md, "The schedule's fill and drain"); empty in
+  // files written before it or without the pass.
+  struct PipelineTiming {
+    std::string plan;            // "uniform:dp@pp(p=2,m=4)"
+    double step_s = 0;           // median step latency, divided by the machine's speed factor
+    double optimizer_s = 0;      // median, the critical rank's
+    double stage_compute_s = 0;  // the slowest stage's blocks, forward + backward, per micro-batch
+    double bubble = 0;           // 1 − m · stage_compute / (step − optimizer)
+  };
+  std::vector<PipelineTiming> pipelines;
 };
 
 std::string calibration_to_yaml(const CalibrationFile& c);

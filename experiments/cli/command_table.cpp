@@ -200,7 +200,8 @@ Command add_calibrate(CLI::App& parent, const Context& context) {
       "block's forward, backward and communication time. Then --mixed-plans random plans. Fits\n"
       "the per-step overhead, the optimizer's time per parameter, the device's effective compute\n"
       "rate, the link's latency and bandwidth, peak memory and repartition time, and writes them\n"
-      "with the machine's description and the date.\n"
+      "with the machine's description and the date. Then the pipeline pass: the schedule's fill\n"
+      "and drain on pipelined uniform plans, printed against the simulator just calibrated.\n"
       "Use the file with `cluster.calibration: FILE` in a config, or validate-sim --calibration.\n"
       "Format: docs/calibration.md.\n"
       "Example: shardgym calibrate experiments/live-quickstart.yaml --out calib.yaml");
@@ -222,6 +223,10 @@ Command add_calibrate(CLI::App& parent, const Context& context) {
   cmd->add_flag("--no-shape-pass", a->no_shape_pass,
                 "CPU ranks: skip the uniform plans at a small micro-batch; the device fit "
                 "is then one speed scale without a time per kernel (docs/calibration.md)");
+  cmd->add_flag("--no-pipeline-pass", a->no_pipeline_pass,
+                "Skip the pipelined uniform plans (every stage count the world allows, "
+                "m = 1, 2, 4, 1F1B and GPipe) that measure the schedule's fill and drain "
+                "and are printed against the simulator the file calibrates");
   cmd->add_flag("--no-drift-reference", a->no_drift_reference,
                 "Do not measure the reference plan (the first uniform plan) beside every "
                 "plan; by default each plan's times are divided by the machine's speed "

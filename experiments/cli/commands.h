@@ -81,6 +81,7 @@ struct CalibrateArgs {
   int warmup = 2, iterations = 5, mixed_plans = 24, passes = 3;
   bool no_drift_reference = false;
   bool no_shape_pass = false;
+  bool no_pipeline_pass = false;
   uint64_t seed = 0;
   std::string command_line;
   NoiseArgs noise;

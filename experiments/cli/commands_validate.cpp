@@ -18,6 +18,7 @@
 #include "analysis/stats.h"
 #include "analysis/table.h"
 #include "experiments/calibrate.h"
+#include "experiments/calibrate_pipelines.h"
 #include "experiments/published_table.h"
 #include "experiments/cli/commands.h"
 #include "experiments/config.h"
@@ -303,6 +304,7 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
   o.passes = args.passes;
   o.drift_reference = !args.no_drift_reference;
   o.shape_pass = !args.no_shape_pass;
+  o.pipeline_pass = !args.no_pipeline_pass;
   CalibrationFile c;
   std::vector<std::pair<double, double>> repeat_pairs;
   const NoiseWatch watch;
@@ -362,6 +364,11 @@ int run_calibrate(const CalibrateArgs& args, std::ostream& out, std::ostream& er
       << c.runtime.repartition_bandwidth / 1e9 << " GB/s (fit error "
       << 100 * c.repartition_fit_error << " %)\n"
       << "  step latency noise sigma " << c.runtime.noise_sigma << "\n";
+  try {
+    out << pipelines_against_simulator(c, args.config, args.seed);
+  } catch (const std::invalid_argument& e) {
+    err << "the pipelined plans against the simulator: " << e.what() << "\n";
+  }
   return report_noise(noise, /*json=*/false, out, err);
 }
 

@@ -75,6 +75,10 @@ CalibrationFile sample() {
   c.p2p_latency_s = 1.0 / 19 * 1e-4;
   c.p2p_bandwidth = 1.0 / 23 * 1e10;
   c.p2p_fit_error = 0.0625;
+  c.pipelines = {{"uniform:dp@pp(p=2,m=4)", 1.0 / 3 * 1e-2, 1.0 / 7 * 1e-3, 1.0 / 11 * 1e-3,
+                  0.2857142857142857},
+                 {"uniform:dp@pp(p=2,m=1,schedule=gpipe)", 2.0 / 3 * 1e-2, 0, 1.0 / 13 * 1e-3,
+                  -0.125}};
   return c;
 }
 
@@ -124,6 +128,14 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.p2p_latency_s, c.p2p_latency_s);
   EXPECT_EQ(r.p2p_bandwidth, c.p2p_bandwidth);
   EXPECT_EQ(r.p2p_fit_error, c.p2p_fit_error);
+  ASSERT_EQ(r.pipelines.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.pipelines[i].plan, c.pipelines[i].plan);
+    EXPECT_EQ(r.pipelines[i].step_s, c.pipelines[i].step_s);
+    EXPECT_EQ(r.pipelines[i].optimizer_s, c.pipelines[i].optimizer_s);
+    EXPECT_EQ(r.pipelines[i].stage_compute_s, c.pipelines[i].stage_compute_s);
+    EXPECT_EQ(r.pipelines[i].bubble, c.pipelines[i].bubble);
+  }
   // Written again, the text is the same.
   EXPECT_EQ(calibration_to_yaml(r), calibration_to_yaml(c));
   // Files written before the device fit had a time per kernel have none: 0.
@@ -149,6 +161,12 @@ TEST(CalibrationFile, RoundTripsExactly) {
   const std::string no_p2p_text = calibration_to_yaml(no_p2p);
   EXPECT_EQ(no_p2p_text.find("p2p: {"), std::string::npos);
   EXPECT_EQ(parse_calibration_file(no_p2p_text, "c.yaml").p2p_bandwidth, 0);
+  // ... and those written before the pipeline pass no pipelines section.
+  CalibrationFile no_pass = c;
+  no_pass.pipelines.clear();
+  const std::string no_pass_text = calibration_to_yaml(no_pass);
+  EXPECT_EQ(no_pass_text.find("pipelines:"), std::string::npos);
+  EXPECT_TRUE(parse_calibration_file(no_pass_text, "c.yaml").pipelines.empty());
 }
 
 void expect_refused(const std::string& text, const std::string& key, const std::string& reason) {
@@ -292,6 +310,11 @@ TEST(CalibrationFile, BadFilesAreRefusedWithKeyAndLine) {
   expect_refused(replace(good, "noise: {sigma:", "noise: {sigmaa:"), "noise.sigmaa",
                  "unknown key");
   expect_refused(replace(good, "peak_flops: ", "peak_flops: -"), "device.peak_flops", "");
+  expect_refused(replace(good, "plan: \"uniform:dp@pp(p=2,m=4)\"", "plan: \"uniform:dp\""),
+                 "pipelines[0].plan", "not a pipelined plan");
+  expect_refused(replace(good, "plan: \"uniform:dp@pp(p=2,m=4)\"", "plan: \"x@pp(p=two)\""),
+                 "pipelines[0].plan", "not a pipelined plan");
+  expect_refused(replace(good, "bubble: 0.2857", "bubble: 1.2857"), "pipelines[0].bubble", "");
 }
 
 // The live quickstart's model and cluster as a simulator config (the live env is not in every

@@ -547,6 +547,26 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   // too (not without the flag).
   EXPECT_EQ(c.drift_reference, "uniform:dp");
   EXPECT_GT(c.drift_reference_s, 0);
+  // The pipeline pass: 2 ranks form one pipeline, 2 stages of a rank, at m = 1, 2, 4 under
+  // 1F1B and GPipe (the batch of 8 splits into each); each row's bubble is the share of the
+  // schedule the slowest stage does not compute, and the command prints them against the
+  // simulator it just calibrated.
+  ASSERT_EQ(c.pipelines.size(), 6u) << r.output;
+  EXPECT_EQ(c.pipelines[0].plan, "uniform:dp@pp(p=2,m=1)");
+  EXPECT_EQ(c.pipelines[5].plan, "uniform:dp@pp(p=2,m=4,schedule=gpipe)");
+  for (size_t i = 0; i < c.pipelines.size(); ++i) {
+    const auto& t = c.pipelines[i];
+    const int m = i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 4;
+    EXPECT_GT(t.stage_compute_s, 0) << t.plan;
+    EXPECT_GT(t.bubble, 0) << t.plan;  // p = 2 stages: at least 1/5 at m = 4
+    EXPECT_NEAR(t.bubble, 1 - m * t.stage_compute_s / (t.step_s - t.optimizer_s), 1e-12)
+        << t.plan;
+  }
+  EXPECT_NE(r.output.find("pipeline pass [6/6] uniform:dp@pp(p=2,m=4,schedule=gpipe): step"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the schedule's fill and drain"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("median error by micro-batch count, step: m=1 "), std::string::npos)
+      << r.output;
   const std::string validate = "validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
                                "' --calibration '" + out +
                                "' --plans 3 --warmup 1 --iterations 1 --no-repeat --allow-noisy";
