@@ -111,7 +111,7 @@ std::string pipelines_against_simulator(const CalibrationFile& c, const std::str
   std::ostringstream o;
   o << "  the schedule's fill and drain: pipelined uniform plans, live against this calibration's\n"
        "  simulator (the step; the slowest stage's blocks per micro-batch, which the device fit\n"
-       "  took in), and the bubble measured, 1 - m * stage / (step - optimizer), against\n"
+       "  did not see), and the bubble measured, 1 - m * stage / (step - optimizer), against\n"
        "  (p - 1) / (m + p - 1):\n"
     << "    plan                                 step: live ms  sim ms   error   stage: live ms"
        "  sim ms   error   bubble  formula\n";
