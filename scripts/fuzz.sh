@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 all_harnesses=(strategy_fuzz plan_fuzz config_fuzz trace_wire_fuzz trace_file_fuzz
-  agent_checkpoint_fuzz ppo_checkpoint_fuzz published_table_fuzz)
+  agent_checkpoint_fuzz ppo_checkpoint_fuzz published_table_fuzz calibration_fuzz)
 
 usage() {
   cat <<USAGE
