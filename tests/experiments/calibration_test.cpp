@@ -130,11 +130,10 @@ TEST(CalibrationFile, RoundTripsExactly) {
   EXPECT_EQ(r.p2p_fit_error, c.p2p_fit_error);
   ASSERT_EQ(r.pipelines.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
+    using T = CalibrationFile::PipelineTiming;
     EXPECT_EQ(r.pipelines[i].plan, c.pipelines[i].plan);
-    EXPECT_EQ(r.pipelines[i].step_s, c.pipelines[i].step_s);
-    EXPECT_EQ(r.pipelines[i].optimizer_s, c.pipelines[i].optimizer_s);
-    EXPECT_EQ(r.pipelines[i].stage_compute_s, c.pipelines[i].stage_compute_s);
-    EXPECT_EQ(r.pipelines[i].bubble, c.pipelines[i].bubble);
+    for (auto f : {&T::step_s, &T::optimizer_s, &T::stage_compute_s, &T::bubble})
+      EXPECT_EQ(r.pipelines[i].*f, c.pipelines[i].*f);
   }
   // Written again, the text is the same.
   EXPECT_EQ(calibration_to_yaml(r), calibration_to_yaml(c));
