@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "experiments/calibration_file.h"
+#include "experiments/calibration_fit.h"
 #include "experiments/live_measure.h"
 
 namespace shardgym::detail {
@@ -45,6 +46,14 @@ PipelinePass measure_pipelines(
 // 1 − m · stage_compute / (step − optimizer); 0 where the schedule has no time.
 double measured_bubble(int micro_batches, double stage_compute_s, double step_s,
                        double optimizer_s);
+
+// The pass's stages (ComputePoints of their blocks, with each one's m) against the device fit
+// (out of sample) and against a fit that took them in too (not used), one progress line: per
+// m, the median of predicted / measured − 1 (docs/calibration.md, "The schedule's fill and
+// drain").
+void report_staged_fit(const DeviceFit& without, const DeviceFit& with,
+                       const std::vector<ComputePoint>& staged, const std::vector<int>& staged_m,
+                       const LiveMeasureOptions& o);
 
 }  // namespace shardgym::detail
 
