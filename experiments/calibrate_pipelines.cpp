@@ -79,8 +79,8 @@ PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, cons
     t.step_s = s.step_s;
     t.optimizer_s = s.optimizer_s;
     t.stage_compute_s = slowest_stage_compute(plan, layers, s.fwd, s.bwd);
-    t.bubble = measured_bubble(plan.pipeline.micro_batches, t.stage_compute_s, t.step_s,
-                               t.optimizer_s);
+    t.bubble =
+        measured_bubble(plan.pipeline.micro_batches, t.stage_compute_s, t.step_s, t.optimizer_s);
     pass.timings.push_back(t);
     pass.stats.push_back(s);
     if (o.progress) {
@@ -134,7 +134,8 @@ std::string pipelines_against_simulator(const CalibrationFile& c, const std::str
   if (c.pipelines.empty()) return "";
   ExperimentSpec spec = detail::sim_spec_of(load_experiment(config));
   const std::string why = apply_calibration(c, "(this calibration)", spec.cluster);
-  if (!why.empty()) throw std::invalid_argument("the calibration does not fit " + config + ": " + why);
+  if (!why.empty())
+    throw std::invalid_argument("the calibration does not fit " + config + ": " + why);
   const int blocks = spec.model.num_blocks(), layers = spec.model.layers;
   const bool serial = spec.cluster.calibration.serial_host;
   SimRun sim(spec);
@@ -151,9 +152,8 @@ std::string pipelines_against_simulator(const CalibrationFile& c, const std::str
     sim.reset(seed, plan);
     const IterationBreakdown bd = sim.breakdown(plan);
     const int p = plan.pipeline.stages, mb = std::max(1, plan.pipeline.micro_batches);
-    // The simulator's figures as the live ones are taken: each stage's blocks (on CPU ranks
-    // with their kernels' issue, which the rank's thread does itself), the slowest stage's
-    // optimizer step.
+    // The simulator's figures as the live ones are taken: each stage's blocks, on CPU ranks
+    // with their kernels' issue (the rank's thread does it itself, CostModel::with_host).
     std::vector<double> fwd, bwd;
     for (const BlockCost& b : bd.blocks) {
       fwd.push_back(mb * (b.fwd_s + (serial ? b.host_s : 0.0)));
@@ -167,9 +167,9 @@ std::string pipelines_against_simulator(const CalibrationFile& c, const std::str
     o << "    " << std::left << std::setw(37) << t.plan << std::right << std::fixed
       << std::setprecision(2) << std::setw(14) << t.step_s * 1e3 << std::setw(8) << step * 1e3
       << std::setw(6) << std::setprecision(1) << 100 * err << " %" << std::setprecision(2)
-      << std::setw(17) << t.stage_compute_s * 1e3 << std::setw(8) << stage * 1e3
-      << std::setw(6) << std::setprecision(1) << 100 * stage_err << " %" << std::setprecision(3)
-      << std::setw(9) << t.bubble << std::setw(9) << double(p - 1) / double(mb + p - 1) << "\n";
+      << std::setw(17) << t.stage_compute_s * 1e3 << std::setw(8) << stage * 1e3 << std::setw(6)
+      << std::setprecision(1) << 100 * stage_err << " %" << std::setprecision(3) << std::setw(9)
+      << t.bubble << std::setw(9) << double(p - 1) / double(mb + p - 1) << "\n";
   }
   for (const auto* errs : {&by_m, &stage_by_m}) {
     o << (errs == &by_m ? "  median error by micro-batch count, step:"

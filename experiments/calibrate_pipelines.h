@@ -39,9 +39,9 @@ struct PipelinePass {
 // measured; with reference_s > 0, the drift reference is measured before the first and after
 // every plan and each plan's times are divided by the mean of the two around it over
 // reference_s (the calibration's median of that plan).
-PipelinePass measure_pipelines(
-    const Stepper& step, const TrainingRun& run, const SimRun& sim, const Plan& reference,
-    double reference_s, int layers, const LiveMeasureOptions& o);
+PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, const SimRun& sim,
+                               const Plan& reference, double reference_s, int layers,
+                               const LiveMeasureOptions& o);
 
 // 1 − m · stage_compute / (step − optimizer); 0 where the schedule has no time.
 double measured_bubble(int micro_batches, double stage_compute_s, double step_s,

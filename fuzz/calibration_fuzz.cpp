@@ -16,9 +16,10 @@
 #include <string>
 #include <utility>
 
+#include "fuzz/fuzz_check.h"
+
 #include "experiments/calibration_file.h"
 #include "experiments/config.h"
-#include "fuzz/fuzz_check.h"
 #include "runtime/core/measurement.h"
 #include "runtime/core/plan.h"
 #include "runtime/sim/sim_run.h"

@@ -75,10 +75,10 @@ CalibrationFile sample() {
   c.p2p_latency_s = 1.0 / 19 * 1e-4;
   c.p2p_bandwidth = 1.0 / 23 * 1e10;
   c.p2p_fit_error = 0.0625;
-  c.pipelines = {{"uniform:dp@pp(p=2,m=4)", 1.0 / 3 * 1e-2, 1.0 / 7 * 1e-3, 1.0 / 11 * 1e-3,
-                  0.2857142857142857},
-                 {"uniform:dp@pp(p=2,m=1,schedule=gpipe)", 2.0 / 3 * 1e-2, 0, 1.0 / 13 * 1e-3,
-                  -0.125}};
+  c.pipelines = {
+      {"uniform:dp@pp(p=2,m=4)", 1.0 / 3 * 1e-2, 1.0 / 7 * 1e-3, 1.0 / 11 * 1e-3,
+       0.2857142857142857},
+      {"uniform:dp@pp(p=2,m=1,schedule=gpipe)", 2.0 / 3 * 1e-2, 0, 1.0 / 13 * 1e-3, -0.125}};
   return c;
 }
 

@@ -559,11 +559,11 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
     const int m = i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 4;
     EXPECT_GT(t.stage_compute_s, 0) << t.plan;
     EXPECT_GT(t.bubble, 0) << t.plan;  // p = 2 stages: at least 1/5 at m = 4
-    EXPECT_NEAR(t.bubble, 1 - m * t.stage_compute_s / (t.step_s - t.optimizer_s), 1e-12)
-        << t.plan;
+    EXPECT_NEAR(t.bubble, 1 - m * t.stage_compute_s / (t.step_s - t.optimizer_s), 1e-12) << t.plan;
   }
   EXPECT_NE(r.output.find("pipeline pass [6/6] uniform:dp@pp(p=2,m=4,schedule=gpipe): step"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("the schedule's fill and drain"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("median error by micro-batch count, step: m=1 "), std::string::npos)
       << r.output;
