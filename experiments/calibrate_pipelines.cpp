@@ -30,14 +30,15 @@ double slowest_stage_compute(const Plan& plan, int layers, const std::vector<dou
   return slowest;
 }
 
-}  // namespace
-
+// 1 − m · stage_compute / (step − optimizer); 0 where the schedule has no time.
 double measured_bubble(int micro_batches, double stage_compute_s, double step_s,
                        double optimizer_s) {
   const double schedule = step_s - optimizer_s;
   return schedule > 0 ? 1 - micro_batches * stage_compute_s / schedule : 0.0;
 }
 
+// The pass's plans for a world of `world` ranks and a model of `layers` layers, built on
+// `reference` (its blocks, pipeline replaced), in the order they are measured.
 std::vector<Plan> pipeline_pass_plans(const Plan& reference, int world, int layers) {
   std::vector<Plan> plans;
   for (int p = 2; p <= std::min(world, layers); ++p) {
@@ -54,6 +55,8 @@ std::vector<Plan> pipeline_pass_plans(const Plan& reference, int world, int laye
   }
   return plans;
 }
+
+}  // namespace
 
 PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, const SimRun& sim,
                                const Plan& reference, double reference_s, int layers,

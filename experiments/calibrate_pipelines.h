@@ -25,27 +25,19 @@
 
 namespace shardgym::detail {
 
-// The pass's plans for a world of `world` ranks and a model of `layers` layers, built on
-// `reference` (its blocks, pipeline replaced), in the order they are measured.
-std::vector<Plan> pipeline_pass_plans(const Plan& reference, int world, int layers);
-
 struct PipelinePass {
   std::vector<Plan> plans;                               // those measured
   std::vector<PlanStats> stats;                          // each plan's, times divided as below
   std::vector<CalibrationFile::PipelineTiming> timings;  // the file's rows
 };
 
-// Each plan of pipeline_pass_plans that both runs can train (`run.fits`, `sim.fits`),
-// measured; with reference_s > 0, the drift reference is measured before the first and after
-// every plan and each plan's times are divided by the mean of the two around it over
+// Each plan of the pass (the header's first paragraph) that both runs can train (`run.fits`,
+// `sim.fits`), measured; with reference_s > 0, the drift reference is measured before the first and
+// after every plan and each plan's times are divided by the mean of the two around it over
 // reference_s (the calibration's median of that plan).
 PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, const SimRun& sim,
                                const Plan& reference, double reference_s, int layers,
                                const LiveMeasureOptions& o);
-
-// 1 − m · stage_compute / (step − optimizer); 0 where the schedule has no time.
-double measured_bubble(int micro_batches, double stage_compute_s, double step_s,
-                       double optimizer_s);
 
 // The pass's stages (ComputePoints of their blocks, with each one's m) against the device fit
 // (out of sample) and against a fit that took them in too (not used), one progress line: per
