@@ -251,13 +251,15 @@ void parse_pipelines(const YamlField& root, CalibrationFile& c) {
     CalibrationFile::PipelineTiming t;
     YamlField plan = f.child("plan");
     t.plan = plan.as_string();
-    const size_t at = t.plan.find("@");
+    const size_t at = t.plan.find('@');
+    bool pipelined = t.plan.size() <= 256 && at != std::string::npos;
     try {
-      if (t.plan.size() > 256 || at == std::string::npos) throw std::invalid_argument("");
-      Pipeline::parse(t.plan.substr(at + 1));
-    } catch (const std::exception&) {
-      plan.fail("'" + t.plan.substr(0, 256) + "' is not a pipelined plan (text ending in @pp(...))");
+      if (pipelined) Pipeline::parse(t.plan.substr(at + 1));
+    } catch (const std::invalid_argument&) {
+      pipelined = false;
     }
+    if (!pipelined)
+      plan.fail("'" + t.plan.substr(0, 256) + "' is not a pipelined plan (text ending in @pp(...))");
     t.step_s = f.child("step_s").as_double(0, 1e6);
     t.optimizer_s = f.child("optimizer_s").as_double(0, 1e6);
     t.stage_compute_s = f.child("stage_compute_s").as_double(0, 1e6);
