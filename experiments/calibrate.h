@@ -50,6 +50,7 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
 
 struct PlanComparison {
   std::string plan;
+  int stages = 1, micro_batches = 1;  // the plan's pipeline part (1, 1 without one)
   double live_step_s = 0, sim_step_s = 0, live_spread = 0;
   double live_peak_bytes = 0, sim_peak_bytes = 0;  // largest rank
   std::vector<double> live_rank_peak_bytes, sim_rank_peak_bytes;  // rank by rank
@@ -90,6 +91,14 @@ struct LiveValidation {
   double calibrated_reference_s = 0, reference_before_s = 0, reference_after_s = 0;
   ErrorSummary step_at_calibration_speed;
   double kendall_tau_at_calibration_speed = 0;
+  // With pipelined plans: per micro-batch count m, the median of sim / live − 1 of the step
+  // (signed: a trend with m shows as a change of sign) and how many plans had that m.
+  struct SignedByMicroBatches {
+    int micro_batches = 1;
+    double median = 0;
+    int n = 0;
+  };
+  std::vector<SignedByMicroBatches> step_by_micro_batches;  // empty: no pipelined plan
 };
 
 struct LiveValidationOptions : LiveMeasureOptions {

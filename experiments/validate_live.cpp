@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <map>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -154,6 +155,7 @@ PlanComparison compare_plan(const ExperimentSpec& spec, const Plan& plan, const 
         stages[std::min(stages.size() - 1, size_t(r) * stages.size() / size_t(world))].total() +
         workspace);
   c.plan = plan.to_string();
+  c.stages = plan.pipeline.stages, c.micro_batches = std::max(1, plan.pipeline.micro_batches);
   c.live_step_s = s.step_s, c.sim_step_s = pred.step_latency_s, c.live_spread = s.spread;
   c.live_peak_bytes = s.peak_bytes;
   for (double p : pred.peak_memory_bytes) c.sim_peak_bytes = std::max(c.sim_peak_bytes, p);
@@ -175,6 +177,18 @@ void report_plan(const LiveMeasureOptions& o, size_t i, size_t n, const PlanComp
        << std::setprecision(1) << 100 * (c.sim_step_s / c.live_step_s - 1) << std::noshowpos
        << " %)";
   o.progress(line.str());
+}
+
+// Pipelined plans' signed step error grouped by their micro-batch count (docs/calibration.md:
+// the quiet hosts' simulator was too fast at m = 1 and too slow at m = 4).
+void step_by_micro_batches(LiveValidation& v) {
+  std::map<int, std::vector<double>> by_m;
+  for (const PlanComparison& c : v.plans)
+    if (c.stages > 1 && c.live_step_s > 0)
+      by_m[c.micro_batches].push_back(c.sim_step_s / c.live_step_s - 1);
+  v.step_by_micro_batches.clear();
+  for (const auto& [m, errs] : by_m)
+    v.step_by_micro_batches.push_back({m, median(errs), static_cast<int>(errs.size())});
 }
 
 // The error summaries and τ over the compared plans. A repartition counts from the second
@@ -219,6 +233,7 @@ void summarize_plans(LiveValidation& v) {
   v.repartition_peak = summarize(repm_err);
   v.kendall_tau = kendall_tau(live_steps, sim_steps);
   v.live_spread_median = median(spreads);
+  step_by_micro_batches(v);
 }
 
 // The speed factor of plan i, interpolated between the references before and after the pass,
@@ -421,6 +436,12 @@ std::string live_validation_table(const LiveValidation& v) {
     << " analytic estimate, runtime/core/live_memory.h, against every rank)\n";
   o << std::setprecision(3) << "Kendall tau of the plans' step latencies: " << v.kendall_tau;
   if (v.repeat.n > 0) o << " (live against itself, second visit: " << v.repeat_tau << ")";
+  if (!v.step_by_micro_batches.empty()) {
+    o << "\nstep by micro-batch count (median of sim / live − 1, signed; plans):";
+    for (const auto& g : v.step_by_micro_batches)
+      o << " m=" << g.micro_batches << " " << std::showpos << std::fixed << std::setprecision(1)
+        << 100 * g.median << std::noshowpos << " % (" << g.n << ")";
+  }
   o << std::setprecision(3)
     << "\nlive run-to-run spread of the step latency ((p90 - p10) / median, median over plans): "
     << std::setprecision(1) << 100 * v.live_spread_median << "%\n";
@@ -456,6 +477,13 @@ std::string live_validation_json(const LiveValidation& v) {
     err("step_at_calibration_speed", v.step_at_calibration_speed);
     o << "\"kendall_tau_at_calibration_speed\": " << v.kendall_tau_at_calibration_speed << ", ";
   }
+  o << "\"step_by_micro_batches\": [";
+  for (size_t i = 0; i < v.step_by_micro_batches.size(); ++i) {
+    const auto& g = v.step_by_micro_batches[i];
+    o << (i ? ", " : "") << "{\"micro_batches\": " << g.micro_batches
+      << ", \"signed_median\": " << g.median << ", \"n\": " << g.n << "}";
+  }
+  o << "], ";
   o << "\"kendall_tau\": " << v.kendall_tau << ", \"live_spread_median\": " << v.live_spread_median
     << ", \"plans\": [";
   for (size_t i = 0; i < v.plans.size(); ++i) {

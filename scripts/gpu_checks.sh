@@ -168,6 +168,6 @@ done
 for f in live_memory_pipelined live_memory_one_stage; do
   [[ -f $out/$f.log ]] && { echo "  $f:"; grep -E '^(peak memory|rank peaks|rank est\.|step) ' "$out/$f.log"; }
 done
-[[ -f $out/live_fidelity.log ]] && grep -E '^== |^step |^peak memory|^Kendall|^live noise|median error by micro-batch count|^device fit: the pipeline pass' "$out/live_fidelity.log"
+[[ -f $out/live_fidelity.log ]] && grep -E '^== |^step |^peak memory|^Kendall|^live noise|median error by micro-batch count|^step by micro-batch count|^device fit: the pipeline pass' "$out/live_fidelity.log"
 cat "$out/summary.txt"
 exit $status

@@ -18,7 +18,7 @@
 # decide a step). Calibration and evaluation run under `chrt -f 10` when it is allowed (see
 # docs/live-fidelity.md on scheduling). --case pipeline uses the pipeline pair instead
 # (experiments/fidelity/live-pipeline-threads-4.yaml and sim-pipeline-threads-4.yaml: 2 stages
-# of 2 ranks from Megatron-LM's pipelined plan; "Sim-to-real on a pipeline").
+# of 2 ranks from Megatron-LM's pipelined plan; docs/live-pipelines.md, "Sim-to-real on a pipeline").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 

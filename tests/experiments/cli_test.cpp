@@ -16,98 +16,19 @@
 #include "experiments/calibration_file.h"
 #include "experiments/progress.h"
 #include "tests/experiments/cli_runner.h"
+#include "tests/experiments/json_checker.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 using shardgym::testing::CliResult;
+using shardgym::testing::JsonChecker;
 using shardgym::testing::shardgym_cli;
 
 std::string src(const std::string& rel) {
   return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel;
 }
-
-// Minimal JSON syntax check (RFC 8259 grammar, no semantic checks): true when `text` is one
-// JSON value followed only by whitespace.
-class JsonChecker {
- public:
-  explicit JsonChecker(const std::string& text) : s_(text) {}
-  bool valid() {
-    skip();
-    if (!value()) return false;
-    skip();
-    return i_ == s_.size();
-  }
-
- private:
-  void skip() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  bool lit(const char* word) {
-    const std::string w(word);
-    if (s_.compare(i_, w.size(), w) != 0) return false;
-    i_ += w.size();
-    return true;
-  }
-  bool string() {
-    if (s_[i_] != '"') return false;
-    for (++i_; i_ < s_.size(); ++i_) {
-      if (s_[i_] == '\\') {
-        ++i_;
-      } else if (s_[i_] == '"') {
-        ++i_;
-        return true;
-      } else if (static_cast<unsigned char>(s_[i_]) < 0x20) {
-        return false;
-      }
-    }
-    return false;
-  }
-  bool number() {
-    const size_t start = i_;
-    if (s_[i_] == '-') ++i_;
-    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
-                              s_[i_] == 'e' || s_[i_] == 'E' || s_[i_] == '+' || s_[i_] == '-')) {
-      ++i_;
-    }
-    return i_ > start && std::isdigit(static_cast<unsigned char>(s_[i_ - 1]));
-  }
-  bool value() {
-    if (i_ >= s_.size()) return false;
-    const char c = s_[i_];
-    if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      ++i_;
-      skip();
-      if (i_ < s_.size() && s_[i_] == close) return ++i_, true;
-      while (true) {
-        skip();
-        if (c == '{') {
-          if (!string()) return false;
-          skip();
-          if (i_ >= s_.size() || s_[i_++] != ':') return false;
-          skip();
-        }
-        if (!value()) return false;
-        skip();
-        if (i_ >= s_.size()) return false;
-        if (s_[i_] == ',') {
-          ++i_;
-          continue;
-        }
-        return s_[i_++] == close;
-      }
-    }
-    if (c == '"') return string();
-    if (c == 't') return lit("true");
-    if (c == 'f') return lit("false");
-    if (c == 'n') return lit("null");
-    return number();
-  }
-  const std::string& s_;
-  size_t i_ = 0;
-};
 
 TEST(JsonCheckerTest, AcceptsJsonAndRejectsBrokenText) {
   EXPECT_TRUE(JsonChecker(R"({"a": [1, 2.5e3, -3], "b": {"c": "x\"y"}, "d": null})").valid());
@@ -503,11 +424,6 @@ TEST(CliTest, BenchLearnReportsTheOracleAndACurve) {
   EXPECT_NE(bad.output.find("does not learn"), std::string::npos) << bad.output;
 }
 
-// A rank that fails ends its episode; the trace is written and train exits 1 naming the error
-// (it used to exit 0 with "ended by a failed step"). Likewise a rank that stalls (named, not
-// its peers that timed out) and a rank thread that cannot start (it used to abort, exit 134).
-// validate-sim against the live run: the repartition bytes and the memory in transit are the
-// simulator's to the byte, and --traces records both runs with the same plans step for step.
 // calibrate on the live run, end to end: every uniform plan `--passes` times, then the mixed
 // plans; the table holds every catalog strategy of both block kinds, and the file reads back.
 TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
@@ -581,119 +497,9 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   fs::remove_all(dir);
 }
 
-// validate-sim on a live config with data-share groups: the plans' shares walk one share
-// choice at a time with the blocks (each plan one env step from the last on both runs), and
-// the repartitions' bytes and memory in transit agree exactly.
-TEST(CliTest, ValidateSimWalksTheDataShares) {
-#if !SHARDGYM_TEST_WITH_TORCH
-  GTEST_SKIP() << "the live runtime needs LibTorch";
-#endif
-  // Seed 2 walks through a group leaving (w=12/0), the other group taking its place
-  // (w=0/12: all of its state received) and both training again. The walk ends with a group
-  // left out and begins with blocks that span both: the repeat pass goes back to its first
-  // plan through the shares first (it stopped on a masked action before).
-  CliResult r = shardgym_cli("validate-sim '" + src("experiments/live-shares.yaml") +
-                             "' --plans 8 --warmup 1 --iterations 1 --allow-noisy "
-                             "--json --seed 2");
-  ASSERT_EQ(r.code, 0) << r.output;
-  std::string json = r.output.substr(r.output.find("{\"config\""));
-  json = json.substr(0, json.find('\n'));
-  EXPECT_TRUE(JsonChecker(json).valid()) << json;
-  size_t uneven = 0;
-  for (size_t at = json.find("@dp(w="); at != std::string::npos; at = json.find("@dp(w=", at + 1))
-    ++uneven;
-  EXPECT_GE(uneven, 2u) << json;
-  EXPECT_NE(json.find("@dp(w=0/12)"), std::string::npos) << "no group rejoined: " << json;
-  EXPECT_NE(json.find("@dp(w=12/0)"), std::string::npos) << "no group left: " << json;
-  for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
-                            "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
-    EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;
-  EXPECT_NE(json.find("\"live_repeat_step\": {"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"n\": 8}, \"live_repeat_tau\""), std::string::npos)
-      << "every plan visited again: " << json;
-}
-
-TEST(CliTest, ValidateSimOnTheLiveRunWritesBothTraces) {
-#if !SHARDGYM_TEST_WITH_TORCH
-  GTEST_SKIP() << "the live runtime needs LibTorch";
-#endif
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardgym_cli_validate_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string prefix = (dir / "v").string();
-  CliResult r = shardgym_cli("validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
-                             "' --plans 4 --warmup 1 --iterations 2 --no-repeat --allow-noisy --json --traces '" +
-                             prefix + "'");
-  ASSERT_EQ(r.code, 0) << r.output;
-  // The JSON line (a noise warning may follow it on stderr, which the test reads too).
-  std::string json = r.output.substr(r.output.find("{\"config\""));
-  json = json.substr(0, json.find('\n'));
-  EXPECT_TRUE(JsonChecker(json).valid()) << json;
-  EXPECT_NE(json.find("\"noise\": {\"level\": "), std::string::npos) << json;
-  for (const char* exact : {"\"repartition_bytes\": {\"median\": 0, \"p90\": 0, \"n\": ",
-                            "\"repartition_peak_bytes\": {\"median\": 0, \"p90\": 0, \"n\": "})
-    EXPECT_NE(json.find(exact), std::string::npos) << exact << " in " << json;
-  std::vector<std::vector<int32_t>> plans;
-  for (const char* side : {".live.h5", ".sim.h5"}) {
-    const std::string path = prefix + side;
-    ASSERT_TRUE(fs::exists(path)) << path;
-    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    ASSERT_GE(f, 0) << path;
-    hid_t d = H5Dopen2(f, "/episodes/episode_0/plans", H5P_DEFAULT);
-    ASSERT_GE(d, 0) << path;
-    std::vector<int32_t> ids(4 * 3 * 8);  // 4 plans × (1 warm-up + 2 measured) × 8 blocks
-    hid_t space = H5Dget_space(d);
-    EXPECT_EQ(H5Sget_simple_extent_npoints(space), static_cast<hssize_t>(ids.size())) << path;
-    H5Sclose(space);
-    EXPECT_GE(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()), 0);
-    H5Dclose(d);
-    H5Fclose(f);
-    plans.push_back(ids);
-    const CliResult inspect = shardgym_cli("inspect '" + path + "'");
-    EXPECT_NE(inspect.output.find(std::string(side) == ".live.h5" ? "live" : "sim"),
-              std::string::npos) << inspect.output;
-  }
-  EXPECT_EQ(plans[0], plans[1]);
-  fs::remove_all(dir);
-}
-
-// The noise check of live figures (experiments/noise_gate.h): validate-sim judges the live
-// run's second visit of every plan. A limit no real machine meets (0.1 %) makes the figures
-// refused with exit status 3, still printed, the reason on stderr; --allow-noisy keeps them
-// (exit 0) with the warning; JSON carries the verdict.
-TEST(CliTest, ValidateSimRefusesFiguresFromATooNoisyMachine) {
-#if !SHARDGYM_TEST_WITH_TORCH
-  GTEST_SKIP() << "the live runtime needs LibTorch";
-#endif
-  const std::string validate = "validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
-                               "' --plans 3 --warmup 1 --iterations 2 --noise-limit 0.001";
-  CliResult refused = shardgym_cli(validate);
-  EXPECT_EQ(refused.code, 3) << refused.output;
-  EXPECT_NE(refused.output.find("live noise: too noisy; agreement with itself (step latency, "
-                                "second visit of every plan, 3 pairs)"),
-            std::string::npos)
-      << refused.output;
-  EXPECT_NE(refused.output.find("the machine is too noisy for these figures: the live run "
-                                "disagrees with itself by a median"),
-            std::string::npos)
-      << refused.output;
-  EXPECT_NE(refused.output.find("Kendall"), std::string::npos) << "the figures are still shown";
-  CliResult kept = shardgym_cli(validate + " --allow-noisy --json");
-  EXPECT_EQ(kept.code, 0) << kept.output;
-  EXPECT_NE(kept.output.find("\"noise\": {\"level\": \"too noisy\""), std::string::npos)
-      << kept.output;
-  EXPECT_NE(kept.output.find("\"refused\": false"), std::string::npos) << kept.output;
-  EXPECT_NE(kept.output.find("Kept because of --allow-noisy."), std::string::npos) << kept.output;
-  // Not a live config: the options are refused, not ignored.
-  CliResult sim = shardgym_cli("eval " + src("experiments/quickstart.yaml") +
-                               " --agent megatron --seeds 0 --steps 2 --allow-noisy");
-  EXPECT_EQ(sim.code, 2) << sim.output;
-  EXPECT_NE(sim.output.find("--allow-noisy and --noise-limit are for live configs"),
-            std::string::npos)
-      << sim.output;
-}
-
+// A rank that fails ends its episode; the trace is written and train exits 1 naming the error
+// (it used to exit 0 with "ended by a failed step"). Likewise a rank that stalls (named, not
+// its peers that timed out) and a rank thread that cannot start (it used to abort, exit 134).
 TEST(CliTest, TrainExitsOneWhenARankFails) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
