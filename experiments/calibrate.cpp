@@ -23,6 +23,7 @@
 #include "env/registry.h"
 #include "experiments/calibrate_alone.h"
 #include "experiments/calibrate_pipelines.h"
+#include "experiments/calibrate_repartition.h"
 #include "experiments/calibration_fit.h"
 #include "experiments/config.h"
 #include "experiments/live_measure.h"
@@ -590,51 +591,6 @@ void fit_memory_terms(const Session& session, const std::vector<PlanStats>& stat
   c.memory_fit_error = f.fit_error;
 }
 
-// Repartition: a fixed time, a time per block whose state moves (each is rebuilt), a time
-// per message (the most messages one rank sends and receives, summed over those blocks) and
-// bytes over a bandwidth, from the changes between the random plans (fit_repartition). The
-// uniform plans' changes are left out: each brings strategies not seen before, whose process
-// groups the live run creates then, once (a cost of the first use, not of a repartition). Why
-// messages: on 4 rank threads, Megatron-LM's plan to uniform:dp (every rank gathers from 3
-// peers) took 9.2 ms for 7.1 MB and to uniform:tp1d(t=2) (from 1 peer) 3.7 ms for 3.6 MB;
-// bytes and blocks alone priced the first at 5.2 ms. Why only blocks whose state moves: a
-// change of sp, chunks or recompute alone keeps the tensors (0.27 ms for all 8 blocks,
-// against 2.4 ms predicted when every changed block counted).
-void fit_repartition_terms(const Session& session, const std::vector<PlanStats>& stats,
-                           const LiveMeasureOptions& o, CalibrationFile& c) {
-  const CostModel& cm = session.sim->stage_cost_model(0);
-  std::vector<double> moved_blocks, messages, bytes, seconds;
-  for (size_t i = session.uniform_plans + 1; i < session.plans.size(); ++i) {
-    int changed = 0, moved = 0;
-    double sent = 0;
-    for (int b = 0; b < session.blocks; ++b) {
-      const Strategy &from = stats[i].from.blocks[b], &to = session.plans[i].blocks[b];
-      changed += from != to;
-      if (param_layout_key(from) == param_layout_key(to)) continue;
-      ++moved;
-      sent += cm.repartition(ModelSpec::block_kind(b), from, to).max_rank_messages;
-    }
-    if (changed == 0) continue;
-    moved_blocks.push_back(moved), messages.push_back(sent);
-    bytes.push_back(stats[i].repartition_bytes);
-    seconds.push_back(stats[i].repartition_s);
-  }
-  const RepartitionFit f = fit_repartition(moved_blocks, messages, bytes, seconds);
-  if (!f.fitted) return;
-  if (o.progress && f.left_out > 0) {
-    o.progress("repartition fit: " + std::to_string(f.left_out) + " of " +
-               std::to_string(seconds.size()) + " changes left out (more than " +
-               std::to_string(static_cast<int>(100 * f.left_out_limit)) + " % off the first fit)");
-  }
-  RuntimeCalibration& rc = c.runtime;
-  rc.repartition_fixed_s = f.fixed_s;
-  rc.repartition_per_block_s = f.per_block_s;
-  rc.repartition_per_message_s = f.per_message_s;
-  // No measurable per-byte cost: bytes take no time (bandwidth far above what moved).
-  rc.repartition_bandwidth = f.inv_bandwidth > 0 ? 1.0 / f.inv_bandwidth : 1e18;
-  c.repartition_fit_error = f.fit_error;
-}
-
 }  // namespace
 
 // Measure (measure_plans, the pipeline pass, the shape pass, the collectives alone), then fit
@@ -667,7 +623,13 @@ CalibrationFile calibrate_live(const std::string& config, const LiveMeasureOptio
   fit_link_terms(session, rows, c);
   fit_step_overheads(session, stats, o, c);
   fit_memory_terms(session, stats, o.seed, c);
-  fit_repartition_terms(session, stats, o, c);
+  std::vector<MeasuredChange> changes;  // the random plans' changes, then the boundary moves
+  for (size_t i = session.uniform_plans + 1; i < session.plans.size(); ++i)
+    changes.push_back({stats[i].from, session.plans[i], &stats[i], false});
+  for (size_t i = 0; i < pipelines.moves.size(); ++i)
+    changes.push_back(
+        {pipelines.moves[i].from, pipelines.move_plans[i], &pipelines.moves[i], true});
+  fit_repartition_terms(session.sspec, changes, o.seed, o, c);
   time_collectives_alone(session.run(), session.live.spec.live.backend == "nccl", c);
   return c;
 }

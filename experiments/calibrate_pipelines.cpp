@@ -56,6 +56,56 @@ std::vector<Plan> pipeline_pass_plans(const Plan& reference, int world, int laye
   return plans;
 }
 
+// The boundary walk's plans: `start` (2 stages), then its boundary moved +1, −2, +1, −1, +2, −1
+// layers, each step kept where the plan is valid and both runs can train it.
+std::vector<Plan> boundary_walk(const Plan& start, const TrainingRun& run, const SimRun& sim,
+                                int layers) {
+  std::vector<Plan> walk = {start};
+  for (int delta : {1, -2, 1, -1, 2, -1}) {
+    Plan next = walk.back();
+    next.pipeline = next.pipeline.moved(0, delta, layers);
+    if (!next.validate(run.model(), run.cluster().world_size()).empty()) continue;
+    if (run.fits(next) && sim.fits(next)) walk.push_back(next);
+  }
+  return walk;
+}
+
+// The boundary walk (PipelinePass::moves): from the first 2-stage plan of the pass, each move
+// measured as the pass's plans are; with reference_s > 0 every time divided by the mean of
+// the drift reference before the walk (`before`, the pass's last) and after it.
+void measure_boundary_walk(const Stepper& step, const TrainingRun& run, const SimRun& sim,
+                           const Plan& reference, double reference_s, double before, int layers,
+                           const LiveMeasureOptions& o, PipelinePass& pass) {
+  const auto start = std::find_if(pass.plans.begin(), pass.plans.end(),
+                                  [](const Plan& p) { return p.pipeline.stages == 2; });
+  if (start == pass.plans.end()) return;
+  const std::vector<Plan> walk = boundary_walk(*start, run, sim, layers);
+  if (walk.size() < 2) return;
+  LiveMeasureOptions quiet = o;
+  quiet.progress = nullptr;
+  measure(step, walk.front(), quiet);  // entered from the reference: not a boundary move
+  for (size_t i = 1; i < walk.size(); ++i) {
+    PlanStats s = measure(step, walk[i], quiet);
+    s.from = walk[i - 1];
+    pass.moves.push_back(std::move(s));
+    pass.move_plans.push_back(walk[i]);
+  }
+  if (reference_s > 0) {
+    LiveMeasureOptions ref_o = o;
+    ref_o.warmup = 1, ref_o.iterations = 3;
+    const double after = measure(step, reference, ref_o).step_s;
+    for (PlanStats& s : pass.moves) s.scale_times((before + after) / 2 / reference_s);
+  }
+  if (o.progress) {
+    std::ostringstream line;
+    line << "pipeline pass: " << pass.moves.size() << " boundary moves of "
+         << walk.front().to_string() << ", into the repartition fit; each (ms):";
+    for (const PlanStats& s : pass.moves)
+      line << " " << std::fixed << std::setprecision(2) << s.repartition_s * 1e3;
+    o.progress(line.str());
+  }
+}
+
 }  // namespace
 
 PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, const SimRun& sim,
@@ -96,6 +146,7 @@ PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, cons
       o.progress(line.str());
     }
   }
+  measure_boundary_walk(step, run, sim, reference, reference_s, before, layers, o, pass);
   return pass;
 }
 

@@ -29,12 +29,20 @@ struct PipelinePass {
   std::vector<Plan> plans;                               // those measured
   std::vector<PlanStats> stats;                          // each plan's, times divided as below
   std::vector<CalibrationFile::PipelineTiming> timings;  // the file's rows
+  // The boundary walk after them: the first pass plan with 2 stages, its boundary moved one
+  // layer, two back, one on, and again the other way (six moves, each entered from the one
+  // before; `from` is that plan), for the repartition fit: a move of whole blocks to ranks
+  // that held none of them, a change the table's plans never make. Empty where no 2-stage
+  // plan of the pass can move its boundary.
+  std::vector<PlanStats> moves;
+  std::vector<Plan> move_plans;  // the plan each move went into
 };
 
 // Each plan of the pass (the header's first paragraph) that both runs can train (`run.fits`,
 // `sim.fits`), measured; with reference_s > 0, the drift reference is measured before the first and
 // after every plan and each plan's times are divided by the mean of the two around it over
-// reference_s (the calibration's median of that plan).
+// reference_s (the calibration's median of that plan). Then the boundary walk (`moves`), with
+// the drift reference after it only (its moves must follow one another).
 PipelinePass measure_pipelines(const Stepper& step, const TrainingRun& run, const SimRun& sim,
                                const Plan& reference, double reference_s, int layers,
                                const LiveMeasureOptions& o);

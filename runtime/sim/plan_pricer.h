@@ -171,6 +171,19 @@ class PlanPricer {
   // Mask rows of blocks [first, first + count) with the other blocks as `in_force` has them:
   // the catalog entries whose shape is valid and whose plan fits memory (plan_pricer_mask.cpp).
   void mask_rows(const std::vector<int>& in_force, int first, int count, uint8_t* out);
+  // A repartition as priced (price_repartition), noise-free: its time, bytes received over
+  // all ranks, energy, memory in transit, and what the calibration's terms multiply
+  // (RuntimeCalibration::repartition_*): whether any strategy or stage changed, the blocks
+  // whose state moved, the messages.
+  struct RepartitionSums {
+    double seconds = 0, bytes = 0, energy_j = 0, peak_bytes = 0;
+    bool changed = false;
+    int moved_blocks = 0;
+    double messages = 0;
+  };
+  // The repartition of the last evaluate() (calibrate fits the repartition terms against it).
+  const RepartitionSums& last_repartition() const { return last_repartition_; }
+
   // The peak memory of the plan in force, where the caller measured it (the mask's base).
   void note_in_force_memory(double bytes) { current_mem_ = bytes; }
   void forget_in_force_memory() { current_mem_ = -1; }
@@ -253,9 +266,6 @@ class PlanPricer {
   };
   // The move from `from` (nullptr: none) into idx, blocks of `from` on the stages
   // `from_stage` of `from_stage_world` ranks each (plan_pricer_repartition.cpp); noise-free.
-  struct RepartitionSums {
-    double seconds = 0, bytes = 0, energy_j = 0, peak_bytes = 0;
-  };
   RepartitionSums price_repartition(const std::vector<int>& idx, const std::vector<int>* from,
                                     const std::vector<int>& from_stage, int from_stage_world,
                                     const std::vector<int>& from_shares);
@@ -391,6 +401,7 @@ class PlanPricer {
   std::vector<uint32_t> row_hint_;  // per block: its last counts (table rows) of mask_rows, 2
                                     // per block
   double current_mem_ = -1;         // memory of the plan in force; < 0: not computed
+  RepartitionSums last_repartition_;  // evaluate()'s, for last_repartition()
   HeadCost head_;
   uint32_t head_gen_ = 0;
   std::map<std::array<int, 7>, StageMove> stage_moves_;  // stage_move's

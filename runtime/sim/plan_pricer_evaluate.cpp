@@ -283,6 +283,7 @@ void PlanPricer::evaluate(const std::vector<int>& idx, const std::vector<int>* f
 
   const RepartitionSums rep =
       price_repartition(idx, from, from_stage, from_stage_world, from_shares);
+  last_repartition_ = rep;
   out.step_latency_s = latency;
   out.repartition_s = rep.seconds * np;
   out.repartition_bytes = rep.bytes;

@@ -164,6 +164,7 @@ PlanPricer::RepartitionSums PlanPricer::price_repartition(const std::vector<int>
                 cal.repartition_per_message_s * t.messages + t.bytes / cal.repartition_bandwidth;
   RepartitionSums out;
   out.seconds = t.seconds, out.bytes = t.bytes, out.energy_j = t.energy_j, out.peak_bytes = t.peak;
+  out.changed = t.changed > 0, out.moved_blocks = t.moved_blocks, out.messages = t.messages;
   return out;
 }
 

@@ -72,6 +72,8 @@ class SimRun : public TrainingRun {
   IterationBreakdown breakdown(const Plan& plan) const;
   // Pipeline and micro-batches of the plan in force (m explicit).
   const Pipeline& pipeline() const { return pricer_.pipeline(); }
+  // The last priced step's repartition (noise-free; after step(plan): the move into plan).
+  const PlanPricer::RepartitionSums& last_repartition() const { return pricer_.last_repartition(); }
   const Scenario& scenario() const { return scenario_; }
 
  private:

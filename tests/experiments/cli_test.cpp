@@ -483,6 +483,13 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
   EXPECT_NE(r.output.find("the schedule's fill and drain"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("median error by micro-batch count, step: m=1 "), std::string::npos)
       << r.output;
+  // Then the boundary walk (2/2 → 3/1 → 1/3 → 2/2 → 1/3 → 3/1 → 2/2 on the 4 layers), whose
+  // moves the repartition fit takes in beside the random plans' changes.
+  EXPECT_NE(r.output.find("pipeline pass: 6 boundary moves of uniform:dp@pp(p=2,m=1)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("repartition fit with 6 boundary moves: median error"), std::string::npos)
+      << r.output;
   const std::string validate = "validate-sim '" + src("experiments/fidelity/live-threads-2.yaml") +
                                "' --calibration '" + out +
                                "' --plans 3 --warmup 1 --iterations 1 --no-repeat --allow-noisy";

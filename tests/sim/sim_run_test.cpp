@@ -150,6 +150,13 @@ TEST(SimRun, StageMovesReceiveTheLiveExchangesBytes) {
   const Measurement a = run.step(moved);
   EXPECT_NEAR(a.repartition_bytes, 4 * rank_layer * moved_bytes, 1e-9 * a.repartition_bytes);
   EXPECT_GT(a.repartition_peak_bytes, 0);
+  // What the calibration's repartition terms multiply (calibrate fits them on such moves):
+  // the layer's 2 blocks moved, at least one message each.
+  const PlanPricer::RepartitionSums& ra = run.last_repartition();
+  EXPECT_TRUE(ra.changed);
+  EXPECT_EQ(ra.moved_blocks, 2);
+  EXPECT_GE(ra.messages, 2);
+  EXPECT_EQ(ra.bytes, a.repartition_bytes);
   run.reset(0, two);
   const Measurement b = run.step(one);
   // Stage 0's ranks receive half of stage 1's blocks, and the other way round: every rank
@@ -168,9 +175,12 @@ TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
   Measurement same = run.step(start);
   EXPECT_EQ(same.repartition_s, 0);
   EXPECT_EQ(same.repartition_bytes, 0);
+  EXPECT_FALSE(run.last_repartition().changed);
   Plan sp = start;  // sequence parallelism keeps every parameter where it is
   sp.blocks[2] = Strategy::tp1d(4, true);
   EXPECT_EQ(run.step(sp).repartition_bytes, 0);
+  EXPECT_TRUE(run.last_repartition().changed);  // a strategy changed: the fixed part
+  EXPECT_EQ(run.last_repartition().moved_blocks, 0);
   Plan moved = sp;
   moved.blocks[3] = Strategy::tp1d(8);
   const TransferCost expect = run.cost_model().repartition(BlockKind::kMlp, start.blocks[3],
@@ -185,6 +195,8 @@ TEST(SimRun, RepartitionChargesOnlyChangedBlocks) {
   EXPECT_GT(expect.bytes, 0);
   EXPECT_EQ(m.repartition_bytes, expect.bytes);
   EXPECT_EQ(m.repartition_s, expect.time_s);
+  EXPECT_EQ(run.last_repartition().moved_blocks, 1);
+  EXPECT_EQ(run.last_repartition().messages, expect.max_rank_messages);
   EXPECT_EQ(run.step(moved).repartition_bytes, 0);
 }
 
