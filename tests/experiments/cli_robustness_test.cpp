@@ -29,8 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 using shardgym::testing::CliResult;
 using shardgym::testing::shardgym_cli;
-
-std::string src(const std::string& rel) { return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel; }
+using shardgym::testing::src;
 
 fs::path scratch(const std::string& tag) {
   fs::path p = fs::temp_directory_path() /

@@ -29,4 +29,9 @@ inline CliResult shardgym_cli(const std::string& args) {
   return r;
 }
 
+// A path in the source tree (SHARDGYM_TEST_SOURCE_DIR, set by tests/experiments/CMakeLists.txt).
+inline std::string src(const std::string& rel) {
+  return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel;
+}
+
 }  // namespace shardgym::testing

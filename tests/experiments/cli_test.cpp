@@ -25,10 +25,7 @@ namespace fs = std::filesystem;
 using shardgym::testing::CliResult;
 using shardgym::testing::JsonChecker;
 using shardgym::testing::shardgym_cli;
-
-std::string src(const std::string& rel) {
-  return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel;
-}
+using shardgym::testing::src;
 
 TEST(JsonCheckerTest, AcceptsJsonAndRejectsBrokenText) {
   EXPECT_TRUE(JsonChecker(R"({"a": [1, 2.5e3, -3], "b": {"c": "x\"y"}, "d": null})").valid());

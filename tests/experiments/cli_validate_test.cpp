@@ -20,10 +20,7 @@ namespace fs = std::filesystem;
 using shardgym::testing::CliResult;
 using shardgym::testing::JsonChecker;
 using shardgym::testing::shardgym_cli;
-
-std::string src(const std::string& rel) {
-  return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel;
-}
+using shardgym::testing::src;
 
 // The JSON line of a validate-sim --json run (a noise warning may follow it on stderr, which
 // the runner reads too).
@@ -49,8 +46,7 @@ TEST(CliValidateTest, ValidateSimWalksTheDataShares) {
                              "' --plans 8 --warmup 1 --iterations 1 --allow-noisy "
                              "--json --seed 2");
   ASSERT_EQ(r.code, 0) << r.output;
-  std::string json = r.output.substr(r.output.find("{\"config\""));
-  json = json.substr(0, json.find('\n'));
+  const std::string json = json_line(r.output);
   EXPECT_TRUE(JsonChecker(json).valid()) << json;
   size_t uneven = 0;
   for (size_t at = json.find("@dp(w="); at != std::string::npos; at = json.find("@dp(w=", at + 1))
@@ -82,9 +78,7 @@ TEST(CliValidateTest, ValidateSimOnTheLiveRunWritesBothTraces) {
       "' --plans 4 --warmup 1 --iterations 2 --no-repeat --allow-noisy --json --traces '" + prefix +
       "'");
   ASSERT_EQ(r.code, 0) << r.output;
-  // The JSON line (a noise warning may follow it on stderr, which the test reads too).
-  std::string json = r.output.substr(r.output.find("{\"config\""));
-  json = json.substr(0, json.find('\n'));
+  const std::string json = json_line(r.output);
   EXPECT_TRUE(JsonChecker(json).valid()) << json;
   EXPECT_NE(json.find("\"noise\": {\"level\": "), std::string::npos) << json;
   // No pipelined plan, nothing to group by micro-batch count.
