@@ -29,10 +29,7 @@ void report_repartition_fit(const RepartitionFit& f, const std::vector<double>& 
     std::vector<double> e;
     for (size_t i = 0; k.fitted && i < seconds.size(); ++i)
       if (bool(boundary[i]) == moves && seconds[i] > 0)
-        e.push_back((k.fixed_s + k.per_block_s * blocks[i] + k.per_message_s * messages[i] +
-                     k.inv_bandwidth * bytes[i]) /
-                        seconds[i] -
-                    1);
+        e.push_back(k.predict(blocks[i], messages[i], bytes[i]) / seconds[i] - 1);
     return e.empty() ? 0.0 : 100 * median(e);
   };
   std::ostringstream line;

@@ -86,6 +86,10 @@ struct RepartitionFit {
   int left_out = 0;
   double left_out_limit = 0;  // relative error past which a change was left out
   double fit_error = 0;
+  // A change's time under these terms.
+  double predict(double blocks, double messages, double bytes) const {
+    return fixed_s + per_block_s * blocks + per_message_s * messages + inv_bandwidth * bytes;
+  }
 };
 RepartitionFit fit_repartition(const std::vector<double>& blocks,
                                const std::vector<double>& messages,

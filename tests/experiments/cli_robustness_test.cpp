@@ -29,14 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 using shardgym::testing::CliResult;
 using shardgym::testing::shardgym_cli;
+using shardgym::testing::scratch;
 using shardgym::testing::src;
-
-fs::path scratch(const std::string& tag) {
-  fs::path p = fs::temp_directory_path() /
-               ("shardgym_cli_robust_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
 
 // 16,777,216 ranks on 4,096 nodes: ClusterSpec::kMaxGpus and kMaxNodes. Pricing it used to
 // take days (a loop over every pair of a group's ranks) and then minutes (a linear scan of
@@ -63,7 +57,7 @@ TEST(CliRobustness, CostAtTheLargestWorldFinishesInSeconds) {
 // recorded leaves agent.ckpt, and it loads (eval --agent ckpt:). Before, the policy lived only
 // in memory (and agent.best.ckpt, removed after training) until the last episode ended.
 TEST(CliRobustness, TrainKilledWhileRecordingKeepsTheTrainedPolicy) {
-  const fs::path out = scratch("kill");
+  const fs::path out = scratch("robust_kill");
   const fs::path ckpt = out / "agent.ckpt", trace = out / "trace.h5";
   const std::string config = src("experiments/tiny.yaml");
   const pid_t pid = fork();
@@ -103,7 +97,7 @@ TEST(CliRobustness, TrainKilledWhileRecordingKeepsTheTrainedPolicy) {
 // `train --out` given a symbolic link, or a folder whose trace.h5 is a link, writes nothing
 // through it; agent.ckpt as a link is replaced (rename), its target untouched.
 TEST(CliRobustness, TrainDoesNotWriteThroughSymlinks) {
-  const fs::path base = scratch("symlink");
+  const fs::path base = scratch("robust_symlink");
   fs::create_directories(base / "real");
   const fs::path victim = base / "victim.txt";
   { std::ofstream(victim) << "precious\n"; }
@@ -154,7 +148,7 @@ void compare_quickstart(const fs::path& dir, const std::string& options) {
 // `compare --from-traces` refuses a zero or NaN latency of a step that did not fail, naming the
 // trace (it used to turn it into a throughput ratio).
 TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
-  const fs::path dir = scratch("compare");
+  const fs::path dir = scratch("robust_compare");
   ASSERT_NO_FATAL_FAILURE(compare_quickstart(dir, "--agents megatron,random"));
   const std::string trace = (dir / "random.h5").string();
   for (double v : {0.0, std::nan(""), -1.0}) {
@@ -171,7 +165,7 @@ TEST(CliRobustness, CompareFromTracesRefusesImpossibleFigures) {
 // the env its own config builds, used to pass `inspect` (and `replay`, for the width): both
 // now refuse it, naming the trace and what does not match.
 TEST(CliRobustness, InspectAndReplayRefuseWidthsAndPlanIdsTheirConfigDoesNotMake) {
-  const fs::path dir = scratch("widths");
+  const fs::path dir = scratch("robust_widths");
   ASSERT_NO_FATAL_FAILURE(compare_quickstart(dir, "--agents megatron --no-references"));
   const fs::path good = dir / "megatron.h5";
   CliResult ok = shardgym_cli("inspect '" + good.string() + "'");

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace shardgym::testing {
@@ -32,6 +34,15 @@ inline CliResult shardgym_cli(const std::string& args) {
 // A path in the source tree (SHARDGYM_TEST_SOURCE_DIR, set by tests/experiments/CMakeLists.txt).
 inline std::string src(const std::string& rel) {
   return std::string(SHARDGYM_TEST_SOURCE_DIR) + "/" + rel;
+}
+
+// A scratch path for one test, removed if a run before left it: the temp folder's
+// shardgym_cli_<tag>_<pid> (not created: the test makes the folder or lets the CLI write it).
+inline std::filesystem::path scratch(const std::string& tag) {
+  const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                  ("shardgym_cli_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  return p;
 }
 
 }  // namespace shardgym::testing

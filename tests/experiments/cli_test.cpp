@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 using shardgym::testing::CliResult;
 using shardgym::testing::JsonChecker;
 using shardgym::testing::shardgym_cli;
+using shardgym::testing::scratch;
 using shardgym::testing::src;
 
 TEST(JsonCheckerTest, AcceptsJsonAndRejectsBrokenText) {
@@ -101,9 +102,7 @@ TEST(CliTest, PublishedRunsOrderedWithinEachModel) {
                           "slower than the published best by median 0.0 %, max 0.0 %"),
             std::string::npos)
       << r.output;
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardgym_cli_models_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = scratch("models");
   fs::create_directories(dir / "runs");
   fs::copy_file(src("experiments/hardware.yaml"), dir / "hardware.yaml");
   auto swapped = [&](const std::string& name, const std::string& from, const std::string& to) {
@@ -161,9 +160,7 @@ TEST(CliTest, PublishedTableReportsErrorsRankingAndRegret) {
 // seed drifts by exactly 0; a recorded figure altered afterwards is found, with its step, and
 // the command exits 1.
 TEST(CliTest, ReplayOfASimTraceDriftsByExactlyZero) {
-  const fs::path out =
-      fs::temp_directory_path() / ("shardgym_cli_replay_" + std::to_string(::getpid()));
-  fs::remove_all(out);
+  const fs::path out = scratch("replay");
   CliResult train = shardgym_cli("train '" + src("tests/experiments/data/replay_events.yaml") +
                                  "' --out '" + out.string() + "'");
   ASSERT_EQ(train.code, 0) << train.output;
@@ -229,9 +226,7 @@ TEST(CliTest, TrainThenInspect) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "quickstart trains ppo, which needs LibTorch";
 #endif
-  const fs::path out =
-      fs::temp_directory_path() / ("shardgym_cli_test_" + std::to_string(::getpid()));
-  fs::remove_all(out);
+  const fs::path out = scratch("test");
   CliResult train = shardgym_cli("train '" + src("experiments/quickstart.yaml") + "' --out '" +
                                  out.string() + "' --episodes 1 --steps 4 --seed 3" +
                                  " --train-steps 1000");
@@ -297,9 +292,7 @@ TEST(CliTest, BenchSimReportsStepsPerSecond) {
 }
 
 TEST(CliTest, CompareAgainstMegatron) {
-  const fs::path traces =
-      fs::temp_directory_path() / ("shardgym_cli_compare_" + std::to_string(::getpid()));
-  fs::remove_all(traces);
+  const fs::path traces = scratch("compare");
   CliResult r = shardgym_cli("compare '" + src("experiments/quickstart.yaml") +
                              "' --agents megatron,random --seeds 0,1 --steps 3 --markdown" +
                              " --out '" + traces.string() + "'");
@@ -366,9 +359,7 @@ TEST(CliTest, EvalComparesAnAgentOrACheckpointWithMegatron) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "it evaluates a ppo checkpoint, which needs LibTorch";
 #endif
-  const fs::path out =
-      fs::temp_directory_path() / ("shardgym_cli_eval_" + std::to_string(::getpid()));
-  fs::remove_all(out);
+  const fs::path out = scratch("eval");
   const std::string config = "'" + src("experiments/quickstart.yaml") + "'";
   CliResult atp = shardgym_cli("eval " + config + " --agent atp --seeds 0,1 --steps 5 --out '" +
                                out.string() + "'");
@@ -427,9 +418,7 @@ TEST(CliTest, CalibrateMeasuresTheUniformPlansInPasses) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
 #endif
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardgym_cli_calibrate_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = scratch("calibrate");
   fs::create_directories(dir);
   const std::string out = (dir / "calib.yaml").string();
   CliResult r = shardgym_cli("calibrate '" + src("experiments/fidelity/live-threads-2.yaml") +
@@ -508,9 +497,7 @@ TEST(CliTest, TrainExitsOneWhenARankFails) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
 #endif
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardgym_cli_fault_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = scratch("fault");
   fs::create_directories(dir);
   std::ifstream in(src("experiments/live-quickstart.yaml"));
   std::stringstream text;
@@ -557,8 +544,7 @@ TEST(CliTest, BadConfigExitsTwoNamingTheKey) {
 }
 
 TEST(CliTest, InitialPlanThatDoesNotFitExitsTwo) {
-  const fs::path out =
-      fs::temp_directory_path() / ("shardgym_cli_oom_" + std::to_string(::getpid()));
+  const fs::path out = scratch("oom");
   CliResult r = shardgym_cli("train '" + src("tests/experiments/data/initial_plan_oom.yaml") +
                              "' --out '" + out.string() + "' --steps 2");
   fs::remove_all(out);

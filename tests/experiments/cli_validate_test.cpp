@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using shardgym::testing::CliResult;
 using shardgym::testing::JsonChecker;
 using shardgym::testing::shardgym_cli;
+using shardgym::testing::scratch;
 using shardgym::testing::src;
 
 // The JSON line of a validate-sim --json run (a noise warning may follow it on stderr, which
@@ -68,9 +69,7 @@ TEST(CliValidateTest, ValidateSimOnTheLiveRunWritesBothTraces) {
 #if !SHARDGYM_TEST_WITH_TORCH
   GTEST_SKIP() << "the live runtime needs LibTorch";
 #endif
-  const fs::path dir =
-      fs::temp_directory_path() / ("shardgym_cli_validate_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const fs::path dir = scratch("validate");
   fs::create_directories(dir);
   const std::string prefix = (dir / "v").string();
   CliResult r = shardgym_cli(
